@@ -1,0 +1,1 @@
+"""Local stubs of vendor model APIs (stdlib only), for running real agent CLIs offline."""

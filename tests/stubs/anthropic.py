@@ -1,0 +1,187 @@
+"""Stub of the Anthropic Messages API, for running the real Claude Code CLI offline.
+
+    from tests.stubs.anthropic import AnthropicStub
+    with AnthropicStub(mode="ok") as stub:
+        env = {"ANTHROPIC_BASE_URL": stub.base_url, "ANTHROPIC_API_KEY": "sk-test-stub"}
+        ...
+        stub.model_calls()      # the POST /v1/messages requests it saw
+
+    python -m tests.stubs.anthropic --mode ok        # prints the base URL, logs requests
+
+Modes:
+  ok            every /v1/messages call answers TEXT with USAGE (streaming SSE or plain JSON)
+  tool_use      the first call that offers tools answers a tool_use block (a harmless Glob /
+                Read / LS call, whichever is offered); later calls answer TEXT. With
+                ``--max-turns 1`` this drives Claude Code to ``error_max_turns``.
+  unauthorized  every /v1/messages call answers 401 authentication_error
+  hang          /v1/messages calls are accepted and never answered (until the stub stops)
+
+Anything else (``/v1/messages/count_tokens``, ``/v1/models``, unknown paths) is logged and answered
+sensibly: count_tokens with a fixed count, models with a one-entry list, other paths with an empty
+JSON object.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Iterator
+
+from ._base import RecordedRequest, Response, StubServer, serve_main
+
+TEXT = "Hello from the Anthropic stub."
+MODEL_FALLBACK = "claude-sonnet-4-5-20250929"
+USAGE = {
+    "input_tokens": 1234,
+    "output_tokens": 56,
+    "cache_read_input_tokens": 100,
+    "cache_creation_input_tokens": 10,
+}
+# Tools the tool_use mode may call, in order of preference, with inputs that touch nothing.
+_SAFE_TOOLS = (
+    ("Glob", {"pattern": "**/*.no-such-extension-harness-stub"}),
+    ("LS", {"path": "/nonexistent-harness-stub"}),
+    ("Read", {"file_path": "/nonexistent-harness-stub/file.txt"}),
+)
+
+
+class AnthropicStub(StubServer):
+    name = "anthropic"
+    modes = ("ok", "tool_use", "unauthorized", "hang")
+    text = TEXT
+    usage = USAGE
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._tool_use_sent = False
+
+    def is_model_call(self, req: RecordedRequest) -> bool:
+        return req.method == "POST" and req.path.rstrip("/") == "/v1/messages"
+
+    def is_known(self, req: RecordedRequest) -> bool:
+        return self.is_model_call(req) or req.path.rstrip("/") in ("/v1/messages/count_tokens", "/v1/models")
+
+    # -------------------------------------------------------------------------------------
+    def handle(self, req: RecordedRequest) -> Response:
+        path = req.path.rstrip("/")
+        if self.is_model_call(req):
+            return self._messages(req)
+        if path == "/v1/messages/count_tokens":
+            return Response(200, {"input_tokens": USAGE["input_tokens"]})
+        if path == "/v1/models" and req.method == "GET":
+            return Response(
+                200,
+                {
+                    "data": [
+                        {
+                            "type": "model",
+                            "id": MODEL_FALLBACK,
+                            "display_name": "Stub Sonnet",
+                            "created_at": "2025-01-01T00:00:00Z",
+                        }
+                    ],
+                    "has_more": False,
+                    "first_id": MODEL_FALLBACK,
+                    "last_id": MODEL_FALLBACK,
+                },
+            )
+        if req.method == "HEAD":
+            return Response(200, None)
+        return Response(200, {})
+
+    def _messages(self, req: RecordedRequest) -> Response:
+        if self.mode == "unauthorized":
+            return Response(
+                401,
+                {
+                    "type": "error",
+                    "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+                },
+                headers={"request-id": "req_stub_401"},
+            )
+        body = req.body if isinstance(req.body, dict) else {}
+        model = body.get("model") or MODEL_FALLBACK
+        content = self._content_for(body)
+        stop_reason = "tool_use" if content[0]["type"] == "tool_use" else "end_turn"
+        msg_id = "msg_stub_" + uuid.uuid4().hex[:16]
+        if body.get("stream"):
+            return Response(200, sse=self._sse(msg_id, model, content, stop_reason), headers={"request-id": "req_stub"})
+        return Response(
+            200,
+            {
+                "id": msg_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": content,
+                "stop_reason": stop_reason,
+                "stop_sequence": None,
+                "usage": dict(USAGE),
+            },
+            headers={"request-id": "req_stub"},
+        )
+
+    def _content_for(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.mode == "tool_use" and not self._tool_use_sent:
+            offered = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+            for name, tool_input in _SAFE_TOOLS:
+                if name in offered:
+                    with self._lock:
+                        self._tool_use_sent = True
+                    return [
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_stub_" + uuid.uuid4().hex[:12],
+                            "name": name,
+                            "input": tool_input,
+                        }
+                    ]
+        return [{"type": "text", "text": self.text}]
+
+    def _sse(self, msg_id: str, model: str, content: list[dict[str, Any]], stop_reason: str) -> Iterator[tuple[str, Any]]:
+        start_usage = dict(USAGE)
+        start_usage["output_tokens"] = 1
+        yield "message_start", {
+            "type": "message_start",
+            "message": {
+                "id": msg_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": start_usage,
+            },
+        }
+        for i, block in enumerate(content):
+            if block["type"] == "text":
+                yield "content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}
+                yield "ping", {"type": "ping"}
+                yield "content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}}
+            else:
+                import json
+
+                yield "content_block_start", {
+                    "type": "content_block_start",
+                    "index": i,
+                    "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}},
+                }
+                yield "content_block_delta", {
+                    "type": "content_block_delta",
+                    "index": i,
+                    "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
+                }
+            yield "content_block_stop", {"type": "content_block_stop", "index": i}
+        yield "message_delta", {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "usage": dict(USAGE),
+        }
+        yield "message_stop", {"type": "message_stop"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serve_main(AnthropicStub, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
