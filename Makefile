@@ -1,0 +1,40 @@
+# Developer entry points. `make test` is what CI runs (via .ci/run); see the README.
+PY ?= .venv/bin/python
+VENV_STAMP := .venv/.installed
+
+.PHONY: venv test unit lint generate demo cluster-up cluster-down
+
+$(VENV_STAMP): pyproject.toml
+	python3 -m venv .venv
+	.venv/bin/pip install -q -e '.[dev]'
+	touch $(VENV_STAMP)
+
+venv: $(VENV_STAMP)
+
+## unit tests only: no cluster, no agent CLIs
+unit: venv
+	$(PY) -m pytest -m "not integration and not cli" -q
+
+## the whole suite: unit, the real Claude Code CLI against a local stub, and the real test cluster
+test: venv
+	bash tests/run-all.sh
+
+lint: venv
+	.venv/bin/ruff check operator tests
+	.venv/bin/ruff format --check operator tests
+	.venv/bin/mypy
+	.venv/bin/lint-imports
+
+## regenerate crds/ from the pydantic models
+generate: venv
+	.venv/bin/harnessctl crds -o crds
+
+## run an example locally with the bundled demo agent (no cluster, no API key)
+demo: venv
+	PATH=$(CURDIR)/.venv/bin:$$PATH .venv/bin/harnessctl run examples/demo/demo-run.yaml
+
+cluster-up:
+	tests/cluster/up
+
+cluster-down:
+	tests/cluster/down

@@ -1,0 +1,755 @@
+"""The agentharness.dev/v1alpha1 API as pydantic models: the single source of truth (pure).
+
+Field descriptions feed `kubectl explain`; `x-kubernetes-validations` attached here become CEL rules in
+the generated CRDs (api/crd.py) and are evaluated offline by `harnessctl validate` (cel.py).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "agentharness.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+ENV_NAME_RULE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+DNS_LABEL_RULE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+def rule(expr: str, message: str, field_path: str | None = None, reason: str | None = None) -> dict[str, str]:
+    """One CEL `x-kubernetes-validations` entry."""
+    out = {"rule": expr, "message": message}
+    if field_path:
+        out["fieldPath"] = field_path
+    if reason:
+        out["reason"] = reason
+    return out
+
+
+def validations(*rules: dict[str, str]) -> dict[str, Any]:
+    return {"x-kubernetes-validations": list(rules)}
+
+
+FREE_FORM = {"x-kubernetes-preserve-unknown-fields": True}
+
+
+class Model(BaseModel):
+    """Base: camelCase on the wire, unknown fields rejected, enums kept as strings."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True
+    )
+
+    def to_api(self) -> dict[str, Any]:
+        """The object as the API server stores it (camelCase, unset fields omitted)."""
+        return self.model_dump(by_alias=True, exclude_none=True, exclude_unset=True, mode="json")
+
+
+# --- shared pieces -------------------------------------------------------------------------------
+
+
+class SecretKeySelector(Model):
+    """A key of a Secret in the run's namespace."""
+
+    name: str = Field(min_length=1, max_length=253, description="Name of the Secret.")
+    key: str = Field(min_length=1, max_length=253, description="Key within the Secret.")
+
+
+class ConfigMapKeySelector(Model):
+    """A key of a ConfigMap in the run's namespace."""
+
+    name: str = Field(min_length=1, max_length=253, description="Name of the ConfigMap.")
+    key: str = Field(min_length=1, max_length=253, description="Key within the ConfigMap.")
+
+
+class EnvVar(Model):
+    """A plain, non-secret environment variable for the agent."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        description="Variable name: letters, digits and underscores, not starting with a digit.",
+        json_schema_extra=validations(
+            rule(
+                f"self.matches('{ENV_NAME_RULE}')",
+                "must be a valid environment variable name (letters, digits and '_', "
+                "not starting with a digit)",
+            )
+        ),
+    )
+    value: str = Field(default="", max_length=32768, description="Variable value (not secret).")
+
+
+class CredentialGrant(Model):
+    """A Secret key that reaches the agent only as the environment variable `env`."""
+
+    env: str = Field(
+        min_length=1,
+        max_length=256,
+        description="Environment variable the agent reads the secret from.",
+        json_schema_extra=validations(
+            rule(
+                f"self.matches('{ENV_NAME_RULE}')",
+                "must be a valid environment variable name (letters, digits and '_', "
+                "not starting with a digit)",
+            )
+        ),
+    )
+    secret_key_ref: SecretKeySelector = Field(description="The Secret key holding the value.")
+    optional: bool | None = Field(
+        default=None, description="When true, a missing Secret or key leaves the variable unset."
+    )
+
+
+class EgressRule(Model):
+    """One network destination: a CIDR or a host name, and its ports."""
+
+    cidr: str | None = Field(default=None, max_length=64, description="Destination CIDR, e.g. 10.0.0.0/8.")
+    host: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Destination host name. Plain NetworkPolicy cannot match names: the operator "
+        "resolves nothing itself; use a CNI with FQDN policies (e.g. Cilium) to enforce it.",
+    )
+    ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        default_factory=list, max_length=32, description="TCP ports; empty means all ports."
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule("has(self.cidr) != has(self.host)", "set exactly one of cidr or host")
+        )
+    )
+
+
+# --- HarnessDefinition ---------------------------------------------------------------------------
+
+
+class Protocol(StrEnum):
+    cli = "cli"
+    acp = "acp"
+
+
+class PromptMode(StrEnum):
+    arg = "arg"
+    flag = "flag"
+    stdin = "stdin"
+
+
+class PromptPosition(StrEnum):
+    before_flags = "beforeFlags"
+    after_flags = "afterFlags"
+
+
+class FlagStyle(StrEnum):
+    double_dash = "doubleDash"
+    single_dash = "singleDash"
+
+
+class StdinMode(StrEnum):
+    pipe = "pipe"
+    fold = "fold"
+
+
+class AcpTransport(StrEnum):
+    stdio = "stdio"
+    websocket = "websocket"
+    http = "http"
+
+
+class OutputFormat(StrEnum):
+    text = "text"
+    claude_stream_json = "claude-stream-json"
+    codex_jsonl = "codex-jsonl"
+    gemini_json = "gemini-json"
+    opencode_jsonl = "opencode-jsonl"
+    pi_jsonl = "pi-jsonl"
+    copilot_json = "copilot-json"
+    aider_text = "aider-text"
+
+
+class AcpHeader(Model):
+    """An HTTP header sent to an ACP agent over websocket or http."""
+
+    name: str = Field(min_length=1, max_length=256, description="Header name.")
+    value: str | None = Field(default=None, description="Literal value (not secret).")
+    value_from: HeaderValueSource | None = Field(default=None, description="Value read from a Secret.")
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule("has(self.value) != has(self.valueFrom)", "set exactly one of value or valueFrom")
+        )
+    )
+
+
+class HeaderValueSource(Model):
+    """Where a header's value comes from."""
+
+    secret_key_ref: SecretKeySelector = Field(description="The Secret key holding the header value.")
+
+
+class OutputSpec(Model):
+    """How the CLI's stdout is read."""
+
+    format: OutputFormat = Field(
+        default=OutputFormat.text,
+        description="Parser for stdout: text (stdout is the output; usage unknown), claude-stream-json, "
+        "codex-jsonl, gemini-json, opencode-jsonl, pi-jsonl, copilot-json or aider-text.",
+    )
+
+
+class Capabilities(Model):
+    """What the adapter really implements; each is false unless declared."""
+
+    usage_reporting: bool = Field(default=False, description="Token usage is read from the output.")
+    cost_reporting: bool = Field(default=False, description="The CLI reports its own cost in USD.")
+    session_resume: bool = Field(default=False, description="A session id is reported and can be resumed.")
+    model_selection: bool = Field(default=False, description="The model can be chosen with an option.")
+    structured_output: bool = Field(default=False, description="The output is machine-readable.")
+    permission_hooks: bool = Field(default=False, description="Tool permissions can be answered by policy.")
+
+
+class ModelPricing(Model):
+    """USD per million tokens of one model."""
+
+    input: float = Field(default=0, ge=0, description="USD per million input tokens.")
+    output: float = Field(default=0, ge=0, description="USD per million output tokens.")
+    cache_read: float = Field(default=0, ge=0, description="USD per million cache-read tokens.")
+    cache_write: float = Field(default=0, ge=0, description="USD per million cache-write tokens.")
+
+
+class HarnessDefinitionSpec(Model):
+    """How to invoke one agent CLI. Keys and semantics follow Dagu's `harnesses:` entries, camelCased."""
+
+    protocol: Protocol = Field(default=Protocol.cli, description="cli (a process) or acp (Agent Client Protocol).")
+    binary: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="Executable: a name looked up in PATH, or a path containing '/'. Required for cli and "
+        "for acp over stdio.",
+    )
+    prefix_args: list[str] = Field(
+        default_factory=list, max_length=64, description="Arguments placed before everything else."
+    )
+    prompt_mode: PromptMode = Field(
+        default=PromptMode.arg,
+        description="How the prompt is delivered: arg (a positional argument), flag (after promptFlag) "
+        "or stdin (prompt, a blank line, then the run's stdin).",
+    )
+    prompt_flag: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Flag token that precedes the prompt; required exactly when promptMode is flag.",
+    )
+    prompt_position: PromptPosition = Field(
+        default=PromptPosition.before_flags,
+        description="Whether the prompt goes before (beforeFlags) or after (afterFlags) the option flags.",
+    )
+    flag_style: FlagStyle = Field(
+        default=FlagStyle.double_dash, description="Option flags as --key (doubleDash) or -key (singleDash)."
+    )
+    option_flags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Option key -> literal flag token, used verbatim (flagStyle does not apply).",
+        json_schema_extra={"maxProperties": 128},
+    )
+    kebab_case_flags: bool = Field(
+        default=False,
+        description="Turn '_' in option keys into '-' (true for the built-in catalog); the kebab and snake "
+        "spellings of one key are then one key, and the kebab spelling wins.",
+    )
+    stdin_mode: StdinMode = Field(
+        default=StdinMode.pipe,
+        description="pipe: the run's stdin is piped to the CLI; fold: prompt, a blank line and stdin are "
+        "joined into the prompt.",
+    )
+    defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Default options, overridden key by key by the run's `with`.",
+        json_schema_extra=FREE_FORM,
+    )
+    transport: AcpTransport | None = Field(default=None, description="ACP transport (default stdio).")
+    url: str | None = Field(default=None, max_length=2048, description="ACP endpoint for websocket or http.")
+    cwd: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="ACP session working directory on the agent host (absolute).",
+        json_schema_extra=validations(rule("self.startsWith('/')", "must be an absolute path")),
+    )
+    headers: list[AcpHeader] = Field(default_factory=list, max_length=32, description="ACP HTTP headers.")
+    ca_bundle_secret_ref: SecretKeySelector | None = Field(
+        default=None, description="CA bundle for the ACP endpoint's TLS."
+    )
+    bearer_subprotocol: bool | None = Field(
+        default=None, description="Send the bearer token as a websocket subprotocol."
+    )
+    image: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Sandbox image for this provider (default: the operator's sandbox image).",
+    )
+    output: OutputSpec = Field(default_factory=OutputSpec, description="How stdout is parsed.")
+    capabilities: Capabilities = Field(default_factory=Capabilities, description="What is really implemented.")
+    credentials: list[CredentialGrant] = Field(
+        default_factory=list, max_length=32, description="Default credential grants."
+    )
+    env: list[EnvVar] = Field(default_factory=list, max_length=64, description="Plain environment.")
+    egress: list[EgressRule] = Field(
+        default_factory=list, max_length=32, description="Network destinations the provider needs."
+    )
+    pricing: dict[str, ModelPricing] = Field(
+        default_factory=dict,
+        description="Per model: USD per million tokens, used when the CLI does not report cost.",
+        json_schema_extra={"maxProperties": 64},
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "has(self.binary) || (has(self.protocol) && self.protocol == 'acp' && "
+                "has(self.transport) && self.transport != 'stdio')",
+                "spec.binary is required for protocol cli and for acp over stdio",
+                field_path=".binary",
+                reason="FieldValueRequired",
+            ),
+            rule(
+                "(has(self.promptMode) && self.promptMode == 'flag') == has(self.promptFlag)",
+                "spec.promptFlag is required when spec.promptMode is flag, and only then",
+                field_path=".promptFlag",
+            ),
+            rule(
+                "!has(self.transport) || self.transport == 'stdio' || has(self.url)",
+                "spec.url is required for acp over websocket or http",
+                field_path=".url",
+            ),
+            rule(
+                "(has(self.protocol) && self.protocol == 'acp') || "
+                "!(has(self.transport) || has(self.url) || has(self.cwd))",
+                "spec.transport, spec.url and spec.cwd apply only to protocol acp",
+            ),
+        )
+    )
+
+
+class HarnessDefinition(Model):
+    """A namespaced provider: how to invoke one agent CLI."""
+
+    api_version: str = Field(default=API_VERSION, description="agentharness.dev/v1alpha1")
+    kind: str = Field(default="HarnessDefinition", description="HarnessDefinition")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
+    spec: HarnessDefinitionSpec = Field(description="How to invoke the CLI.")
+
+
+class ClusterHarnessDefinition(Model):
+    """A cluster-wide provider; the built-in catalog ships as these."""
+
+    api_version: str = Field(default=API_VERSION, description="agentharness.dev/v1alpha1")
+    kind: str = Field(default="ClusterHarnessDefinition", description="ClusterHarnessDefinition")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
+    spec: HarnessDefinitionSpec = Field(description="How to invoke the CLI.")
+
+
+# --- HarnessRun ----------------------------------------------------------------------------------
+
+WITH_RULES = validations(
+    rule(
+        "!has(self.binary)",
+        "with.binary is not supported; define a HarnessDefinition and reference it via spec.provider",
+        reason="FieldValueForbidden",
+    ),
+    rule(
+        "!has(self.prompt_args)",
+        "with.prompt_args is not supported; define a HarnessDefinition and reference it via spec.provider",
+        reason="FieldValueForbidden",
+    ),
+)
+
+
+class RunOutputRef(Model):
+    """Another HarnessRun in the same namespace whose output is used once it has succeeded."""
+
+    name: str = Field(min_length=1, max_length=253, description="Name of the HarnessRun.")
+
+
+class ValueSource(Model):
+    """Where a prompt or stdin comes from; exactly one source."""
+
+    config_map_key_ref: ConfigMapKeySelector | None = Field(default=None, description="A ConfigMap key.")
+    secret_key_ref: SecretKeySelector | None = Field(default=None, description="A Secret key.")
+    run_output: RunOutputRef | None = Field(
+        default=None, description="The output of another run, once it has succeeded (chaining)."
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "[has(self.configMapKeyRef), has(self.secretKeyRef), has(self.runOutput)]"
+                ".filter(x, x).size() == 1",
+                "set exactly one of configMapKeyRef, secretKeyRef or runOutput",
+            )
+        )
+    )
+
+
+class FallbackProvider(Model):
+    """One fallback attempt: another provider and its options."""
+
+    provider: str = Field(min_length=1, max_length=253, description="Provider of this attempt.")
+    with_: dict[str, Any] = Field(
+        default_factory=dict,
+        alias="with",
+        description="Options for this attempt (not merged with the primary's).",
+        json_schema_extra={**FREE_FORM, **WITH_RULES},
+    )
+    fallback: Any = Field(
+        default=None,
+        description="Not allowed: a fallback cannot have fallbacks of its own.",
+        json_schema_extra=FREE_FORM,
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "!has(self.fallback)",
+                "fallback is not supported inside fallback providers; list every provider in spec.fallback",
+                field_path=".fallback",
+                reason="FieldValueForbidden",
+            )
+        )
+    )
+
+
+class VolumeScope(StrEnum):
+    run = "run"
+    agent = "agent"
+    agent_user = "agentUser"
+
+
+class PersistentVolumeClaimRef(Model):
+    """An existing PersistentVolumeClaim."""
+
+    claim_name: str = Field(min_length=1, max_length=253, description="Name of the claim.")
+
+
+class WorkspaceVolume(Model):
+    """Where the workspace lives; emptyDir when nothing is set."""
+
+    empty_dir: dict[str, Any] | None = Field(
+        default=None, description="A scratch volume for the run (the default).", json_schema_extra=FREE_FORM
+    )
+    persistent_volume_claim: PersistentVolumeClaimRef | None = Field(
+        default=None, description="An existing claim."
+    )
+    scope: VolumeScope | None = Field(
+        default=None,
+        description="A claim the operator creates: run (owned by the run), agent (one per provider, kept) "
+        "or agentUser (one per provider and user label, kept).",
+    )
+    size: str | None = Field(default=None, max_length=32, description="Size of an operator-created claim.")
+    storage_class_name: str | None = Field(
+        default=None, max_length=253, description="Storage class of an operator-created claim."
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "[has(self.emptyDir), has(self.persistentVolumeClaim), has(self.scope)].filter(x, x).size() <= 1",
+                "set at most one of emptyDir, persistentVolumeClaim or scope",
+            ),
+            rule(
+                "has(self.scope) || !(has(self.size) || has(self.storageClassName))",
+                "size and storageClassName apply only with scope",
+            ),
+        )
+    )
+
+
+class GitSource(Model):
+    """A git repository cloned into the working directory by an init container."""
+
+    url: str = Field(min_length=1, max_length=2048, description="Repository URL.")
+    ref: str | None = Field(default=None, max_length=256, description="Branch, tag or commit.")
+    credentials_secret_ref: SecretKeySelector | None = Field(
+        default=None, description="Secret key with a token for the clone (never placed in argv)."
+    )
+
+
+class Workspace(Model):
+    """The agent's working directory and the volume behind it."""
+
+    working_dir: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="Absolute working directory in the sandbox (created if missing).",
+        json_schema_extra=validations(rule("self.startsWith('/')", "must be an absolute path")),
+    )
+    volume: WorkspaceVolume | None = Field(default=None, description="The workspace volume.")
+    git: GitSource | None = Field(default=None, description="A repository cloned into workingDir.")
+
+
+class NetworkPolicyMode(StrEnum):
+    none = "none"
+    provider = "provider"
+    allowlist = "allowlist"
+    unrestricted = "unrestricted"
+
+
+class Toleration(Model):
+    """A pod toleration, passed through."""
+
+    key: str | None = Field(default=None, description="Taint key.")
+    operator: str | None = Field(default=None, description="Exists or Equal.")
+    value: str | None = Field(default=None, description="Taint value.")
+    effect: str | None = Field(default=None, description="NoSchedule, PreferNoSchedule or NoExecute.")
+    toleration_seconds: int | None = Field(default=None, description="For NoExecute: how long to stay.")
+
+
+class Resources(Model):
+    """Container resource requests and limits (quantities)."""
+
+    requests: dict[str, str | int] = Field(
+        default_factory=dict, description="Requests, e.g. {cpu: 500m, memory: 1Gi}.",
+        json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}},
+    )
+    limits: dict[str, str | int] = Field(
+        default_factory=dict, description="Limits, e.g. {memory: 2Gi}.",
+        json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}},
+    )
+
+
+class Sandbox(Model):
+    """Isolation and placement of the sandbox pod."""
+
+    network_policy: NetworkPolicyMode = Field(
+        default=NetworkPolicyMode.provider,
+        description="Egress: none (nothing, not even DNS), provider (DNS and the definition's egress), "
+        "allowlist (DNS and sandbox.egress) or unrestricted.",
+    )
+    egress: list[EgressRule] = Field(
+        default_factory=list, max_length=32, description="Destinations for networkPolicy allowlist."
+    )
+    resources: Resources | None = Field(default=None, description="Container resources.")
+    runtime_class_name: str | None = Field(default=None, max_length=253, description="RuntimeClass, e.g. gvisor.")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Node selector, passed through.")
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=32, description="Tolerations.")
+    image: str | None = Field(default=None, max_length=1024, description="Sandbox image override.")
+
+
+class Limits(Model):
+    """Limits enforced while the agent runs."""
+
+    timeout_seconds: int | None = Field(
+        default=None, ge=1, le=604800, description="Wall-clock limit per attempt; exit 124, reason Timeout."
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        alias="maxCostUSD",
+        gt=0,
+        description="Stop the agent once reported or computed cost crosses this (reason CostLimitExceeded).",
+    )
+    max_turns: int | None = Field(default=None, ge=1, le=10000, description="Most agent turns.")
+    max_output_bytes: int | None = Field(
+        default=None, ge=1, le=10485760, description="Output kept; the rest is cut and flagged truncated."
+    )
+    grace_period_seconds: int | None = Field(
+        default=None, ge=0, le=3600, description="SIGTERM to SIGKILL on timeout or cancel (default 30)."
+    )
+
+
+class AcpPermission(StrEnum):
+    deny = "deny"
+    allow = "allow"
+
+
+class HarnessRunSpec(Model):
+    """One run of an agent CLI. Immutable after creation, except `cancel`."""
+
+    provider: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Provider name: a HarnessDefinition in this namespace, else a ClusterHarnessDefinition.",
+    )
+    prompt: str | None = Field(
+        default=None, min_length=1, max_length=262144, description="The prompt; required unless promptFrom."
+    )
+    prompt_from: ValueSource | None = Field(default=None, description="Read the prompt from elsewhere.")
+    stdin: str | None = Field(default=None, max_length=1048576, description="Text piped to the CLI's stdin.")
+    stdin_from: ValueSource | None = Field(default=None, description="Read stdin from elsewhere.")
+    with_: dict[str, Any] = Field(
+        default_factory=dict,
+        alias="with",
+        description="Options that become CLI flags (Dagu rules): keys sorted, true a bare flag, false and "
+        "empty omitted, numbers printed plainly, lists repeat the flag.",
+        json_schema_extra={**FREE_FORM, **WITH_RULES},
+    )
+    fallback: list[FallbackProvider] = Field(
+        default_factory=list, max_length=16, description="Providers tried in order after a non-zero exit."
+    )
+    workspace: Workspace | None = Field(default=None, description="Working directory and its volume.")
+    sandbox: Sandbox | None = Field(default=None, description="Isolation and placement.")
+    credentials: list[CredentialGrant] = Field(
+        default_factory=list, max_length=32, description="Grants added to the definition's."
+    )
+    env: list[EnvVar] = Field(default_factory=list, max_length=64, description="Plain environment for the agent.")
+    limits: Limits | None = Field(default=None, description="Time, cost, turn and output limits.")
+    acp_permission: AcpPermission = Field(
+        default=AcpPermission.deny, description="ACP permission requests: deny, or allow (allow-once only)."
+    )
+    cancel: bool = Field(default=False, description="Set to true to stop the run gracefully; skips fallback.")
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "has(self.prompt) || has(self.promptFrom)",
+                "spec.prompt is required (or set spec.promptFrom)",
+                field_path=".prompt",
+                reason="FieldValueRequired",
+            ),
+            rule(
+                "!(has(self.prompt) && has(self.promptFrom))",
+                "set spec.prompt or spec.promptFrom, not both",
+                field_path=".promptFrom",
+            ),
+            rule(
+                "!(has(self.stdin) && has(self.stdinFrom))",
+                "set spec.stdin or spec.stdinFrom, not both",
+                field_path=".stdinFrom",
+            ),
+            rule(
+                "!has(self.env) || !has(self.credentials) || "
+                "self.env.all(e, !self.credentials.exists(c, c.env == e.name))",
+                "spec.env names must not collide with spec.credentials[].env; a secret is granted only "
+                "through credentials",
+                field_path=".env",
+            ),
+        )
+    )
+
+
+class Condition(Model):
+    """A Kubernetes-style condition."""
+
+    type: str = Field(description="Accepted or Succeeded.")
+    status: str = Field(description="True, False or Unknown.")
+    reason: str = Field(default="", description="CamelCase reason.")
+    message: str = Field(default="", description="Human-readable detail.")
+    last_transition_time: str | None = Field(default=None, description="When status last changed.")
+    observed_generation: int | None = Field(default=None, description="Generation this reflects.")
+
+
+class CostSource(StrEnum):
+    reported = "reported"
+    computed = "computed"
+    unknown = "unknown"
+
+
+class Usage(Model):
+    """Tokens, turns and cost; a figure that is not known is absent, never 0."""
+
+    input_tokens: int | None = Field(default=None, description="Input tokens.")
+    output_tokens: int | None = Field(default=None, description="Output tokens.")
+    cache_read_tokens: int | None = Field(default=None, description="Cache-read tokens.")
+    cache_write_tokens: int | None = Field(default=None, description="Cache-write tokens.")
+    turns: int | None = Field(default=None, description="Agent turns.")
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost in USD.")
+    cost_source: CostSource = Field(
+        default=CostSource.unknown, description="reported by the CLI, computed from pricing, or unknown."
+    )
+
+
+class Attempt(Model):
+    """One attempt with one provider."""
+
+    index: int = Field(description="1-based attempt number.")
+    provider: str = Field(description="Provider of this attempt.")
+    job_name: str | None = Field(default=None, description="The attempt's Job.")
+    pod_name: str | None = Field(default=None, description="The attempt's Pod.")
+    start_time: str | None = Field(default=None, description="When the attempt started.")
+    completion_time: str | None = Field(default=None, description="When it ended.")
+    exit_code: int | None = Field(default=None, description="The agent's exit code (124 timeout/cancel).")
+    reason: str | None = Field(default=None, description="Typed outcome, e.g. ProviderFailed.")
+    message: str | None = Field(default=None, description="Detail.")
+    model: str | None = Field(default=None, description="Model the CLI reported.")
+    session_id: str | None = Field(default=None, alias="sessionID", description="Session id the CLI reported.")
+    usage: Usage | None = Field(default=None, description="This attempt's usage.")
+    image_digest: str | None = Field(default=None, description="Image digest the pod ran.")
+    cli_version: str | None = Field(default=None, description="CLI version, where cheap to learn.")
+
+
+class OutputStatus(Model):
+    """The successful attempt's output."""
+
+    excerpt: str | None = Field(default=None, description="The first part of the output.")
+    bytes: int | None = Field(default=None, description="Size of the full output.")
+    sha256: str | None = Field(default=None, description="SHA-256 of the full output.")
+    truncated: bool | None = Field(default=None, description="True when cut at maxOutputBytes.")
+    config_map_name: str | None = Field(default=None, description="ConfigMap holding the full output.")
+
+
+class Phase(StrEnum):
+    pending = "Pending"
+    running = "Running"
+    succeeded = "Succeeded"
+    failed = "Failed"
+    cancelled = "Cancelled"
+
+
+class HarnessRunStatus(Model):
+    """Observed state, written only by the operator (or `harnessctl run --status-file`)."""
+
+    phase: Phase | None = Field(default=None, description="Summary derived from the conditions.")
+    conditions: list[Condition] = Field(default_factory=list, description="Accepted and Succeeded.")
+    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
+    start_time: str | None = Field(default=None, description="When the first attempt started.")
+    completion_time: str | None = Field(default=None, description="When the run ended.")
+    exit_code: int | None = Field(default=None, description="The final exit code.")
+    reason: str | None = Field(default=None, description="The final typed reason.")
+    message: str | None = Field(default=None, description="The final detail.")
+    attempts: list[Attempt] = Field(default_factory=list, description="One entry per attempt.")
+    usage: Usage | None = Field(default=None, description="Summed across attempts.")
+    output: OutputStatus | None = Field(default=None, description="The output.")
+
+
+AcpHeader.model_rebuild()
+
+
+def immutable_except(model: type[Model], mutable: set[str]) -> str:
+    """CEL transition rule: every field of `model` but `mutable` keeps its presence and value."""
+    clauses = []
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        if key in mutable:
+            continue
+        clauses.append(
+            f"has(self.{key}) == has(oldSelf.{key}) && (!has(self.{key}) || self.{key} == oldSelf.{key})"
+        )
+    return " && ".join(clauses)
+
+
+SPEC_IMMUTABLE_RULE = rule(
+    immutable_except(HarnessRunSpec, {"cancel"}),
+    "spec is immutable after creation except spec.cancel; create a new HarnessRun instead",
+    reason="FieldValueForbidden",
+)
+
+
+class HarnessRun(Model):
+    """One run of an agent CLI."""
+
+    api_version: str = Field(default=API_VERSION, description="agentharness.dev/v1alpha1")
+    kind: str = Field(default="HarnessRun", description="HarnessRun")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
+    spec: HarnessRunSpec = Field(description="What to run.", json_schema_extra=validations(SPEC_IMMUTABLE_RULE))
+    status: HarnessRunStatus | None = Field(default=None, description="What happened.")
+
+KINDS: dict[str, type[HarnessRun] | type[HarnessDefinition] | type[ClusterHarnessDefinition]] = {
+    "HarnessRun": HarnessRun,
+    "HarnessDefinition": HarnessDefinition,
+    "ClusterHarnessDefinition": ClusterHarnessDefinition,
+}

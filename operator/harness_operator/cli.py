@@ -1,0 +1,98 @@
+"""harnessctl: validate, run (local), render, crds, import-dagu (the command-line shell)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from harness_operator.api.crd import build_crds, render_crd_yaml
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.dagu_import import dns_name, import_dagu
+from harness_operator.manifests import load_documents
+from harness_operator.validation import ERROR, validate_documents
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    docs = load_documents(args.paths)
+    if not docs:
+        print(f"harnessctl: no manifests found in {' '.join(args.paths)}", file=sys.stderr)
+        return 1
+    findings = validate_documents(docs, load_builtin_catalog())
+    for finding in findings:
+        print(finding.render())
+    errors = sum(1 for f in findings if f.severity == ERROR)
+    warnings = len(findings) - errors
+    print(f"{len(docs)} manifests: {errors} errors, {warnings} warnings", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def cmd_crds(args: argparse.Namespace) -> int:
+    for out_dir in args.output:
+        folder = Path(out_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, crd in build_crds().items():
+            (folder / name).write_text(render_crd_yaml(crd), encoding="utf-8")
+            print(folder / name)
+    return 0
+
+
+def cmd_import_dagu(args: argparse.Namespace) -> int:
+    path = Path(args.dag)
+    try:
+        dag = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"harnessctl: cannot read {path}: {exc}", file=sys.stderr)
+        return 1
+    if not isinstance(dag, dict):
+        print(f"harnessctl: {path}: a Dagu DAG must be a YAML mapping", file=sys.stderr)
+        return 1
+    result = import_dagu(dag, dns_name(str(dag.get("name") or path.stem)))
+    sys.stdout.write(yaml.safe_dump_all(result.manifests, sort_keys=False))
+    for line in result.unsupported:
+        print(f"{path}: unsupported: {line}", file=sys.stderr)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness_operator.runner.local import run_paths
+
+    return run_paths(args.paths, args.status_file)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harnessctl", description="Run and check agent-harness manifests.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    validate = sub.add_parser("validate", help="check manifests offline (schema, CEL rules, references)")
+    validate.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests")
+    validate.set_defaults(func=cmd_validate)
+
+    run = sub.add_parser("run", help="execute each HarnessRun in the files locally, with no cluster")
+    run.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests")
+    run.add_argument("--status-file", metavar="FILE", help="write the final status (as in the CR) as YAML")
+    run.set_defaults(func=cmd_run)
+
+    crds = sub.add_parser("crds", help="write the generated CustomResourceDefinitions")
+    crds.add_argument(
+        "-o", "--output", action="append", default=None, metavar="DIR", help="folder to write (repeatable)"
+    )
+    crds.set_defaults(func=cmd_crds)
+
+    dagu = sub.add_parser("import-dagu", help="turn a Dagu DAG's harnesses and harness.run steps into manifests")
+    dagu.add_argument("dag", metavar="DAG.yaml")
+    dagu.set_defaults(func=cmd_import_dagu)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "output", "unset") is None:
+        args.output = ["crds"]
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

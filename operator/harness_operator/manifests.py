@@ -1,0 +1,72 @@
+"""Read multi-document YAML manifests from files and folders (file I/O only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class Document:
+    """One YAML document and where it came from; `error` is set when it could not be read."""
+
+    path: str
+    obj: dict[str, Any]
+    error: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind", ""))
+
+    @property
+    def name(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("namespace") or "default")
+
+
+def manifest_files(paths: list[str]) -> list[Path]:
+    """The YAML files named, folders expanded recursively, in a stable order."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.suffix in {".yaml", ".yml"} and p.is_file())
+        else:
+            files.append(path)
+    return files
+
+
+def parse_documents(text: str, path: str) -> list[Document]:
+    """Every non-empty document of one YAML text; a syntax error becomes one errored Document."""
+    try:
+        loaded = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        return [Document(path, {}, f"not valid YAML: {exc}".replace("\n", " "))]
+    docs = []
+    for item in loaded:
+        if isinstance(item, dict) and item.get("kind") == "List" and isinstance(item.get("items"), list):
+            docs += [Document(path, i if isinstance(i, dict) else {}) for i in item["items"]]
+        elif isinstance(item, dict):
+            docs.append(Document(path, item))
+        else:
+            docs.append(Document(path, {}, "a manifest must be a YAML mapping with apiVersion and kind"))
+    return docs
+
+
+def load_documents(paths: list[str]) -> list[Document]:
+    """Every document in the given files and folders."""
+    docs: list[Document] = []
+    for file in manifest_files(paths):
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            docs.append(Document(str(file), {}, f"cannot read: {exc.strerror}"))
+            continue
+        docs += parse_documents(text, str(file))
+    return docs

@@ -1,0 +1,217 @@
+"""Offline checks of manifests: schema, the CRDs' CEL rules, cross-references, warnings (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness_operator.api.crd import crd_schema_for
+from harness_operator.api.v1alpha1 import (
+    API_VERSION,
+    GROUP,
+    KINDS,
+    ClusterHarnessDefinition,
+    HarnessDefinitionSpec,
+    HarnessRun,
+    NetworkPolicyMode,
+)
+from harness_operator.cel import check_rules
+from harness_operator.manifests import Document
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem in one manifest."""
+
+    path: str
+    kind: str
+    name: str
+    field: str
+    message: str
+    severity: str = ERROR
+
+    def render(self) -> str:
+        label = "warning: " if self.severity == WARNING else ""
+        return f"{self.path}: {self.kind or '?'}/{self.name or '?'}: {self.field or '-'}: {label}{self.message}"
+
+
+def _loc(loc: Iterable[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _schema_message(error: Any) -> str:
+    kind, msg = error["type"], error["msg"]
+    if kind == "extra_forbidden":
+        return "unknown field; remove it (kubectl explain shows the fields)"
+    if kind == "missing":
+        return "required field is missing"
+    return str(msg)
+
+
+def schema_findings(doc: Document) -> list[Finding]:
+    """The document against the pydantic model of its kind."""
+    model = KINDS[doc.kind]
+    try:
+        model.model_validate(doc.obj)
+    except ValidationError as exc:
+        return [
+            Finding(doc.path, doc.kind, doc.name, _loc(e["loc"]), _schema_message(e))
+            for e in exc.errors()
+        ]
+    return []
+
+
+def cel_findings(doc: Document) -> list[Finding]:
+    """The CRD's own CEL rules, evaluated offline."""
+    violations = check_rules(crd_schema_for(doc.kind), doc.obj)
+    return [Finding(doc.path, doc.kind, doc.name, v.path, v.message) for v in violations]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Definitions known to the check: the files' own, then the built-in catalog."""
+
+    namespaced: dict[tuple[str, str], HarnessDefinitionSpec]
+    cluster: dict[str, HarnessDefinitionSpec]
+
+    def resolve(self, namespace: str, name: str) -> HarnessDefinitionSpec | None:
+        """A namespaced definition shadows a cluster one of the same name."""
+        return self.namespaced.get((namespace, name)) or self.cluster.get(name)
+
+
+def build_catalog(docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition]) -> Catalog:
+    """Collect the definitions that parse; broken ones are reported by the schema check."""
+    cluster = {d.metadata["name"]: d.spec for d in builtins}
+    namespaced: dict[tuple[str, str], HarnessDefinitionSpec] = {}
+    for doc in docs:
+        if doc.kind not in ("HarnessDefinition", "ClusterHarnessDefinition"):
+            continue
+        try:
+            spec = HarnessDefinitionSpec.model_validate(doc.obj.get("spec") or {})
+        except ValidationError:
+            continue
+        if doc.kind == "ClusterHarnessDefinition":
+            cluster[doc.name] = spec
+        else:
+            namespaced[(doc.namespace, doc.name)] = spec
+    return Catalog(namespaced, cluster)
+
+
+def _provider_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list[Finding]:
+    found = []
+    if catalog.resolve(doc.namespace, run.spec.provider) is None:
+        found.append(
+            Finding(doc.path, doc.kind, doc.name, "spec.provider", f'unknown provider "{run.spec.provider}"')
+        )
+    for index, fb in enumerate(run.spec.fallback):
+        if catalog.resolve(doc.namespace, fb.provider) is None:
+            found.append(
+                Finding(
+                    doc.path, doc.kind, doc.name, f"spec.fallback[{index}].provider",
+                    f'unknown fallback provider "{fb.provider}"',
+                )
+            )
+    return found
+
+
+def _run_output_findings(doc: Document, run: HarnessRun, runs: set[tuple[str, str]]) -> list[Finding]:
+    found = []
+    for field, source in (("spec.promptFrom", run.spec.prompt_from), ("spec.stdinFrom", run.spec.stdin_from)):
+        if source and source.run_output and (doc.namespace, source.run_output.name) not in runs:
+            found.append(
+                Finding(
+                    doc.path, doc.kind, doc.name, f"{field}.runOutput.name",
+                    f'HarnessRun "{source.run_output.name}" is not among the given manifests',
+                )
+            )
+    return found
+
+
+def _warnings(doc: Document, run: HarnessRun, catalog: Catalog, secrets: set[tuple[str, str]]) -> list[Finding]:
+    def warn(field: str, message: str) -> Finding:
+        return Finding(doc.path, doc.kind, doc.name, field, message, WARNING)
+
+    spec = run.spec
+    found = []
+    if not (spec.workspace and spec.workspace.working_dir):
+        found.append(warn("spec.workspace.workingDir", "not set; the agent runs in the sandbox's default directory"))
+    sandbox = spec.sandbox
+    if sandbox and sandbox.network_policy == NetworkPolicyMode.unrestricted:
+        found.append(warn("spec.sandbox.networkPolicy", "unrestricted: the agent may reach any address"))
+    if sandbox and sandbox.egress and sandbox.network_policy != NetworkPolicyMode.allowlist:
+        found.append(warn("spec.sandbox.egress", "ignored unless spec.sandbox.networkPolicy is allowlist"))
+    providers = [("spec.provider", spec.provider)] + [
+        (f"spec.fallback[{i}].provider", fb.provider) for i, fb in enumerate(spec.fallback)
+    ]
+    granted_by_run = {c.env for c in spec.credentials}
+    for field, name in providers:
+        definition = catalog.resolve(doc.namespace, name)
+        if definition is None:
+            continue
+        caps = definition.capabilities
+        can_cost = caps.cost_reporting or (caps.usage_reporting and bool(definition.pricing))
+        if spec.limits and spec.limits.max_cost_usd is not None and not can_cost:
+            found.append(
+                warn(
+                    "spec.limits.maxCostUSD",
+                    f'provider "{name}" cannot report usage or cost, so the cost limit cannot be enforced; '
+                    "use a provider with costReporting, or add pricing and usageReporting to its definition",
+                )
+            )
+        missing = [
+            c for c in definition.credentials
+            if c.env not in granted_by_run and (doc.namespace, c.secret_key_ref.name) not in secrets
+        ]
+        if definition.credentials and len(missing) == len(definition.credentials):
+            envs = ", ".join(f"{c.env} (Secret {c.secret_key_ref.name})" for c in missing)
+            found.append(
+                warn(
+                    field,
+                    f'provider "{name}" reads {envs}; no Secret given here provides it and spec.credentials '
+                    "grants nothing for it: create the Secret or add a spec.credentials grant",
+                )
+            )
+    return found
+
+
+def validate_documents(docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition]) -> list[Finding]:
+    """All findings for a set of manifests, in document order."""
+    catalog = build_catalog(docs, builtins)
+    runs = {(d.namespace, d.name) for d in docs if d.kind == "HarnessRun"}
+    secrets = {(d.namespace, d.name) for d in docs if d.kind == "Secret"}
+    found: list[Finding] = []
+    for doc in docs:
+        if doc.error:
+            found.append(Finding(doc.path, "", "", "", doc.error))
+            continue
+        api_version = str(doc.obj.get("apiVersion", ""))
+        if doc.kind not in KINDS:
+            if api_version.startswith(GROUP + "/"):
+                found.append(Finding(doc.path, doc.kind, doc.name, "kind", f"unknown kind in {GROUP}"))
+            continue
+        if api_version != API_VERSION:
+            found.append(
+                Finding(doc.path, doc.kind, doc.name, "apiVersion", f"must be {API_VERSION}, not {api_version!r}")
+            )
+            continue
+        if not doc.name:
+            found.append(Finding(doc.path, doc.kind, doc.name, "metadata.name", "required field is missing"))
+        schema = schema_findings(doc)
+        found += schema
+        found += cel_findings(doc)
+        if schema or doc.kind != "HarnessRun":
+            continue
+        run = HarnessRun.model_validate(doc.obj)
+        found += _provider_findings(doc, run, catalog)
+        found += _run_output_findings(doc, run, runs)
+        found += _warnings(doc, run, catalog, secrets)
+    return found

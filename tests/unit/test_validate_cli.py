@@ -1,0 +1,88 @@
+"""`harnessctl validate`: the examples pass, and each bad manifest yields its message (real subprocess)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BAD = ROOT / "tests" / "fixtures" / "bad-manifests"
+
+
+def harnessctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness_operator.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+
+
+def test_examples_pass() -> None:
+    result = harnessctl("validate", "examples")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 errors" in result.stderr
+    assert all(": warning: " in line for line in result.stdout.splitlines())
+
+
+@pytest.fixture(scope="module")
+def bad() -> subprocess.CompletedProcess[str]:
+    return harnessctl("validate", str(BAD.relative_to(ROOT)))
+
+
+def test_bad_manifests_exit_1(bad: subprocess.CompletedProcess[str]) -> None:
+    assert bad.returncode == 1
+
+
+RUNS = "tests/fixtures/bad-manifests/runs.yaml"
+DEFS = "tests/fixtures/bad-manifests/definitions.yaml"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"{RUNS}: HarnessRun/no-prompt: spec.prompt: spec.prompt is required (or set spec.promptFrom)",
+        f"{RUNS}: HarnessRun/no-provider: spec.provider: required field is missing",
+        f"{RUNS}: HarnessRun/inline-binary: spec.with: with.binary is not supported; define a HarnessDefinition "
+        "and reference it via spec.provider",
+        f"{RUNS}: HarnessRun/inline-prompt-args: spec.with: with.prompt_args is not supported; define a "
+        "HarnessDefinition and reference it via spec.provider",
+        f"{RUNS}: HarnessRun/nested-fallback: spec.fallback[0].fallback: fallback is not supported inside "
+        "fallback providers; list every provider in spec.fallback",
+        f"{RUNS}: HarnessRun/bad-env-name: spec.env[0].name: must be a valid environment variable name "
+        "(letters, digits and '_', not starting with a digit)",
+        f"{RUNS}: HarnessRun/env-collides-with-credential: spec.env: spec.env names must not collide with "
+        "spec.credentials[].env; a secret is granted only through credentials",
+        f'{RUNS}: HarnessRun/unknown-provider: spec.provider: unknown provider "no-such-agent"',
+        f'{RUNS}: HarnessRun/unknown-fallback: spec.fallback[0].provider: unknown fallback provider '
+        '"no-such-fallback"',
+        f'{RUNS}: HarnessRun/missing-run-output: spec.promptFrom.runOutput.name: HarnessRun "never-created" is '
+        "not among the given manifests",
+        f"{RUNS}: HarnessRun/typo-field: spec.limits.timeoutSecs: unknown field; remove it (kubectl explain "
+        "shows the fields)",
+        f"{DEFS}: HarnessDefinition/no-binary: spec.binary: spec.binary is required for protocol cli and for "
+        "acp over stdio",
+        f"{DEFS}: HarnessDefinition/bad-prompt-mode: spec.promptMode: Input should be 'arg', 'flag' or 'stdin'",
+        f"{DEFS}: HarnessDefinition/flag-mode-without-flag: spec.promptFlag: spec.promptFlag is required when "
+        "spec.promptMode is flag, and only then",
+        f"{DEFS}: HarnessDefinition/flag-without-flag-mode: spec.promptFlag: spec.promptFlag is required when "
+        "spec.promptMode is flag, and only then",
+        f"{DEFS}: ClusterHarnessDefinition/acp-stdio-without-binary: spec.binary: spec.binary is required for "
+        "protocol cli and for acp over stdio",
+    ],
+)
+def test_bad_manifest_message(bad: subprocess.CompletedProcess[str], line: str) -> None:
+    assert line in bad.stdout.splitlines(), bad.stdout
+
+
+def test_yaml_syntax_error_is_reported(bad: subprocess.CompletedProcess[str]) -> None:
+    assert any(l.startswith("tests/fixtures/bad-manifests/not-yaml.yaml: ?/?: -: not valid YAML") for l in
+               bad.stdout.splitlines()), bad.stdout
+
+
+def test_nothing_crashes(bad: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in bad.stderr
+
+
+def test_no_manifests_is_an_error(tmp_path: Path) -> None:
+    result = harnessctl("validate", str(tmp_path))
+    assert result.returncode == 1
+    assert "no manifests found" in result.stderr

@@ -1,0 +1,148 @@
+"""validate_documents: cross-references, shadowing, warnings, and the spec-immutability transition rule."""
+
+from harness_operator.api.crd import crd_schema_for
+from harness_operator.api.v1alpha1 import ClusterHarnessDefinition
+from harness_operator.cel import check_rules
+from harness_operator.manifests import parse_documents
+from harness_operator.validation import WARNING, Finding, validate_documents
+
+BUILTIN = ClusterHarnessDefinition.model_validate(
+    {
+        "metadata": {"name": "vendor"},
+        "spec": {
+            "binary": "vendor",
+            "credentials": [{"env": "VENDOR_KEY", "secretKeyRef": {"name": "vendor-key", "key": "k"}}],
+            "capabilities": {"usageReporting": True, "costReporting": True},
+        },
+    }
+)
+
+
+def run_doc(spec: str, extra: str = "") -> str:
+    return f"""
+apiVersion: agentharness.dev/v1alpha1
+kind: HarnessRun
+metadata: {{name: r, namespace: ns}}
+spec:
+{spec}
+---
+{extra}
+"""
+
+
+def check(text: str) -> list[Finding]:
+    return validate_documents(parse_documents(text, "f.yaml"), [BUILTIN])
+
+
+def messages(findings: list[Finding], severity: str | None = None) -> list[str]:
+    return [f"{f.field}: {f.message}" for f in findings if severity is None or f.severity == severity]
+
+
+GOOD = "  provider: vendor\n  prompt: hi\n  workspace: {workingDir: /w}\n"
+SECRET = "apiVersion: v1\nkind: Secret\nmetadata: {name: vendor-key, namespace: ns}\n"
+
+
+def test_clean_run_has_no_findings() -> None:
+    assert check(run_doc(GOOD, SECRET)) == []
+
+
+def test_missing_working_dir_warns_like_dagu() -> None:
+    found = check(run_doc("  provider: vendor\n  prompt: hi\n", SECRET))
+    assert messages(found, WARNING) == [
+        "spec.workspace.workingDir: not set; the agent runs in the sandbox's default directory"
+    ]
+
+
+def test_unrestricted_network_warns() -> None:
+    found = check(run_doc(GOOD + "  sandbox: {networkPolicy: unrestricted}\n", SECRET))
+    assert messages(found, WARNING) == ["spec.sandbox.networkPolicy: unrestricted: the agent may reach any address"]
+
+
+def test_egress_without_allowlist_warns() -> None:
+    found = check(run_doc(GOOD + "  sandbox: {egress: [{host: a.example, ports: [443]}]}\n", SECRET))
+    assert messages(found, WARNING) == ["spec.sandbox.egress: ignored unless spec.sandbox.networkPolicy is allowlist"]
+
+
+def test_cost_limit_on_provider_without_usage_warns() -> None:
+    definition = """apiVersion: agentharness.dev/v1alpha1
+kind: HarnessDefinition
+metadata: {name: plain, namespace: ns}
+spec: {binary: plain}
+"""
+    found = check(run_doc("  provider: plain\n  prompt: hi\n  workspace: {workingDir: /w}\n"
+                          "  limits: {maxCostUSD: 1}\n", definition))
+    assert len(messages(found, WARNING)) == 1
+    assert 'provider "plain" cannot report usage or cost' in messages(found, WARNING)[0]
+
+
+def test_cost_limit_is_fine_with_pricing_and_usage() -> None:
+    definition = """apiVersion: agentharness.dev/v1alpha1
+kind: HarnessDefinition
+metadata: {name: priced, namespace: ns}
+spec:
+  binary: priced
+  capabilities: {usageReporting: true}
+  pricing: {m: {input: 3, output: 15}}
+"""
+    found = check(run_doc("  provider: priced\n  prompt: hi\n  workspace: {workingDir: /w}\n"
+                          "  limits: {maxCostUSD: 1}\n", definition))
+    assert found == []
+
+
+def test_ungranted_credential_warns_and_a_run_grant_silences_it() -> None:
+    found = check(run_doc(GOOD))
+    assert messages(found, WARNING) == [
+        'spec.provider: provider "vendor" reads VENDOR_KEY (Secret vendor-key); no Secret given here provides '
+        "it and spec.credentials grants nothing for it: create the Secret or add a spec.credentials grant"
+    ]
+    granted = GOOD + "  credentials: [{env: VENDOR_KEY, secretKeyRef: {name: mine, key: k}}]\n"
+    assert check(run_doc(granted)) == []
+
+
+def test_namespaced_definition_shadows_cluster_one() -> None:
+    definition = """apiVersion: agentharness.dev/v1alpha1
+kind: HarnessDefinition
+metadata: {name: vendor, namespace: ns}
+spec: {binary: mine}
+"""
+    # The namespaced one has no credentials, so the builtin's credential warning disappears.
+    assert check(run_doc(GOOD, definition)) == []
+
+
+def test_definition_in_other_namespace_does_not_resolve() -> None:
+    definition = """apiVersion: agentharness.dev/v1alpha1
+kind: HarnessDefinition
+metadata: {name: local, namespace: elsewhere}
+spec: {binary: mine}
+"""
+    found = check(run_doc("  provider: local\n  prompt: hi\n  workspace: {workingDir: /w}\n", definition))
+    assert messages(found) == ['spec.provider: unknown provider "local"']
+
+
+def test_run_output_in_same_files_resolves() -> None:
+    other = "apiVersion: agentharness.dev/v1alpha1\nkind: HarnessRun\nmetadata: {name: first, namespace: ns}\n" \
+            "spec: {provider: vendor, prompt: x, workspace: {workingDir: /w}}\n"
+    text = run_doc("  provider: vendor\n  promptFrom: {runOutput: {name: first}}\n  workspace: {workingDir: /w}\n",
+                   other + "---\n" + SECRET)
+    assert check(text) == []
+
+
+def test_wrong_api_version() -> None:
+    found = check("apiVersion: agentharness.dev/v1\nkind: HarnessRun\nmetadata: {name: x}\nspec: {}\n")
+    assert messages(found) == ["apiVersion: must be agentharness.dev/v1alpha1, not 'agentharness.dev/v1'"]
+
+
+def test_other_kinds_are_ignored() -> None:
+    assert check("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n") == []
+
+
+def test_spec_is_immutable_except_cancel() -> None:
+    schema = crd_schema_for("HarnessRun")
+    old = {"spec": {"provider": "a", "prompt": "p"}}
+    assert check_rules(schema, {"spec": {"provider": "a", "prompt": "p", "cancel": True}}, old) == []
+    changed = check_rules(schema, {"spec": {"provider": "b", "prompt": "p"}}, old)
+    assert [v.message for v in changed] == [
+        "spec is immutable after creation except spec.cancel; create a new HarnessRun instead"
+    ]
+    added = check_rules(schema, {"spec": {"provider": "a", "prompt": "p", "with": {"model": "m"}}}, old)
+    assert len(added) == 1
