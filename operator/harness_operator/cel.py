@@ -11,6 +11,8 @@ from functools import cache
 from typing import Any
 
 import celpy
+from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
 
 
 @dataclass(frozen=True)
@@ -28,14 +30,14 @@ def _program(expr: str) -> Any:
 
 
 def _holds(expr: str, value: Any, old: Any) -> bool:
-    activation = {"self": celpy.json_to_cel(value)}
+    activation = {"self": json_to_cel(value)}
     if old is not None:
-        activation["oldSelf"] = celpy.json_to_cel(old)
+        activation["oldSelf"] = json_to_cel(old)
     try:
         result = _program(expr).evaluate(activation)
-    except celpy.CELEvalError:
+    except CELEvalError:
         return False
-    return bool(result) and not isinstance(result, celpy.CELEvalError)
+    return bool(result) and not isinstance(result, CELEvalError)
 
 
 def _join(path: str, key: str) -> str:

@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     crds.set_defaults(func=cmd_crds)
 
-    dagu = sub.add_parser("import-dagu", help="turn a Dagu DAG's harnesses and harness.run steps into manifests")
+    dagu = sub.add_parser(
+        "import-dagu", help="turn a Dagu DAG's harnesses and harness.run steps into manifests"
+    )
     dagu.add_argument("dag", metavar="DAG.yaml")
     dagu.set_defaults(func=cmd_import_dagu)
     return parser
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "output", "unset") is None:
         args.output = ["crds"]
-    return int(args.func(args))
+    result: int = args.func(args)
+    return result
 
 
 if __name__ == "__main__":

@@ -24,8 +24,19 @@ _ENUM_VALUES = {
     "single_dash": "singleDash",
 }
 _STEP_KEYS_HANDLED = {
-    "id", "name", "action", "type", "executor", "with", "command", "script", "output", "dir",
-    "working_dir", "depends", "description",
+    "id",
+    "name",
+    "action",
+    "type",
+    "executor",
+    "with",
+    "command",
+    "script",
+    "output",
+    "dir",
+    "working_dir",
+    "depends",
+    "description",
 }
 _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 _ANY_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -171,7 +171,9 @@ def build_invocation(
         args += flags
         piped = join_prompt_and_stdin(prompt, stdin_text) or None
     else:
-        prompt_args = [prompt] if definition.prompt_mode == PromptMode.arg else [definition.prompt_flag or "", prompt]
+        prompt_args = (
+            [prompt] if definition.prompt_mode == PromptMode.arg else [definition.prompt_flag or "", prompt]
+        )
         if definition.prompt_position == PromptPosition.after_flags:
             args += flags + prompt_args
         else:

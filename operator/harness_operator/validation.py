@@ -38,7 +38,9 @@ class Finding:
 
     def render(self) -> str:
         label = "warning: " if self.severity == WARNING else ""
-        return f"{self.path}: {self.kind or '?'}/{self.name or '?'}: {self.field or '-'}: {label}{self.message}"
+        return (
+            f"{self.path}: {self.kind or '?'}/{self.name or '?'}: {self.field or '-'}: {label}{self.message}"
+        )
 
 
 def _loc(loc: Iterable[Any]) -> str:
@@ -64,8 +66,7 @@ def schema_findings(doc: Document) -> list[Finding]:
         model.model_validate(doc.obj)
     except ValidationError as exc:
         return [
-            Finding(doc.path, doc.kind, doc.name, _loc(e["loc"]), _schema_message(e))
-            for e in exc.errors()
+            Finding(doc.path, doc.kind, doc.name, _loc(e["loc"]), _schema_message(e)) for e in exc.errors()
         ]
     return []
 
@@ -116,7 +117,10 @@ def _provider_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list
         if catalog.resolve(doc.namespace, fb.provider) is None:
             found.append(
                 Finding(
-                    doc.path, doc.kind, doc.name, f"spec.fallback[{index}].provider",
+                    doc.path,
+                    doc.kind,
+                    doc.name,
+                    f"spec.fallback[{index}].provider",
                     f'unknown fallback provider "{fb.provider}"',
                 )
             )
@@ -129,21 +133,28 @@ def _run_output_findings(doc: Document, run: HarnessRun, runs: set[tuple[str, st
         if source and source.run_output and (doc.namespace, source.run_output.name) not in runs:
             found.append(
                 Finding(
-                    doc.path, doc.kind, doc.name, f"{field}.runOutput.name",
+                    doc.path,
+                    doc.kind,
+                    doc.name,
+                    f"{field}.runOutput.name",
                     f'HarnessRun "{source.run_output.name}" is not among the given manifests',
                 )
             )
     return found
 
 
-def _warnings(doc: Document, run: HarnessRun, catalog: Catalog, secrets: set[tuple[str, str]]) -> list[Finding]:
+def _warnings(
+    doc: Document, run: HarnessRun, catalog: Catalog, secrets: set[tuple[str, str]]
+) -> list[Finding]:
     def warn(field: str, message: str) -> Finding:
         return Finding(doc.path, doc.kind, doc.name, field, message, WARNING)
 
     spec = run.spec
     found = []
     if not (spec.workspace and spec.workspace.working_dir):
-        found.append(warn("spec.workspace.workingDir", "not set; the agent runs in the sandbox's default directory"))
+        found.append(
+            warn("spec.workspace.workingDir", "not set; the agent runs in the sandbox's default directory")
+        )
     sandbox = spec.sandbox
     if sandbox and sandbox.network_policy == NetworkPolicyMode.unrestricted:
         found.append(warn("spec.sandbox.networkPolicy", "unrestricted: the agent may reach any address"))
@@ -168,7 +179,8 @@ def _warnings(doc: Document, run: HarnessRun, catalog: Catalog, secrets: set[tup
                 )
             )
         missing = [
-            c for c in definition.credentials
+            c
+            for c in definition.credentials
             if c.env not in granted_by_run and (doc.namespace, c.secret_key_ref.name) not in secrets
         ]
         if definition.credentials and len(missing) == len(definition.credentials):
@@ -183,7 +195,9 @@ def _warnings(doc: Document, run: HarnessRun, catalog: Catalog, secrets: set[tup
     return found
 
 
-def validate_documents(docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition]) -> list[Finding]:
+def validate_documents(
+    docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition]
+) -> list[Finding]:
     """All findings for a set of manifests, in document order."""
     catalog = build_catalog(docs, builtins)
     runs = {(d.namespace, d.name) for d in docs if d.kind == "HarnessRun"}
@@ -200,7 +214,9 @@ def validate_documents(docs: Sequence[Document], builtins: Iterable[ClusterHarne
             continue
         if api_version != API_VERSION:
             found.append(
-                Finding(doc.path, doc.kind, doc.name, "apiVersion", f"must be {API_VERSION}, not {api_version!r}")
+                Finding(
+                    doc.path, doc.kind, doc.name, "apiVersion", f"must be {API_VERSION}, not {api_version!r}"
+                )
             )
             continue
         if not doc.name:

@@ -38,8 +38,10 @@ def test_schema_is_structural(name: str) -> None:
     schema = CRDS[name]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     for path, node in walk(schema):
         assert not {"$ref", "anyOf", "allOf", "title", "$defs"} & set(node), path
-        typed = "type" in node or node.get("x-kubernetes-int-or-string") or node.get(
-            "x-kubernetes-preserve-unknown-fields"
+        typed = (
+            "type" in node
+            or node.get("x-kubernetes-int-or-string")
+            or node.get("x-kubernetes-preserve-unknown-fields")
         )
         assert typed, f"{path} has no type"
 
@@ -60,8 +62,11 @@ def test_names_short_names_and_category() -> None:
     assert names["ClusterHarnessDefinition"]["shortNames"] == ["chdef"]
     assert all(n["categories"] == ["harness"] for n in names.values())
     scopes = {c["spec"]["names"]["kind"]: c["spec"]["scope"] for c in CRDS.values()}
-    assert scopes == {"HarnessRun": "Namespaced", "HarnessDefinition": "Namespaced",
-                      "ClusterHarnessDefinition": "Cluster"}
+    assert scopes == {
+        "HarnessRun": "Namespaced",
+        "HarnessDefinition": "Namespaced",
+        "ClusterHarnessDefinition": "Cluster",
+    }
 
 
 def test_run_has_status_subresource_and_printer_columns() -> None:

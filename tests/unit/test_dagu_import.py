@@ -93,16 +93,32 @@ def test_unsupported_parts_are_reported() -> None:
     assert "harnesses.my_agent.env_file: no HarnessDefinition field; not imported" in unsupported
     assert "steps[3] (print): not a harness.run step; not imported" in unsupported
     assert "steps[2] (mixed).retry_policy: no HarnessRun field; not imported" in unsupported
-    assert any(u.startswith("steps[2] (mixed).prompt: ${REVIEW_RESULT} is kept verbatim") for u in unsupported)
+    assert any(
+        u.startswith("steps[2] (mixed).prompt: ${REVIEW_RESULT} is kept verbatim") for u in unsupported
+    )
     assert "schedule: DAG-level setting with no HarnessRun equivalent; not imported" in unsupported
     assert not any("summarize).depends" in u for u in unsupported)
 
 
 def test_legacy_executor_shape() -> None:
-    dag = {"steps": [{"name": "fix", "executor": {"type": "harness", "config": {"provider": "claude"}},
-                      "command": "Fix the test", "script": "log", "dir": "/w"}]}
+    dag = {
+        "steps": [
+            {
+                "name": "fix",
+                "executor": {"type": "harness", "config": {"provider": "claude"}},
+                "command": "Fix the test",
+                "script": "log",
+                "dir": "/w",
+            }
+        ]
+    }
     spec = import_dagu(dag, "d").manifests[0]["spec"]
-    assert spec == {"provider": "claude", "prompt": "Fix the test", "stdin": "log", "workspace": {"workingDir": "/w"}}
+    assert spec == {
+        "provider": "claude",
+        "prompt": "Fix the test",
+        "stdin": "log",
+        "workspace": {"workingDir": "/w"},
+    }
 
 
 def test_imported_manifests_validate() -> None:

@@ -16,7 +16,9 @@ def custom(**spec: Any) -> HarnessDefinitionSpec:
 BUILTINS = {d.metadata["name"]: d.spec for d in load_builtin_catalog()}
 
 
-def args(definition: HarnessDefinitionSpec, prompt: str = "P", stdin: str | None = None, **options: Any) -> list[str]:
+def args(
+    definition: HarnessDefinitionSpec, prompt: str = "P", stdin: str | None = None, **options: Any
+) -> list[str]:
     return build_invocation(definition, prompt, stdin, options).args
 
 
@@ -36,7 +38,9 @@ def args(definition: HarnessDefinitionSpec, prompt: str = "P", stdin: str | None
             ["--yes", "--message", "P"],
             id="flag mode after flags",
         ),
-        pytest.param({"promptMode": "stdin"}, {"model": "m"}, ["--model", "m"], id="stdin mode: no prompt in argv"),
+        pytest.param(
+            {"promptMode": "stdin"}, {"model": "m"}, ["--model", "m"], id="stdin mode: no prompt in argv"
+        ),
     ],
 )
 def test_prompt_delivery(spec: dict[str, Any], options: dict[str, Any], expected: list[str]) -> None:
@@ -262,7 +266,22 @@ def test_builtin_keeps_dagus_defaults(name: str, default_flags: list[str]) -> No
 
 def test_catalog_has_the_fifteen_dagu_builtins() -> None:
     assert sorted(BUILTINS) == sorted(
-        ["claude", "codex", "copilot", "opencode", "pi", "gemini", "cursor", "cline", "aider", "qwen",
-         "goose", "kiro", "droid", "amp", "deepseek"]
+        [
+            "claude",
+            "codex",
+            "copilot",
+            "opencode",
+            "pi",
+            "gemini",
+            "cursor",
+            "cline",
+            "aider",
+            "qwen",
+            "goose",
+            "kiro",
+            "droid",
+            "amp",
+            "deepseek",
+        ]
     )
     assert all(spec.kebab_case_flags for spec in BUILTINS.values())

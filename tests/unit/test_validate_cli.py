@@ -12,7 +12,11 @@ BAD = ROOT / "tests" / "fixtures" / "bad-manifests"
 
 def harnessctl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness_operator.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False
+        [sys.executable, "-m", "harness_operator.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
     )
 
 
@@ -52,7 +56,7 @@ DEFS = "tests/fixtures/bad-manifests/definitions.yaml"
         f"{RUNS}: HarnessRun/env-collides-with-credential: spec.env: spec.env names must not collide with "
         "spec.credentials[].env; a secret is granted only through credentials",
         f'{RUNS}: HarnessRun/unknown-provider: spec.provider: unknown provider "no-such-agent"',
-        f'{RUNS}: HarnessRun/unknown-fallback: spec.fallback[0].provider: unknown fallback provider '
+        f"{RUNS}: HarnessRun/unknown-fallback: spec.fallback[0].provider: unknown fallback provider "
         '"no-such-fallback"',
         f'{RUNS}: HarnessRun/missing-run-output: spec.promptFrom.runOutput.name: HarnessRun "never-created" is '
         "not among the given manifests",
@@ -74,8 +78,10 @@ def test_bad_manifest_message(bad: subprocess.CompletedProcess[str], line: str) 
 
 
 def test_yaml_syntax_error_is_reported(bad: subprocess.CompletedProcess[str]) -> None:
-    assert any(l.startswith("tests/fixtures/bad-manifests/not-yaml.yaml: ?/?: -: not valid YAML") for l in
-               bad.stdout.splitlines()), bad.stdout
+    assert any(
+        line.startswith("tests/fixtures/bad-manifests/not-yaml.yaml: ?/?: -: not valid YAML")
+        for line in bad.stdout.splitlines()
+    ), bad.stdout
 
 
 def test_nothing_crashes(bad: subprocess.CompletedProcess[str]) -> None:

@@ -55,12 +55,16 @@ def test_missing_working_dir_warns_like_dagu() -> None:
 
 def test_unrestricted_network_warns() -> None:
     found = check(run_doc(GOOD + "  sandbox: {networkPolicy: unrestricted}\n", SECRET))
-    assert messages(found, WARNING) == ["spec.sandbox.networkPolicy: unrestricted: the agent may reach any address"]
+    assert messages(found, WARNING) == [
+        "spec.sandbox.networkPolicy: unrestricted: the agent may reach any address"
+    ]
 
 
 def test_egress_without_allowlist_warns() -> None:
     found = check(run_doc(GOOD + "  sandbox: {egress: [{host: a.example, ports: [443]}]}\n", SECRET))
-    assert messages(found, WARNING) == ["spec.sandbox.egress: ignored unless spec.sandbox.networkPolicy is allowlist"]
+    assert messages(found, WARNING) == [
+        "spec.sandbox.egress: ignored unless spec.sandbox.networkPolicy is allowlist"
+    ]
 
 
 def test_cost_limit_on_provider_without_usage_warns() -> None:
@@ -69,8 +73,12 @@ kind: HarnessDefinition
 metadata: {name: plain, namespace: ns}
 spec: {binary: plain}
 """
-    found = check(run_doc("  provider: plain\n  prompt: hi\n  workspace: {workingDir: /w}\n"
-                          "  limits: {maxCostUSD: 1}\n", definition))
+    found = check(
+        run_doc(
+            "  provider: plain\n  prompt: hi\n  workspace: {workingDir: /w}\n  limits: {maxCostUSD: 1}\n",
+            definition,
+        )
+    )
     assert len(messages(found, WARNING)) == 1
     assert 'provider "plain" cannot report usage or cost' in messages(found, WARNING)[0]
 
@@ -84,8 +92,12 @@ spec:
   capabilities: {usageReporting: true}
   pricing: {m: {input: 3, output: 15}}
 """
-    found = check(run_doc("  provider: priced\n  prompt: hi\n  workspace: {workingDir: /w}\n"
-                          "  limits: {maxCostUSD: 1}\n", definition))
+    found = check(
+        run_doc(
+            "  provider: priced\n  prompt: hi\n  workspace: {workingDir: /w}\n  limits: {maxCostUSD: 1}\n",
+            definition,
+        )
+    )
     assert found == []
 
 
@@ -120,10 +132,14 @@ spec: {binary: mine}
 
 
 def test_run_output_in_same_files_resolves() -> None:
-    other = "apiVersion: agentharness.dev/v1alpha1\nkind: HarnessRun\nmetadata: {name: first, namespace: ns}\n" \
-            "spec: {provider: vendor, prompt: x, workspace: {workingDir: /w}}\n"
-    text = run_doc("  provider: vendor\n  promptFrom: {runOutput: {name: first}}\n  workspace: {workingDir: /w}\n",
-                   other + "---\n" + SECRET)
+    other = (
+        "apiVersion: agentharness.dev/v1alpha1\nkind: HarnessRun\nmetadata: {name: first, namespace: ns}\n"
+        "spec: {provider: vendor, prompt: x, workspace: {workingDir: /w}}\n"
+    )
+    text = run_doc(
+        "  provider: vendor\n  promptFrom: {runOutput: {name: first}}\n  workspace: {workingDir: /w}\n",
+        other + "---\n" + SECRET,
+    )
     assert check(text) == []
 
 

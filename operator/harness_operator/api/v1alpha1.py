@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
 from pydantic.alias_generators import to_camel
 
 GROUP = "agentharness.dev"
@@ -20,9 +21,9 @@ ENV_NAME_RULE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 DNS_LABEL_RULE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
-def rule(expr: str, message: str, field_path: str | None = None, reason: str | None = None) -> dict[str, str]:
+def rule(expr: str, message: str, field_path: str | None = None, reason: str | None = None) -> JsonDict:
     """One CEL `x-kubernetes-validations` entry."""
-    out = {"rule": expr, "message": message}
+    out: JsonDict = {"rule": expr, "message": message}
     if field_path:
         out["fieldPath"] = field_path
     if reason:
@@ -30,11 +31,11 @@ def rule(expr: str, message: str, field_path: str | None = None, reason: str | N
     return out
 
 
-def validations(*rules: dict[str, str]) -> dict[str, Any]:
+def validations(*rules: JsonDict) -> JsonDict:
     return {"x-kubernetes-validations": list(rules)}
 
 
-FREE_FORM = {"x-kubernetes-preserve-unknown-fields": True}
+FREE_FORM: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
 
 
 class Model(BaseModel):
@@ -225,7 +226,9 @@ class ModelPricing(Model):
 class HarnessDefinitionSpec(Model):
     """How to invoke one agent CLI. Keys and semantics follow Dagu's `harnesses:` entries, camelCased."""
 
-    protocol: Protocol = Field(default=Protocol.cli, description="cli (a process) or acp (Agent Client Protocol).")
+    protocol: Protocol = Field(
+        default=Protocol.cli, description="cli (a process) or acp (Agent Client Protocol)."
+    )
     binary: str | None = Field(
         default=None,
         min_length=1,
@@ -295,7 +298,9 @@ class HarnessDefinitionSpec(Model):
         description="Sandbox image for this provider (default: the operator's sandbox image).",
     )
     output: OutputSpec = Field(default_factory=OutputSpec, description="How stdout is parsed.")
-    capabilities: Capabilities = Field(default_factory=Capabilities, description="What is really implemented.")
+    capabilities: Capabilities = Field(
+        default_factory=Capabilities, description="What is really implemented."
+    )
     credentials: list[CredentialGrant] = Field(
         default_factory=list, max_length=32, description="Default credential grants."
     )
@@ -459,7 +464,8 @@ class WorkspaceVolume(Model):
     model_config = ConfigDict(
         json_schema_extra=validations(
             rule(
-                "[has(self.emptyDir), has(self.persistentVolumeClaim), has(self.scope)].filter(x, x).size() <= 1",
+                "[has(self.emptyDir), has(self.persistentVolumeClaim), has(self.scope)]"
+                ".filter(x, x).size() <= 1",
                 "set at most one of emptyDir, persistentVolumeClaim or scope",
             ),
             rule(
@@ -514,11 +520,13 @@ class Resources(Model):
     """Container resource requests and limits (quantities)."""
 
     requests: dict[str, str | int] = Field(
-        default_factory=dict, description="Requests, e.g. {cpu: 500m, memory: 1Gi}.",
+        default_factory=dict,
+        description="Requests, e.g. {cpu: 500m, memory: 1Gi}.",
         json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}},
     )
     limits: dict[str, str | int] = Field(
-        default_factory=dict, description="Limits, e.g. {memory: 2Gi}.",
+        default_factory=dict,
+        description="Limits, e.g. {memory: 2Gi}.",
         json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}},
     )
 
@@ -535,7 +543,9 @@ class Sandbox(Model):
         default_factory=list, max_length=32, description="Destinations for networkPolicy allowlist."
     )
     resources: Resources | None = Field(default=None, description="Container resources.")
-    runtime_class_name: str | None = Field(default=None, max_length=253, description="RuntimeClass, e.g. gvisor.")
+    runtime_class_name: str | None = Field(
+        default=None, max_length=253, description="RuntimeClass, e.g. gvisor."
+    )
     node_selector: dict[str, str] = Field(default_factory=dict, description="Node selector, passed through.")
     tolerations: list[Toleration] = Field(default_factory=list, max_length=32, description="Tolerations.")
     image: str | None = Field(default=None, max_length=1024, description="Sandbox image override.")
@@ -596,7 +606,9 @@ class HarnessRunSpec(Model):
     credentials: list[CredentialGrant] = Field(
         default_factory=list, max_length=32, description="Grants added to the definition's."
     )
-    env: list[EnvVar] = Field(default_factory=list, max_length=64, description="Plain environment for the agent.")
+    env: list[EnvVar] = Field(
+        default_factory=list, max_length=64, description="Plain environment for the agent."
+    )
     limits: Limits | None = Field(default=None, description="Time, cost, turn and output limits.")
     acp_permission: AcpPermission = Field(
         default=AcpPermission.deny, description="ACP permission requests: deny, or allow (allow-once only)."
@@ -676,7 +688,9 @@ class Attempt(Model):
     reason: str | None = Field(default=None, description="Typed outcome, e.g. ProviderFailed.")
     message: str | None = Field(default=None, description="Detail.")
     model: str | None = Field(default=None, description="Model the CLI reported.")
-    session_id: str | None = Field(default=None, alias="sessionID", description="Session id the CLI reported.")
+    session_id: str | None = Field(
+        default=None, alias="sessionID", description="Session id the CLI reported."
+    )
     usage: Usage | None = Field(default=None, description="This attempt's usage.")
     image_digest: str | None = Field(default=None, description="Image digest the pod ran.")
     cli_version: str | None = Field(default=None, description="CLI version, where cheap to learn.")
@@ -745,8 +759,11 @@ class HarnessRun(Model):
     api_version: str = Field(default=API_VERSION, description="agentharness.dev/v1alpha1")
     kind: str = Field(default="HarnessRun", description="HarnessRun")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
-    spec: HarnessRunSpec = Field(description="What to run.", json_schema_extra=validations(SPEC_IMMUTABLE_RULE))
+    spec: HarnessRunSpec = Field(
+        description="What to run.", json_schema_extra=validations(SPEC_IMMUTABLE_RULE)
+    )
     status: HarnessRunStatus | None = Field(default=None, description="What happened.")
+
 
 KINDS: dict[str, type[HarnessRun] | type[HarnessDefinition] | type[ClusterHarnessDefinition]] = {
     "HarnessRun": HarnessRun,
