@@ -1,0 +1,46 @@
+# Shared settings for tests/cluster scripts. Source, don't execute.
+# Everything mutable lives OUTSIDE the git clone, so a fresh CI clone in
+# another folder on the same machine reuses the build cache and the cluster.
+CLUSTER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HARNESS_CLUSTER_CACHE="${HARNESS_CLUSTER_CACHE:-/var/cache/harness-operator/cluster}"
+HARNESS_CLUSTER_STATE="${HARNESS_CLUSTER_STATE:-/var/lib/harness-operator-cluster}"
+export HARNESS_CLUSTER_CACHE HARNESS_CLUSTER_STATE
+
+# Pinned versions (the Go module in gomod/ is the source of truth; these are
+# the strings stamped into the binaries and shown in docs).
+K8S_VERSION=v1.34.4
+ETCD_VERSION=v3.6.4
+HELM_VERSION=v3.19.5
+
+BIN_DIR="$HARNESS_CLUSTER_CACHE/bin"   # symlink to the current keyed build
+LOG_DIR="$HARNESS_CLUSTER_STATE/logs"
+RUN_DIR="$HARNESS_CLUSTER_STATE/run"
+PKI_DIR="$HARNESS_CLUSTER_STATE/pki"
+KUBECONFIG_ADMIN="$HARNESS_CLUSTER_STATE/admin.kubeconfig"
+# Well-known pointer to the kubeconfig, independent of the state dir layout.
+KUBECONFIG_POINTER="$HARNESS_CLUSTER_STATE/KUBECONFIG"
+
+APISERVER_PORT="${HARNESS_CLUSTER_APISERVER_PORT:-6443}"
+ETCD_CLIENT_PORT=23790
+ETCD_PEER_PORT=23800
+NODE_NAME="${HARNESS_CLUSTER_NODE_NAME:-harness-node}"
+CONTAINERD_SOCK="$HARNESS_CLUSTER_STATE/containerd/containerd.sock"
+POD_CIDR=10.88.0.0/16
+SERVICE_CIDR=10.96.0.0/16
+SANDBOX_IMAGE=harness.local/pause:3.10
+
+log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# wait_for SECONDS DESCRIPTION CMD... : poll CMD until it succeeds.
+wait_for() {
+	local timeout=$1 what=$2; shift 2
+	local deadline=$((SECONDS + timeout))
+	until "$@" >/dev/null 2>&1; do
+		if ((SECONDS >= deadline)); then
+			log "timed out after ${timeout}s waiting for $what"
+			return 1
+		fi
+		sleep 0.5
+	done
+}
