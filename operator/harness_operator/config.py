@@ -1,0 +1,55 @@
+"""OperatorConfig: typed, frozen, read once from the environment at startup and passed down."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """Settings of one operator process; every field has an env var HARNESS_<NAME>."""
+
+    sandbox_image: str = "harness.local/sandbox:0.1.0"
+    image_pull_policy: str = "IfNotPresent"
+    max_runs_per_namespace: int = 10
+    default_cpu_request: str = "250m"
+    default_memory_request: str = "1Gi"
+    default_memory_limit: str = "2Gi"
+    default_grace_period_seconds: int = 30
+    sandbox_uid: int = 65532
+    dns_namespace_labels: dict[str, str] = field(
+        default_factory=lambda: {"kubernetes.io/metadata.name": "kube-system"}
+    )
+    dns_pod_labels: dict[str, str] = field(default_factory=lambda: {"k8s-app": "kube-dns"})
+    metrics_port: int = 8080
+    health_port: int = 8081
+    namespaces: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
+        """Read HARNESS_* variables; a bad value fails startup with a message naming the variable."""
+        env = os.environ if env is None else env
+        defaults = cls()
+        values: dict[str, object] = {}
+        for name in cls.__dataclass_fields__:
+            key = f"HARNESS_{name.upper()}"
+            if key not in env:
+                continue
+            raw = env[key]
+            current = getattr(defaults, name)
+            try:
+                if isinstance(current, bool):
+                    values[name] = raw.lower() in ("1", "true", "yes")
+                elif isinstance(current, int):
+                    values[name] = int(raw)
+                elif isinstance(current, tuple):
+                    values[name] = tuple(n.strip() for n in raw.split(",") if n.strip())
+                elif isinstance(current, dict):
+                    values[name] = dict(pair.split("=", 1) for pair in raw.split(",") if pair.strip())
+                else:
+                    values[name] = raw
+            except ValueError as exc:
+                raise ValueError(f"{key}={raw!r} is not valid: {exc}") from exc
+        return cls(**values)  # type: ignore[arg-type]

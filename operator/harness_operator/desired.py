@@ -1,0 +1,408 @@
+"""Desired children of a HarnessRun: plan Secret, NetworkPolicy, workspace claim, Job, output ConfigMap (pure).
+
+Every builder returns a plain dict ready to apply. User-supplied pod fields are applied first and ours
+last, so nothing in a run can override our labels or security settings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness_operator.api.v1alpha1 import (
+    API_VERSION,
+    EgressRule,
+    HarnessDefinitionSpec,
+    HarnessRun,
+    NetworkPolicyMode,
+)
+from harness_operator.config import OperatorConfig
+from harness_operator.naming import (
+    KUEUE_QUEUE_LABEL,
+    LABEL_USER,
+    LABEL_WORKSPACE,
+    attempt_labels,
+    job_name,
+    network_policy_name,
+    output_config_map_name,
+    plan_secret_name,
+    run_labels,
+    workspace_claim_name,
+)
+
+PLAN_DIR = "/etc/harness"
+PLAN_FILE = "plan.json"
+DEFAULT_WORKING_DIR = "/workspace"
+# Egress to a named host cannot be expressed in a NetworkPolicy; it is allowed on the host's ports to
+# public addresses only, so a sandbox can never reach the cluster, the node or a metadata service.
+PRIVATE_RANGES = [
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "169.254.0.0/16",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+]
+# The runner enforces timeoutSeconds itself and reports; the Job deadline is only a backstop after it.
+DEADLINE_SLACK_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class AttemptTarget:
+    """One attempt: its 1-based index, the provider's name and its resolved definition."""
+
+    index: int
+    provider: str
+    definition: HarnessDefinitionSpec
+
+
+def owner_reference(run: HarnessRun) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "HarnessRun",
+        "name": run.metadata["name"],
+        "uid": run.metadata["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _meta(run: HarnessRun, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": run.metadata["namespace"],
+        "labels": dict(labels),
+        "ownerReferences": [owner_reference(run)],
+    }
+
+
+def build_plan_secret(run: HarnessRun, plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The attempts' plans (prompt, stdin, argv, limits): prompts may be sensitive, so a Secret."""
+    name = run.metadata["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _meta(run, plan_secret_name(name), run_labels(name)),
+        "immutable": True,
+        "stringData": {
+            f"attempt-{i}.json": json.dumps(plan, sort_keys=True) for i, plan in enumerate(plans, start=1)
+        },
+    }
+
+
+def _dns_rule(config: OperatorConfig) -> dict[str, Any]:
+    return {
+        "to": [
+            {
+                "namespaceSelector": {"matchLabels": dict(config.dns_namespace_labels)},
+                "podSelector": {"matchLabels": dict(config.dns_pod_labels)},
+            }
+        ],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+
+
+def build_egress_rule(rule: EgressRule) -> dict[str, Any]:
+    """One declared destination as a NetworkPolicy egress rule."""
+    block = {"cidr": rule.cidr} if rule.cidr else {"cidr": "0.0.0.0/0", "except": PRIVATE_RANGES}
+    out: dict[str, Any] = {"to": [{"ipBlock": block}]}
+    if rule.ports:
+        out["ports"] = [{"protocol": "TCP", "port": port} for port in rule.ports]
+    return out
+
+
+def build_network_policy(
+    run: HarnessRun, definition: HarnessDefinitionSpec, config: OperatorConfig
+) -> dict[str, Any]:
+    """Ingress denied; egress by sandbox.networkPolicy (none, provider, allowlist, unrestricted)."""
+    name = run.metadata["name"]
+    sandbox = run.spec.sandbox
+    mode = sandbox.network_policy if sandbox else NetworkPolicyMode.provider
+    if mode == NetworkPolicyMode.none:
+        egress: list[dict[str, Any]] = []
+    elif mode == NetworkPolicyMode.unrestricted:
+        egress = [{}]
+    else:
+        rules = (
+            definition.egress if mode == NetworkPolicyMode.provider else (sandbox.egress if sandbox else [])
+        )
+        egress = [_dns_rule(config), *(build_egress_rule(r) for r in rules)]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(run, network_policy_name(name), run_labels(name)),
+        "spec": {
+            "podSelector": {"matchLabels": run_labels(name)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": egress,
+        },
+    }
+
+
+def workspace_claim(run: HarnessRun, provider: str) -> tuple[str, str] | None:
+    """(claim name, scope) when the run asks the operator for a claim, else None."""
+    workspace = run.spec.workspace
+    volume = workspace.volume if workspace else None
+    if volume is None or volume.scope is None:
+        return None
+    user = run.metadata.get("labels", {}).get(LABEL_USER)
+    return workspace_claim_name(run.metadata["name"], provider, volume.scope, user), volume.scope
+
+
+def build_workspace_claim(run: HarnessRun, provider: str) -> dict[str, Any] | None:
+    """The claim for scope run (owned by the run) or agent/agentUser (shared, kept, not owned)."""
+    claim = workspace_claim(run, provider)
+    if claim is None:
+        return None
+    name, scope = claim
+    volume = run.spec.workspace.volume  # type: ignore[union-attr]
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": volume.size or "1Gi"}},  # type: ignore[union-attr]
+    }
+    if volume.storage_class_name:  # type: ignore[union-attr]
+        spec["storageClassName"] = volume.storage_class_name  # type: ignore[union-attr]
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": run.metadata["namespace"],
+        "labels": {**run_labels(run.metadata["name"]), LABEL_WORKSPACE: scope},
+    }
+    if scope == "run":
+        metadata["ownerReferences"] = [owner_reference(run)]
+    else:
+        metadata["labels"].pop("agentharness.dev/run")
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+
+
+def _workspace_volume(run: HarnessRun, provider: str) -> dict[str, Any]:
+    claim = workspace_claim(run, provider)
+    if claim:
+        return {"name": "workspace", "persistentVolumeClaim": {"claimName": claim[0]}}
+    workspace = run.spec.workspace
+    volume = workspace.volume if workspace else None
+    if volume and volume.persistent_volume_claim:
+        return {
+            "name": "workspace",
+            "persistentVolumeClaim": {"claimName": volume.persistent_volume_claim.claim_name},
+        }
+    return {"name": "workspace", "emptyDir": dict(volume.empty_dir) if volume and volume.empty_dir else {}}
+
+
+def _container_security(config: OperatorConfig) -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": config.sandbox_uid,
+        "runAsGroup": config.sandbox_uid,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _resources(run: HarnessRun, config: OperatorConfig) -> dict[str, Any]:
+    requests: dict[str, Any] = {"cpu": config.default_cpu_request, "memory": config.default_memory_request}
+    limits: dict[str, Any] = {"memory": config.default_memory_limit}
+    sandbox = run.spec.sandbox
+    if sandbox and sandbox.resources:
+        requests.update(sandbox.resources.requests)
+        limits.update(sandbox.resources.limits)
+    return {"requests": requests, "limits": limits}
+
+
+def _env(run: HarnessRun, definition: HarnessDefinitionSpec) -> list[dict[str, Any]]:
+    """Plain env (definition's, then the run's), then credentials, each only by secretKeyRef."""
+    plain: dict[str, str] = {e.name: e.value for e in definition.env}
+    plain.update({e.name: e.value for e in run.spec.env})
+    grants = {c.env: c for c in definition.credentials}
+    grants.update({c.env: c for c in run.spec.credentials})
+    env: list[dict[str, Any]] = [
+        {"name": name, "value": value}
+        for name, value in sorted(plain.items())
+        if name not in grants and name != "HOME"
+    ]
+    for name, grant in sorted(grants.items()):
+        ref: dict[str, Any] = {"name": grant.secret_key_ref.name, "key": grant.secret_key_ref.key}
+        if grant.optional:
+            ref["optional"] = True
+        env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+    env.append({"name": "HOME", "value": "/tmp/home"})
+    return env
+
+
+def working_dir(run: HarnessRun) -> str:
+    workspace = run.spec.workspace
+    return (workspace.working_dir if workspace else None) or DEFAULT_WORKING_DIR
+
+
+def grace_period(run: HarnessRun, config: OperatorConfig) -> int:
+    limits = run.spec.limits
+    if limits and limits.grace_period_seconds is not None:
+        return limits.grace_period_seconds
+    return config.default_grace_period_seconds
+
+
+def _git_init_container(run: HarnessRun, image: str, config: OperatorConfig) -> dict[str, Any] | None:
+    workspace = run.spec.workspace
+    git = workspace.git if workspace else None
+    if git is None:
+        return None
+    workdir = working_dir(run)
+    # The URL and ref travel as env, never in argv; a token is read by git's credential helper from env.
+    script = (
+        "set -eu\n"
+        'if [ -d "$WORKDIR/.git" ]; then git -C "$WORKDIR" fetch --depth 1 origin "${GIT_REF:-HEAD}"\n'
+        '  git -C "$WORKDIR" checkout --detach FETCH_HEAD\n'
+        'else git clone --depth 1 ${GIT_REF:+--branch "$GIT_REF"} "$GIT_URL" "$WORKDIR"; fi\n'
+    )
+    env: list[dict[str, Any]] = [
+        {"name": "GIT_URL", "value": git.url},
+        {"name": "WORKDIR", "value": workdir},
+        {"name": "HOME", "value": "/tmp/home"},
+        {"name": "GIT_TERMINAL_PROMPT", "value": "0"},
+    ]
+    if git.ref:
+        env.append({"name": "GIT_REF", "value": git.ref})
+    if git.credentials_secret_ref:
+        env += [
+            {
+                "name": "GIT_TOKEN",
+                "valueFrom": {
+                    "secretKeyRef": {
+                        "name": git.credentials_secret_ref.name,
+                        "key": git.credentials_secret_ref.key,
+                    }
+                },
+            },
+            {"name": "GIT_CONFIG_COUNT", "value": "1"},
+            {"name": "GIT_CONFIG_KEY_0", "value": "credential.helper"},
+            {
+                "name": "GIT_CONFIG_VALUE_0",
+                "value": '!f() { echo username=x-access-token; echo "password=$GIT_TOKEN"; }; f',
+            },
+        ]
+    return {
+        "name": "git-clone",
+        "image": image,
+        "imagePullPolicy": config.image_pull_policy,
+        "command": ["/bin/sh", "-c", script],
+        "env": env,
+        "securityContext": _container_security(config),
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "volumeMounts": [
+            {"name": "workspace", "mountPath": workdir},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> dict[str, Any]:
+    """The Job of one attempt, in the sandbox: restricted, no API token, credentials only as env."""
+    name = run.metadata["name"]
+    sandbox = run.spec.sandbox
+    image = (
+        (sandbox.image if sandbox and sandbox.image else None)
+        or target.definition.image
+        or config.sandbox_image
+    )
+    labels = attempt_labels(name, target.index, target.provider)
+    job_labels = dict(labels)
+    queue = run.metadata.get("labels", {}).get(KUEUE_QUEUE_LABEL)
+    if queue:
+        job_labels[KUEUE_QUEUE_LABEL] = queue
+    grace = grace_period(run, config)
+    workdir = working_dir(run)
+    pod_spec: dict[str, Any] = {}
+    if sandbox:
+        if sandbox.runtime_class_name:
+            pod_spec["runtimeClassName"] = sandbox.runtime_class_name
+        if sandbox.node_selector:
+            pod_spec["nodeSelector"] = dict(sandbox.node_selector)
+        if sandbox.tolerations:
+            pod_spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
+    init = _git_init_container(run, image, config)
+    pod_spec.update(
+        {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": grace + 5,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": config.sandbox_uid,
+                "runAsGroup": config.sandbox_uid,
+                "fsGroup": config.sandbox_uid,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "initContainers": [init] if init else [],
+            "containers": [
+                {
+                    "name": "agent",
+                    "image": image,
+                    "imagePullPolicy": config.image_pull_policy,
+                    "command": [
+                        "python3",
+                        "-m",
+                        "harness_operator.runner",
+                        "--plan",
+                        f"{PLAN_DIR}/{PLAN_FILE}",
+                    ],
+                    "workingDir": workdir,
+                    "env": _env(run, target.definition),
+                    "resources": _resources(run, config),
+                    "securityContext": _container_security(config),
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "volumeMounts": [
+                        {"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
+                        {"name": "workspace", "mountPath": workdir},
+                        {"name": "tmp", "mountPath": "/tmp"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {
+                    "name": "plan",
+                    "secret": {
+                        "secretName": plan_secret_name(name),
+                        "items": [{"key": f"attempt-{target.index}.json", "path": PLAN_FILE}],
+                        "defaultMode": 0o440,
+                    },
+                },
+                _workspace_volume(run, target.provider),
+                {"name": "tmp", "emptyDir": {}},
+            ],
+        }
+    )
+    if not init:
+        pod_spec.pop("initContainers")
+    job_spec: dict[str, Any] = {
+        "backoffLimit": 0,
+        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+    }
+    limits = run.spec.limits
+    if limits and limits.timeout_seconds:
+        job_spec["activeDeadlineSeconds"] = limits.timeout_seconds + grace + DEADLINE_SLACK_SECONDS
+    if queue:
+        job_spec["suspend"] = True
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(run, job_name(name, target.index), job_labels),
+        "spec": job_spec,
+    }
+
+
+def build_output_config_map(run: HarnessRun, output: str) -> dict[str, Any]:
+    """The full output of the successful attempt, owned by the run."""
+    name = run.metadata["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(run, output_config_map_name(name), run_labels(name)),
+        "data": {"output": output},
+    }

@@ -1,0 +1,76 @@
+"""Deterministic child names and labels, safe for Kubernetes' 63-character limits (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from harness_operator.api.v1alpha1 import GROUP
+
+MANAGED_BY = "harness-operator"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_RUN = f"{GROUP}/run"
+LABEL_ATTEMPT = f"{GROUP}/attempt"
+LABEL_PROVIDER = f"{GROUP}/provider"
+LABEL_USER = f"{GROUP}/user"
+LABEL_WORKSPACE = f"{GROUP}/workspace"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+MAX_NAME = 63
+
+
+def short_hash(text: str, length: int = 8) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def fit_name(base: str, suffix: str = "", limit: int = MAX_NAME) -> str:
+    """`base` + `suffix`, cut to `limit` with a hash of the whole kept so distinct inputs stay distinct."""
+    name = f"{base}{suffix}"
+    if len(name) <= limit:
+        return name
+    digest = short_hash(name)
+    keep = limit - len(suffix) - len(digest) - 1
+    return f"{base[:keep].rstrip('-.')}-{digest}{suffix}"
+
+
+def label_value(text: str) -> str:
+    """A valid label value: at most 63 characters of [A-Za-z0-9-_.], alphanumeric at both ends."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "-", text).strip("-_.")
+    if len(cleaned) > MAX_NAME:
+        cleaned = f"{cleaned[:54].rstrip('-_.')}-{short_hash(text)}"
+    return cleaned
+
+
+def job_name(run: str, attempt: int) -> str:
+    """The Job of attempt `attempt` (1-based) of run `run`."""
+    return fit_name(run, f"-a{attempt}")
+
+
+def plan_secret_name(run: str) -> str:
+    return fit_name(run, "-plan", 253)
+
+
+def output_config_map_name(run: str) -> str:
+    return fit_name(run, "-output", 253)
+
+
+def network_policy_name(run: str) -> str:
+    return fit_name(run, "-sandbox", 253)
+
+
+def workspace_claim_name(run: str, provider: str, scope: str, user: str | None) -> str:
+    """run scope: one claim per run; agent: per provider (shared, kept); agentUser: per provider and user."""
+    if scope == "run":
+        return fit_name(run, "-workspace")
+    if scope == "agent":
+        return fit_name(f"harness-ws-{provider}")
+    return fit_name(f"harness-ws-{provider}-{label_value(user or 'anonymous').lower()}")
+
+
+def run_labels(run: str) -> dict[str, str]:
+    """Labels every child of a run carries; the operator's watches select on them."""
+    return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_RUN: label_value(run)}
+
+
+def attempt_labels(run: str, attempt: int, provider: str) -> dict[str, str]:
+    return {**run_labels(run), LABEL_ATTEMPT: str(attempt), LABEL_PROVIDER: label_value(provider)}
