@@ -1,4 +1,4 @@
-"""Desired children of a HarnessRun: plan Secret, NetworkPolicy, workspace claim, Job, output ConfigMap (pure).
+"""Desired children of a HarnessRun: plan Secret, NetworkPolicy, claim, Job, output ConfigMap (pure).
 
 Every builder returns a plain dict ready to apply. User-supplied pod fields are applied first and ours
 last, so nothing in a run can override our labels or security settings.

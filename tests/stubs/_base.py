@@ -32,6 +32,7 @@ _LOGGED_HEADERS = (
     "x-stainless-lang",
     "originator",
     "openai-beta",
+    "upgrade",
 )
 _SECRET_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 

@@ -67,6 +67,7 @@ def run(
     }
     for k, v in env.items():
         child_env[k] = v.replace("{base_url}", stub.base_url).replace("{home}", home)
+    argv = [a.replace("{base_url}", stub.base_url).replace("{home}", home) for a in argv]
     try:
         proc = subprocess.run(
             argv,
