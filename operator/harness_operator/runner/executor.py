@@ -1,0 +1,300 @@
+"""Runs one attempt as a real process group: binary, environment, stdin, streams, limits (I/O).
+
+Dagu's rules: the binary is resolved before anything starts; the agent sees only the declared
+environment plus a small allowlist; stdin is piped or closed; stdout is spooled and parsed line by
+line; stderr streams live; timeout, cancel and the cost limit stop the whole process group (SIGTERM,
+then SIGKILL after the grace period); granted secret values are redacted everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import IO
+
+from harness_operator.api.v1alpha1 import Usage
+from harness_operator.runner.cost import compute_cost, compute_usage
+from harness_operator.runner.parsers import Failure, Report, build_parser
+from harness_operator.runner.plan import AttemptPlan
+from harness_operator.runner.redact import Redactor
+from harness_operator.runner.stops import (
+    EXIT_SETUP,
+    EXIT_STOPPED,
+    NO_FALLBACK_REASONS,
+    SetupError,
+    resolve_binary,
+    stop_process_group,
+)
+
+ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM")
+TAIL_BYTES = 1024
+POLL_SECONDS = 0.05
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class AttemptResult:
+    """What one attempt did. `reason` None with exit code 0 is the only success."""
+
+    attempt: int
+    provider: str
+    exit_code: int
+    reason: str | None
+    message: str
+    report: Report = field(default_factory=Report)
+    usage: Usage = field(default_factory=Usage)
+    output: bytes = b""
+    output_bytes: int = 0
+    truncated: bool = False
+    agent_exit_code: int | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 and self.reason is None
+
+    @property
+    def fallback_allowed(self) -> bool:
+        """Next provider only after a non-zero exit, never after timeout, cancel or cost stop."""
+        return not self.succeeded and self.reason not in NO_FALLBACK_REASONS
+
+
+def build_env(
+    plan: AttemptPlan, base_env: Mapping[str, str], credentials: Mapping[str, str]
+) -> dict[str, str]:
+    """Only the allowlist from the runner's environment, then the plan's plain env, then the grants."""
+    env = {name: base_env[name] for name in ALLOWED_ENV if name in base_env}
+    env.update({e.name: e.value for e in plan.env})
+    for name in plan.credential_envs:
+        if name in credentials:
+            env[name] = credentials[name]
+        elif name not in plan.optional_credential_envs:
+            raise SetupError(
+                "CredentialsMissing", f"harness: credential {name} is not set; grant it from a Secret"
+            )
+    return env
+
+
+def truncate_utf8(data: bytes, limit: int | None) -> tuple[bytes, bool]:
+    """At most `limit` bytes, cut on a character boundary."""
+    if limit is None or len(data) <= limit:
+        return data, False
+    cut = limit
+    while cut > 0 and (data[cut] & 0xC0) == 0x80:
+        cut -= 1
+    return data[:cut], True
+
+
+class _Streams:
+    """Reader threads: stdout spooled and parsed; stderr redacted and forwarded live."""
+
+    def __init__(self, plan: AttemptPlan, redactor: Redactor, sink: IO[bytes], lock: threading.Lock) -> None:
+        self.plan = plan
+        self.redactor = redactor
+        self.sink = sink
+        self.lock = lock
+        self.parser = build_parser(plan.output_format)
+        self.spool = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 (closed by owner)
+        self.tail = b""
+        self.limit_hit: tuple[str, str] | None = None
+        self.wake = threading.Event()
+
+    def read_stdout(self, pipe: IO[bytes]) -> None:
+        for raw in iter(pipe.readline, b""):
+            line = self.redactor.bytes(raw)
+            self.spool.write(line)
+            self.tail = (self.tail + line)[-TAIL_BYTES:]
+            self.parser.feed(line.decode("utf-8", "replace"))
+            if self.limit_hit is None:
+                self.limit_hit = self._check_limits(self.parser.report())
+                if self.limit_hit:
+                    self.wake.set()
+        pipe.close()
+
+    def _check_limits(self, report: Report) -> tuple[str, str] | None:
+        limits = self.plan.limits
+        if limits.max_cost_usd is not None:
+            cost, source = compute_cost(report, self.plan.pricing, self.plan.model_hint)
+            if cost is not None and cost > limits.max_cost_usd:
+                return (
+                    Failure.cost_limit_exceeded.value,
+                    f"harness: cost {cost:.6f} USD ({source}) crossed maxCostUSD {limits.max_cost_usd}; "
+                    "stopped the agent",
+                )
+        if limits.max_turns is not None and report.turns is not None and report.turns > limits.max_turns:
+            message = f"harness: the agent passed maxTurns {limits.max_turns}; stopped it"
+            return Failure.max_turns.value, message
+        return None
+
+    def read_stderr(self, pipe: IO[bytes]) -> None:
+        for raw in iter(pipe.readline, b""):
+            with self.lock:
+                self.sink.write(self.redactor.bytes(raw))
+                self.sink.flush()
+        pipe.close()
+
+    def stdout_bytes(self) -> bytes:
+        self.spool.seek(0)
+        return self.spool.read()
+
+
+def _write_stdin(pipe: IO[bytes], data: bytes) -> None:
+    with contextlib.suppress(OSError):  # the agent may close its stdin early; that is its business
+        pipe.write(data)
+    with contextlib.suppress(OSError):
+        pipe.close()
+
+
+def execute(
+    plan: AttemptPlan,
+    credentials: Mapping[str, str],
+    *,
+    base_env: Mapping[str, str] | None = None,
+    stderr: IO[bytes] | None = None,
+    cancel: threading.Event | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> AttemptResult:
+    """Run one attempt to its end and say what happened. Never raises for the agent's failures."""
+    sink = stderr if stderr is not None else _stderr_buffer()
+    lock = threading.Lock()
+    redactor = Redactor(v for k, v in credentials.items() if k in plan.credential_envs)
+    start = utc_now()
+
+    def say(text: str) -> None:
+        with lock:
+            sink.write(redactor.bytes(text.encode("utf-8")) + b"\n")
+            sink.flush()
+
+    def fail(reason: str, message: str, code: int = EXIT_SETUP) -> AttemptResult:
+        say(message)
+        return AttemptResult(
+            plan.attempt, plan.provider, code, reason, message, start_time=start, completion_time=utc_now()
+        )
+
+    try:
+        env = build_env(plan, base_env if base_env is not None else os.environ, credentials)
+        workdir = plan.working_dir or os.getcwd()
+        try:
+            os.makedirs(workdir, exist_ok=True)
+        except OSError as exc:
+            raise SetupError("SetupFailed", f"harness: failed to create working directory: {exc}") from exc
+        executable = resolve_binary(plan.binary, env.get("PATH", os.defpath), workdir)
+    except SetupError as exc:
+        return fail(exc.reason, exc.message)
+    if cancel is not None and cancel.is_set():
+        return fail("Cancelled", "harness: cancelled before the agent started", EXIT_STOPPED)
+
+    streams = _Streams(plan, redactor, sink, lock)
+    try:
+        proc = subprocess.Popen(
+            plan.argv,
+            executable=executable,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.PIPE if plan.stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return fail("BinaryNotFound", f'harness: failed to resolve binary "{plan.binary}": {exc}')
+    assert proc.stdout is not None and proc.stderr is not None
+    threads = [
+        threading.Thread(target=streams.read_stdout, args=(proc.stdout,), daemon=True),
+        threading.Thread(target=streams.read_stderr, args=(proc.stderr,), daemon=True),
+    ]
+    if plan.stdin is not None and proc.stdin is not None:
+        threads.append(
+            threading.Thread(target=_write_stdin, args=(proc.stdin, plan.stdin.encode("utf-8")), daemon=True)
+        )
+    for thread in threads:
+        thread.start()
+
+    timeout = plan.limits.timeout_seconds
+    deadline = None if timeout is None else clock() + timeout
+    stopped: tuple[str, str] | None = None
+    while proc.poll() is None:
+        if cancel is not None and cancel.is_set():
+            stopped = ("Cancelled", "harness: cancelled; stopping the agent")
+        elif deadline is not None and clock() >= deadline:
+            stopped = ("Timeout", f"harness: timed out after {timeout}s; stopping the agent")
+        elif streams.limit_hit is not None:
+            stopped = streams.limit_hit
+        if stopped:
+            say(stopped[1])
+            stop_process_group(proc, plan.grace_seconds)
+            break
+        streams.wake.wait(POLL_SECONDS)
+    proc.wait()
+    stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
+    for thread in threads:
+        thread.join(timeout=5)
+    return _finish(plan, proc.returncode, stopped or streams.limit_hit, streams, redactor, say, start)
+
+
+def _finish(
+    plan: AttemptPlan,
+    returncode: int,
+    stopped: tuple[str, str] | None,
+    streams: _Streams,
+    redactor: Redactor,
+    say: Callable[[str], None],
+    start: str,
+) -> AttemptResult:
+    stdout = streams.stdout_bytes()
+    streams.spool.close()
+    report = streams.parser.finish(stdout.decode("utf-8", "replace"))
+    usage = compute_usage(report, plan.pricing, plan.model_hint)
+    agent_code = returncode if returncode >= 0 else 128 - returncode
+    result = AttemptResult(
+        plan.attempt,
+        plan.provider,
+        agent_code,
+        None,
+        "",
+        report=report,
+        usage=usage,
+        agent_exit_code=agent_code,
+        start_time=start,
+    )
+    if stopped is not None:
+        reason, message = stopped
+        result.reason, result.message = reason, message
+        result.exit_code = 1 if reason == Failure.max_turns.value else EXIT_STOPPED
+    elif report.failure is not None:
+        result.reason = report.failure.value
+        result.message = report.message or report.failure.value
+        if agent_code == 0:
+            result.exit_code = 1
+            say(f"harness: the CLI exited 0 but reported a failure ({result.reason}): {result.message}")
+    elif agent_code != 0:
+        result.reason, result.message = "ProviderFailed", f"the agent exited with code {agent_code}"
+    elif streams.parser.structured and not report.finished:
+        result.exit_code, result.reason = 1, Failure.provider_error.value
+        result.message = f"the CLI exited 0 without reporting a result ({plan.output_format})"
+        say(f"harness: {result.message}")
+    if result.succeeded:
+        text = stdout if report.text is None else redactor.bytes(report.text.encode("utf-8"))
+        result.output_bytes = len(text)
+        result.output, result.truncated = truncate_utf8(text, plan.limits.max_output_bytes)
+    elif streams.tail:
+        say("recent stdout (tail):\n" + streams.tail.decode("utf-8", "replace").rstrip("\n"))
+    result.completion_time = utc_now()
+    return result
+
+
+def _stderr_buffer() -> IO[bytes]:
+    import sys
+
+    return sys.stderr.buffer

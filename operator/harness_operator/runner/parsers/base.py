@@ -1,0 +1,150 @@
+"""Shared shape of the output parsers: the Report they build and error classification (pure)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+
+class Failure(StrEnum):
+    """Why an attempt that the CLI itself reports on did not succeed."""
+
+    provider_error = "ProviderError"
+    max_turns = "MaxTurns"
+    truncated = "Truncated"
+    auth_failed = "AuthFailed"
+    rate_limited = "RateLimited"
+    cost_limit_exceeded = "CostLimitExceeded"
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Token counts of one model; None means not reported."""
+
+    input: int | None = None
+    output: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+
+    def plus(self, other: Tokens) -> Tokens:
+        return Tokens(*(_add(a, b) for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
+
+    def minus(self, other: Tokens) -> Tokens:
+        return Tokens(
+            *(
+                None if a is None else max(0, a - (b or 0))
+                for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)
+            )
+        )
+
+    def as_tuple(self) -> tuple[int | None, int | None, int | None, int | None]:
+        return (self.input, self.output, self.cache_read, self.cache_write)
+
+    @property
+    def known(self) -> bool:
+        return any(v is not None for v in self.as_tuple())
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    if a is None and b is None:
+        return None
+    return (a or 0) + (b or 0)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the CLI reported so far (or in the end).
+
+    `text` None means "stdout itself is the output" (text formats). `by_model` holds per-model tokens
+    when the CLI reports them that way (used to price each model separately).
+    """
+
+    text: str | None = None
+    session_id: str | None = None
+    model: str | None = None
+    tokens: Tokens = field(default_factory=Tokens)
+    by_model: dict[str, Tokens] = field(default_factory=dict)
+    turns: int | None = None
+    cost_usd: float | None = None
+    failure: Failure | None = None
+    message: str | None = None
+    finished: bool = False
+    cli_version: str | None = None
+
+    def with_(self, **changes: Any) -> Report:
+        return replace(self, **changes)
+
+
+class Parser:
+    """A streaming parser: feed stdout line by line as the process writes, then finish()."""
+
+    format = "base"
+    structured = True  # False: stdout itself is the output and no end event is expected
+
+    def __init__(self) -> None:
+        self.state = Report()
+
+    def feed(self, line: str) -> None:
+        """One line of stdout (without or with its newline)."""
+        text = line.strip()
+        if not text.startswith("{"):
+            return
+        try:
+            event = json.loads(text)
+        except ValueError:
+            return
+        if isinstance(event, dict):
+            self.on_event(event)
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def report(self) -> Report:
+        """A snapshot while the process runs (usage so far drives the in-flight limits)."""
+        return self.state
+
+    def finish(self, stdout: str) -> Report:
+        """The final report; `stdout` is the whole (redacted) stdout, for formats that need it.
+
+        `finished` False means the CLI never reported its end; the executor decides what that means."""
+        return self.state
+
+
+_AUTH = re.compile(
+    r"\b(401|403)\b|unauthori[sz]ed|authenticat|invalid api key|api key|permission denied", re.IGNORECASE
+)
+_RATE = re.compile(r"\b429\b|rate.?limit|too many requests|quota|resource.?exhausted", re.IGNORECASE)
+
+
+def classify_error(status: int | None, message: str | None) -> Failure:
+    """AuthFailed, RateLimited or ProviderError, from an HTTP status and/or an error message."""
+    if status in (401, 403):
+        return Failure.auth_failed
+    if status == 429:
+        return Failure.rate_limited
+    text = message or ""
+    if status is None and _AUTH.search(text):
+        return Failure.auth_failed
+    if status is None and _RATE.search(text):
+        return Failure.rate_limited
+    return Failure.provider_error
+
+
+def as_int(value: Any) -> int | None:
+    """An int from a JSON number; anything else is unknown."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def as_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def as_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,117 @@
+"""Parser for `claude -p --output-format stream-json --verbose` (and Qwen Code's `-o stream-json`) (pure).
+
+The `result` line is the truth: text, session, turns, usage, cost and outcome. The `assistant` lines'
+usage are partial snapshots and are never summed; they only count turns while the CLI runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness_operator.runner.parsers.base import (
+    Failure,
+    Parser,
+    Tokens,
+    as_float,
+    as_int,
+    as_str,
+    classify_error,
+)
+
+_SUBTYPE_FAILURES = {
+    "error_max_turns": Failure.max_turns,
+    "error_max_budget_usd": Failure.cost_limit_exceeded,
+}
+
+
+class ClaudeStreamJsonParser(Parser):
+    format = "claude-stream-json"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._message_ids: set[str] = set()
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "system" and event.get("subtype") == "init":
+            self.state = self.state.with_(
+                session_id=as_str(event.get("session_id")) or self.state.session_id,
+                model=as_str(event.get("model")) or self.state.model,
+                cli_version=as_str(event.get("claude_code_version")) or self.state.cli_version,
+            )
+        elif kind == "assistant":
+            message = event.get("message") or {}
+            msg_id = as_str(message.get("id")) if isinstance(message, dict) else None
+            if msg_id and message.get("model") != "<synthetic>":
+                self._message_ids.add(msg_id)
+                self.state = self.state.with_(turns=len(self._message_ids))
+        elif kind == "result":
+            self._on_result(event)
+
+    def _on_result(self, event: dict[str, Any]) -> None:
+        usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
+        assert isinstance(usage, dict)
+        tokens = Tokens(
+            input=as_int(usage.get("input_tokens")),
+            output=as_int(usage.get("output_tokens")),
+            cache_read=as_int(usage.get("cache_read_input_tokens")),
+            cache_write=as_int(usage.get("cache_creation_input_tokens")),
+        )
+        by_model: dict[str, Tokens] = {}
+        model_costs: list[float] = []
+        model_usage = event.get("modelUsage")
+        if isinstance(model_usage, dict):
+            for name, entry in model_usage.items():
+                if not isinstance(entry, dict):
+                    continue
+                by_model[name] = Tokens(
+                    input=as_int(entry.get("inputTokens")),
+                    output=as_int(entry.get("outputTokens")),
+                    cache_read=as_int(entry.get("cacheReadInputTokens")),
+                    cache_write=as_int(entry.get("cacheCreationInputTokens")),
+                )
+                cost = as_float(entry.get("costUSD"))
+                if cost is not None:
+                    model_costs.append(cost)
+        cost_usd = as_float(event.get("total_cost_usd"))
+        if cost_usd is None and model_costs:
+            cost_usd = sum(model_costs)
+        model = self.state.model
+        if len(by_model) == 1:
+            model = next(iter(by_model))
+        failure, message = _outcome(event)
+        self.state = self.state.with_(
+            text=event.get("result") if isinstance(event.get("result"), str) else "",
+            session_id=as_str(event.get("session_id")) or self.state.session_id,
+            model=model,
+            tokens=tokens,
+            by_model=by_model,
+            turns=as_int(event.get("num_turns")) or self.state.turns,
+            cost_usd=cost_usd,
+            failure=failure,
+            message=message,
+            finished=True,
+        )
+
+
+def _outcome(event: dict[str, Any]) -> tuple[Failure | None, str | None]:
+    """The terminal outcome of a `result` line: (None, None) is an honest success."""
+    subtype = as_str(event.get("subtype")) or ""
+    terminal = as_str(event.get("terminal_reason")) or ""
+    stop = as_str(event.get("stop_reason")) or ""
+    errors = event.get("errors")
+    detail = "; ".join(str(e) for e in errors) if isinstance(errors, list) and errors else None
+    result_text = as_str(event.get("result"))
+    if subtype in _SUBTYPE_FAILURES:
+        return _SUBTYPE_FAILURES[subtype], detail or subtype
+    if terminal == "max_turns":
+        return Failure.max_turns, detail or "reached the maximum number of turns"
+    if event.get("is_error") is True or subtype.startswith("error"):
+        status = as_int(event.get("api_error_status"))
+        message = detail or result_text or subtype or "the CLI reported an error"
+        return classify_error(status, message), message
+    if stop == "max_tokens":
+        return Failure.truncated, "the model stopped at its output token limit (stop_reason max_tokens)"
+    if stop == "tool_use":
+        return Failure.truncated, "the CLI ended while the model was calling tools (stop_reason tool_use)"
+    return None, None

@@ -1,0 +1,46 @@
+"""Parser for `copilot --output-format json` (GitHub Copilot CLI JSONL events) (pure).
+
+Text from assistant messages (the last one is the answer); `result` carries `sessionId` and the CLI's
+`exitCode`. Tokens are only written to `--usage-output-file`, so usage stays unknown here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness_operator.runner.parsers.base import (
+    Failure,
+    Parser,
+    as_int,
+    as_str,
+    classify_error,
+)
+
+
+class CopilotJsonParser(Parser):
+    format = "copilot-json"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._turns = 0
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        kind = str(event.get("type") or "")
+        data = event.get("data") if isinstance(event.get("data"), dict) else event
+        assert isinstance(data, dict)
+        if kind == "assistant.message":
+            content = data.get("content")
+            if isinstance(content, str) and content:
+                self._turns += 1
+                self.state = self.state.with_(text=content, turns=self._turns)
+        elif kind == "session.error" or kind == "error":
+            message = str(data.get("message") or "the CLI reported an error")
+            self.state = self.state.with_(
+                failure=classify_error(as_int(data.get("statusCode")), message), message=message
+            )
+        elif kind == "result":
+            code = as_int(data.get("exitCode"))
+            changes: dict[str, Any] = {"session_id": as_str(data.get("sessionId")), "finished": True}
+            if code not in (None, 0) and self.state.failure is None:
+                changes.update(failure=Failure.provider_error, message=f"the CLI reported exitCode {code}")
+            self.state = self.state.with_(**changes)

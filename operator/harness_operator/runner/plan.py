@@ -1,0 +1,151 @@
+"""AttemptPlan: everything one attempt needs, built from a run and its definition (pure).
+
+The operator serialises one plan per attempt into the attempt's plan Secret (it may hold the prompt);
+`harnessctl run` builds the list for the primary and every fallback and walks it. Secrets never enter
+a plan: only the names of the credential variables, whose values are passed to the agent and redacted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field
+
+from harness_operator.api.v1alpha1 import (
+    EnvVar,
+    HarnessDefinitionSpec,
+    HarnessRun,
+    Limits,
+    Model,
+    ModelPricing,
+    OutputFormat,
+)
+from harness_operator.invocation import build_invocation, merge_options
+
+DEFAULT_GRACE_SECONDS = 30
+PLAN_VERSION = 1
+
+# Option keys that carry a native per-run budget (claude-stream-json definitions only).
+BUDGET_KEYS = ("max-budget-usd", "max_budget_usd")
+
+
+class AttemptPlan(Model):
+    """One attempt, fully resolved: argv, stdin, environment names, parser, pricing and limits."""
+
+    version: int = Field(default=PLAN_VERSION, description="Plan format version.")
+    run_name: str = Field(default="", description="The HarnessRun's name.")
+    run_namespace: str = Field(default="default", description="The HarnessRun's namespace.")
+    attempt: int = Field(ge=1, description="1-based attempt number.")
+    total_attempts: int = Field(ge=1, description="Primary plus fallbacks.")
+    provider: str = Field(description="Provider name of this attempt.")
+    binary: str = Field(min_length=1, description="argv[0]: a name looked up in PATH, or a path with '/'.")
+    args: list[str] = Field(default_factory=list, description="Arguments after argv[0].")
+    stdin: str | None = Field(default=None, description="Piped to the agent; None closes stdin.")
+    env: list[EnvVar] = Field(default_factory=list, description="Plain (non-secret) environment.")
+    credential_envs: list[str] = Field(
+        default_factory=list, description="Variables granted from Secrets: passed through and redacted."
+    )
+    optional_credential_envs: list[str] = Field(
+        default_factory=list, description="The subset of credential_envs that may be absent."
+    )
+    output_format: OutputFormat = Field(default=OutputFormat.text, description="Parser for stdout.")
+    pricing: dict[str, ModelPricing] = Field(default_factory=dict, description="USD per million tokens.")
+    model_hint: str | None = Field(default=None, description="The model requested with the `model` option.")
+    limits: Limits = Field(default_factory=Limits, description="Time, cost, turn and output limits.")
+    working_dir: str | None = Field(default=None, description="Working directory (created if missing).")
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.binary, *self.args]
+
+    @property
+    def grace_seconds(self) -> int:
+        grace = self.limits.grace_period_seconds
+        return DEFAULT_GRACE_SECONDS if grace is None else grace
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(by_alias=True, mode="json"), sort_keys=True)
+
+
+def plan_options(
+    run: HarnessRun, definition: HarnessDefinitionSpec, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The run's options plus native limit flags: Claude's `--max-budget-usd` for maxCostUSD."""
+    out = dict(options)
+    limits = run.spec.limits
+    if (
+        limits is not None
+        and limits.max_cost_usd is not None
+        and definition.output.format == OutputFormat.claude_stream_json
+        and not any(key in out or key in definition.defaults for key in BUDGET_KEYS)
+    ):
+        out["max-budget-usd"] = limits.max_cost_usd
+    return out
+
+
+def build_plan(
+    run: HarnessRun,
+    definition: HarnessDefinitionSpec,
+    attempt_index: int,
+    provider_name: str,
+    options: dict[str, Any],
+    prompt: str,
+    stdin: str | None,
+) -> AttemptPlan:
+    """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`."""
+    spec = run.spec
+    all_options = plan_options(run, definition, options)
+    invocation = build_invocation(definition, prompt, stdin, all_options)
+    grants = {c.env: c for c in definition.credentials}
+    grants.update({c.env: c for c in spec.credentials})  # the run's grant wins for the same variable
+    plain = {e.name: e.value for e in definition.env}
+    plain.update({e.name: e.value for e in spec.env})
+    model = merge_options(definition, all_options).get("model")
+    metadata = run.metadata or {}
+    return AttemptPlan(
+        run_name=str(metadata.get("name", "")),
+        run_namespace=str(metadata.get("namespace") or "default"),
+        attempt=attempt_index,
+        total_attempts=1 + len(spec.fallback),
+        provider=provider_name,
+        binary=invocation.binary,
+        args=invocation.args,
+        stdin=invocation.stdin,
+        env=[EnvVar(name=k, value=v) for k, v in sorted(plain.items()) if k not in grants],
+        credential_envs=sorted(grants),
+        optional_credential_envs=sorted(k for k, g in grants.items() if g.optional),
+        output_format=definition.output.format,
+        pricing=dict(definition.pricing),
+        model_hint=model if isinstance(model, str) and model else None,
+        limits=spec.limits or Limits(),
+        working_dir=spec.workspace.working_dir if spec.workspace else None,
+    )
+
+
+class UnknownProviderError(ValueError):
+    """A provider named by the run resolves to no definition."""
+
+
+def build_attempt_plans(
+    run: HarnessRun,
+    resolve: Callable[[str], HarnessDefinitionSpec | None],
+    prompt: str,
+    stdin: str | None,
+) -> list[AttemptPlan]:
+    """Plans for the primary provider and every fallback, in order (local mode walks them)."""
+    chain: list[tuple[str, dict[str, Any]]] = [(run.spec.provider, run.spec.with_)]
+    chain += [(fb.provider, fb.with_) for fb in run.spec.fallback]
+    plans = []
+    for index, (name, options) in enumerate(chain, start=1):
+        definition = resolve(name)
+        if definition is None:
+            raise UnknownProviderError(f'unknown provider "{name}"')
+        plans.append(build_plan(run, definition, index, name, options, prompt, stdin))
+    return plans
+
+
+def load_plan(text: str) -> AttemptPlan:
+    """A plan from its JSON (the pod's /etc/harness/plan.json)."""
+    return AttemptPlan.model_validate_json(text)

@@ -1,0 +1,69 @@
+"""Binary resolution, setup errors and stopping a process group: the executor's OS helpers (I/O)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+EXIT_SETUP = 1
+EXIT_STOPPED = 124
+# Reasons after which no fallback runs (the user or a limit stopped the run, not the provider).
+NO_FALLBACK_REASONS = frozenset({"Timeout", "Cancelled", "CostLimitExceeded"})
+
+
+class SetupError(Exception):
+    """The attempt cannot start; exit 1 before any process exists."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def resolve_binary(binary: str, path: str, workdir: str) -> str:
+    """Dagu's rule: a name with '/' is checked directly (relative to the working directory), any
+    other name is looked up in the run's PATH."""
+    if "/" in binary:
+        candidate = binary if os.path.isabs(binary) else os.path.join(workdir, binary)
+        try:
+            mode = os.stat(candidate).st_mode
+        except OSError as exc:
+            raise SetupError(
+                "BinaryNotFound", f'harness: failed to resolve binary "{binary}": {exc.strerror}: {candidate}'
+            ) from exc
+        if os.path.isdir(candidate) or not (mode & 0o111) or not os.access(candidate, os.X_OK):
+            raise SetupError(
+                "BinaryNotFound",
+                f'harness: failed to resolve binary "{binary}": {candidate} is not an executable file',
+            )
+        return candidate
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder or ".", binary)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise SetupError(
+        "BinaryNotFound",
+        f'harness: "{binary}" CLI not found in PATH; install it first: '
+        f'exec: "{binary}": executable file not found in $PATH',
+    )
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], grace_seconds: float) -> None:
+    """SIGTERM the agent's process group, SIGKILL it after the grace period (0: SIGKILL now)."""
+    pgid = proc.pid  # start_new_session: the agent leads its own group
+    if grace_seconds > 0 and _signal_group(pgid, signal.SIGTERM):
+        deadline = time.monotonic() + grace_seconds
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    proc.wait()

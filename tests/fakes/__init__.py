@@ -1,0 +1,1 @@
+"""Fake agent CLIs executed as real processes by the runner tests."""
