@@ -17,21 +17,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO
+from typing import IO, Any
 
 from harness_operator.api.v1alpha1 import Usage
 from harness_operator.runner.cost import compute_cost, compute_usage
 from harness_operator.runner.parsers import Failure, Report, build_parser
 from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.redact import Redactor
-from harness_operator.runner.stops import (
-    EXIT_SETUP,
-    EXIT_STOPPED,
-    NO_FALLBACK_REASONS,
-    SetupError,
-    resolve_binary,
-    stop_process_group,
-)
+from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED, NO_FALLBACK_REASONS, build_result_doc
+from harness_operator.runner.stops import SetupError, resolve_binary, stop_process_group
 
 ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM")
 TAIL_BYTES = 1024
@@ -68,6 +62,26 @@ class AttemptResult:
     def fallback_allowed(self) -> bool:
         """Next provider only after a non-zero exit, never after timeout, cancel or cost stop."""
         return not self.succeeded and self.reason not in NO_FALLBACK_REASONS
+
+    def to_doc(self) -> dict[str, Any]:
+        """The result document (file and termination message)."""
+        return build_result_doc(
+            attempt=self.attempt,
+            provider=self.provider,
+            exit_code=self.exit_code,
+            reason=self.reason,
+            message=self.message,
+            usage=self.usage.to_api() | {"costSource": str(self.usage.cost_source)},
+            model=self.report.model,
+            session_id=self.report.session_id,
+            output=self.output,
+            output_bytes=self.output_bytes,
+            truncated=self.truncated,
+            agent_exit_code=self.agent_exit_code,
+            cli_version=self.report.cli_version,
+            start_time=self.start_time,
+            completion_time=self.completion_time,
+        )
 
 
 def build_env(

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from harness_operator.api.v1alpha1 import (
+    CredentialGrant,
     EnvVar,
     HarnessDefinitionSpec,
     HarnessRun,
@@ -85,6 +86,13 @@ def plan_options(
     return out
 
 
+def merge_grants(run: HarnessRun, definition: HarnessDefinitionSpec) -> dict[str, CredentialGrant]:
+    """The definition's credential grants, then the run's; the run's wins for the same variable."""
+    grants = {c.env: c for c in definition.credentials}
+    grants.update({c.env: c for c in run.spec.credentials})
+    return grants
+
+
 def build_plan(
     run: HarnessRun,
     definition: HarnessDefinitionSpec,
@@ -98,8 +106,7 @@ def build_plan(
     spec = run.spec
     all_options = plan_options(run, definition, options)
     invocation = build_invocation(definition, prompt, stdin, all_options)
-    grants = {c.env: c for c in definition.credentials}
-    grants.update({c.env: c for c in spec.credentials})  # the run's grant wins for the same variable
+    grants = merge_grants(run, definition)
     plain = {e.name: e.value for e in definition.env}
     plain.update({e.name: e.value for e in spec.env})
     model = merge_options(definition, all_options).get("model")

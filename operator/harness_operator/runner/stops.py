@@ -7,11 +7,6 @@ import signal
 import subprocess
 import time
 
-EXIT_SETUP = 1
-EXIT_STOPPED = 124
-# Reasons after which no fallback runs (the user or a limit stopped the run, not the provider).
-NO_FALLBACK_REASONS = frozenset({"Timeout", "Cancelled", "CostLimitExceeded"})
-
 
 class SetupError(Exception):
     """The attempt cannot start; exit 1 before any process exists."""

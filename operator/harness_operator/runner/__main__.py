@@ -1,0 +1,95 @@
+"""The sandbox entrypoint: run the one attempt in the plan file, report, exit with its code (I/O).
+
+    python -m harness_operator.runner --plan /etc/harness/plan.json
+
+Reports through what a pod without API credentials has: the exit code, the termination message (the
+result document, under 4 KiB) and the pod log (the agent's stderr, then the framed output last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+from harness_operator.runner.executor import AttemptResult, execute
+from harness_operator.runner.frame import encode_frame
+from harness_operator.runner.plan import AttemptPlan, load_plan
+from harness_operator.runner.result import EXIT_SETUP, render_termination_message
+
+DEFAULT_PLAN = "/etc/harness/plan.json"
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harness-runner", description="Run one attempt of a HarnessRun.")
+    parser.add_argument("--plan", default=DEFAULT_PLAN, help=f"the attempt's plan (default {DEFAULT_PLAN})")
+    parser.add_argument("--result-file", default=None, help="also write the full result document here")
+    parser.add_argument(
+        "--termination-log",
+        default=DEFAULT_TERMINATION_LOG,
+        help=f"termination message (default {DEFAULT_TERMINATION_LOG}; skipped if its folder is missing)",
+    )
+    return parser
+
+
+def install_cancel_handler(cancel: threading.Event) -> None:
+    """SIGTERM (and SIGINT) to the runner cancel the attempt: the executor forwards it to the agent."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        cancel.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def write_reports(result: AttemptResult, termination_log: str, result_file: str | None) -> None:
+    doc = result.to_doc()
+    if result_file:
+        with open(result_file, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, sort_keys=True)
+    if os.path.isdir(os.path.dirname(termination_log) or "."):
+        try:
+            with open(termination_log, "w", encoding="utf-8") as fh:
+                fh.write(render_termination_message(doc))
+        except OSError as exc:
+            print(f"harness: cannot write the termination message: {exc}", file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.write(encode_frame(result.output))
+    sys.stdout.flush()
+
+
+def credentials_from_env(plan: AttemptPlan) -> dict[str, str]:
+    """In the pod, granted secrets arrive as the runner's environment (secretKeyRef)."""
+    return {name: os.environ[name] for name in plan.credential_envs if name in os.environ}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    cancel = threading.Event()
+    install_cancel_handler(cancel)
+    try:
+        with open(args.plan, encoding="utf-8") as fh:
+            plan = load_plan(fh.read())
+    except (OSError, ValueError) as exc:
+        message = f"harness: cannot read the plan {args.plan}: {exc}".splitlines()[0]
+        print(message, file=sys.stderr)
+        failed = AttemptResult(0, "", EXIT_SETUP, "SetupFailed", message)
+        write_reports(failed, args.termination_log, args.result_file)
+        return EXIT_SETUP
+    print(
+        f"harness: attempt {plan.attempt}/{plan.total_attempts} with {plan.provider}",
+        file=sys.stderr,
+        flush=True,
+    )
+    result = execute(plan, credentials_from_env(plan), cancel=cancel)
+    write_reports(result, args.termination_log, args.result_file)
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

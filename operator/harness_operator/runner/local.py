@@ -1,0 +1,256 @@
+"""`harnessctl run`: execute the HarnessRuns in manifest files on this machine, no cluster (I/O).
+
+Same plan builder, same executor as the pod. Definitions come from the files or the built-in catalog;
+`secretKeyRef` resolves from Secret manifests in the files, else from the grant's own variable in
+this environment (said on stderr). Output to stdout; progress and the agent's stderr to stderr.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, Usage, ValueSource
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.manifests import Document, load_documents
+from harness_operator.runner.executor import AttemptResult, execute
+from harness_operator.runner.plan import AttemptPlan, UnknownProviderError, build_attempt_plans, merge_grants
+from harness_operator.runner.status import build_rejected_status, build_run_status
+from harness_operator.validation import ERROR, Catalog, build_catalog, validate_documents
+
+Key = tuple[str, str]
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def collect_secrets(docs: list[Document]) -> dict[Key, dict[str, str]]:
+    """Secret manifests' values: `data` (base64) then `stringData` (wins, as the API server does)."""
+    out: dict[Key, dict[str, str]] = {}
+    for doc in docs:
+        if doc.kind != "Secret" or doc.error:
+            continue
+        values: dict[str, str] = {}
+        for key, raw in (doc.obj.get("data") or {}).items():
+            try:
+                values[str(key)] = base64.b64decode(str(raw)).decode("utf-8")
+            except ValueError:
+                say(f"harness: {doc.path}: Secret {doc.name}: data.{key} is not valid base64; ignored")
+        values.update({str(k): str(v) for k, v in (doc.obj.get("stringData") or {}).items()})
+        out[(doc.namespace, doc.name)] = values
+    return out
+
+
+def collect_config_maps(docs: list[Document]) -> dict[Key, dict[str, str]]:
+    return {
+        (d.namespace, d.name): {str(k): str(v) for k, v in (d.obj.get("data") or {}).items()}
+        for d in docs
+        if d.kind == "ConfigMap" and not d.error
+    }
+
+
+class LocalRunner:
+    """Runs one file set's HarnessRuns in order; later runs may read earlier runs' output."""
+
+    def __init__(self, docs: list[Document], catalog: Catalog, cancel: threading.Event) -> None:
+        self.docs = docs
+        self.catalog = catalog
+        self.cancel = cancel
+        self.secrets = collect_secrets(docs)
+        self.config_maps = collect_config_maps(docs)
+        self.outputs: dict[Key, bytes] = {}
+
+    def resolve_value(self, namespace: str, inline: str | None, source: ValueSource | None) -> str | None:
+        """A prompt or stdin: inline, or from a ConfigMap, Secret or earlier run in the files."""
+        if source is None:
+            return inline
+        if source.config_map_key_ref:
+            ref = source.config_map_key_ref
+            value = self.config_maps.get((namespace, ref.name), {}).get(ref.key)
+            where = f"ConfigMap {namespace}/{ref.name} key {ref.key}"
+        elif source.secret_key_ref:
+            ref2 = source.secret_key_ref
+            value = self.secrets.get((namespace, ref2.name), {}).get(ref2.key)
+            where = f"Secret {namespace}/{ref2.name} key {ref2.key}"
+        else:
+            assert source.run_output is not None
+            output = self.outputs.get((namespace, source.run_output.name))
+            value = None if output is None else output.decode("utf-8", "replace")
+            where = f'the output of HarnessRun "{source.run_output.name}" (it must run earlier and succeed)'
+        if value is None:
+            raise LookupError(f"cannot read {where}")
+        return value
+
+    def credentials_for(self, run: HarnessRun, namespace: str, plan: AttemptPlan) -> dict[str, str]:
+        definition = self.catalog.resolve(namespace, plan.provider)
+        assert definition is not None
+        values: dict[str, str] = {}
+        for name, grant in sorted(merge_grants(run, definition).items()):
+            ref = grant.secret_key_ref
+            secret = self.secrets.get((namespace, ref.name), {})
+            if ref.key in secret:
+                values[name] = secret[ref.key]
+            elif name in os.environ:
+                values[name] = os.environ[name]
+                say(
+                    f"harness: {name}: Secret {namespace}/{ref.name} key {ref.key} is not in the given "
+                    f"files; using ${name} from this environment"
+                )
+            elif not grant.optional:
+                say(
+                    f"harness: {name}: Secret {namespace}/{ref.name} key {ref.key} is not in the given files "
+                    f"and ${name} is not set"
+                )
+        return values
+
+    def run(self, doc: Document) -> tuple[HarnessRunStatus, int]:
+        run = HarnessRun.model_validate(doc.obj)
+        label = f"{doc.namespace}/{doc.name}"
+        try:
+            prompt = self.resolve_value(doc.namespace, run.spec.prompt, run.spec.prompt_from) or ""
+            stdin = self.resolve_value(doc.namespace, run.spec.stdin, run.spec.stdin_from)
+            plans = build_attempt_plans(run, lambda n: self.catalog.resolve(doc.namespace, n), prompt, stdin)
+        except UnknownProviderError as exc:
+            say(f"harness: HarnessRun {label}: {exc}")
+            return build_rejected_status("UnknownProvider", str(exc), now()), 1
+        except LookupError as exc:
+            say(f"harness: HarnessRun {label}: {exc}")
+            return build_rejected_status("InputUnavailable", str(exc), now()), 1
+        except ValueError as exc:
+            say(f"harness: HarnessRun {label}: {exc}")
+            return build_rejected_status("InvalidSpec", str(exc), now()), 1
+        start = now()
+        results: list[AttemptResult] = []
+        for plan in plans:
+            say(f"harness: HarnessRun {label}: attempt {plan.attempt}/{plan.total_attempts}: {plan.provider}")
+            result = execute(plan, self.credentials_for(run, doc.namespace, plan), cancel=self.cancel)
+            results.append(result)
+            if result.succeeded or not result.fallback_allowed or plan.attempt == len(plans):
+                break
+            following = plans[plan.attempt]
+            say(
+                f"harness: attempt {plan.attempt}/{plan.total_attempts} with {plan.provider} failed; "
+                f"trying fallback {following.attempt}/{following.total_attempts} with {following.provider}"
+            )
+        last = results[-1]
+        output = last.output if last.succeeded else None
+        if output is not None:
+            self.outputs[(doc.namespace, doc.name)] = output
+        status = build_run_status(
+            [r.to_doc() for r in results], output, start_time=start, completion_time=now()
+        )
+        say(summary_line(label, status))
+        return status, last.exit_code
+
+
+def describe_usage(usage: Usage | None) -> str:
+    """tokens and cost for humans; unknown figures say so, never 0."""
+    if usage is None:
+        return "usage unknown"
+
+    def n(value: int | None) -> str:
+        return "?" if value is None else str(value)
+
+    tokens = (
+        f"tokens in {n(usage.input_tokens)}, out {n(usage.output_tokens)}, "
+        f"cache read {n(usage.cache_read_tokens)}, cache write {n(usage.cache_write_tokens)}"
+    )
+    cost = "cost unknown" if usage.cost_usd is None else f"cost ${usage.cost_usd:.6f}"
+    return f"{tokens}; {cost} (costSource: {usage.cost_source})"
+
+
+def summary_line(label: str, status: HarnessRunStatus) -> str:
+    return (
+        f"harness: HarnessRun {label}: {status.phase} ({status.reason}, exit {status.exit_code}); "
+        f"{describe_usage(status.usage)}"
+    )
+
+
+def render_statuses(statuses: list[tuple[str, HarnessRunStatus]]) -> str:
+    """One YAML document per run, each the run's `status` as the CR would hold it."""
+    parts = []
+    for label, status in statuses:
+        body = yaml.safe_dump(
+            status.model_dump(by_alias=True, exclude_none=True, mode="json"), sort_keys=False
+        )
+        parts.append(f"# HarnessRun {label}\n{body}")
+    return "---\n".join(parts)
+
+
+@contextmanager
+def cancel_on_signals(cancel: threading.Event) -> Iterator[None]:
+    """Ctrl-C or SIGTERM cancel the run: the agent's group gets SIGTERM, then SIGKILL after the grace."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        cancel.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_paths(paths: list[str], status_file: str | None) -> int:
+    """Validate the files, then run each HarnessRun in order; the exit code is the (failed) run's."""
+    docs = load_documents(paths)
+    if not docs:
+        say(f"harnessctl: no manifests found in {' '.join(paths)}")
+        return 1
+    builtins = load_builtin_catalog()
+    findings = validate_documents(docs, builtins)
+    for finding in findings:
+        say(finding.render())
+    errors = [f for f in findings if f.severity == ERROR]
+    if errors:
+        say(f"harnessctl: {len(errors)} errors in the manifests; nothing was run")
+        return 1
+    runs = [d for d in docs if d.kind == "HarnessRun"]
+    if not runs:
+        say(f"harnessctl: no HarnessRun in {' '.join(paths)}")
+        return 1
+    cancel = threading.Event()
+    runner = LocalRunner(docs, build_catalog(docs, builtins), cancel)
+    statuses: list[tuple[str, HarnessRunStatus]] = []
+    code = 0
+    with cancel_on_signals(cancel):
+        for index, doc in enumerate(runs):
+            status, code = runner.run(doc)
+            statuses.append((f"{doc.namespace}/{doc.name}", status))
+            output = runner.outputs.get((doc.namespace, doc.name))
+            if code == 0 and output is not None:
+                write_output(output)
+            if code != 0:
+                left = len(runs) - index - 1
+                if left:
+                    say(f"harness: {left} remaining HarnessRun(s) not run after a failure")
+                break
+    if status_file:
+        with open(status_file, "w", encoding="utf-8") as fh:
+            fh.write(render_statuses(statuses))
+    return code
+
+
+def write_output(output: bytes) -> None:
+    sys.stdout.buffer.write(output)
+    if output and not output.endswith(b"\n") and sys.stdout.isatty():
+        sys.stdout.buffer.write(b"\n")
+    sys.stdout.flush()
