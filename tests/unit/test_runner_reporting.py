@@ -1,0 +1,162 @@
+"""Cost (reported / computed / unknown), the output frame, the result document and the local status."""
+
+import hashlib
+import json
+
+import pytest
+
+from harness_operator.api.v1alpha1 import ModelPricing, Usage
+from harness_operator.runner.cost import compute_cost, compute_usage, sum_usage
+from harness_operator.runner.frame import FrameError, decode_frame, encode_frame
+from harness_operator.runner.parsers import Report, Tokens
+from harness_operator.runner.result import (
+    TERMINATION_LIMIT,
+    build_result_doc,
+    is_fallback_allowed,
+    parse_termination_message,
+    render_termination_message,
+)
+from harness_operator.runner.status import build_rejected_status, build_run_status
+
+PRICING = {"m": ModelPricing(input=2, output=10, cache_read=0.5, cache_write=4)}
+
+
+# --- cost ---------------------------------------------------------------------------------------------
+
+
+def test_reported_cost_wins():
+    assert compute_cost(Report(cost_usd=0.5, tokens=Tokens(input=10)), PRICING) == (0.5, "reported")
+
+
+def test_computed_cost_from_pricing():
+    report = Report(model="m", tokens=Tokens(input=1_000_000, output=100_000, cache_read=2_000_000))
+    cost, source = compute_cost(report, PRICING)
+    assert source == "computed"
+    assert cost == pytest.approx(2 + 1 + 1)
+
+
+def test_computed_cost_per_model():
+    pricing = {"a": ModelPricing(input=1), "b": ModelPricing(output=1)}
+    report = Report(by_model={"a": Tokens(input=1_000_000), "b": Tokens(output=2_000_000)})
+    assert compute_cost(report, pricing) == (pytest.approx(3.0), "computed")
+
+
+def test_unknown_without_pricing_or_tokens():
+    assert compute_cost(Report(tokens=Tokens(input=5)), {}) == (None, "unknown")
+    assert compute_cost(Report(), PRICING) == (None, "unknown")
+    usage = compute_usage(Report(), {})
+    assert usage.cost_usd is None and usage.input_tokens is None and usage.cost_source == "unknown"
+
+
+def test_model_hint_picks_the_price_when_the_cli_names_no_model():
+    pricing = {"a": ModelPricing(input=1), "b": ModelPricing(input=100)}
+    assert compute_cost(Report(tokens=Tokens(input=1_000_000)), pricing, "b") == (100.0, "computed")
+    assert compute_cost(Report(tokens=Tokens(input=1_000_000)), pricing) == (None, "unknown")
+
+
+def test_sum_usage_keeps_unknown_unknown():
+    known = Usage(input_tokens=1, cost_usd=0.1, cost_source="reported")
+    assert sum_usage([known, known]).cost_usd == pytest.approx(0.2)
+    assert sum_usage([known, Usage(input_tokens=2)]).cost_usd is None
+    assert sum_usage([known, Usage(input_tokens=2)]).input_tokens == 3
+
+
+# --- frame --------------------------------------------------------------------------------------------
+
+
+def test_frame_round_trip_at_the_end_of_a_log():
+    data = ("résumé\n" * 200).encode()
+    log = "agent stderr line\nmore\n" + encode_frame(data)
+    assert decode_frame(log) == data
+    assert decode_frame(log, hashlib.sha256(data).hexdigest()) == data
+
+
+def test_empty_output_frames():
+    assert decode_frame(encode_frame(b"")) == b""
+
+
+def test_the_last_frame_wins_over_a_forged_earlier_one():
+    forged = encode_frame(b"forged by the agent on stderr")
+    real = encode_frame(b"real output")
+    assert decode_frame(forged + "noise\n" + real, hashlib.sha256(b"real output").hexdigest()) == b"real output"
+
+
+def test_frame_errors():
+    assert isinstance(decode_frame("nothing here\n"), FrameError)
+    cut = encode_frame(b"x" * 500).split("\n")
+    assert isinstance(decode_frame("\n".join(cut[:3])), FrameError)  # no end marker
+    tampered = encode_frame(b"abc").replace("YWJj", "YWJk")
+    assert isinstance(decode_frame(tampered), FrameError)
+    wrong = decode_frame(encode_frame(b"abc"), "0" * 64)
+    assert isinstance(wrong, FrameError) and "termination message" in wrong.message
+
+
+def test_frame_survives_crlf():
+    assert decode_frame(encode_frame(b"hello").replace("\n", "\r\n")) == b"hello"
+
+
+# --- result document / termination message ------------------------------------------------------------
+
+
+def doc(**overrides):
+    base = dict(
+        attempt=1, provider="p", exit_code=0, reason=None, message="", usage={"costSource": "unknown"},
+        model="m", session_id="s", output=b"out", output_bytes=3, truncated=False,
+    )
+    base.update(overrides)
+    return build_result_doc(**base)
+
+
+def test_result_doc_fields():
+    d = doc()
+    assert d["exitCode"] == 0 and d["output"]["sha256"] == hashlib.sha256(b"out").hexdigest()
+    assert "reason" not in d
+    assert parse_termination_message(render_termination_message(d)) == d
+
+
+def test_termination_message_never_exceeds_4k():
+    huge = doc(exit_code=3, reason="ProviderFailed", message="x" * 20000, cli_version="v" * 5000,
+               session_id="s" * 3000)
+    text = render_termination_message(huge)
+    assert len(text.encode()) <= TERMINATION_LIMIT
+    parsed = json.loads(text)
+    assert parsed["exitCode"] == 3 and parsed["reason"] == "ProviderFailed"
+    assert parsed["output"]["sha256"] == huge["output"]["sha256"]
+
+
+def test_termination_message_essentials_when_even_the_reason_is_huge():
+    text = render_termination_message(doc(exit_code=1, reason="R" * 10000, usage={"x": "y" * 10000}))
+    assert len(text.encode()) <= TERMINATION_LIMIT
+    assert json.loads(text)["exitCode"] == 1
+
+
+def test_fallback_rule():
+    assert is_fallback_allowed({"exitCode": 2, "reason": "ProviderFailed"})
+    assert is_fallback_allowed({"exitCode": 1, "reason": "AuthFailed"})
+    for reason in ("Timeout", "Cancelled", "CostLimitExceeded"):
+        assert not is_fallback_allowed({"exitCode": 124, "reason": reason})
+    assert not is_fallback_allowed({"exitCode": 0})
+
+
+# --- status -------------------------------------------------------------------------------------------
+
+
+def test_status_after_a_fallback_success():
+    first = doc(exit_code=3, reason="ProviderFailed", message="the agent exited with code 3", output=b"")
+    second = doc(attempt=2, provider="q", usage={"inputTokens": 5, "costUSD": 0.1, "costSource": "reported"})
+    status = build_run_status([first, second], b"out", start_time="t0", completion_time="t1")
+    assert status.phase == "Succeeded" and status.exit_code == 0
+    assert [(c.type, c.status, c.reason) for c in status.conditions] == [
+        ("Accepted", "True", "ProviderResolved"),
+        ("Succeeded", "True", "Succeeded"),
+    ]
+    assert [a.exit_code for a in status.attempts] == [3, 0]
+    assert status.output is not None and status.output.excerpt == "out" and status.output.bytes == 3
+    assert status.usage is not None and status.usage.cost_usd is None  # attempt 1's cost is unknown
+
+
+def test_status_cancelled_and_rejected():
+    status = build_run_status([doc(exit_code=124, reason="Cancelled")], None, start_time=None, completion_time="t")
+    assert status.phase == "Cancelled" and status.output is None
+    rejected = build_rejected_status("UnknownProvider", 'unknown provider "x"', "t")
+    assert rejected.conditions[0].status == "False" and rejected.conditions[0].reason == "UnknownProvider"
