@@ -75,7 +75,7 @@ def main() -> int:
         return 0
     if MODE == "echo-env":
         print(json.dumps(dict(os.environ), sort_keys=True))
-        print(json.dumps({"cwd": os.getcwd(), "argv0": sys.argv[0]}))
+        print(json.dumps({"cwd": os.getcwd(), "argv0": sys.orig_argv[0]}))
         return 0
     if MODE == "echo-stdin":
         data = sys.stdin.read()
