@@ -202,6 +202,7 @@ def test_cancel_stops_the_agent(tmp_path):
     p = plan("hang", env=[{"name": "FAKE_PIDFILE", "value": str(pidfile)}], limits={"gracePeriodSeconds": 2})
     result, err = run(p, cancel=cancel)
     assert (result.exit_code, result.reason) == (124, "Cancelled")
+    assert "cancelled; stopping the agent" in err
     assert not result.fallback_allowed
     assert not any(alive(pid) for pid in wait_for(pidfile))
 

@@ -1,0 +1,130 @@
+"""The sandbox entrypoint as a real process: plan in, termination message and framed output out,
+exit code; SIGTERM to the runner cancels (exit 124, Cancelled, no process left)."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness_operator.runner.frame import decode_frame
+from harness_operator.runner.plan import AttemptPlan
+from harness_operator.runner.result import TERMINATION_LIMIT, parse_termination_message
+
+AGENT = str(Path(__file__).parents[1] / "fakes" / "agent.py")
+ROOT = Path(__file__).parents[2]
+
+
+def write_plan(tmp_path: Path, mode: str, **fields: Any) -> Path:
+    env = [{"name": "FAKE_MODE", "value": mode}, *fields.pop("env", [])]
+    plan = AttemptPlan.model_validate(
+        {
+            "attempt": 2,
+            "total_attempts": 3,
+            "provider": "fake",
+            "binary": sys.executable,
+            "args": [AGENT, "hi"],
+            "output_format": "claude-stream-json",
+            "env": env,
+            **fields,
+        }
+    )
+    path = tmp_path / "plan.json"
+    path.write_text(plan.to_json())
+    return path
+
+
+def start_runner(
+    tmp_path: Path, plan: Path, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **(extra_env or {})}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness_operator.runner",
+            "--plan",
+            str(plan),
+            "--termination-log",
+            str(tmp_path / "termination-log"),
+            "--result-file",
+            str(tmp_path / "result.json"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=str(tmp_path),
+    )
+
+
+def test_success_reports_through_termination_message_and_log(tmp_path):
+    proc = start_runner(tmp_path, write_plan(tmp_path, "ok"))
+    log, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    message = (tmp_path / "termination-log").read_text()
+    assert len(message.encode()) <= TERMINATION_LIMIT
+    doc = parse_termination_message(message)
+    assert doc is not None and doc["exitCode"] == 0 and doc["attempt"] == 2
+    assert doc["usage"]["costSource"] == "reported"
+    output = decode_frame(log.decode(), doc["output"]["sha256"])
+    assert output == b"answer from agent.py: hi"
+    assert (
+        json.loads((tmp_path / "result.json").read_text())["output"]["sha256"]
+        == hashlib.sha256(output).hexdigest()
+    )
+    assert "harness: attempt 2/3 with fake" in log.decode()
+
+
+def test_failure_exits_with_the_agents_code_and_an_empty_frame(tmp_path):
+    proc = start_runner(tmp_path, write_plan(tmp_path, "fail"))
+    log, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 3
+    doc = parse_termination_message((tmp_path / "termination-log").read_text())
+    assert doc is not None and doc["reason"] == "ProviderFailed"
+    assert decode_frame(log.decode(), doc["output"]["sha256"]) == b""
+
+
+def test_credentials_come_from_the_runners_env_and_are_redacted(tmp_path):
+    plan = write_plan(tmp_path, "secret", credential_envs=["FAKE_TOKEN"])
+    proc = start_runner(tmp_path, plan, {"FAKE_TOKEN": "pod-secret-value"})
+    log, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert b"pod-secret-value" not in log
+    assert decode_frame(log.decode()) == b"output has [REDACTED]"
+
+
+def test_unreadable_plan_is_a_setup_error(tmp_path):
+    proc = start_runner(tmp_path, tmp_path / "missing.json")
+    log, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert b"cannot read the plan" in log
+    doc = parse_termination_message((tmp_path / "termination-log").read_text())
+    assert doc is not None and doc["reason"] == "SetupFailed"
+
+
+def test_sigterm_to_the_runner_cancels_the_agent(tmp_path):
+    pidfile = tmp_path / "pids"
+    plan = write_plan(
+        tmp_path,
+        "hang",
+        env=[{"name": "FAKE_PIDFILE", "value": str(pidfile)}],
+        limits={"gracePeriodSeconds": 2},
+    )
+    proc = start_runner(tmp_path, plan)
+    deadline = time.monotonic() + 20
+    while not (pidfile.exists() and pidfile.read_text().endswith("\n")):
+        assert time.monotonic() < deadline, "the agent never started"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    log, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 124
+    assert b"cancelled; stopping the agent" in log
+    doc = parse_termination_message((tmp_path / "termination-log").read_text())
+    assert doc is not None and doc["reason"] == "Cancelled"
+    for pid in (int(x) for x in pidfile.read_text().split()):
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
