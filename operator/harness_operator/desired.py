@@ -20,7 +20,9 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.config import OperatorConfig
 from harness_operator.naming import (
+    ANNOTATION_RUN,
     KUEUE_QUEUE_LABEL,
+    LABEL_ATTEMPT,
     LABEL_USER,
     LABEL_WORKSPACE,
     attempt_labels,
@@ -114,10 +116,8 @@ def build_egress_rule(rule: EgressRule) -> dict[str, Any]:
     return out
 
 
-def build_network_policy(
-    run: HarnessRun, definition: HarnessDefinitionSpec, config: OperatorConfig
-) -> dict[str, Any]:
-    """Ingress denied; egress by sandbox.networkPolicy (none, provider, allowlist, unrestricted)."""
+def build_network_policy(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> dict[str, Any]:
+    """One attempt's policy: ingress denied; egress by sandbox.networkPolicy with that provider's egress."""
     name = run.metadata["name"]
     sandbox = run.spec.sandbox
     mode = sandbox.network_policy if sandbox else NetworkPolicyMode.provider
@@ -127,15 +127,20 @@ def build_network_policy(
         egress = [{}]
     else:
         rules = (
-            definition.egress if mode == NetworkPolicyMode.provider else (sandbox.egress if sandbox else [])
+            target.definition.egress
+            if mode == NetworkPolicyMode.provider
+            else (sandbox.egress if sandbox else [])
         )
         egress = [_dns_rule(config), *(build_egress_rule(r) for r in rules)]
+    selector = {**run_labels(name), LABEL_ATTEMPT: str(target.index)}
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _meta(run, network_policy_name(name), run_labels(name)),
+        "metadata": _meta(
+            run, network_policy_name(name, target.index), attempt_labels(name, target.index, target.provider)
+        ),
         "spec": {
-            "podSelector": {"matchLabels": run_labels(name)},
+            "podSelector": {"matchLabels": selector},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
             "egress": egress,
@@ -382,19 +387,16 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
         pod_spec.pop("initContainers")
     job_spec: dict[str, Any] = {
         "backoffLimit": 0,
-        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        "template": {"metadata": {"labels": labels, "annotations": {ANNOTATION_RUN: name}}, "spec": pod_spec},
     }
     limits = run.spec.limits
     if limits and limits.timeout_seconds:
         job_spec["activeDeadlineSeconds"] = limits.timeout_seconds + grace + DEADLINE_SLACK_SECONDS
     if queue:
         job_spec["suspend"] = True
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": _meta(run, job_name(name, target.index), job_labels),
-        "spec": job_spec,
-    }
+    metadata = _meta(run, job_name(name, target.index), job_labels)
+    metadata["annotations"] = {ANNOTATION_RUN: name}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
 
 def build_output_config_map(run: HarnessRun, output: str) -> dict[str, Any]:

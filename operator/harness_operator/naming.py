@@ -15,6 +15,8 @@ LABEL_PROVIDER = f"{GROUP}/provider"
 LABEL_USER = f"{GROUP}/user"
 LABEL_WORKSPACE = f"{GROUP}/workspace"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# The run's full name (labels stop at 63 characters); the operator finds a child's run through it.
+ANNOTATION_RUN = f"{GROUP}/run-name"
 
 MAX_NAME = 63
 
@@ -54,8 +56,8 @@ def output_config_map_name(run: str) -> str:
     return fit_name(run, "-output", 253)
 
 
-def network_policy_name(run: str) -> str:
-    return fit_name(run, "-sandbox", 253)
+def network_policy_name(run: str, attempt: int) -> str:
+    return fit_name(run, f"-a{attempt}", 253)
 
 
 def workspace_claim_name(run: str, provider: str, scope: str, user: str | None) -> str:

@@ -105,7 +105,7 @@ def test_job_golden(case: str) -> None:
 @pytest.mark.parametrize("mode", ["none", "provider", "allowlist", "unrestricted"])
 def test_network_policy_golden(mode: str) -> None:
     spec = {"sandbox": {"networkPolicy": mode, "egress": [{"host": "git.example.internal", "ports": [443]}]}}
-    golden(f"networkpolicy-{mode}", build_network_policy(make_run(spec), DEFINITION, CONFIG))
+    golden(f"networkpolicy-{mode}", build_network_policy(make_run(spec), target(2), CONFIG))
 
 
 @pytest.mark.parametrize("scope", ["run", "agent", "agentUser"])
@@ -190,7 +190,7 @@ def test_children_are_owned_by_the_run() -> None:
     run = make_run()
     for obj in (
         build_job(run, target(), CONFIG),
-        build_network_policy(run, DEFINITION, CONFIG),
+        build_network_policy(run, target(), CONFIG),
         build_plan_secret(run, []),
         build_output_config_map(run, "x"),
     ):

@@ -1,0 +1,38 @@
+"""harness-operator entrypoint: logging, metrics, then kopf.run with our settings; nothing else."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+import kopf
+from prometheus_client import start_http_server
+
+from harness_operator import handlers
+from harness_operator.config import OperatorConfig
+from harness_operator.kube import Kube
+from harness_operator.logs import setup_logging
+from harness_operator.reconcile import Reconciler
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="harness-operator", description="Reconcile HarnessRuns into Jobs.")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    config = OperatorConfig.from_env()
+    handlers.install(Reconciler(Kube(), config))
+    start_http_server(config.metrics_port)
+    asyncio.run(
+        kopf.operator(
+            clusterwide=not config.namespaces,
+            namespaces=list(config.namespaces),
+            liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
+            standalone=True,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

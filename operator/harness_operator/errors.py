@@ -1,0 +1,64 @@
+"""classify(exception): retry with a bounded delay, stop with a reason users can read, or re-raise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+MAX_DELAY_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Temporary:
+    """Worth retrying after `delay` seconds."""
+
+    delay: float
+    message: str
+
+
+@dataclass(frozen=True)
+class Permanent:
+    """Retrying cannot help: the run gets a condition with this reason."""
+
+    reason: str
+    message: str
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    value = (exc.headers or {}).get("Retry-After") if exc.headers else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def classify(exc: BaseException, attempt: int = 0) -> Temporary | Permanent:
+    """Conflicts, 429, 5xx and transport errors are temporary; invalid objects and denials permanent."""
+    backoff = min(MAX_DELAY_SECONDS, 1.0 * (2 ** min(attempt, 6)))
+    if isinstance(exc, ApiException):
+        status = exc.status or 0
+        if status == 429:
+            return Temporary(min(MAX_DELAY_SECONDS, _retry_after(exc) or backoff), "API server throttled us")
+        if status == 409 or status >= 500:
+            return Temporary(backoff, f"API server answered {status} {exc.reason}")
+        if status == 403:
+            return Permanent(
+                "Forbidden", f"the operator is not allowed to do this: {exc.reason}; check its RBAC"
+            )
+        if status in (400, 422):
+            return Permanent("InvalidObject", f"the API server refused an object: {_body_message(exc)}")
+        return Temporary(backoff, f"API server answered {status} {exc.reason}")
+    if isinstance(exc, HTTPError | ConnectionError | TimeoutError):
+        return Temporary(backoff, f"cannot reach the API server: {exc}")
+    raise exc
+
+
+def _body_message(exc: ApiException) -> str:
+    import json
+
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except ValueError:
+        return str(exc.reason)

@@ -1,0 +1,84 @@
+"""kopf registrations only: one reconcile path for runs, plus watches on our labelled Jobs and Pods."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+import structlog
+
+from harness_operator import metrics
+from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.errors import Permanent, classify
+from harness_operator.naming import ANNOTATION_RUN, LABEL_MANAGED_BY, MANAGED_BY
+from harness_operator.reconcile import Reconciler
+
+log = structlog.get_logger("harness_operator")
+OURS = {LABEL_MANAGED_BY: MANAGED_BY}
+_state: dict[str, Reconciler] = {}
+
+
+def install(reconciler: Reconciler) -> None:
+    """Give the handlers their reconciler (set once by __main__ before kopf starts)."""
+    _state["reconciler"] = reconciler
+
+
+def reconcile_and_wake(namespace: str, name: str, retry: int = 0) -> None:
+    """Reconcile a run, then each run it woke; API errors retry with a bounded delay or stop visibly."""
+    pending = [(namespace, name)]
+    seen: set[tuple[str, str]] = set()
+    while pending:
+        key = pending.pop(0)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            pending += _state["reconciler"].reconcile(*key)
+        except Exception as exc:  # every error goes through the one classifier
+            verdict = classify(exc, retry)
+            metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
+            if isinstance(verdict, Permanent):
+                log.error(
+                    "Reconcile failed", run=f"{key[0]}/{key[1]}", reason=verdict.reason, error=verdict.message
+                )
+                raise kopf.PermanentError(verdict.message) from exc
+            raise kopf.TemporaryError(verdict.message, delay=verdict.delay) from exc
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.posting.enabled = False  # we post our own Events; kopf's are noise
+    settings.peering.standalone = True  # one replica (Deployment strategy Recreate); no peering CRDs
+    settings.execution.max_workers = 8
+    settings.networking.request_timeout = 30
+    settings.watching.server_timeout = 300
+    settings.batching.error_delays = [1, 2, 5, 10, 30, 60]
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+
+
+@kopf.on.resume(GROUP, VERSION, "harnessruns")
+@kopf.on.create(GROUP, VERSION, "harnessruns")
+@kopf.on.update(GROUP, VERSION, "harnessruns", field="spec")
+def run_changed(namespace: str | None, name: str, retry: int, **_: Any) -> None:
+    if namespace:
+        reconcile_and_wake(namespace, name, retry)
+
+
+@kopf.on.event("batch", "v1", "jobs", labels=OURS)
+@kopf.on.event("", "v1", "pods", labels=OURS)
+def child_changed(body: kopf.Body, type: str | None, **_: Any) -> None:
+    run = (body.metadata.annotations or {}).get(ANNOTATION_RUN)
+    if run and body.metadata.namespace and type != "DELETED":
+        try:
+            reconcile_and_wake(body.metadata.namespace, run)
+        except (kopf.TemporaryError, kopf.PermanentError) as exc:
+            # Event handlers are not retried by kopf; the next event of the Job or Pod tries again.
+            log.warning(
+                "Reconcile after child event failed", run=f"{body.metadata.namespace}/{run}", error=str(exc)
+            )

@@ -1,0 +1,168 @@
+"""The only module that talks to the API server: fetch_*, create_*, patch_*, delete_* (I/O)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.naming import LABEL_MANAGED_BY, LABEL_RUN, MANAGED_BY, label_value
+
+FIELD_MANAGER = "harness-operator"
+RUNS = "harnessruns"
+
+
+class Kube:
+    """Thin typed wrappers over the official client; every call goes through here."""
+
+    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+        if api_client is None:
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            api_client = client.ApiClient()
+        self.api = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.net = client.NetworkingV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+
+    # --- reads -------------------------------------------------------------------------------------
+
+    def fetch_run(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return _none_if_missing(
+            lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, RUNS, name)
+        )
+
+    def fetch_runs(self, namespace: str) -> list[dict[str, Any]]:
+        listed: Any = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, RUNS)
+        return list(listed.get("items", []))
+
+    def fetch_definition(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A namespaced HarnessDefinition, else the ClusterHarnessDefinition of that name."""
+        found = _none_if_missing(
+            lambda: self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "harnessdefinitions", name
+            )
+        )
+        if found is not None:
+            return found
+        return _none_if_missing(
+            lambda: self.custom.get_cluster_custom_object(GROUP, VERSION, "clusterharnessdefinitions", name)
+        )
+
+    def fetch_config_map_key(self, namespace: str, name: str, key: str) -> str | None:
+        cm = _none_if_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
+        return None if cm is None else (cm.data or {}).get(key)
+
+    def fetch_secret_key(self, namespace: str, name: str, key: str) -> str | None:
+        import base64
+
+        secret = _none_if_missing(lambda: self.core.read_namespaced_secret(name, namespace))
+        if secret is None or key not in (secret.data or {}):
+            return None
+        return base64.b64decode(secret.data[key]).decode("utf-8", errors="replace")
+
+    def fetch_jobs(self, namespace: str, run: str | None = None) -> list[dict[str, Any]]:
+        """Our Jobs in a namespace (of one run when `run` is given), as plain dicts."""
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+        if run is not None:
+            selector += f",{LABEL_RUN}={label_value(run)}"
+        jobs = self.batch.list_namespaced_job(namespace, label_selector=selector)
+        return [self.api.sanitize_for_serialization(j) for j in jobs.items]
+
+    def fetch_pods(self, namespace: str, run: str) -> list[dict[str, Any]]:
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_RUN}={label_value(run)}"
+        pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
+        return [self.api.sanitize_for_serialization(p) for p in pods.items]
+
+    def fetch_pod_log(self, namespace: str, pod: str, container: str = "agent") -> str | None:
+        return _none_if_missing(
+            lambda: self.core.read_namespaced_pod_log(
+                pod, namespace, container=container, _preload_content=True
+            )
+        )
+
+    # --- writes ------------------------------------------------------------------------------------
+
+    def create(self, obj: dict[str, Any]) -> bool:
+        """Create `obj`; False when it already exists (children are immutable, so that is success)."""
+        kind, ns = obj["kind"], obj["metadata"].get("namespace")
+        body: Any = obj  # the client serialises plain dicts as they are
+        creators = {
+            "Job": lambda: self.batch.create_namespaced_job(ns, body, field_manager=FIELD_MANAGER),
+            "Secret": lambda: self.core.create_namespaced_secret(ns, body, field_manager=FIELD_MANAGER),
+            "ConfigMap": lambda: self.core.create_namespaced_config_map(ns, body, field_manager=FIELD_MANAGER),
+            "PersistentVolumeClaim": lambda: self.core.create_namespaced_persistent_volume_claim(
+                ns, body, field_manager=FIELD_MANAGER
+            ),
+            "NetworkPolicy": lambda: self.net.create_namespaced_network_policy(
+                ns, body, field_manager=FIELD_MANAGER
+            ),
+        }
+        try:
+            creators[kind]()
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Replace the run's status through the status subresource (merge patch of the whole status)."""
+        body = {"status": status}
+        self.custom.api_client.call_api(
+            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{RUNS}/{name}/status",
+            "PATCH",
+            header_params={"Content-Type": "application/merge-patch+json", "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+
+    def delete_job(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        """Delete a Job and its pods in the background; the pods get their termination grace period."""
+        try:
+            self.batch.delete_namespaced_job(
+                name, namespace, propagation_policy="Background", grace_period_seconds=grace_seconds
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def create_event(self, run: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """A core/v1 Event on the run, as `kubectl describe hrun` shows them."""
+        meta = run["metadata"]
+        now = datetime.now(UTC)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta["namespace"]),
+            involved_object=client.V1ObjectReference(
+                api_version=f"{GROUP}/{VERSION}",
+                kind="HarnessRun",
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+            ),
+            type=type_,
+            reason=reason,
+            message=message[:1024],
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=client.V1EventSource(component=FIELD_MANAGER),
+            reporting_component=FIELD_MANAGER,
+        )
+        self.core.create_namespaced_event(meta["namespace"], body)
+
+
+def _none_if_missing(call: Any) -> Any:
+    try:
+        return call()
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise

@@ -1,0 +1,57 @@
+"""Prometheus metrics; labels are closed sets (provider, model, phase, reason, type), never names or UIDs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
+
+RUNS = Counter(
+    "harness_runs_total", "Runs that ended, by provider, phase and reason.", ["provider", "phase", "reason"]
+)
+DURATION = Histogram(
+    "harness_run_duration_seconds",
+    "From the first attempt's start to the run's end.",
+    ["provider"],
+    buckets=(5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
+)
+TOKENS = Counter("harness_tokens_total", "Tokens reported by agent CLIs.", ["provider", "model", "type"])
+COST = Counter("harness_cost_usd_total", "Cost in USD, reported or computed.", ["provider", "model"])
+FALLBACKS = Counter(
+    "harness_fallbacks_total", "Fallback attempts started, by the provider that failed.", ["provider"]
+)
+IN_FLIGHT = Gauge("harness_runs_in_flight", "Runs with an attempt Job that has not ended.")
+RECONCILE_ERRORS = Counter("harness_reconcile_errors_total", "Reconciles that failed, by kind.", ["kind"])
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    return (datetime.strptime(end, fmt) - datetime.strptime(start, fmt)).total_seconds()
+
+
+def record_finished(run: HarnessRun, status: HarnessRunStatus) -> None:
+    """Count one ended run: outcome, duration, and each attempt's tokens and cost."""
+    provider = run.spec.provider
+    RUNS.labels(provider=provider, phase=str(status.phase), reason=status.reason or "").inc()
+    duration = _seconds(status.start_time, status.completion_time)
+    if duration is not None:
+        DURATION.labels(provider=provider).observe(duration)
+    for attempt in status.attempts:
+        usage = attempt.usage
+        if usage is None:
+            continue
+        model = attempt.model or "unknown"
+        for kind, value in (
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cacheRead", usage.cache_read_tokens),
+            ("cacheWrite", usage.cache_write_tokens),
+        ):
+            if value:
+                TOKENS.labels(provider=attempt.provider, model=model, type=kind).inc(value)
+        if usage.cost_usd:
+            COST.labels(provider=attempt.provider, model=model).inc(usage.cost_usd)

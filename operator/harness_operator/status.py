@@ -1,0 +1,244 @@
+"""What the operator observed of a run's Jobs and Pods, and the status that follows from it (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, OutputStatus, Phase
+from harness_operator.conditions import (
+    ACCEPTED,
+    FALSE,
+    SUCCEEDED,
+    TRUE,
+    UNKNOWN,
+    find_condition,
+    set_condition,
+    timestamp,
+)
+from harness_operator.runner.cost import sum_usage
+from harness_operator.runner.result import EXIT_STOPPED, is_fallback_allowed, parse_termination_message
+from harness_operator.runner.status import build_attempt, build_excerpt
+
+PENDING, SUSPENDED, RUNNING, FINISHED = "Pending", "Suspended", "Running", "Finished"
+
+
+@dataclass(frozen=True)
+class ObservedAttempt:
+    """One attempt's Job and Pod as seen; `result` is the runner's result document once it finished."""
+
+    index: int
+    provider: str
+    job_name: str
+    pod_name: str | None = None
+    state: str = PENDING
+    start_time: str | None = None
+    result: dict[str, Any] | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.result is not None and self.result.get("exitCode") == 0 and not self.result.get("reason")
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything compute_status needs; built by reconcile from what the API server returned."""
+
+    providers: list[str]
+    attempts: list[ObservedAttempt] = field(default_factory=list)
+    output: bytes | None = None
+    output_config_map: str | None = None
+    rejected: tuple[str, str] | None = None
+    waiting: tuple[str, str] | None = None
+    cancelled: bool = False
+
+
+def _container_status(pod: dict[str, Any], name: str = "agent") -> dict[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return next((s for s in statuses if s.get("name") == name), {})
+
+
+def _job_condition(job: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_ and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def observe_attempt(
+    index: int, provider: str, job: dict[str, Any], pods: Sequence[dict[str, Any]]
+) -> ObservedAttempt:
+    """The state and, when over, the result document of one attempt from its Job and Pods."""
+    name = job["metadata"]["name"]
+    pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
+    pod_name = pod["metadata"]["name"] if pod else None
+    container = _container_status(pod) if pod else {}
+    terminated = (container.get("state") or {}).get("terminated")
+    start = (job.get("status") or {}).get("startTime")
+    failed = _job_condition(job, "Failed")
+    complete = _job_condition(job, "Complete")
+    if terminated:
+        result = parse_termination_message(terminated.get("message") or "")
+        if result is None:
+            reason = "OOMKilled" if terminated.get("reason") == "OOMKilled" else "ProviderFailed"
+            result = {
+                "exitCode": terminated.get("exitCode", 1),
+                "reason": reason,
+                "message": f"the sandbox container ended ({terminated.get('reason')}) without a result",
+            }
+        result = {"attempt": index, "provider": provider, **result}
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
+    if failed:
+        deadline = failed.get("reason") == "DeadlineExceeded"
+        result = {
+            "attempt": index,
+            "provider": provider,
+            "exitCode": EXIT_STOPPED if deadline else 1,
+            "reason": "Timeout" if deadline else "PodFailed",
+            "message": failed.get("message") or failed.get("reason") or "the Job failed",
+        }
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
+    if complete:
+        result = {"attempt": index, "provider": provider, "exitCode": 0}
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
+    if (job.get("spec") or {}).get("suspend"):
+        return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start)
+    running = (pod or {}).get("status", {}).get("phase") == "Running"
+    return ObservedAttempt(index, provider, name, pod_name, RUNNING if running else PENDING, start)
+
+
+def fallback_line(attempt: int, total: int, failed: str, next_provider: str) -> str:
+    """Dagu's line, on stderr locally and as the Event and status message in the cluster."""
+    return (
+        f"harness: attempt {attempt}/{total} with {failed} failed; "
+        f"trying fallback {attempt + 1}/{total} with {next_provider}"
+    )
+
+
+def compute_next_attempt(observed: Observed) -> int | None:
+    """The 1-based attempt to create now, if any: the first, or the next after an allowed fallback."""
+    if observed.rejected or observed.waiting or observed.cancelled:
+        return None
+    if not observed.attempts:
+        return 1
+    last = observed.attempts[-1]
+    if last.state != FINISHED or last.result is None or last.succeeded:
+        return None
+    if last.index < len(observed.providers) and is_fallback_allowed(last.result):
+        return last.index + 1
+    return None
+
+
+def _final_reason(last: ObservedAttempt) -> str:
+    result = last.result or {}
+    return str(result.get("reason") or ("Succeeded" if result.get("exitCode") == 0 else "ProviderFailed"))
+
+
+def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> HarnessRunStatus:
+    """The run's status: conditions are the truth, phase is derived from them."""
+    previous = run.status or HarnessRunStatus()
+    generation = run.metadata.get("generation")
+    conds = list(previous.conditions)
+    status = HarnessRunStatus(observed_generation=generation, start_time=previous.start_time)
+
+    if observed.rejected:
+        reason, message = observed.rejected
+        conds = set_condition(conds, ACCEPTED, FALSE, reason, message, generation, now)
+        conds = set_condition(conds, SUCCEEDED, FALSE, reason, message, generation, now)
+        return status.model_copy(
+            update={
+                "conditions": conds,
+                "phase": Phase.failed,
+                "reason": reason,
+                "message": message,
+                "exit_code": 1,
+                "completion_time": previous.completion_time or timestamp(now),
+            }
+        )
+    conds = set_condition(
+        conds, ACCEPTED, TRUE, "ProviderResolved", "spec valid, provider resolved", generation, now
+    )
+    attempts = [
+        build_attempt(a.result) if a.result else build_attempt({"attempt": a.index, "provider": a.provider})
+        for a in observed.attempts
+    ]
+    for model, seen in zip(attempts, observed.attempts, strict=True):
+        model.job_name = seen.job_name
+        model.pod_name = seen.pod_name
+        model.start_time = model.start_time or seen.start_time
+    usages = [a.usage for a in attempts if a.usage is not None]
+    first_start = next((a.start_time for a in observed.attempts if a.start_time), None)
+    update: dict[str, Any] = {
+        "attempts": attempts,
+        "usage": sum_usage(usages) if usages else None,
+        "start_time": previous.start_time or first_start,
+    }
+    total = len(observed.providers)
+    last = observed.attempts[-1] if observed.attempts else None
+    next_index = compute_next_attempt(observed)
+
+    if observed.cancelled and not (last and last.succeeded):
+        message = "cancelled by spec.cancel"
+        conds = set_condition(conds, SUCCEEDED, FALSE, "Cancelled", message, generation, now)
+        update |= {
+            "phase": Phase.cancelled,
+            "reason": "Cancelled",
+            "message": message,
+            "exit_code": EXIT_STOPPED,
+            "completion_time": previous.completion_time or timestamp(now),
+        }
+    elif last and last.state == FINISHED and next_index is None:
+        reason = _final_reason(last)
+        ok = last.succeeded
+        message = (
+            f"attempt {last.index}/{total} with {last.provider} succeeded"
+            if ok
+            else str((last.result or {}).get("message") or reason)
+        )
+        conds = set_condition(conds, SUCCEEDED, TRUE if ok else FALSE, reason, message, generation, now)
+        update |= {
+            "phase": Phase.succeeded if ok else Phase.failed,
+            "reason": reason,
+            "message": message,
+            "exit_code": (last.result or {}).get("exitCode"),
+            "completion_time": previous.completion_time or timestamp(now),
+        }
+        if ok and observed.output is not None:
+            update["output"] = OutputStatus(
+                excerpt=build_excerpt(observed.output),
+                bytes=len(observed.output),
+                sha256=hashlib.sha256(observed.output).hexdigest(),
+                truncated=bool(((last.result or {}).get("output") or {}).get("truncated", False)),
+                config_map_name=observed.output_config_map,
+            )
+    else:
+        if observed.waiting:
+            reason, message = observed.waiting
+        elif last and last.state == FINISHED and next_index is not None:
+            reason = "FallingBack"
+            message = fallback_line(last.index, total, last.provider, observed.providers[next_index - 1])
+        elif last and last.state == RUNNING:
+            reason, message = "Running", f"attempt {last.index}/{total} with {last.provider} is running"
+        elif last and last.state == SUSPENDED:
+            reason, message = "Suspended", f"attempt {last.index}/{total} waits for its queue to admit it"
+        else:
+            reason, message = "Pending", "waiting for the sandbox pod to start"
+        conds = set_condition(conds, SUCCEEDED, UNKNOWN, reason, message, generation, now)
+        running = last is not None and last.state == RUNNING
+        update |= {"phase": Phase.running if running else Phase.pending, "reason": reason, "message": message}
+    return status.model_copy(update={**update, "conditions": conds})
+
+
+def is_status_changed(run: HarnessRun, status: HarnessRunStatus) -> bool:
+    """Write only when something changed (a rewrite of the same status is work done twice)."""
+    current = run.status.to_api() if run.status else {}
+    return current != status.to_api()
+
+
+def find_succeeded(run: HarnessRun) -> str | None:
+    """The Succeeded condition's status, if any."""
+    cond = find_condition(run.status.conditions if run.status else [], SUCCEEDED)
+    return cond.status if cond else None

@@ -1,0 +1,286 @@
+"""observe_attempt and compute_status: a table over Job and Pod states, fallback and cancel decisions."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.runner.result import build_result_doc, render_termination_message
+from harness_operator.status import (
+    FINISHED,
+    PENDING,
+    RUNNING,
+    SUSPENDED,
+    Observed,
+    ObservedAttempt,
+    compute_next_attempt,
+    compute_status,
+    observe_attempt,
+)
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+LATER = datetime(2026, 11, 29, 12, 5, 0, tzinfo=UTC)
+
+
+def run(status: dict[str, Any] | None = None, **spec: Any) -> HarnessRun:
+    body: dict[str, Any] = {
+        "metadata": {"name": "r", "namespace": "ns", "uid": "u", "generation": 1},
+        "spec": {"provider": "claude", "prompt": "p", **spec},
+    }
+    if status:
+        body["status"] = status
+    return HarnessRun.model_validate(body)
+
+
+def job(conditions: list[dict[str, str]] | None = None, suspend: bool = False) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "r-a1"},
+        "spec": {"suspend": suspend},
+        "status": {"startTime": "2026-11-29T11:59:00Z", "conditions": conditions or []},
+    }
+
+
+def pod(phase: str, terminated: dict[str, Any] | None = None) -> dict[str, Any]:
+    state = {"terminated": terminated} if terminated else ({"running": {}} if phase == "Running" else {})
+    return {
+        "metadata": {"name": "r-a1-xyz", "creationTimestamp": "2026-11-29T11:59:00Z"},
+        "status": {"phase": phase, "containerStatuses": [{"name": "agent", "state": state}]},
+    }
+
+
+def message(exit_code: int, reason: str | None = None, usage: dict[str, Any] | None = None) -> str:
+    doc = build_result_doc(
+        attempt=1,
+        provider="claude",
+        exit_code=exit_code,
+        reason=reason,
+        message="m",
+        usage=usage or {},
+        model="claude-x",
+        session_id="s1",
+        output=b"out",
+        output_bytes=3,
+        truncated=False,
+    )
+    return render_termination_message(doc)
+
+
+COMPLETE = [{"type": "Complete", "status": "True"}]
+FAILED = [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]
+DEADLINE = [
+    {"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "Job was active longer"}
+]
+
+
+@pytest.mark.parametrize(
+    ("job_body", "pods", "state", "exit_code", "reason"),
+    [
+        (job(), [], PENDING, None, None),
+        (job(), [pod("Pending")], PENDING, None, None),
+        (job(), [pod("Running")], RUNNING, None, None),
+        (job(suspend=True), [], SUSPENDED, None, None),
+        (job(COMPLETE), [pod("Succeeded", {"exitCode": 0, "message": message(0)})], FINISHED, 0, None),
+        (
+            job(FAILED),
+            [pod("Failed", {"exitCode": 2, "message": message(2, "ProviderFailed")})],
+            FINISHED,
+            2,
+            "ProviderFailed",
+        ),
+        (
+            job(FAILED),
+            [pod("Failed", {"exitCode": 124, "message": message(124, "Timeout")})],
+            FINISHED,
+            124,
+            "Timeout",
+        ),
+        (job(FAILED), [pod("Failed", {"exitCode": 137, "reason": "OOMKilled"})], FINISHED, 137, "OOMKilled"),
+        (
+            job(FAILED),
+            [pod("Failed", {"exitCode": 1, "reason": "Error", "message": "not json"})],
+            FINISHED,
+            1,
+            "ProviderFailed",
+        ),
+        (job(DEADLINE), [], FINISHED, 124, "Timeout"),
+        (job(FAILED), [], FINISHED, 1, "PodFailed"),
+        (job(COMPLETE), [], FINISHED, 0, None),
+    ],
+    ids=[
+        "job without pod",
+        "pod pending",
+        "pod running",
+        "suspended by kueue",
+        "succeeded with result",
+        "provider failed",
+        "runner timeout",
+        "oom killed",
+        "crash without result",
+        "job deadline",
+        "job failed, pod gone",
+        "complete, pod gone",
+    ],
+)
+def test_observe_attempt(
+    job_body: dict[str, Any],
+    pods: list[dict[str, Any]],
+    state: str,
+    exit_code: int | None,
+    reason: str | None,
+) -> None:
+    seen = observe_attempt(1, "claude", job_body, pods)
+    assert seen.state == state
+    assert (seen.result or {}).get("exitCode") == exit_code
+    assert (seen.result or {}).get("reason") == reason
+
+
+def finished(
+    index: int, provider: str, exit_code: int, reason: str | None = None, **extra: Any
+) -> ObservedAttempt:
+    result = {
+        "attempt": index,
+        "provider": provider,
+        "exitCode": exit_code,
+        "message": "agent said no",
+        **extra,
+    }
+    if reason:
+        result["reason"] = reason
+    return ObservedAttempt(
+        index, provider, f"r-a{index}", f"r-a{index}-p", FINISHED, "2026-11-29T11:59:00Z", result
+    )
+
+
+PROVIDERS = ["claude", "codex", "gemini"]
+
+
+@pytest.mark.parametrize(
+    ("attempts", "expected"),
+    [
+        ([], 1),
+        ([ObservedAttempt(1, "claude", "r-a1", state=RUNNING)], None),
+        ([finished(1, "claude", 0)], None),
+        ([finished(1, "claude", 1, "ProviderFailed")], 2),
+        ([finished(1, "claude", 1, "AuthFailed")], 2),
+        ([finished(1, "claude", 124, "Timeout")], None),
+        ([finished(1, "claude", 124, "Cancelled")], None),
+        ([finished(1, "claude", 1, "CostLimitExceeded")], None),
+        ([finished(1, "claude", 1), finished(2, "codex", 1), finished(3, "gemini", 1)], None),
+    ],
+    ids=[
+        "first attempt",
+        "running",
+        "succeeded",
+        "failed -> fallback",
+        "auth failure -> fallback",
+        "timeout: no fallback",
+        "cancel: no fallback",
+        "cost stop: no fallback",
+        "all failed",
+    ],
+)
+def test_next_attempt(attempts: list[ObservedAttempt], expected: int | None) -> None:
+    assert compute_next_attempt(Observed(PROVIDERS, attempts)) == expected
+
+
+def conditions(status: Any) -> dict[str, tuple[str, str]]:
+    return {c.type: (c.status, c.reason) for c in status.conditions}
+
+
+def test_rejected_run() -> None:
+    status = compute_status(run(), Observed([], rejected=("UnknownProvider", 'unknown provider "x"')), NOW)
+    assert conditions(status) == {
+        "Accepted": ("False", "UnknownProvider"),
+        "Succeeded": ("False", "UnknownProvider"),
+    }
+    assert status.phase == "Failed"
+    assert status.exit_code == 1
+    assert status.message == 'unknown provider "x"'
+
+
+def test_pending_then_running() -> None:
+    pending = compute_status(run(), Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1")]), NOW)
+    assert pending.phase == "Pending"
+    assert conditions(pending)["Succeeded"] == ("Unknown", "Pending")
+    running = compute_status(
+        run(), Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=RUNNING)]), NOW
+    )
+    assert running.phase == "Running"
+    assert running.attempts[0].job_name == "r-a1"
+
+
+def test_queued_and_waiting_for_output() -> None:
+    queued = compute_status(run(), Observed(PROVIDERS, waiting=("Queued", "2 runs in flight")), NOW)
+    assert (queued.phase, conditions(queued)["Succeeded"]) == ("Pending", ("Unknown", "Queued"))
+
+
+def test_fallback_in_progress_message_is_daguss_line() -> None:
+    status = compute_status(run(), Observed(PROVIDERS, [finished(1, "claude", 1, "ProviderFailed")]), NOW)
+    assert status.message == "harness: attempt 1/3 with claude failed; trying fallback 2/3 with codex"
+    assert conditions(status)["Succeeded"] == ("Unknown", "FallingBack")
+
+
+def test_success_after_fallback_with_usage_summed() -> None:
+    usage1 = {"inputTokens": 10, "outputTokens": 1, "costUSD": 0.5, "costSource": "reported"}
+    usage2 = {"inputTokens": 5, "outputTokens": 2, "costUSD": 0.25, "costSource": "reported"}
+    attempts = [
+        finished(1, "claude", 1, "ProviderFailed", usage=usage1),
+        finished(2, "codex", 0, usage=usage2),
+    ]
+    status = compute_status(
+        run(), Observed(PROVIDERS, attempts, output=b"hello", output_config_map="r-output"), NOW
+    )
+    assert status.phase == "Succeeded"
+    assert conditions(status)["Succeeded"] == ("True", "Succeeded")
+    assert status.exit_code == 0
+    assert status.usage is not None
+    assert (status.usage.input_tokens, status.usage.output_tokens, status.usage.cost_usd) == (15, 3, 0.75)
+    assert status.output is not None
+    assert (status.output.excerpt, status.output.bytes, status.output.config_map_name) == (
+        "hello",
+        5,
+        "r-output",
+    )
+    assert [a.provider for a in status.attempts] == ["claude", "codex"]
+
+
+def test_all_providers_failed_keeps_last_exit_code() -> None:
+    attempts = [finished(1, "claude", 1), finished(2, "codex", 3), finished(3, "gemini", 7, "ProviderFailed")]
+    status = compute_status(run(), Observed(PROVIDERS, attempts), NOW)
+    assert (status.phase, status.exit_code, status.reason) == ("Failed", 7, "ProviderFailed")
+
+
+def test_timeout_ends_the_run() -> None:
+    status = compute_status(run(), Observed(PROVIDERS, [finished(1, "claude", 124, "Timeout")]), NOW)
+    assert (status.phase, status.exit_code, conditions(status)["Succeeded"]) == (
+        "Failed",
+        124,
+        ("False", "Timeout"),
+    )
+
+
+def test_cancel() -> None:
+    status = compute_status(
+        run(cancel=True),
+        Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=RUNNING)], cancelled=True),
+        NOW,
+    )
+    assert (status.phase, status.exit_code, status.reason) == ("Cancelled", 124, "Cancelled")
+
+
+def test_transition_time_kept_until_status_flips() -> None:
+    first = compute_status(run(), Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1")]), NOW)
+    again = compute_status(
+        run(first.to_api()), Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=RUNNING)]), LATER
+    )
+    succeeded = {c.type: c for c in again.conditions}["Succeeded"]
+    assert succeeded.last_transition_time == "2026-11-29T12:00:00Z"
+    done = compute_status(run(again.to_api()), Observed(PROVIDERS, [finished(1, "claude", 0)]), LATER)
+    assert {c.type: c for c in done.conditions}["Succeeded"].last_transition_time == "2026-11-29T12:05:00Z"
+
+
+def test_observed_generation_on_status_and_conditions() -> None:
+    status = compute_status(run(), Observed(PROVIDERS, []), NOW)
+    assert status.observed_generation == 1
+    assert all(c.observed_generation == 1 for c in status.conditions)
