@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -180,7 +181,7 @@ def execute(
     clock: Callable[[], float] = time.monotonic,
 ) -> AttemptResult:
     """Run one attempt to its end and say what happened. Never raises for the agent's failures."""
-    sink = stderr if stderr is not None else _stderr_buffer()
+    sink = stderr if stderr is not None else sys.stderr.buffer
     lock = threading.Lock()
     redactor = Redactor(v for k, v in credentials.items() if k in plan.credential_envs)
     start = utc_now()
@@ -306,9 +307,3 @@ def _finish(
         say("recent stdout (tail):\n" + streams.tail.decode("utf-8", "replace").rstrip("\n"))
     result.completion_time = utc_now()
     return result
-
-
-def _stderr_buffer() -> IO[bytes]:
-    import sys
-
-    return sys.stderr.buffer
