@@ -210,3 +210,86 @@ def test_non_json_lines_are_ignored_by_json_parsers():
     report = parse_text("codex-jsonl", "warning: something\n{not json\n")
     assert report.text is None
     assert not report.finished
+
+
+# --- every real capture in tests/fixtures/cli/ (CLIs run against local vendor-API stubs) -----------------
+
+REAL_CASES = [
+    # (cli, case, format, text, failure, tokens (input, output, cache read, cache write), cost)
+    (
+        "claude",
+        "success",
+        "claude-stream-json",
+        "Hello from the Anthropic stub.",
+        None,
+        (1234, 56, 100, 10),
+        0.006126,
+    ),
+    (
+        "qwen",
+        "success",
+        "claude-stream-json",
+        "Hello from the OpenAI stub.",
+        None,
+        (2468, 112, 200, None),
+        None,
+    ),
+    ("qwen", "unauthorized", "claude-stream-json", "", Failure.auth_failed, (0, 0, 0, None), None),
+    ("qwen", "no_auth_type", "claude-stream-json", "", Failure.provider_error, (0, 0, None, None), None),
+    ("codex", "success", "codex-jsonl", "Hello from the OpenAI stub.", None, (1134, 56, 100, None), None),
+    ("codex", "unauthorized", "codex-jsonl", "", Failure.auth_failed, (None,) * 4, None),
+    ("gemini", "success", "gemini-json", "Hello from the Gemini stub.", None, (2268, 112, 200, None), None),
+    (
+        "gemini",
+        "success_model",
+        "gemini-json",
+        "Hello from the Gemini stub.",
+        None,
+        (1134, 56, 100, None),
+        None,
+    ),
+    ("gemini", "unauthorized", "gemini-json", "", Failure.auth_failed, (0, 0, 0, None), None),
+    (
+        "opencode",
+        "success",
+        "opencode-jsonl",
+        "Hello from the Anthropic stub.",
+        None,
+        (1234, 56, 100, 10),
+        0.0046095,
+    ),
+    ("opencode", "unauthorized", "opencode-jsonl", "", Failure.auth_failed, (None,) * 4, None),
+    ("pi", "success", "pi-jsonl", "Hello from the Anthropic stub.", None, (1234, 56, 100, 10), 0.0046095),
+    ("pi", "unauthorized", "pi-jsonl", "", Failure.auth_failed, (0, 0, 0, 0), 0.0),
+    ("copilot", "success_byok", "copilot-json", "Hello from the OpenAI stub.", None, (None,) * 4, None),
+    ("copilot", "unauthorized_byok", "copilot-json", "", Failure.auth_failed, (None,) * 4, None),
+    ("aider", "success_no_stream", "aider-text", None, None, (1200, 56, None, None), 0.0035),
+    ("aider", "unauthorized", "aider-text", None, Failure.auth_failed, (None,) * 4, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("cli", "case", "fmt", "text", "failure", "tokens", "cost"),
+    REAL_CASES,
+    ids=[f"{c[0]}-{c[1]}" for c in REAL_CASES],
+)
+def test_real_captures(cli, case, fmt, text, failure, tokens, cost):
+    report = parse(REAL / cli, fmt, case)
+    assert (report.text or None) == (text or None)
+    assert report.failure == failure
+    assert report.tokens.as_tuple() == tokens
+    assert report.cost_usd == (None if cost is None else pytest.approx(cost))
+    if text:
+        assert report.session_id
+
+
+def test_real_exit_0_failures_are_caught():
+    # pi and aider exit 0 on a 401; the parser's outcome is what makes the attempt fail.
+    for cli, case, fmt in (("pi", "unauthorized", "pi-jsonl"), ("aider", "unauthorized", "aider-text")):
+        assert (REAL / cli / f"{case}.exit").read_text().strip() == "0"
+        assert parse(REAL / cli, fmt, case).failure == Failure.auth_failed
+
+
+def test_real_gemini_reports_per_model_stats():
+    report = parse(REAL / "gemini", "gemini-json", "success")
+    assert set(report.by_model) == {"gemini-3.5-flash-lite", "gemini-3.1-pro-preview"}

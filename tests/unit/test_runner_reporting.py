@@ -78,7 +78,9 @@ def test_empty_output_frames():
 def test_the_last_frame_wins_over_a_forged_earlier_one():
     forged = encode_frame(b"forged by the agent on stderr")
     real = encode_frame(b"real output")
-    assert decode_frame(forged + "noise\n" + real, hashlib.sha256(b"real output").hexdigest()) == b"real output"
+    assert (
+        decode_frame(forged + "noise\n" + real, hashlib.sha256(b"real output").hexdigest()) == b"real output"
+    )
 
 
 def test_frame_errors():
@@ -100,8 +102,17 @@ def test_frame_survives_crlf():
 
 def doc(**overrides):
     base = dict(
-        attempt=1, provider="p", exit_code=0, reason=None, message="", usage={"costSource": "unknown"},
-        model="m", session_id="s", output=b"out", output_bytes=3, truncated=False,
+        attempt=1,
+        provider="p",
+        exit_code=0,
+        reason=None,
+        message="",
+        usage={"costSource": "unknown"},
+        model="m",
+        session_id="s",
+        output=b"out",
+        output_bytes=3,
+        truncated=False,
     )
     base.update(overrides)
     return build_result_doc(**base)
@@ -115,8 +126,13 @@ def test_result_doc_fields():
 
 
 def test_termination_message_never_exceeds_4k():
-    huge = doc(exit_code=3, reason="ProviderFailed", message="x" * 20000, cli_version="v" * 5000,
-               session_id="s" * 3000)
+    huge = doc(
+        exit_code=3,
+        reason="ProviderFailed",
+        message="x" * 20000,
+        cli_version="v" * 5000,
+        session_id="s" * 3000,
+    )
     text = render_termination_message(huge)
     assert len(text.encode()) <= TERMINATION_LIMIT
     parsed = json.loads(text)
@@ -156,7 +172,9 @@ def test_status_after_a_fallback_success():
 
 
 def test_status_cancelled_and_rejected():
-    status = build_run_status([doc(exit_code=124, reason="Cancelled")], None, start_time=None, completion_time="t")
+    status = build_run_status(
+        [doc(exit_code=124, reason="Cancelled")], None, start_time=None, completion_time="t"
+    )
     assert status.phase == "Cancelled" and status.output is None
     rejected = build_rejected_status("UnknownProvider", 'unknown provider "x"', "t")
     assert rejected.conditions[0].status == "False" and rejected.conditions[0].reason == "UnknownProvider"

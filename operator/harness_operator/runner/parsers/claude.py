@@ -101,6 +101,9 @@ def _outcome(event: dict[str, Any]) -> tuple[Failure | None, str | None]:
     stop = as_str(event.get("stop_reason")) or ""
     errors = event.get("errors")
     detail = "; ".join(str(e) for e in errors) if isinstance(errors, list) and errors else None
+    error = event.get("error")  # Qwen Code: {"error": {"message": "[API Error: 401 ...]"}}
+    if detail is None and isinstance(error, dict) and error.get("message"):
+        detail = str(error["message"])
     result_text = as_str(event.get("result"))
     if subtype in _SUBTYPE_FAILURES:
         return _SUBTYPE_FAILURES[subtype], detail or subtype
