@@ -194,7 +194,7 @@ def _workspace_volume(run: HarnessRun, provider: str) -> dict[str, Any]:
             "name": "workspace",
             "persistentVolumeClaim": {"claimName": volume.persistent_volume_claim.claim_name},
         }
-    return {"name": "workspace", "emptyDir": dict(volume.empty_dir) if volume and volume.empty_dir else {}}
+    return {"name": "workspace", "emptyDir": volume.empty_dir.to_api() if volume and volume.empty_dir else {}}
 
 
 def _container_security(config: OperatorConfig) -> dict[str, Any]:

@@ -113,16 +113,8 @@ class Kube:
         return True
 
     def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """Replace the run's status through the status subresource (merge patch of the whole status)."""
-        body = {"status": status}
-        self.custom.api_client.call_api(
-            f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{RUNS}/{name}/status",
-            "PATCH",
-            header_params={"Content-Type": "application/merge-patch+json", "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-            _return_http_data_only=True,
-        )
+        """Merge-patch the run's status through the status subresource (spec is never touched)."""
+        self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, RUNS, name, {"status": status})
 
     def delete_job(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a Job and its pods in the background; the pods get their termination grace period."""

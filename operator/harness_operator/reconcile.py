@@ -136,8 +136,11 @@ class Reconciler:
     def _write(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
         status = compute_status(run, observed, self.clock())
         previous = run.status
-        if (previous.to_api() if previous else {}) != status.to_api():
-            self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], status.to_api())
+        old, new = (previous.to_api() if previous else {}), status.to_api()
+        if old != new:
+            # A merge patch keeps keys it does not name: null out what the new status no longer has.
+            patch = {**{key: None for key in old if key not in new}, **new}
+            self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], patch)
             self._emit_transition(run, previous, status)
         return status
 

@@ -146,13 +146,7 @@ def build_structural_schema(
         out["exclusiveMinimum"] = True
     if with_defaults and _keep_default(node.get("default")):
         out["default"] = node["default"]
-    if node.get("x-kubernetes-preserve-unknown-fields"):
-        if "properties" not in out:
-            out.setdefault("type", "object")
-        out.pop("x-kubernetes-int-or-string", None)
-        if out.get("type") is None or out == {"x-kubernetes-preserve-unknown-fields": True}:
-            out.pop("type", None)
-    elif "additionalProperties" in node and isinstance(node["additionalProperties"], dict):
+    if isinstance(node.get("additionalProperties"), dict):
         out["additionalProperties"] = build_structural_schema(
             node["additionalProperties"], defs, with_defaults=with_defaults
         )

@@ -10,8 +10,8 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic.config import JsonDict
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 GROUP = "agentharness.dev"
 VERSION = "v1alpha1"
@@ -36,6 +36,7 @@ def validations(*rules: JsonDict) -> JsonDict:
 
 
 FREE_FORM: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
+
 
 
 class Model(BaseModel):
@@ -362,6 +363,19 @@ class ClusterHarnessDefinition(Model):
 
 # --- HarnessRun ----------------------------------------------------------------------------------
 
+# `with` keeps any key; the two keys Dagu rejects are declared so the CEL rules below can name them
+# (the API server types CEL only over declared fields).
+WITH_SCHEMA: JsonDict = {
+    **FREE_FORM,
+    "properties": {
+        "binary": {"type": "string", "description": "Not allowed: define a HarnessDefinition instead."},
+        "prompt_args": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Not allowed: define a HarnessDefinition instead.",
+        },
+    },
+}
 WITH_RULES = validations(
     rule(
         "!has(self.binary)",
@@ -410,12 +424,12 @@ class FallbackProvider(Model):
         default_factory=dict,
         alias="with",
         description="Options for this attempt (not merged with the primary's).",
-        json_schema_extra={**FREE_FORM, **WITH_RULES},
+        json_schema_extra={**WITH_SCHEMA, **WITH_RULES},
     )
-    fallback: Any = Field(
+    fallback: list[dict[str, Any]] | None = Field(
         default=None,
         description="Not allowed: a fallback cannot have fallbacks of its own.",
-        json_schema_extra=FREE_FORM,
+        json_schema_extra={"items": {"type": "object", **FREE_FORM}},
     )
 
     model_config = ConfigDict(
@@ -442,12 +456,17 @@ class PersistentVolumeClaimRef(Model):
     claim_name: str = Field(min_length=1, max_length=253, description="Name of the claim.")
 
 
+class EmptyDir(Model):
+    """A scratch volume, as in a pod's emptyDir."""
+
+    medium: str | None = Field(default=None, description="Empty for disk, or Memory for tmpfs.")
+    size_limit: str | None = Field(default=None, max_length=32, description="Most space it may use, e.g. 10Gi.")
+
+
 class WorkspaceVolume(Model):
     """Where the workspace lives; emptyDir when nothing is set."""
 
-    empty_dir: dict[str, Any] | None = Field(
-        default=None, description="A scratch volume for the run (the default).", json_schema_extra=FREE_FORM
-    )
+    empty_dir: EmptyDir | None = Field(default=None, description="A scratch volume for the run (the default).")
     persistent_volume_claim: PersistentVolumeClaimRef | None = Field(
         default=None, description="An existing claim."
     )
@@ -596,7 +615,7 @@ class HarnessRunSpec(Model):
         alias="with",
         description="Options that become CLI flags (Dagu rules): keys sorted, true a bare flag, false and "
         "empty omitted, numbers printed plainly, lists repeat the flag.",
-        json_schema_extra={**FREE_FORM, **WITH_RULES},
+        json_schema_extra={**WITH_SCHEMA, **WITH_RULES},
     )
     fallback: list[FallbackProvider] = Field(
         default_factory=list, max_length=16, description="Providers tried in order after a non-zero exit."
