@@ -44,3 +44,8 @@ wait_for() {
 		sleep 0.5
 	done
 }
+
+NODE_IP=10.88.0.1          # address of the cni0 bridge, created by `up`
+BRIDGE=cni0
+SERVICE_IP=10.96.0.1
+CTR=(ctr --address "$CONTAINERD_SOCK" --namespace k8s.io)

@@ -1,0 +1,204 @@
+"""Fixtures for integration tests against the real single-node test cluster.
+
+The cluster (tests/cluster: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, containerd and a real kubelet, built from pinned Go modules)
+is brought up once per session by ``tests/cluster/up``, unless ``KUBECONFIG``
+names a cluster that answers, which is then reused. ``up`` is idempotent and
+fast when the cluster already runs; it never tears the cluster down, so
+``tests/cluster/down`` is CI's job.
+
+Every test collected under tests/integration gets the ``integration`` marker,
+so ``pytest -m "not integration"`` runs without a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+HERE = Path(__file__).resolve().parent
+CLUSTER_DIR = HERE.parent / "cluster"
+UP_TIMEOUT_SECONDS = 3600  # a cold `up` compiles Kubernetes
+
+T = TypeVar("T")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
+
+def wait_until(
+    predicate: Callable[[], T | None],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.25,
+) -> T:
+    """Poll ``predicate`` until it returns something truthy (returned) or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            result = predicate()
+            if result:
+                return result
+        except ApiException as exc:  # transient while things settle (e.g. 404 before creation)
+            last_error = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error})" if last_error else ""
+            pytest.fail(f"timed out after {timeout}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+def _reachable(kubeconfig: str) -> bool:
+    try:
+        api = config.new_client_from_config(config_file=kubeconfig)
+    except Exception:
+        return False
+    try:
+        client.VersionApi(api).get_code(_request_timeout=5)
+        return True
+    except Exception:
+        return False
+    finally:
+        api.close()
+
+
+def _cluster_up() -> str:
+    """Run tests/cluster/up and return the kubeconfig path from its last line."""
+    proc = subprocess.run(
+        [str(CLUSTER_DIR / "up")],
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=UP_TIMEOUT_SECONDS,
+        check=False,
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines or not lines[-1].startswith("KUBECONFIG="):
+        pytest.fail(f"tests/cluster/up failed (exit {proc.returncode}); stdout:\n{proc.stdout}")
+    return lines[-1].split("=", 1)[1]
+
+
+@pytest.fixture(scope="session")
+def kubeconfig_path() -> str:
+    """Admin kubeconfig of the test cluster (``KUBECONFIG`` if it answers, else ``tests/cluster/up``)."""
+    env = os.environ.get("KUBECONFIG")
+    if env and ":" not in env and _reachable(env):
+        return env
+    return _cluster_up()
+
+
+@pytest.fixture(scope="session")
+def kube(kubeconfig_path: str) -> Iterator[client.ApiClient]:
+    """Admin ``ApiClient`` (system:masters) for the test cluster."""
+    api = config.new_client_from_config(config_file=kubeconfig_path)
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def cluster_bin_dir() -> Path:
+    """Directory with kubectl, helm, ... built by tests/cluster/build-bins (absent if KUBECONFIG named another cluster)."""
+    cache = os.environ.get("HARNESS_CLUSTER_CACHE", "/var/cache/harness-operator/cluster")
+    return Path(cache) / "bin"
+
+
+@pytest.fixture(scope="session")
+def sandbox_base_image() -> str:
+    """Tag of the locally built Debian+python3 base image loaded on the node."""
+    out = subprocess.run(
+        [str(CLUSTER_DIR / "images" / "build-base"), "--print-tag"],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def service_account_client(kube: client.ApiClient) -> Iterator[Callable[..., client.ApiClient]]:
+    """Factory: ``service_account_client(namespace, name)`` -> ``ApiClient`` authenticated as that
+    ServiceAccount, with a short-lived token minted through the TokenRequest API. Use it to check RBAC
+    (e.g. the chart's Roles) for real."""
+    made: list[client.ApiClient] = []
+
+    def make(namespace: str, name: str, expiration_seconds: int = 3600) -> client.ApiClient:
+        request = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=expiration_seconds)
+        )
+        token = client.CoreV1Api(kube).create_namespaced_service_account_token(name, namespace, request)
+        admin = kube.configuration
+        cfg = client.Configuration()
+        cfg.host = admin.host
+        cfg.ssl_ca_cert = admin.ssl_ca_cert
+        cfg.verify_ssl = True
+        cfg.api_key = {"authorization": token.status.token}
+        cfg.api_key_prefix = {"authorization": "Bearer"}
+        api = client.ApiClient(cfg)
+        made.append(api)
+        return api
+
+    yield make
+    for api in made:
+        api.close()
+
+
+def _namespace_name(node_name: str) -> str:
+    base = re.sub(r"[^a-z0-9-]+", "-", node_name.lower()).strip("-")[:40].strip("-")
+    return f"it-{base}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def namespace(kube: client.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace enforcing the ``restricted`` Pod Security Standard, deleted after the test.
+    Yields once its ``default`` ServiceAccount exists (pods can be created)."""
+    core = client.CoreV1Api(kube)
+    name = _namespace_name(request.node.name)
+    core.create_namespace(
+        client.V1Namespace(
+            metadata=client.V1ObjectMeta(
+                name=name,
+                labels={
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                    "harness-operator.test/integration": "true",
+                },
+            )
+        )
+    )
+    try:
+        wait_until(
+            lambda: core.read_namespaced_service_account("default", name),
+            timeout=30,
+            what=f"ServiceAccount default in {name}",
+        )
+        yield name
+    finally:
+        try:
+            core.delete_namespace(name, propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def api_status(exc: ApiException) -> dict[str, Any]:
+    """The Status object of a failed API call."""
+    import json
+
+    try:
+        body = json.loads(exc.body or "{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
