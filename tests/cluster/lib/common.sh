@@ -49,3 +49,12 @@ NODE_IP=10.88.0.1          # address of the cni0 bridge, created by `up`
 BRIDGE=cni0
 SERVICE_IP=10.96.0.1
 CTR=(ctr --address "$CONTAINERD_SOCK" --namespace k8s.io)
+
+# node_has_image TAG: is TAG in the node's containerd? (No `| grep -q`: with
+# pipefail, grep exiting early makes ctr die of SIGPIPE and the test fail.)
+node_has_image() {
+	local images
+	[[ -S $CONTAINERD_SOCK ]] || return 1
+	images="$("${CTR[@]}" images ls -q 2>/dev/null)" || return 1
+	grep -qxF "$1" <<<"$images"
+}

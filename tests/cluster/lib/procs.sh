@@ -49,7 +49,9 @@ our_shim_pids() {
 	local p
 	for p in /proc/[0-9]*; do
 		[[ -r $p/cmdline ]] || continue
-		if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "^/usr/bin/containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK "; then
+		local cmd
+		cmd="$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" || continue
+		if [[ $cmd == "/usr/bin/containerd-shim-runc-v2 "*"-address $CONTAINERD_SOCK "* ]]; then
 			echo "${p#/proc/}"
 		fi
 	done
