@@ -25,9 +25,11 @@ lint: venv
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 
-## regenerate crds/ from the pydantic models
+## regenerate crds/ (and the chart's copies of the CRDs and the built-in catalog) from the source
 generate: venv
-	.venv/bin/harnessctl crds -o crds
+	.venv/bin/harnessctl crds -o crds -o charts/harness-operator/crds
+	rm -f charts/harness-operator/catalog/*.yaml
+	cp operator/harness_operator/catalog/*.yaml charts/harness-operator/catalog/
 
 ## run an example locally with the bundled demo agent (no cluster, no API key)
 demo: venv
