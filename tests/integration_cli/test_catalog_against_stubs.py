@@ -6,14 +6,14 @@ binary, prefix args, prompt placement and defaults come from the catalog YAML. M
 a CLI that is not on PATH is skipped (``tests/cli-tools.sh claude codex gemini qwen opencode pi
 copilot aider`` installs them all).
 """
+
 from __future__ import annotations
 
-import os
 import shutil
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
 from tests.fixtures.cli import capture as fx
 from tests.stubs.run_cli import run, stub_class
 
@@ -39,7 +39,7 @@ def _definition(name: str):
     for d in catalog.load_builtin_catalog():
         if d.metadata["name"] == name:
             return d
-    raise AssertionError("no built-in %r" % name)
+    raise AssertionError(f"no built-in {name!r}")
 
 
 @pytest.mark.parametrize("name", sorted(ROUTES))
@@ -47,7 +47,7 @@ def test_catalog_entry_runs_against_stub(name, tmp_path):
     definition = _definition(name)
     binary = definition.spec.binary
     if shutil.which(binary) is None:
-        pytest.skip("`%s` is not on PATH (tests/cli-tools.sh %s)" % (binary, name))
+        pytest.skip(f"`{binary}` is not on PATH (tests/cli-tools.sh {name})")
     stub_name, env, options, setup_home = ROUTES[name]
     inv = invocation.build_invocation(definition.spec, "hi", options=options)
     env = dict(env)
@@ -65,6 +65,6 @@ def test_catalog_entry_runs_against_stub(name, tmp_path):
             setup_home=setup_home,
         )
         calls = stub.model_calls()
-    assert calls, "%s made no model call to the stub; argv=%s stderr=%s" % (name, inv.argv, err[-2000:])
-    assert code == 0, "argv=%s\nstdout=%s\nstderr=%s" % (inv.argv, out[-2000:], err[-2000:])
+    assert calls, f"{name} made no model call to the stub; argv={inv.argv} stderr={err[-2000:]}"
+    assert code == 0, f"argv={inv.argv}\nstdout={out[-2000:]}\nstderr={err[-2000:]}"
     assert "Hello from the" in out

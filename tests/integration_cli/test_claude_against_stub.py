@@ -3,13 +3,13 @@
 Needs ``claude`` on PATH (``tests/cli-tools.sh`` installs the pinned version and prints its bin
 dir). Marked ``cli``; skipped with a reason when the binary is missing.
 """
+
 from __future__ import annotations
 
 import json
 import shutil
 
 import pytest
-
 from tests.stubs.anthropic import TEXT, USAGE, AnthropicStub
 from tests.stubs.run_cli import run
 
@@ -38,13 +38,20 @@ def _lines(stdout: str) -> list[dict]:
 @needs_claude
 def test_success_result_reports_stub_usage_and_cost(tmp_path):
     with AnthropicStub(mode="ok") as stub:
-        code, out, err, _ = run(stub, [CLAUDE] + ARGV, ENV, timeout=120, home=str(tmp_path / "home"), workdir=str(tmp_path / "work"))
+        code, out, err, _ = run(
+            stub,
+            [CLAUDE, *ARGV],
+            ENV,
+            timeout=120,
+            home=str(tmp_path / "home"),
+            workdir=str(tmp_path / "work"),
+        )
         assert stub.model_calls(), "claude never called POST /v1/messages on the stub"
     assert code == 0, err
     lines = _lines(out)
     assert lines[0]["type"] == "system" and lines[0]["subtype"] == "init"
     session = lines[0]["session_id"]
-    result = [l for l in lines if l.get("type") == "result"]
+    result = [line for line in lines if line.get("type") == "result"]
     assert len(result) == 1
     result = result[0]
     assert result["subtype"] == "success" and result["is_error"] is False
@@ -59,8 +66,15 @@ def test_success_result_reports_stub_usage_and_cost(tmp_path):
 @needs_claude
 def test_unauthorized_exits_non_zero_with_error_result(tmp_path):
     with AnthropicStub(mode="unauthorized") as stub:
-        code, out, err, _ = run(stub, [CLAUDE] + ARGV, ENV, timeout=120, home=str(tmp_path / "home"), workdir=str(tmp_path / "work"))
+        code, out, _err, _ = run(
+            stub,
+            [CLAUDE, *ARGV],
+            ENV,
+            timeout=120,
+            home=str(tmp_path / "home"),
+            workdir=str(tmp_path / "work"),
+        )
     assert code != 0
-    result = [l for l in _lines(out) if l.get("type") == "result"][-1]
+    result = [line for line in _lines(out) if line.get("type") == "result"][-1]
     assert result["is_error"] is True
     assert result.get("api_error_status") == 401

@@ -11,15 +11,17 @@ Modes shared by every stub:
   ``hang``          accept the request and never answer (until the stub stops)
 Vendor stubs may add their own (for example ``tool_use``).
 """
+
 from __future__ import annotations
 
 import json
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 # Headers worth keeping in the request log. Credentials are never recorded verbatim.
@@ -75,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt: str, *args: Any) -> None:  # quiet by default
         stub: StubServer = self.server.stub  # type: ignore[attr-defined]
         if stub.verbose:
-            sys.stderr.write("[%s] %s\n" % (stub.name, fmt % args))
+            sys.stderr.write(f"[{stub.name}] {fmt % args}\n")
 
     def _read_body(self) -> tuple[Any, bytes]:
         length = int(self.headers.get("content-length") or 0)
@@ -125,7 +127,7 @@ class _Handler(BaseHTTPRequestHandler):
         with stub._lock:
             stub.requests.append(req)
         if stub.verbose:
-            sys.stderr.write("[%s] %s %s\n" % (stub.name, self.command, self.path))
+            sys.stderr.write(f"[{stub.name}] {self.command} {self.path}\n")
         if stub.mode == "hang" and stub.is_model_call(req):
             stub._hang.wait()
             self.close_connection = True
@@ -133,7 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             resp = stub.handle(req)
         except Exception as exc:  # answer something instead of dropping the connection
-            resp = Response(500, {"error": {"message": "stub error: %s" % exc}})
+            resp = Response(500, {"error": {"message": f"stub error: {exc}"}})
         self._write(resp)
 
     def _write(self, resp: Response) -> None:
@@ -150,8 +152,8 @@ class _Handler(BaseHTTPRequestHandler):
                 payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
                 msg = ""
                 if event:
-                    msg += "event: %s\n" % event
-                msg += "data: %s\n\n" % payload
+                    msg += f"event: {event}\n"
+                msg += f"data: {payload}\n\n"
                 self.wfile.write(msg.encode())
                 self.wfile.flush()
             return
@@ -210,7 +212,9 @@ class StubServer:
 
     def __init__(self, mode: str = "ok", host: str = "127.0.0.1", port: int = 0, verbose: bool = False):
         if mode not in self.modes:
-            raise ValueError("unknown mode %r for %s stub (one of %s)" % (mode, self.name, ", ".join(self.modes)))
+            raise ValueError(
+                "unknown mode {!r} for {} stub (one of {})".format(mode, self.name, ", ".join(self.modes))
+            )
         self.mode = mode
         self.host = host
         self.port = port
@@ -222,11 +226,13 @@ class StubServer:
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> "StubServer":
+    def start(self) -> StubServer:
         self._httpd = _Server((self.host, self.port), _Handler)
         self._httpd.stub = self  # type: ignore[attr-defined]
         self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="%s-stub" % self.name, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name=f"{self.name}-stub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -237,7 +243,7 @@ class StubServer:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -245,7 +251,7 @@ class StubServer:
 
     @property
     def base_url(self) -> str:
-        return "http://%s:%d" % (self.host, self.port)
+        return f"http://{self.host}:{self.port}"
 
     # -- hooks -----------------------------------------------------------------------------
     def is_model_call(self, req: RecordedRequest) -> bool:
@@ -262,7 +268,7 @@ class StubServer:
 
     def unknown_paths(self) -> list[str]:
         with self._lock:
-            return sorted({"%s %s" % (r.method, r.path) for r in self.requests if not self.is_known(r)})
+            return sorted({f"{r.method} {r.path}" for r in self.requests if not self.is_known(r)})
 
     def is_known(self, req: RecordedRequest) -> bool:
         return self.is_model_call(req)
@@ -272,7 +278,7 @@ def serve_main(stub_cls: Callable[..., StubServer], argv: list[str] | None = Non
     """``python -m tests.stubs.<vendor> [--mode M] [--port N]``: serve until Ctrl-C."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m tests.stubs.%s" % stub_cls.name)
+    p = argparse.ArgumentParser(prog=f"python -m tests.stubs.{stub_cls.name}")
     p.add_argument("--mode", default="ok", choices=stub_cls.modes)
     p.add_argument("--port", type=int, default=0, help="0 lets the OS choose")
     p.add_argument("--quiet", action="store_true", help="do not log requests to stderr")
@@ -287,7 +293,7 @@ def serve_main(stub_cls: Callable[..., StubServer], argv: list[str] | None = Non
     stub = stub_cls(mode=args.mode, port=args.port, verbose=not args.quiet)
     stub.start()
     print(stub.base_url, flush=True)
-    sys.stderr.write("[%s] serving mode=%s at %s (Ctrl-C to stop)\n" % (stub.name, args.mode, stub.base_url))
+    sys.stderr.write(f"[{stub.name}] serving mode={args.mode} at {stub.base_url} (Ctrl-C to stop)\n")
     try:
         while True:
             time.sleep(3600)

@@ -20,10 +20,12 @@ Anything else (``/v1/messages/count_tokens``, ``/v1/models``, unknown paths) is 
 sensibly: count_tokens with a fixed count, models with a one-entry list, other paths with an empty
 JSON object.
 """
+
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ._base import RecordedRequest, Response, StubServer, serve_main
 
@@ -103,7 +105,9 @@ class AnthropicStub(StubServer):
         stop_reason = "tool_use" if content[0]["type"] == "tool_use" else "end_turn"
         msg_id = "msg_stub_" + uuid.uuid4().hex[:16]
         if body.get("stream"):
-            return Response(200, sse=self._sse(msg_id, model, content, stop_reason), headers={"request-id": "req_stub"})
+            return Response(
+                200, sse=self._sse(msg_id, model, content, stop_reason), headers={"request-id": "req_stub"}
+            )
         return Response(
             200,
             {
@@ -136,46 +140,79 @@ class AnthropicStub(StubServer):
                     ]
         return [{"type": "text", "text": self.text}]
 
-    def _sse(self, msg_id: str, model: str, content: list[dict[str, Any]], stop_reason: str) -> Iterator[tuple[str, Any]]:
+    def _sse(
+        self, msg_id: str, model: str, content: list[dict[str, Any]], stop_reason: str
+    ) -> Iterator[tuple[str, Any]]:
         start_usage = dict(USAGE)
         start_usage["output_tokens"] = 1
-        yield "message_start", {
-            "type": "message_start",
-            "message": {
-                "id": msg_id,
-                "type": "message",
-                "role": "assistant",
-                "model": model,
-                "content": [],
-                "stop_reason": None,
-                "stop_sequence": None,
-                "usage": start_usage,
+        yield (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": msg_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": start_usage,
+                },
             },
-        }
+        )
         for i, block in enumerate(content):
             if block["type"] == "text":
-                yield "content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}
+                yield (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
                 yield "ping", {"type": "ping"}
-                yield "content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}}
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "text_delta", "text": block["text"]},
+                    },
+                )
             else:
                 import json
 
-                yield "content_block_start", {
-                    "type": "content_block_start",
-                    "index": i,
-                    "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}},
-                }
-                yield "content_block_delta", {
-                    "type": "content_block_delta",
-                    "index": i,
-                    "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
-                }
+                yield (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": block["id"],
+                            "name": block["name"],
+                            "input": {},
+                        },
+                    },
+                )
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
+                    },
+                )
             yield "content_block_stop", {"type": "content_block_stop", "index": i}
-        yield "message_delta", {
-            "type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-            "usage": dict(USAGE),
-        }
+        yield (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": dict(USAGE),
+            },
+        )
         yield "message_stop", {"type": "message_stop"}
 
 

@@ -12,10 +12,12 @@ JSON array), ``:generateContent``, ``:countTokens`` and ``:embedContent``; logs 
 Modes: ok, tool_use (first call offering functions answers a functionCall), unauthorized (401,
 ``API_KEY_INVALID``), hang.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ._base import RecordedRequest, Response, StubServer, serve_main
 
@@ -72,7 +74,11 @@ class GeminiStub(StubServer):
         return req.method == "POST" and self._method(req) in ("generateContent", "streamGenerateContent")
 
     def is_known(self, req: RecordedRequest) -> bool:
-        return self.is_model_call(req) or self._method(req) in ("countTokens", "embedContent", "batchEmbedContents")
+        return self.is_model_call(req) or self._method(req) in (
+            "countTokens",
+            "embedContent",
+            "batchEmbedContents",
+        )
 
     def handle(self, req: RecordedRequest) -> Response:
         method = self._method(req)
@@ -84,7 +90,13 @@ class GeminiStub(StubServer):
                         "code": 401,
                         "message": "API key not valid. Please pass a valid API key. (stub)",
                         "status": "UNAUTHENTICATED",
-                        "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"}],
+                        "details": [
+                            {
+                                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                "reason": "API_KEY_INVALID",
+                                "domain": "googleapis.com",
+                            }
+                        ],
                     }
                 },
             )
@@ -100,7 +112,9 @@ class GeminiStub(StubServer):
         body = req.body if isinstance(req.body, dict) else {}
         parts = self._parts(body)
         chunk = {
-            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
             "usageMetadata": dict(USAGE),
             "modelVersion": self._model(req),
             "responseId": "stub-response-1",
@@ -129,7 +143,12 @@ class GeminiStub(StubServer):
                 name = (pref or names)[0]
                 with self._lock:
                     self._tool_use_sent = True
-                args = {"path": ".", "dir_path": ".", "pattern": "*.no-such-extension", "file_path": "no-such-file.txt"}
+                args = {
+                    "path": ".",
+                    "dir_path": ".",
+                    "pattern": "*.no-such-extension",
+                    "file_path": "no-such-file.txt",
+                }
                 return [{"functionCall": {"name": name, "args": args}}]
         return [{"text": self.text}]
 
@@ -137,7 +156,9 @@ class GeminiStub(StubServer):
     def _json_answer(body: dict[str, Any]) -> Any:
         """Side calls that ask for JSON (the CLI's model router, its loop detector, ...)."""
         cfg = body.get("generationConfig") or {}
-        if cfg.get("responseMimeType") != "application/json" and not (cfg.get("responseJsonSchema") or cfg.get("responseSchema")):
+        if cfg.get("responseMimeType") != "application/json" and not (
+            cfg.get("responseJsonSchema") or cfg.get("responseSchema")
+        ):
             return None
         if "model_choice" in json.dumps(body):
             return {"reasoning": "stub: simple request", "model_choice": "flash"}
@@ -145,13 +166,23 @@ class GeminiStub(StubServer):
 
     def _sse(self, chunk: dict[str, Any]) -> Iterator[tuple[None, Any]]:
         first = {
-            "candidates": [{"content": {"role": "model", "parts": chunk["candidates"][0]["content"]["parts"]}, "index": 0}],
-            "usageMetadata": {"promptTokenCount": USAGE["promptTokenCount"], "totalTokenCount": USAGE["promptTokenCount"]},
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": chunk["candidates"][0]["content"]["parts"]},
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": USAGE["promptTokenCount"],
+                "totalTokenCount": USAGE["promptTokenCount"],
+            },
             "modelVersion": chunk["modelVersion"],
             "responseId": chunk["responseId"],
         }
         last = {
-            "candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP", "index": 0}],
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP", "index": 0}
+            ],
             "usageMetadata": dict(USAGE),
             "modelVersion": chunk["modelVersion"],
             "responseId": chunk["responseId"],

@@ -17,12 +17,14 @@ Modes:
   unauthorized  401 ``invalid_api_key``
   hang          model calls are accepted and never answered
 """
+
 from __future__ import annotations
 
 import json
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ._base import RecordedRequest, Response, StubServer, serve_main
 
@@ -82,7 +84,9 @@ class OpenAIStub(StubServer):
 
     def is_model_call(self, req: RecordedRequest) -> bool:
         p = req.path.rstrip("/")
-        return req.method == "POST" and (p.endswith("/responses") or p.endswith("/chat/completions") or p.endswith("/completions"))
+        return req.method == "POST" and (
+            p.endswith("/responses") or p.endswith("/chat/completions") or p.endswith("/completions")
+        )
 
     def is_known(self, req: RecordedRequest) -> bool:
         return self.is_model_call(req) or req.path.rstrip("/").endswith("/models")
@@ -109,9 +113,25 @@ class OpenAIStub(StubServer):
         if req.method == "GET" and p.endswith("/responses"):
             # Codex tries a Responses WebSocket first; refusing the upgrade makes it fall back to
             # HTTPS streaming (it still retries the socket a few times first).
-            return Response(404, {"error": {"message": "websocket transport not supported by the stub", "type": "invalid_request_error", "code": None, "param": None}})
+            return Response(
+                404,
+                {
+                    "error": {
+                        "message": "websocket transport not supported by the stub",
+                        "type": "invalid_request_error",
+                        "code": None,
+                        "param": None,
+                    }
+                },
+            )
         if p.endswith("/models"):
-            return Response(200, {"object": "list", "data": [{"id": MODEL_FALLBACK, "object": "model", "created": 0, "owned_by": "stub"}]})
+            return Response(
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": MODEL_FALLBACK, "object": "model", "created": 0, "owned_by": "stub"}],
+                },
+            )
         return Response(200, {})
 
     def _want_tool(self, body: dict[str, Any]) -> str | None:
@@ -163,23 +183,106 @@ class OpenAIStub(StubServer):
     def _responses_sse(self, full: dict[str, Any], item: dict[str, Any]) -> Iterator[tuple[str, Any]]:
         created = dict(full, status="in_progress", output=[], usage=None)
         seq = iter(range(10_000))
-        yield "response.created", {"type": "response.created", "sequence_number": next(seq), "response": created}
-        yield "response.in_progress", {"type": "response.in_progress", "sequence_number": next(seq), "response": created}
+        yield (
+            "response.created",
+            {"type": "response.created", "sequence_number": next(seq), "response": created},
+        )
+        yield (
+            "response.in_progress",
+            {"type": "response.in_progress", "sequence_number": next(seq), "response": created},
+        )
         added = dict(item, status="in_progress")
         if item["type"] == "message":
             added["content"] = []
-        yield "response.output_item.added", {"type": "response.output_item.added", "sequence_number": next(seq), "output_index": 0, "item": added}
+        yield (
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "sequence_number": next(seq),
+                "output_index": 0,
+                "item": added,
+            },
+        )
         if item["type"] == "message":
             part = {"type": "output_text", "text": "", "annotations": []}
-            yield "response.content_part.added", {"type": "response.content_part.added", "sequence_number": next(seq), "item_id": item["id"], "output_index": 0, "content_index": 0, "part": part}
-            yield "response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": next(seq), "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": self.text}
-            yield "response.output_text.done", {"type": "response.output_text.done", "sequence_number": next(seq), "item_id": item["id"], "output_index": 0, "content_index": 0, "text": self.text}
-            yield "response.content_part.done", {"type": "response.content_part.done", "sequence_number": next(seq), "item_id": item["id"], "output_index": 0, "content_index": 0, "part": dict(part, text=self.text)}
+            yield (
+                "response.content_part.added",
+                {
+                    "type": "response.content_part.added",
+                    "sequence_number": next(seq),
+                    "item_id": item["id"],
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": part,
+                },
+            )
+            yield (
+                "response.output_text.delta",
+                {
+                    "type": "response.output_text.delta",
+                    "sequence_number": next(seq),
+                    "item_id": item["id"],
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": self.text,
+                },
+            )
+            yield (
+                "response.output_text.done",
+                {
+                    "type": "response.output_text.done",
+                    "sequence_number": next(seq),
+                    "item_id": item["id"],
+                    "output_index": 0,
+                    "content_index": 0,
+                    "text": self.text,
+                },
+            )
+            yield (
+                "response.content_part.done",
+                {
+                    "type": "response.content_part.done",
+                    "sequence_number": next(seq),
+                    "item_id": item["id"],
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": dict(part, text=self.text),
+                },
+            )
         else:
-            yield "response.function_call_arguments.delta", {"type": "response.function_call_arguments.delta", "sequence_number": next(seq), "item_id": item["id"], "output_index": 0, "delta": item["arguments"]}
-            yield "response.function_call_arguments.done", {"type": "response.function_call_arguments.done", "sequence_number": next(seq), "item_id": item["id"], "output_index": 0, "arguments": item["arguments"]}
-        yield "response.output_item.done", {"type": "response.output_item.done", "sequence_number": next(seq), "output_index": 0, "item": item}
-        yield "response.completed", {"type": "response.completed", "sequence_number": next(seq), "response": full}
+            yield (
+                "response.function_call_arguments.delta",
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "sequence_number": next(seq),
+                    "item_id": item["id"],
+                    "output_index": 0,
+                    "delta": item["arguments"],
+                },
+            )
+            yield (
+                "response.function_call_arguments.done",
+                {
+                    "type": "response.function_call_arguments.done",
+                    "sequence_number": next(seq),
+                    "item_id": item["id"],
+                    "output_index": 0,
+                    "arguments": item["arguments"],
+                },
+            )
+        yield (
+            "response.output_item.done",
+            {
+                "type": "response.output_item.done",
+                "sequence_number": next(seq),
+                "output_index": 0,
+                "item": item,
+            },
+        )
+        yield (
+            "response.completed",
+            {"type": "response.completed", "sequence_number": next(seq), "response": full},
+        )
 
     # -- Chat Completions ------------------------------------------------------------------
     def _chat(self, body: dict[str, Any]) -> Response:
@@ -213,12 +316,28 @@ class OpenAIStub(StubServer):
 
         def chunks() -> Iterator[tuple[None, Any]]:
             base = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
-            yield None, dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+            yield (
+                None,
+                dict(
+                    base,
+                    choices=[
+                        {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                    ],
+                ),
+            )
             if tool:
                 tc = dict(message["tool_calls"][0], index=0)
-                yield None, dict(base, choices=[{"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": None}])
+                yield (
+                    None,
+                    dict(base, choices=[{"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": None}]),
+                )
             else:
-                yield None, dict(base, choices=[{"index": 0, "delta": {"content": self.text}, "finish_reason": None}])
+                yield (
+                    None,
+                    dict(
+                        base, choices=[{"index": 0, "delta": {"content": self.text}, "finish_reason": None}]
+                    ),
+                )
             yield None, dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}])
             # usage chunk, as with stream_options.include_usage (sent whether asked or not)
             yield None, dict(base, choices=[], usage=chat_usage())

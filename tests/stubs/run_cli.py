@@ -12,6 +12,7 @@ read), LANG, NO_COLOR, plus every ``--env`` (``{base_url}`` is replaced by the s
 ``{home}`` by the throw-away HOME). The working directory is a fixed empty directory so the
 captured output does not depend on where the repository is checked out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,7 +83,7 @@ def run(
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        return 124, out, err + "\n[run_cli: killed after %ss timeout]\n" % timeout, home
+        return 124, out, err + f"\n[run_cli: killed after {timeout}s timeout]\n", home
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(HOMEDIR, ignore_errors=True)
     shutil.rmtree(WORKDIR, ignore_errors=True)
     with stub_class(args.stub)(mode=args.mode) as stub:
-        code, out, err, home = run(stub, cmd, env, args.timeout, args.stdin, HOMEDIR, WORKDIR)
+        code, out, err, _home = run(stub, cmd, env, args.timeout, args.stdin, HOMEDIR, WORKDIR)
         reqs = [r.to_dict() for r in stub.requests]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out + ".stdout", "w") as f:
@@ -111,13 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.out + ".stderr", "w") as f:
         f.write(err)
     with open(args.out + ".exit", "w") as f:
-        f.write("%d\n" % code)
+        f.write(f"{code}\n")
     with open(args.out + ".requests.json", "w") as f:
         json.dump(reqs, f, indent=1)
         f.write("\n")
     if not args.keep_home:
         shutil.rmtree(HOMEDIR, ignore_errors=True)
-    sys.stderr.write("exit=%d stdout=%dB stderr=%dB requests=%d\n" % (code, len(out), len(err), len(reqs)))
+    sys.stderr.write(f"exit={code} stdout={len(out)}B stderr={len(err)}B requests={len(reqs)}\n")
     return 0
 
 
