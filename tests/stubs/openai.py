@@ -70,7 +70,8 @@ def _harmless_args(name: str) -> dict[str, Any]:
     low = name.lower()
     if "shell" in low or low in ("bash", "exec_command", "run_shell_command"):
         return {"command": ["echo", "harness-stub"] if low == "shell" else "echo harness-stub"}
-    return {"path": "no-such-file-harness-stub.txt", "file_path": "no-such-file-harness-stub.txt"}
+    missing = "/nonexistent-harness-stub/file.txt"
+    return {"path": missing, "file_path": missing, "absolute_path": missing, "pattern": "*.no-such-ext"}
 
 
 class OpenAIStub(StubServer):
@@ -140,7 +141,12 @@ class OpenAIStub(StubServer):
         names = _tool_names(body)
         if not names:
             return None
-        pref = [n for n in names if any(k in n.lower() for k in ("shell", "bash", "exec"))]
+        # Read-only tools first (their call fails harmlessly on a missing file), then a shell
+        # (the arguments only echo), else whatever is offered first.
+        for keys in (("read_file", "read", "glob", "list_directory", "ls"), ("shell", "bash", "exec")):
+            pref = [n for n in names if any(k in n.lower() for k in keys)]
+            if pref:
+                break
         with self._lock:
             self._tool_use_sent = True
         return (pref or names)[0]
