@@ -45,8 +45,10 @@ def wait_until(
     timeout: float,
     what: str,
     interval: float = 0.25,
+    diagnose: Callable[[], str] | None = None,
 ) -> T:
-    """Poll ``predicate`` until it returns something truthy (returned) or fail after ``timeout`` seconds."""
+    """Poll ``predicate`` until it returns something truthy (returned) or fail after ``timeout`` seconds.
+    ``diagnose`` (optional) returns extra text for the failure message."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while True:
@@ -58,6 +60,8 @@ def wait_until(
             last_error = exc
         if time.monotonic() >= deadline:
             detail = f" (last error: {last_error})" if last_error else ""
+            if diagnose is not None:
+                detail += "\n" + diagnose()
             pytest.fail(f"timed out after {timeout}s waiting for {what}{detail}")
         time.sleep(interval)
 
@@ -191,6 +195,19 @@ def namespace(kube: client.ApiClient, request: pytest.FixtureRequest) -> Iterato
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+def describe_namespace(api: client.ApiClient, namespace: str) -> str:
+    """Pods (phase, container states) and events of a namespace, for failure messages."""
+    core = client.CoreV1Api(api)
+    lines = []
+    for pod in core.list_namespaced_pod(namespace).items:
+        lines.append(f"pod {pod.metadata.name}: phase={pod.status.phase} node={pod.spec.node_name}")
+        for cs in pod.status.container_statuses or []:
+            lines.append(f"  container {cs.name}: {cs.state}")
+    for ev in core.list_namespaced_event(namespace).items:
+        lines.append(f"event {ev.involved_object.kind}/{ev.involved_object.name}: {ev.reason}: {ev.message}")
+    return "\n".join(lines)
 
 
 def api_status(exc: ApiException) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.integration.conftest import api_status, wait_until
+from tests.integration.conftest import api_status, describe_namespace, wait_until
 
 GROUP = "smoke.harness.local"
 PLURAL = "widgets"
@@ -212,10 +212,15 @@ def test_job_runs_local_image_on_the_node(
         j = batch.read_namespaced_job("smoke", namespace)
         conditions = j.status.conditions or []
         if any(c.type == "Failed" and c.status == "True" for c in conditions):
-            pytest.fail(f"Job failed: {conditions}")
+            pytest.fail(f"Job failed: {conditions}\n{describe_namespace(kube, namespace)}")
         return j if any(c.type == "Complete" and c.status == "True" for c in conditions) else None
 
-    wait_until(finished, timeout=180, what="Job smoke to complete")
+    wait_until(
+        finished,
+        timeout=180,
+        what="Job smoke to complete",
+        diagnose=lambda: describe_namespace(kube, namespace),
+    )
 
     pods = core.list_namespaced_pod(namespace, label_selector="batch.kubernetes.io/job-name=smoke").items
     assert len(pods) == 1
@@ -286,7 +291,9 @@ def test_rbac_denies_a_verb_the_service_account_lacks(
         namespace,
         client.V1RoleBinding(
             metadata=client.V1ObjectMeta(name="reader"),
-            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="configmap-reader"),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="configmap-reader"
+            ),
             subjects=[client.RbacV1Subject(kind="ServiceAccount", name="reader", namespace=namespace)],
         ),
     )

@@ -58,3 +58,10 @@ node_has_image() {
 	images="$("${CTR[@]}" images ls -q 2>/dev/null)" || return 1
 	grep -qxF "$1" <<<"$images"
 }
+
+# Serialise up/down (e.g. several pytest workers calling `up` at once).
+lock_state() {
+	mkdir -p "$HARNESS_CLUSTER_STATE"
+	exec 9>"$HARNESS_CLUSTER_STATE/.lock"
+	flock 9
+}
