@@ -43,6 +43,16 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def all_gone(pids: list[int]) -> bool:
+    """True once none of the pids is alive (SIGKILL lands asynchronously; bounded wait)."""
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def wait_for(path: Path) -> list[int]:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -180,7 +190,7 @@ def test_timeout_stops_the_whole_group(tmp_path):
     assert (result.exit_code, result.reason) == (124, "Timeout")
     assert not result.fallback_allowed
     assert "timed out after 3s" in err
-    assert not any(alive(pid) for pid in wait_for(pidfile))
+    assert all_gone(wait_for(pidfile))
 
 
 def test_sigterm_ignored_means_sigkill_after_the_grace(tmp_path):
@@ -192,7 +202,7 @@ def test_sigterm_ignored_means_sigkill_after_the_grace(tmp_path):
     )
     result, _ = run(p)
     assert (result.exit_code, result.reason) == (124, "Timeout")
-    assert not any(alive(pid) for pid in wait_for(pidfile))
+    assert all_gone(wait_for(pidfile))
 
 
 def test_cancel_stops_the_agent(tmp_path):
@@ -204,7 +214,7 @@ def test_cancel_stops_the_agent(tmp_path):
     assert (result.exit_code, result.reason) == (124, "Cancelled")
     assert "cancelled; stopping the agent" in err
     assert not result.fallback_allowed
-    assert not any(alive(pid) for pid in wait_for(pidfile))
+    assert all_gone(wait_for(pidfile))
 
 
 def test_cost_limit_stops_the_agent_from_streaming_usage():

@@ -30,6 +30,7 @@ CLAUDE = definition(
     kebabCaseFlags=True,
     defaults={"output_format": "stream-json", "verbose": True},
     output={"format": "claude-stream-json"},
+    capabilities={"costReporting": True},
 )
 
 
@@ -48,6 +49,14 @@ def test_max_cost_adds_claude_native_budget_flag():
 
 def test_budget_flag_only_for_claude_stream_json():
     plan = build_plan(run(limits={"maxCostUSD": 0.75}), definition(), 1, "p", {}, "P", None)
+    assert "--max-budget-usd" not in plan.args
+
+
+def test_no_budget_flag_for_claude_format_clis_without_cost_reporting():
+    qwen = CLAUDE.model_copy(
+        update={"capabilities": CLAUDE.capabilities.model_copy(update={"cost_reporting": False})}
+    )
+    plan = build_plan(run(limits={"maxCostUSD": 0.75}), qwen, 1, "qwen", {}, "P", None)
     assert "--max-budget-usd" not in plan.args
 
 

@@ -73,13 +73,17 @@ class AttemptPlan(Model):
 def plan_options(
     run: HarnessRun, definition: HarnessDefinitionSpec, options: dict[str, Any]
 ) -> dict[str, Any]:
-    """The run's options plus native limit flags: Claude's `--max-budget-usd` for maxCostUSD."""
+    """The run's options plus native limit flags: Claude's `--max-budget-usd` for maxCostUSD.
+
+    Only for claude-stream-json definitions that report cost themselves: Qwen Code speaks the same
+    format but has no budget flag (docs/cli-help/qwen-*.txt), so it would reject the option."""
     out = dict(options)
     limits = run.spec.limits
     if (
         limits is not None
         and limits.max_cost_usd is not None
         and definition.output.format == OutputFormat.claude_stream_json
+        and definition.capabilities.cost_reporting
         and not any(key in out or key in definition.defaults for key in BUDGET_KEYS)
     ):
         out["max-budget-usd"] = limits.max_cost_usd

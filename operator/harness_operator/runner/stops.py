@@ -7,6 +7,8 @@ import signal
 import subprocess
 import time
 
+GROUP_EXIT_SECONDS = 1.0
+
 
 class SetupError(Exception):
     """The attempt cannot start; exit 1 before any process exists."""
@@ -62,3 +64,8 @@ def stop_process_group(proc: subprocess.Popen[bytes], grace_seconds: float) -> N
             time.sleep(0.05)
     _signal_group(pgid, signal.SIGKILL)
     proc.wait()
+    # SIGKILL is delivered asynchronously: give the rest of the group a moment to be gone (bounded,
+    # since zombies re-parented to a non-reaping PID 1 would still answer).
+    deadline = time.monotonic() + GROUP_EXIT_SECONDS
+    while time.monotonic() < deadline and _signal_group(pgid, signal.SIGKILL):
+        time.sleep(0.02)
