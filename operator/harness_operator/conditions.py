@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from harness_operator.api.v1alpha1 import Condition
 
@@ -14,6 +14,13 @@ TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 def timestamp(now: datetime) -> str:
     """RFC 3339 in UTC with seconds, as Kubernetes writes it."""
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def normalize_time(value: str | None) -> str | None:
+    """Any RFC 3339 time ('Z' or '+00:00', with or without fractions) in Kubernetes' form."""
+    if not value:
+        return None
+    return timestamp(datetime.fromisoformat(value).astimezone(UTC))
 
 
 def set_condition(

@@ -29,8 +29,7 @@ RECONCILE_ERRORS = Counter("harness_reconcile_errors_total", "Reconciles that fa
 def _seconds(start: str | None, end: str | None) -> float | None:
     if not start or not end:
         return None
-    fmt = "%Y-%m-%dT%H:%M:%SZ"
-    return (datetime.strptime(end, fmt) - datetime.strptime(start, fmt)).total_seconds()
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
 
 def record_finished(run: HarnessRun, status: HarnessRunStatus) -> None:

@@ -124,11 +124,10 @@ class Reconciler:
         observed = Observed(providers, attempts, output, output_cm, cancelled=cancelled)
         next_index = compute_next_attempt(observed)
         if next_index is not None:
-            queued = self._queue_position(run) if next_index == 1 else None
+            queued = self._start_attempt(run, targets, next_index, prompt, stdin, attempts)
             if queued is not None:
                 observed = Observed(providers, attempts, waiting=queued)
             else:
-                self._start_attempt(run, targets, next_index, prompt, stdin, attempts)
                 attempts = self._observe_attempts(run, targets)
                 observed = Observed(providers, attempts, output, output_cm)
         return self._write(run, observed)
@@ -298,9 +297,14 @@ class Reconciler:
         prompt: str,
         stdin: str | None,
         attempts: list[ObservedAttempt],
-    ) -> None:
+    ) -> tuple[str, str] | None:
+        """Create what attempt `index` needs; for the first, only if the namespace has room (else Queued)."""
         ns = run.metadata["namespace"]
-        with self._namespace_locks[ns]:
+        with self._namespace_locks[ns]:  # counting and creating under one lock: no two runs take one slot
+            if index == 1:
+                queued = self._queue_position(run)
+                if queued is not None:
+                    return queued
             options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
             plans = [
                 build_plan(
@@ -320,6 +324,7 @@ class Reconciler:
             metrics.FALLBACKS.labels(provider=failed.provider).inc()
             line = fallback_line(failed.index, len(targets), failed.provider, target.provider)
             self.kube.create_event(run.model_dump(by_alias=True), "Warning", "FallingBack", line)
+        return None
 
     def _runs_to_wake(self, namespace: str) -> list[tuple[str, str]]:
         """Runs that may move now a run has ended: those queued, and those waiting for a run's output."""

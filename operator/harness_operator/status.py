@@ -16,6 +16,7 @@ from harness_operator.conditions import (
     TRUE,
     UNKNOWN,
     find_condition,
+    normalize_time,
     set_condition,
     timestamp,
 )
@@ -77,7 +78,7 @@ def observe_attempt(
     pod_name = pod["metadata"]["name"] if pod else None
     container = _container_status(pod) if pod else {}
     terminated = (container.get("state") or {}).get("terminated")
-    start = (job.get("status") or {}).get("startTime")
+    start = normalize_time((job.get("status") or {}).get("startTime"))
     failed = _job_condition(job, "Failed")
     complete = _job_condition(job, "Complete")
     if terminated:

@@ -23,8 +23,11 @@ from .conftest import api_status, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = ROOT / "tests" / "fixtures" / "bad-manifests"
-PLURALS = {"HarnessRun": "harnessruns", "HarnessDefinition": "harnessdefinitions",
-           "ClusterHarnessDefinition": "clusterharnessdefinitions"}
+PLURALS = {
+    "HarnessRun": "harnessruns",
+    "HarnessDefinition": "harnessdefinitions",
+    "ClusterHarnessDefinition": "clusterharnessdefinitions",
+}
 # Cross-reference checks (a provider or run that exists or not) are not single-object rules: the API
 # server stores those runs and the operator reports them as a condition.
 CROSS_REFERENCE = {"unknown-provider", "unknown-fallback", "missing-run-output"}
@@ -48,7 +51,8 @@ def apply_crds(api: client.ApiClient) -> None:
                 c.type == "Established" and c.status == "True"
                 for c in (ext.read_custom_resource_definition(n).status.conditions or [])
             ),
-            timeout=30, what="CRD established",
+            timeout=30,
+            what="CRD established",
         )
 
 
@@ -115,11 +119,16 @@ def test_spec_is_immutable_except_cancel(crds: None, kube: client.ApiClient, nam
         GROUP, VERSION, namespace, "harnessruns", "frozen", {"spec": {"cancel": True}}
     )
     assert patched["spec"]["cancel"] is True
-    for change in ({"prompt": "other"}, {"with": {"model": "b"}}, {"with": {"extra": True}},
-                   {"limits": {"timeoutSeconds": 5}}):
+    for change in (
+        {"prompt": "other"},
+        {"with": {"model": "b"}},
+        {"with": {"extra": True}},
+        {"limits": {"timeoutSeconds": 5}},
+    ):
         with pytest.raises(ApiException) as caught:
-            custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "frozen",
-                                                  {"spec": change})
+            custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, "harnessruns", "frozen", {"spec": change}
+            )
         assert "spec is immutable after creation except spec.cancel" in api_status(caught.value)["message"]
 
 
@@ -133,12 +142,33 @@ def test_status_subresource_and_printer_columns(
     )
     create(kube, namespace, body, dry_run=False)
     custom.patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, "harnessruns", "cols",
-        {"status": {"phase": "Succeeded", "exitCode": 0, "usage": {"costUSD": 0.25, "costSource": "reported"}}},
+        GROUP,
+        VERSION,
+        namespace,
+        "harnessruns",
+        "cols",
+        {
+            "status": {
+                "phase": "Succeeded",
+                "exitCode": 0,
+                "usage": {"costUSD": 0.25, "costSource": "reported"},
+            }
+        },
     )
     out = subprocess.run(
-        [str(cluster_bin_dir / "kubectl"), "--kubeconfig", kubeconfig_path, "-n", namespace, "get", "hrun", "cols"],
-        capture_output=True, text=True, check=True,
+        [
+            str(cluster_bin_dir / "kubectl"),
+            "--kubeconfig",
+            kubeconfig_path,
+            "-n",
+            namespace,
+            "get",
+            "hrun",
+            "cols",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split("\n")
     assert out[0].split() == ["NAME", "PROVIDER", "PHASE", "EXIT", "COST", "AGE"]
     assert out[1].split()[:5] == ["cols", "claude", "Succeeded", "0", "0.25"]

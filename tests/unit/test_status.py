@@ -284,3 +284,9 @@ def test_observed_generation_on_status_and_conditions() -> None:
     status = compute_status(run(), Observed(PROVIDERS, []), NOW)
     assert status.observed_generation == 1
     assert all(c.observed_generation == 1 for c in status.conditions)
+
+
+def test_job_start_time_is_normalized_to_kubernetes_form() -> None:
+    body = job()
+    body["status"]["startTime"] = "2026-11-29T11:59:00+00:00"
+    assert observe_attempt(1, "claude", body, []).start_time == "2026-11-29T11:59:00Z"

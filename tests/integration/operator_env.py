@@ -1,0 +1,202 @@
+"""Helpers to run the real operator against the test cluster under the chart's own RBAC."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+ROOT = Path(__file__).resolve().parents[2]
+RELEASE_NAMESPACE = "harness-system"
+SERVICE_ACCOUNT = "harness-operator"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def kubectl(bin_dir: Path, kubeconfig: str, *args: str, stdin: str | None = None) -> str:
+    result = subprocess.run(
+        [str(bin_dir / "kubectl"), "--kubeconfig", kubeconfig, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+    return result.stdout
+
+
+def install_chart_rbac_and_catalog(bin_dir: Path, kubeconfig: str) -> None:
+    """Apply what `helm install` would, except the operator's Deployment and Service (it runs here)."""
+    rendered = subprocess.run(
+        [
+            str(bin_dir / "helm"),
+            "template",
+            "harness-operator",
+            str(ROOT / "charts" / "harness-operator"),
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--include-crds",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    keep = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] not in ("Deployment", "Service")]
+    try:
+        kubectl(bin_dir, kubeconfig, "create", "namespace", RELEASE_NAMESPACE)
+    except RuntimeError as exc:
+        if "AlreadyExists" not in str(exc):
+            raise
+    kubectl(
+        bin_dir,
+        kubeconfig,
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump_all(keep),
+    )
+    kubectl(
+        bin_dir,
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/harnessruns.agentharness.dev",
+        "crd/harnessdefinitions.agentharness.dev",
+        "crd/clusterharnessdefinitions.agentharness.dev",
+    )
+
+
+def service_account_kubeconfig(admin: client.ApiClient, admin_kubeconfig: str, path: Path) -> str:
+    """A kubeconfig that authenticates as the chart's ServiceAccount (token from the TokenRequest API)."""
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=7200)
+    )
+    token = (
+        client.CoreV1Api(admin)
+        .create_namespaced_service_account_token(SERVICE_ACCOUNT, RELEASE_NAMESPACE, request)
+        .status.token
+    )
+    cfg = yaml.safe_load(Path(admin_kubeconfig).read_text())
+    cluster = cfg["clusters"][0]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": "operator", "user": {"token": token}}],
+                "contexts": [
+                    {"name": "operator", "context": {"cluster": cluster["name"], "user": "operator"}}
+                ],
+                "current-context": "operator",
+            }
+        )
+    )
+    path.chmod(0o600)
+    return str(path)
+
+
+@dataclass
+class OperatorProcess:
+    """The operator as a real process (`python -m harness_operator`), restartable."""
+
+    kubeconfig: str
+    env: dict[str, str]
+    log_path: Path
+    health_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            **self.env,
+            "KUBECONFIG": self.kubeconfig,
+            "HARNESS_HEALTH_PORT": str(self.health_port),
+            "HARNESS_METRICS_PORT": str(self.metrics_port),
+        }
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness_operator", "--log-level", "INFO"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"operator exited {self.proc.returncode}; log: {self.log_path}")
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{self.health_port}/healthz", timeout=1
+                ) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"operator not healthy within 60s; log: {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all, as when a node dies under it."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            return str(resp.read().decode())
+
+
+def run_body(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "agentharness.dev/v1alpha1",
+        "kind": "HarnessRun",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def definition_body(name: str, image: str, mode: str, **spec: Any) -> dict[str, Any]:
+    """A provider backed by the fake agent CLI in the test sandbox image."""
+    body = {
+        "binary": "fake-agent",
+        "promptMode": "arg",
+        "image": image,
+        "env": [{"name": "FAKE_MODE", "value": mode}],
+        "output": {"format": "claude-stream-json"},
+        "capabilities": {"usageReporting": True, "costReporting": True},
+    }
+    body.update(spec)
+    return {
+        "apiVersion": "agentharness.dev/v1alpha1",
+        "kind": "HarnessDefinition",
+        "metadata": {"name": name},
+        "spec": body,
+    }

@@ -1,0 +1,320 @@
+"""The operator end to end on the real cluster: a real kube-apiserver, Job controller and kubelet run the
+sandbox image; the operator runs as a process under exactly the chart's RBAC."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from harness_operator.api.v1alpha1 import GROUP, VERSION
+
+from .conftest import wait_until
+from .operator_env import (
+    ROOT,
+    OperatorProcess,
+    definition_body,
+    install_chart_rbac_and_catalog,
+    run_body,
+    service_account_kubeconfig,
+)
+
+RUN_TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def images() -> dict[str, str]:
+    tags = subprocess.run(
+        [str(ROOT / "sandbox-image" / "build"), "--test"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return {"sandbox": tags[0], "test": tags[1]}
+
+
+@pytest.fixture(scope="module")
+def operator(
+    kube: client.ApiClient,
+    kubeconfig_path: str,
+    cluster_bin_dir: Path,
+    images: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[OperatorProcess]:
+    install_chart_rbac_and_catalog(cluster_bin_dir, kubeconfig_path)
+    folder = tmp_path_factory.mktemp("operator")
+    sa_config = service_account_kubeconfig(kube, kubeconfig_path, folder / "kubeconfig")
+    proc = OperatorProcess(
+        kubeconfig=sa_config,
+        env={
+            "HARNESS_SANDBOX_IMAGE": images["sandbox"],
+            "HARNESS_MAX_RUNS_PER_NAMESPACE": "2",
+            "HARNESS_DEFAULT_CPU_REQUEST": "50m",
+            "HARNESS_DEFAULT_MEMORY_REQUEST": "64Mi",
+            "HARNESS_DEFAULT_GRACE_PERIOD_SECONDS": "5",
+        },
+        log_path=folder / "operator.log",
+    )
+    proc.start()
+    yield proc
+    proc.stop()
+    print(f"operator log: {proc.log_path}")
+
+
+class Api:
+    """What a test does with the cluster, as an admin user would with kubectl."""
+
+    def __init__(self, kube: client.ApiClient, namespace: str) -> None:
+        self.custom = client.CustomObjectsApi(kube)
+        self.batch = client.BatchV1Api(kube)
+        self.core = client.CoreV1Api(kube)
+        self.net = client.NetworkingV1Api(kube)
+        self.ns = namespace
+
+    def create(self, body: dict[str, Any]) -> None:
+        plural = "harnessruns" if body["kind"] == "HarnessRun" else "harnessdefinitions"
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
+
+    def run(self, name: str) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, "harnessruns", name)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.run(name).get("status") or {}
+
+    def condition(self, name: str, type_: str) -> dict[str, Any]:
+        return next((c for c in self.status(name).get("conditions", []) if c["type"] == type_), {})
+
+    def wait_finished(self, name: str, timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
+        wait_until(
+            lambda: self.condition(name, "Succeeded").get("status") in ("True", "False"),
+            timeout=timeout,
+            what=f"run {name} to finish",
+        )
+        return self.status(name)
+
+    def jobs(self, run: str) -> list[Any]:
+        return self.batch.list_namespaced_job(self.ns, label_selector=f"agentharness.dev/run={run}").items
+
+    def events(self, name: str) -> list[str]:
+        events = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
+        return [e.message for e in events]
+
+
+@pytest.fixture
+def api(kube: client.ApiClient, namespace: str, operator: OperatorProcess) -> Api:
+    return Api(kube, namespace)
+
+
+@pytest.fixture
+def fake(api: Api, images: dict[str, str]) -> Callable[..., None]:
+    def make(name: str, mode: str, **spec: Any) -> None:
+        api.create(definition_body(name, images["test"], mode, **spec))
+
+    return make
+
+
+def test_run_succeeds_with_usage_cost_and_output(api: Api, fake: Callable[..., None]) -> None:
+    fake("fake", "ok")
+    started = time.monotonic()
+    api.create(
+        run_body("hello", {"provider": "fake", "prompt": "say hi", "workspace": {"workingDir": "/workspace"}})
+    )
+    wait_until(lambda: api.jobs("hello"), timeout=30, what="the attempt's Job")
+    to_job = time.monotonic() - started
+    status = api.wait_finished("hello")
+    to_done = time.monotonic() - started
+    print(f"\nmeasured: apply -> Job {to_job:.2f}s, apply -> Succeeded {to_done:.2f}s")
+    assert status["phase"] == "Succeeded", status
+    assert status["exitCode"] == 0
+    assert status["usage"]["inputTokens"] == 10
+    assert status["usage"]["outputTokens"] == 5
+    assert status["usage"]["costUSD"] == 0.01
+    assert status["usage"]["costSource"] == "reported"
+    assert status["output"]["excerpt"] == "answer from fake-agent: say hi"
+    assert status["attempts"][0]["sessionID"] == "fake-1"
+    assert status["attempts"][0]["model"] == "fake-model"
+    cm = api.core.read_namespaced_config_map(status["output"]["configMapName"], api.ns)
+    assert cm.data["output"] == "answer from fake-agent: say hi"
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Accepted": "True", "Succeeded": "True"}
+    assert status["observedGeneration"] == 1
+
+
+def test_sandbox_pod_is_locked_down(api: Api, fake: Callable[..., None]) -> None:
+    fake("fake", "ok")
+    api.create(run_body("locked", {"provider": "fake", "prompt": "x", "sandbox": {"networkPolicy": "none"}}))
+    api.wait_finished("locked")
+    pod = api.core.list_namespaced_pod(api.ns, label_selector="agentharness.dev/run=locked").items[0]
+    assert pod.spec.automount_service_account_token is False
+    assert pod.spec.containers[0].security_context.read_only_root_filesystem is True
+    policy = api.net.read_namespaced_network_policy("locked-a1", api.ns)
+    assert policy.spec.egress in (None, [])
+    assert policy.spec.policy_types == ["Ingress", "Egress"]
+
+
+def test_failing_provider_falls_back(api: Api, fake: Callable[..., None]) -> None:
+    fake("broken", "fail")
+    fake("fake", "ok")
+    api.create(run_body("fb", {"provider": "broken", "prompt": "p", "fallback": [{"provider": "fake"}]}))
+    status = api.wait_finished("fb")
+    assert status["phase"] == "Succeeded", status
+    assert [(a["provider"], a["exitCode"]) for a in status["attempts"]] == [("broken", 3), ("fake", 0)]
+    line = "harness: attempt 1/2 with broken failed; trying fallback 2/2 with fake"
+    assert line in api.events("fb")
+    assert len(api.jobs("fb")) == 2
+
+
+def test_all_providers_failing(api: Api, fake: Callable[..., None]) -> None:
+    fake("broken", "fail")
+    fake("broken2", "fail")
+    api.create(
+        run_body("allfail", {"provider": "broken", "prompt": "p", "fallback": [{"provider": "broken2"}]})
+    )
+    status = api.wait_finished("allfail")
+    assert (status["phase"], status["exitCode"], status["reason"]) == ("Failed", 3, "ProviderFailed")
+    assert len(status["attempts"]) == 2
+
+
+def test_timeout_stops_and_skips_fallback(api: Api, fake: Callable[..., None]) -> None:
+    fake("slow", "hang")
+    fake("fake", "ok")
+    api.create(
+        run_body(
+            "slow",
+            {
+                "provider": "slow",
+                "prompt": "p",
+                "fallback": [{"provider": "fake"}],
+                "limits": {"timeoutSeconds": 3, "gracePeriodSeconds": 2},
+            },
+        )
+    )
+    status = api.wait_finished("slow")
+    assert (status["phase"], status["exitCode"], status["reason"]) == ("Failed", 124, "Timeout")
+    assert len(api.jobs("slow")) == 1
+
+
+def test_cancel(api: Api, fake: Callable[..., None]) -> None:
+    fake("slow", "hang")
+    api.create(run_body("cx", {"provider": "slow", "prompt": "p", "limits": {"gracePeriodSeconds": 2}}))
+    wait_until(lambda: api.status("cx").get("phase") == "Running", timeout=60, what="the run to be Running")
+    api.custom.patch_namespaced_custom_object(
+        GROUP, VERSION, api.ns, "harnessruns", "cx", {"spec": {"cancel": True}}
+    )
+    status = api.wait_finished("cx", timeout=60)
+    assert (status["phase"], status["exitCode"], status["reason"]) == ("Cancelled", 124, "Cancelled")
+    wait_until(lambda: not api.jobs("cx"), timeout=60, what="the cancelled Job to be gone")
+
+
+def test_delete_collects_children(api: Api, fake: Callable[..., None]) -> None:
+    fake("fake", "ok")
+    api.create(run_body("gc", {"provider": "fake", "prompt": "p"}))
+    status = api.wait_finished("gc")
+    assert api.jobs("gc")
+    api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, "harnessruns", "gc")
+
+    def gone() -> bool:
+        secrets = api.core.list_namespaced_secret(api.ns, label_selector="agentharness.dev/run=gc").items
+        cms = api.core.list_namespaced_config_map(api.ns, label_selector="agentharness.dev/run=gc").items
+        pols = api.net.list_namespaced_network_policy(api.ns, label_selector="agentharness.dev/run=gc").items
+        return not (api.jobs("gc") or secrets or cms or pols)
+
+    wait_until(gone, timeout=60, what="garbage collection of the run's children")
+    assert status["output"]["configMapName"] == "gc-output"
+
+
+def test_unknown_provider(api: Api) -> None:
+    api.create(run_body("nope", {"provider": "no-such-agent", "prompt": "p"}))
+    status = api.wait_finished("nope", timeout=30)
+    accepted = api.condition("nope", "Accepted")
+    assert (accepted["status"], accepted["reason"], accepted["message"]) == (
+        "False",
+        "UnknownProvider",
+        'unknown provider "no-such-agent"',
+    )
+    assert status["phase"] == "Failed"
+    assert api.jobs("nope") == []
+
+
+def test_chaining_through_run_output(api: Api, fake: Callable[..., None], images: dict[str, str]) -> None:
+    fake("fake", "ok")
+    api.create(definition_body("echo", images["test"], "echo-stdin", output={"format": "text"}))
+    api.create(
+        run_body(
+            "second", {"provider": "echo", "prompt": "review", "stdinFrom": {"runOutput": {"name": "first"}}}
+        )
+    )
+    wait_until(
+        lambda: api.condition("second", "Succeeded").get("reason") == "WaitingForRunOutput",
+        timeout=30,
+        what="the second run to wait for the first",
+    )
+    api.create(run_body("first", {"provider": "fake", "prompt": "plan"}))
+    status = api.wait_finished("second")
+    assert status["phase"] == "Succeeded", status
+    assert status["output"]["excerpt"].strip() == '{"stdin": "answer from fake-agent: plan"}'
+
+
+def test_queue_limit(api: Api, fake: Callable[..., None]) -> None:
+    fake("slow", "hang")
+    for name in ("q1", "q2", "q3"):
+        api.create(run_body(name, {"provider": "slow", "prompt": "p", "limits": {"gracePeriodSeconds": 1}}))
+    wait_until(
+        lambda: api.condition("q3", "Succeeded").get("reason") == "Queued", timeout=60, what="q3 queued"
+    )
+    assert api.jobs("q3") == []
+    api.custom.patch_namespaced_custom_object(
+        GROUP, VERSION, api.ns, "harnessruns", "q1", {"spec": {"cancel": True}}
+    )
+    wait_until(lambda: api.jobs("q3"), timeout=60, what="q3 to start once q1 ended")
+    for name in ("q2", "q3"):
+        api.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, api.ns, "harnessruns", name, {"spec": {"cancel": True}}
+        )
+
+
+def test_operator_killed_and_restarted_mid_run(
+    api: Api, images: dict[str, str], operator: OperatorProcess
+) -> None:
+    body = definition_body("sleepy", images["test"], "ok")
+    body["spec"].update({"binary": "/bin/sh", "prefixArgs": ["-c", 'sleep 6; exec fake-agent "$@"', "sh"]})
+    api.create(body)
+    api.create(run_body("survivor", {"provider": "sleepy", "prompt": "p"}))
+    wait_until(lambda: api.jobs("survivor"), timeout=30, what="the Job")
+    operator.kill()
+    wait_until(
+        lambda: (api.jobs("survivor")[0].status.succeeded or 0) == 1, timeout=90, what="the Job to finish"
+    )
+    operator.start()
+    status = api.wait_finished("survivor")
+    assert status["phase"] == "Succeeded", status
+    assert len(api.jobs("survivor")) == 1
+    assert status["output"]["excerpt"] == "answer from fake-agent: p"
+
+
+def test_operator_rbac_is_least_privilege(kube: client.ApiClient, service_account_client: Any) -> None:
+    sa = service_account_client("harness-system", "harness-operator")
+    authz = client.AuthorizationV1Api(sa)
+
+    def allowed(verb: str, resource: str, group: str = "", subresource: str = "") -> bool:
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(
+                resource_attributes=client.V1ResourceAttributes(
+                    verb=verb, resource=resource, group=group, subresource=subresource, namespace="default"
+                )
+            )
+        )
+        return bool(authz.create_self_subject_access_review(review).status.allowed)
+
+    assert allowed("create", "jobs", "batch")
+    assert allowed("patch", "harnessruns", "agentharness.dev", "status")
+    assert not allowed("update", "harnessruns", "agentharness.dev")
+    assert not allowed("delete", "secrets")
+    assert not allowed("list", "secrets")
+    assert not allowed("create", "pods")
+    assert not allowed("update", "jobs", "batch")
+    with pytest.raises(ApiException) as caught:
+        client.CoreV1Api(sa).list_namespaced_secret("default")
+    assert caught.value.status == 403
