@@ -96,7 +96,9 @@ class Kube:
         creators = {
             "Job": lambda: self.batch.create_namespaced_job(ns, body, field_manager=FIELD_MANAGER),
             "Secret": lambda: self.core.create_namespaced_secret(ns, body, field_manager=FIELD_MANAGER),
-            "ConfigMap": lambda: self.core.create_namespaced_config_map(ns, body, field_manager=FIELD_MANAGER),
+            "ConfigMap": lambda: self.core.create_namespaced_config_map(
+                ns, body, field_manager=FIELD_MANAGER
+            ),
             "PersistentVolumeClaim": lambda: self.core.create_namespaced_persistent_volume_claim(
                 ns, body, field_manager=FIELD_MANAGER
             ),
@@ -114,7 +116,9 @@ class Kube:
 
     def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the run's status through the status subresource (spec is never touched)."""
-        self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, RUNS, name, {"status": status})
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, RUNS, name, {"status": status}
+        )
 
     def delete_job(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a Job and its pods in the background; the pods get their termination grace period."""

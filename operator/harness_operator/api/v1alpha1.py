@@ -38,7 +38,6 @@ def validations(*rules: JsonDict) -> JsonDict:
 FREE_FORM: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
 
 
-
 class Model(BaseModel):
     """Base: camelCase on the wire, unknown fields rejected, enums kept as strings."""
 
@@ -460,13 +459,17 @@ class EmptyDir(Model):
     """A scratch volume, as in a pod's emptyDir."""
 
     medium: str | None = Field(default=None, description="Empty for disk, or Memory for tmpfs.")
-    size_limit: str | None = Field(default=None, max_length=32, description="Most space it may use, e.g. 10Gi.")
+    size_limit: str | None = Field(
+        default=None, max_length=32, description="Most space it may use, e.g. 10Gi."
+    )
 
 
 class WorkspaceVolume(Model):
     """Where the workspace lives; emptyDir when nothing is set."""
 
-    empty_dir: EmptyDir | None = Field(default=None, description="A scratch volume for the run (the default).")
+    empty_dir: EmptyDir | None = Field(
+        default=None, description="A scratch volume for the run (the default)."
+    )
     persistent_volume_claim: PersistentVolumeClaimRef | None = Field(
         default=None, description="An existing claim."
     )
