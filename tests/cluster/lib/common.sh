@@ -60,8 +60,9 @@ node_has_image() {
 }
 
 # Serialise up/down (e.g. several pytest workers calling `up` at once).
+# start_proc closes fd 9 for the daemons, or they would hold the lock forever.
 lock_state() {
-	mkdir -p "$HARNESS_CLUSTER_STATE"
-	exec 9>"$HARNESS_CLUSTER_STATE/.lock"
+	mkdir -p "$RUN_DIR"
+	exec 9>"$RUN_DIR/updown.lock"
 	flock 9
 }

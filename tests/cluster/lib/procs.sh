@@ -23,7 +23,7 @@ start_proc() {
 	fi
 	log "starting $name"
 	mkdir -p "$LOG_DIR" "$RUN_DIR"
-	setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null &
+	setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null 9>&- &
 	echo $! >"$RUN_DIR/$name.pid"
 }
 
