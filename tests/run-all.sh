@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole suite in one pytest run (what `make test` and CI run): installs the pinned real Claude Code
+# CLI for the cli tier, builds (cached) and starts the real test cluster, builds the sandbox images, runs
+# every tier, and stops the cluster again if this script started it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+state="${HARNESS_CLUSTER_STATE:-/var/lib/harness-operator-cluster}"
+bin="${HARNESS_CLUSTER_CACHE:-/var/cache/harness-operator/cluster}/bin"
+
+cli_bin="$(bash tests/cli-tools.sh | tail -n 1)"
+export PATH="$cli_bin:$PATH"
+
+was_running=0
+if [[ -x $bin/kubectl && -f $state/admin.kubeconfig ]] &&
+	"$bin/kubectl" --kubeconfig "$state/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1; then
+	was_running=1
+fi
+start=$SECONDS
+kubeconfig_line="$(tests/cluster/up | tail -n 1)"
+echo "run-all: cluster ready in $((SECONDS - start))s" >&2
+export "${kubeconfig_line?}"
+if ((!was_running)); then
+	trap 'tests/cluster/down >&2 || true' EXIT
+fi
+sandbox-image/build --test >&2
+
+.venv/bin/python -m pytest -q
