@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from tests.stubs.anthropic import TEXT, USAGE, AnthropicStub
 
 pytestmark = pytest.mark.cli
