@@ -30,13 +30,13 @@ from harness_operator.kube import Kube
 from harness_operator.naming import LABEL_ATTEMPT, output_config_map_name
 from harness_operator.runner.frame import FrameError, decode_frame
 from harness_operator.runner.plan import build_plan
+from harness_operator.runner.result import fallback_line
 from harness_operator.status import (
     FINISHED,
     Observed,
     ObservedAttempt,
     compute_next_attempt,
     compute_status,
-    fallback_line,
     find_succeeded,
     observe_attempt,
 )
@@ -118,7 +118,7 @@ class Reconciler:
         cancelled = run.spec.cancel
         if cancelled:
             for attempt in attempts:
-                if attempt.state != FINISHED:
+                if attempt.state != FINISHED and attempt.job_name:
                     self.kube.delete_job(ns, attempt.job_name, grace_period(run, self.config))
         output, output_cm = self._collect_output(run, attempts)
         observed = Observed(providers, attempts, output, output_cm, cancelled=cancelled)
@@ -216,7 +216,7 @@ class Reconciler:
             value = self.kube.fetch_config_map_key(ns, output_config_map_name(other_name), "output")
             what = f'the output of HarnessRun "{other_name}"'
         if value is None:
-            raise Rejection("SourceNotFound", f"{field}: {what} not found")
+            raise Rejection("InputUnavailable", f"{field}: cannot read {what}")
         return value
 
     def _resolve_inputs(self, run: HarnessRun) -> tuple[str, str | None]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, OutputStatus, Phase
+from harness_operator.api.v1alpha1 import Attempt, HarnessRun, HarnessRunStatus, OutputStatus, Phase, Usage
 from harness_operator.conditions import (
     ACCEPTED,
     FALSE,
@@ -21,10 +21,39 @@ from harness_operator.conditions import (
     timestamp,
 )
 from harness_operator.runner.cost import sum_usage
-from harness_operator.runner.result import EXIT_STOPPED, is_fallback_allowed, parse_termination_message
-from harness_operator.runner.status import build_attempt, build_excerpt
+from harness_operator.runner.result import (
+    EXIT_STOPPED,
+    fallback_line,
+    is_fallback_allowed,
+    parse_termination_message,
+)
 
 PENDING, SUSPENDED, RUNNING, FINISHED = "Pending", "Suspended", "Running", "Finished"
+EXCERPT_CHARS = 2000
+
+
+def build_excerpt(output: bytes, limit: int = EXCERPT_CHARS) -> str:
+    """The first `limit` characters of the output."""
+    text = output.decode("utf-8", "replace")
+    return text if len(text) <= limit else text[:limit]
+
+
+def build_attempt(doc: dict[str, Any]) -> Attempt:
+    """status.attempts[] entry from one result document."""
+    usage = doc.get("usage")
+    return Attempt(
+        index=int(doc.get("attempt", 0)),
+        provider=str(doc.get("provider", "")),
+        start_time=doc.get("startTime"),
+        completion_time=doc.get("completionTime"),
+        exit_code=doc.get("exitCode"),
+        reason=doc.get("reason"),
+        message=doc.get("message") or None,
+        model=doc.get("model"),
+        session_id=doc.get("sessionID"),
+        usage=Usage.model_validate(usage) if isinstance(usage, dict) else None,
+        cli_version=doc.get("cliVersion"),
+    )
 
 
 @dataclass(frozen=True)
@@ -33,7 +62,7 @@ class ObservedAttempt:
 
     index: int
     provider: str
-    job_name: str
+    job_name: str | None = None
     pod_name: str | None = None
     state: str = PENDING
     start_time: str | None = None
@@ -109,14 +138,6 @@ def observe_attempt(
         return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start)
     running = (pod or {}).get("status", {}).get("phase") == "Running"
     return ObservedAttempt(index, provider, name, pod_name, RUNNING if running else PENDING, start)
-
-
-def fallback_line(attempt: int, total: int, failed: str, next_provider: str) -> str:
-    """Dagu's line, on stderr locally and as the Event and status message in the cluster."""
-    return (
-        f"harness: attempt {attempt}/{total} with {failed} failed; "
-        f"trying fallback {attempt + 1}/{total} with {next_provider}"
-    )
 
 
 def compute_next_attempt(observed: Observed) -> int | None:
@@ -201,7 +222,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         )
         conds = set_condition(conds, SUCCEEDED, TRUE if ok else FALSE, reason, message, generation, now)
         update |= {
-            "phase": Phase.succeeded if ok else Phase.failed,
+            "phase": Phase.succeeded if ok else (Phase.cancelled if reason == "Cancelled" else Phase.failed),
             "reason": reason,
             "message": message,
             "exit_code": (last.result or {}).get("exitCode"),

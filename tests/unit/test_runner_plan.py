@@ -117,17 +117,3 @@ def test_unknown_provider_is_an_error():
 def test_attempt_is_one_based():
     with pytest.raises(ValueError):
         AttemptPlan(attempt=0, total_attempts=1, provider="p", binary="b")
-
-
-def test_pure_runner_modules_never_load_kubernetes_or_kopf():
-    import subprocess
-    import sys
-
-    pure = ["plan", "parsers", "cost", "result", "frame", "status", "redact"]
-    code = (
-        "import sys\n"
-        + "".join(f"import harness_operator.runner.{m}\n" for m in pure)
-        + "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'kopf')))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"

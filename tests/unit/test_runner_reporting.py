@@ -16,7 +16,6 @@ from harness_operator.runner.result import (
     parse_termination_message,
     render_termination_message,
 )
-from harness_operator.runner.status import build_rejected_status, build_run_status
 
 PRICING = {"m": ModelPricing(input=2, output=10, cache_read=0.5, cache_write=4)}
 
@@ -152,29 +151,3 @@ def test_fallback_rule():
     for reason in ("Timeout", "Cancelled", "CostLimitExceeded"):
         assert not is_fallback_allowed({"exitCode": 124, "reason": reason})
     assert not is_fallback_allowed({"exitCode": 0})
-
-
-# --- status -------------------------------------------------------------------------------------------
-
-
-def test_status_after_a_fallback_success():
-    first = doc(exit_code=3, reason="ProviderFailed", message="the agent exited with code 3", output=b"")
-    second = doc(attempt=2, provider="q", usage={"inputTokens": 5, "costUSD": 0.1, "costSource": "reported"})
-    status = build_run_status([first, second], b"out", start_time="t0", completion_time="t1")
-    assert status.phase == "Succeeded" and status.exit_code == 0
-    assert [(c.type, c.status, c.reason) for c in status.conditions] == [
-        ("Accepted", "True", "ProviderResolved"),
-        ("Succeeded", "True", "Succeeded"),
-    ]
-    assert [a.exit_code for a in status.attempts] == [3, 0]
-    assert status.output is not None and status.output.excerpt == "out" and status.output.bytes == 3
-    assert status.usage is not None and status.usage.cost_usd is None  # attempt 1's cost is unknown
-
-
-def test_status_cancelled_and_rejected():
-    status = build_run_status(
-        [doc(exit_code=124, reason="Cancelled")], None, start_time=None, completion_time="t"
-    )
-    assert status.phase == "Cancelled" and status.output is None
-    rejected = build_rejected_status("UnknownProvider", 'unknown provider "x"', "t")
-    assert rejected.conditions[0].status == "False" and rejected.conditions[0].reason == "UnknownProvider"

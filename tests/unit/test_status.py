@@ -290,3 +290,22 @@ def test_job_start_time_is_normalized_to_kubernetes_form() -> None:
     body = job()
     body["status"]["startTime"] = "2026-11-29T11:59:00+00:00"
     assert observe_attempt(1, "claude", body, []).start_time == "2026-11-29T11:59:00Z"
+
+
+def test_total_cost_is_unknown_when_one_attempts_cost_is() -> None:
+    attempts = [
+        finished(1, "claude", 3, "ProviderFailed", usage={"inputTokens": 1}),
+        finished(2, "codex", 0, usage={"inputTokens": 5, "costUSD": 0.1, "costSource": "reported"}),
+    ]
+    status = compute_status(run(), Observed(PROVIDERS, attempts, output=b"out"), NOW)
+    assert status.usage is not None
+    assert (status.usage.input_tokens, status.usage.cost_usd, status.usage.cost_source) == (
+        6,
+        None,
+        "unknown",
+    )
+
+
+def test_a_cancelled_attempt_ends_the_run_cancelled() -> None:
+    status = compute_status(run(), Observed(PROVIDERS, [finished(1, "claude", 124, "Cancelled")]), NOW)
+    assert (status.phase, status.reason, status.exit_code) == ("Cancelled", "Cancelled", 124)

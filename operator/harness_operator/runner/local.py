@@ -24,14 +24,11 @@ from harness_operator.catalog import load_builtin_catalog
 from harness_operator.manifests import Document, load_documents
 from harness_operator.runner.executor import AttemptResult, execute
 from harness_operator.runner.plan import AttemptPlan, UnknownProviderError, build_attempt_plans, merge_grants
-from harness_operator.runner.status import build_rejected_status, build_run_status
+from harness_operator.runner.result import fallback_line
+from harness_operator.status import FINISHED, Observed, ObservedAttempt, compute_status
 from harness_operator.validation import ERROR, Catalog, build_catalog, validate_documents
 
 Key = tuple[str, str]
-
-
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def say(message: str) -> None:
@@ -126,14 +123,13 @@ class LocalRunner:
             plans = build_attempt_plans(run, lambda n: self.catalog.resolve(doc.namespace, n), prompt, stdin)
         except UnknownProviderError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
-            return build_rejected_status("UnknownProvider", str(exc), now()), 1
+            return rejected(run, "UnknownProvider", str(exc)), 1
         except LookupError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
-            return build_rejected_status("InputUnavailable", str(exc), now()), 1
+            return rejected(run, "InputUnavailable", str(exc)), 1
         except ValueError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
-            return build_rejected_status("InvalidSpec", str(exc), now()), 1
-        start = now()
+            return rejected(run, "InvalidSpec", str(exc)), 1
         results: list[AttemptResult] = []
         for plan in plans:
             say(f"harness: HarnessRun {label}: attempt {plan.attempt}/{plan.total_attempts}: {plan.provider}")
@@ -142,19 +138,24 @@ class LocalRunner:
             if result.succeeded or not result.fallback_allowed or plan.attempt == len(plans):
                 break
             following = plans[plan.attempt]
-            say(
-                f"harness: attempt {plan.attempt}/{plan.total_attempts} with {plan.provider} failed; "
-                f"trying fallback {following.attempt}/{following.total_attempts} with {following.provider}"
-            )
+            say(fallback_line(plan.attempt, plan.total_attempts, plan.provider, following.provider))
         last = results[-1]
         output = last.output if last.succeeded else None
         if output is not None:
             self.outputs[(doc.namespace, doc.name)] = output
-        status = build_run_status(
-            [r.to_doc() for r in results], output, start_time=start, completion_time=now()
-        )
+        attempts = [
+            ObservedAttempt(r.attempt, r.provider, state=FINISHED, start_time=r.start_time, result=r.to_doc())
+            for r in results
+        ]
+        observed = Observed([p.provider for p in plans], attempts, output=output)
+        status = compute_status(run, observed, datetime.now(UTC))
         say(summary_line(label, status))
         return status, last.exit_code
+
+
+def rejected(run: HarnessRun, reason: str, message: str) -> HarnessRunStatus:
+    """The status of a run that could not start (Accepted=False), as the operator writes it."""
+    return compute_status(run, Observed([], rejected=(reason, message)), datetime.now(UTC))
 
 
 def describe_usage(usage: Usage | None) -> str:

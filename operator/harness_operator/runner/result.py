@@ -57,6 +57,14 @@ def build_result_doc(
     return {k: v for k, v in doc.items() if v is not None}
 
 
+def fallback_line(attempt: int, total: int, failed: str, next_provider: str) -> str:
+    """Dagu's line, on stderr locally and as the Event and status message in the cluster."""
+    return (
+        f"harness: attempt {attempt}/{total} with {failed} failed; "
+        f"trying fallback {attempt + 1}/{total} with {next_provider}"
+    )
+
+
 def is_fallback_allowed(doc: dict[str, Any]) -> bool:
     """The operator's rule too: another provider only after a non-zero exit that no limit, timeout or
     cancel caused."""
