@@ -62,6 +62,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_paths(args.paths, args.status_file)
 
 
+def cmd_render(args: argparse.Namespace) -> int:
+    from harness_operator.config import OperatorConfig
+    from harness_operator.render import build_rendered_objects
+
+    docs = load_documents(args.paths)
+    errors = [f for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
+    for finding in errors:
+        print(finding.render(), file=sys.stderr)
+    if errors:
+        return 1
+    objects, problems = build_rendered_objects(docs, load_builtin_catalog(), OperatorConfig.from_env())
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    return 1 if problems else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harnessctl", description="Run and check agent-harness manifests.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests")
     run.add_argument("--status-file", metavar="FILE", help="write the final status (as in the CR) as YAML")
     run.set_defaults(func=cmd_run)
+
+    render = sub.add_parser("render", help="print the objects the operator would create (secrets redacted)")
+    render.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests")
+    render.set_defaults(func=cmd_render)
 
     crds = sub.add_parser("crds", help="write the generated CustomResourceDefinitions")
     crds.add_argument(

@@ -48,7 +48,7 @@ def build_answer(prompt: str) -> str:
         "This is harness-demo-agent, not a real model.\n"
         f"Your prompt had {len(words)} words. Its first line, reversed word by word:\n"
         f"  {' '.join(reversed(prompt.splitlines()[0].split())) if prompt.strip() else '(empty)'}\n"
-        "Point spec.provider at claude-code, codex or gemini-cli to run a real agent.\n"
+        "Point spec.provider at claude, codex or gemini to run a real agent.\n"
     )
 
 

@@ -1,0 +1,80 @@
+"""`harnessctl render`: the objects the operator would create for each run (pure).
+
+Nothing secret is read: credentials appear only as secretKeyRefs, and a prompt or stdin taken from a
+ConfigMap, Secret or another run shows as a placeholder naming its source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from harness_operator.api.v1alpha1 import ClusterHarnessDefinition, HarnessRun, ValueSource
+from harness_operator.config import OperatorConfig
+from harness_operator.desired import (
+    AttemptTarget,
+    build_job,
+    build_network_policy,
+    build_plan_secret,
+    build_workspace_claim,
+)
+from harness_operator.manifests import Document
+from harness_operator.runner.plan import build_plan
+from harness_operator.validation import build_catalog
+
+UID_PLACEHOLDER = "<uid assigned by the API server>"
+
+
+def describe_source(source: ValueSource) -> str:
+    """What the operator reads at run time, for a source render cannot read."""
+    if source.config_map_key_ref:
+        return f"<ConfigMap {source.config_map_key_ref.name} key {source.config_map_key_ref.key}>"
+    if source.secret_key_ref:
+        return f"<Secret {source.secret_key_ref.name} key {source.secret_key_ref.key}>"
+    assert source.run_output is not None
+    return f"<output of HarnessRun {source.run_output.name}>"
+
+
+def build_rendered_objects(
+    docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition], config: OperatorConfig
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """(objects, problems): every child of every HarnessRun in `docs`, in the order the operator applies
+    them; a run whose provider is unknown is listed as a problem instead."""
+    catalog = build_catalog(docs, builtins)
+    objects: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for doc in docs:
+        if doc.kind != "HarnessRun" or doc.error:
+            continue
+        raw = {
+            **doc.obj,
+            "metadata": {**doc.obj.get("metadata", {}), "namespace": doc.namespace, "uid": UID_PLACEHOLDER},
+        }
+        run = HarnessRun.model_validate(raw)
+        spec = run.spec
+        chain = [(spec.provider, spec.with_)] + [(fb.provider, fb.with_) for fb in spec.fallback]
+        targets = []
+        for index, (provider, _options) in enumerate(chain, start=1):
+            definition = catalog.resolve(doc.namespace, provider)
+            if definition is None:
+                problems.append(f'{doc.path}: HarnessRun/{doc.name}: unknown provider "{provider}"')
+                break
+            targets.append(AttemptTarget(index, provider, definition))
+        if len(targets) != len(chain):
+            continue
+        prompt = spec.prompt if spec.prompt is not None else describe_source(spec.prompt_from)  # type: ignore[arg-type]
+        stdin = spec.stdin if spec.stdin_from is None else describe_source(spec.stdin_from)
+        plans = [
+            build_plan(
+                run, t.definition, t.index, t.provider, chain[t.index - 1][1], prompt, stdin
+            ).model_dump(by_alias=True, mode="json")
+            for t in targets
+        ]
+        objects.append(build_plan_secret(run, plans))
+        claim = build_workspace_claim(run, targets[0].provider)
+        if claim is not None:
+            objects.append(claim)
+        for target in targets:
+            objects.append(build_network_policy(run, target, config))
+            objects.append(build_job(run, target, config))
+    return objects, problems

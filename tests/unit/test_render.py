@@ -1,0 +1,72 @@
+"""harnessctl render: one plan Secret per run, a NetworkPolicy and a Job per attempt, no secret values."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def render(*paths: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness_operator.cli", "render", *paths],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_render_a_run_with_a_fallback() -> None:
+    result = render("examples/custom-cli-with-fallback.yaml")
+    assert result.returncode == 0, result.stderr
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Secret", "triage-flaky-tests-plan"),
+        ("NetworkPolicy", "triage-flaky-tests-a1"),
+        ("Job", "triage-flaky-tests-a1"),
+        ("NetworkPolicy", "triage-flaky-tests-a2"),
+        ("Job", "triage-flaky-tests-a2"),
+    ]
+    plans = {k: json.loads(v) for k, v in objects[0]["stringData"].items()}
+    assert plans["attempt-1.json"]["binary"] == "/opt/acme/bin/acme-agent"
+    assert plans["attempt-1.json"]["args"][:4] == [
+        "run",
+        "--non-interactive",
+        "--task",
+        "Find the flaky tests in the attached CI log and propose a fix for each.",
+    ]
+    assert plans["attempt-2.json"]["binary"] == "codex"
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    assert (
+        jobs[0]["spec"]["template"]["spec"]["containers"][0]["image"]
+        == "images.example.internal/acme/agent-sandbox:1.4.2"
+    )
+    env = jobs[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {
+        "name": "ACME_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "acme-token", "key": "token"}},
+    } in env
+    assert "replace-me" not in result.stdout  # the Secret manifest's value is never read into an object
+
+
+def test_render_shows_sources_as_placeholders() -> None:
+    result = render("examples/chained-runs.yaml")
+    assert result.returncode == 0, result.stderr
+    secret = next(
+        o
+        for o in yaml.safe_load_all(result.stdout)
+        if o["kind"] == "Secret" and o["metadata"]["name"] == "review-migration-plan-plan"
+    )
+    assert (
+        json.loads(secret["stringData"]["attempt-1.json"])["stdin"] == "<output of HarnessRun plan-migration>"
+    )
+
+
+def test_render_refuses_invalid_manifests() -> None:
+    result = render("tests/fixtures/bad-manifests/runs.yaml")
+    assert result.returncode == 1
+    assert "with.binary is not supported" in result.stderr
