@@ -156,7 +156,8 @@ def compute_next_attempt(observed: Observed) -> int | None:
 
 def _final_reason(last: ObservedAttempt) -> str:
     result = last.result or {}
-    return str(result.get("reason") or ("Succeeded" if result.get("exitCode") == 0 else "ProviderFailed"))
+    reason = result.get("reason") or ("Succeeded" if result.get("exitCode") == 0 else "ProviderFailed")
+    return str(reason)
 
 
 def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> HarnessRunStatus:

@@ -1,0 +1,66 @@
+"""Every condition reason the operator and the runner write, with its meaning (pure).
+
+The README's table of conditions and reasons is checked against this table, and a test checks that every
+reason literal in the code is listed here.
+"""
+
+from __future__ import annotations
+
+# reason -> (condition, status, meaning)
+REASONS: dict[str, tuple[str, str, str]] = {
+    "ProviderResolved": ("Accepted", "True", "the spec is valid and every provider resolved"),
+    "UnknownProvider": ("Accepted", "False", "no HarnessDefinition or ClusterHarnessDefinition of that name"),
+    "InvalidProvider": ("Accepted", "False", "the provider's definition does not parse"),
+    "UnsupportedProtocol": (
+        "Accepted",
+        "False",
+        "the provider uses protocol acp, which no runner speaks yet",
+    ),
+    "InputUnavailable": (
+        "Accepted",
+        "False",
+        "promptFrom/stdinFrom names a ConfigMap or Secret key that is missing",
+    ),
+    "RunOutputFailed": ("Accepted", "False", "the run named by runOutput ended without success"),
+    "InvalidSpec": ("Accepted", "False", "`harnessctl run` only: the run cannot be planned"),
+    "Pending": ("Succeeded", "Unknown", "the attempt's Job exists; its pod has not started"),
+    "Queued": ("Succeeded", "Unknown", "the namespace has its most runs in flight; this one waits"),
+    "WaitingForRunOutput": ("Succeeded", "Unknown", "waiting for the run named by runOutput to succeed"),
+    "Suspended": ("Succeeded", "Unknown", "the Job waits for Kueue to admit it"),
+    "Running": ("Succeeded", "Unknown", "the agent runs"),
+    "FallingBack": ("Succeeded", "Unknown", "an attempt failed; the next provider's attempt starts"),
+    "Succeeded": ("Succeeded", "True", "an attempt exited 0 and its CLI reported no error"),
+    "ProviderFailed": ("Succeeded", "False", "the agent exited non-zero"),
+    "ProviderError": ("Succeeded", "False", "the CLI reported an error (or exited 0 without a result)"),
+    "AuthFailed": ("Succeeded", "False", "the vendor API refused the credentials"),
+    "RateLimited": ("Succeeded", "False", "the vendor API rate-limited the agent"),
+    "MaxTurns": ("Succeeded", "False", "the agent reached maxTurns"),
+    "Truncated": ("Succeeded", "False", "the model's answer was cut off"),
+    "Timeout": ("Succeeded", "False", "timeoutSeconds passed; exit 124, no fallback"),
+    "Cancelled": ("Succeeded", "False", "spec.cancel was set; exit 124, no fallback"),
+    "CostLimitExceeded": (
+        "Succeeded",
+        "False",
+        "cost crossed maxCostUSD; the agent was stopped, no fallback",
+    ),
+    "BinaryNotFound": ("Succeeded", "False", "the CLI binary is not in the sandbox image's PATH; exit 1"),
+    "CredentialsMissing": (
+        "Succeeded",
+        "False",
+        "a credential grant that is not optional reached the sandbox unset",
+    ),
+    "SetupFailed": (
+        "Succeeded",
+        "False",
+        "the runner could not prepare the attempt (plan, working directory)",
+    ),
+    "OOMKilled": ("Succeeded", "False", "the sandbox container ran out of memory"),
+    "PodFailed": ("Succeeded", "False", "the Job failed without a result from the runner"),
+}
+
+
+def render_reasons_table() -> str:
+    """The README's table, one row per reason."""
+    rows = ["| condition | status | reason | meaning |", "|---|---|---|---|"]
+    rows += [f"| {c} | {s} | `{r}` | {m} |" for r, (c, s, m) in REASONS.items()]
+    return "\n".join(rows)
