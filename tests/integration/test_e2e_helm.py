@@ -3,7 +3,6 @@ a run; the operator runs in the cluster as the chart deploys it (in-cluster conf
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 import uuid
