@@ -7,6 +7,7 @@ last, so nothing in a run can override our labels or security settings.
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -244,6 +245,14 @@ def working_dir(run: HarnessRun) -> str:
     return (workspace.working_dir if workspace else None) or DEFAULT_WORKING_DIR
 
 
+def workspace_mount_path(workdir: str) -> str:
+    """The workspace volume goes on the working directory's parent, so the directory itself (and a git
+    clone in it) belongs to the sandbox user: git refuses a repository owned by someone else, and a
+    volume's root is owned by root. A working directory right under / gets the volume itself."""
+    parent = posixpath.dirname(workdir.rstrip("/"))
+    return parent if parent not in ("", "/") else workdir
+
+
 def grace_period(run: HarnessRun, config: OperatorConfig) -> int:
     limits = run.spec.limits
     if limits and limits.grace_period_seconds is not None:
@@ -299,7 +308,7 @@ def _git_init_container(run: HarnessRun, image: str, config: OperatorConfig) -> 
         "securityContext": _container_security(config),
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "volumeMounts": [
-            {"name": "workspace", "mountPath": workdir},
+            {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
@@ -364,7 +373,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                     "terminationMessagePolicy": "File",
                     "volumeMounts": [
                         {"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
-                        {"name": "workspace", "mountPath": workdir},
+                        {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
                         {"name": "tmp", "mountPath": "/tmp"},
                     ],
                 }

@@ -19,6 +19,7 @@ from harness_operator.desired import (
     build_output_config_map,
     build_plan_secret,
     build_workspace_claim,
+    workspace_mount_path,
 )
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -212,3 +213,10 @@ def test_shared_claims_are_not_owned_so_they_are_kept() -> None:
     assert claim is not None
     assert "ownerReferences" not in claim["metadata"]
     assert claim["metadata"]["name"] == "harness-ws-claude"
+
+
+def test_workspace_volume_mounts_on_the_working_dirs_parent() -> None:
+    assert workspace_mount_path("/workspace/repo") == "/workspace"
+    assert workspace_mount_path("/workspace/repo/") == "/workspace"
+    assert workspace_mount_path("/workspace") == "/workspace"
+    assert workspace_mount_path("/a/b/c") == "/a/b"
