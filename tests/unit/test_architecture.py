@@ -9,7 +9,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_import_contracts_hold() -> None:
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "lint-imports")], capture_output=True, text=True, cwd=ROOT, check=False
+        [str(Path(sys.executable).parent / "lint-imports")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Contracts: 1 kept, 0 broken." in result.stdout
