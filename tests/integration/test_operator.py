@@ -117,7 +117,9 @@ def fake(api: Api, images: dict[str, str]) -> Callable[..., None]:
     return make
 
 
-def test_run_succeeds_with_usage_cost_and_output(api: Api, fake: Callable[..., None]) -> None:
+def test_run_succeeds_with_usage_cost_and_output(
+    api: Api, fake: Callable[..., None], operator: OperatorProcess
+) -> None:
     fake("fake", "ok")
     started = time.monotonic()
     api.create(
@@ -141,6 +143,14 @@ def test_run_succeeds_with_usage_cost_and_output(api: Api, fake: Callable[..., N
     assert cm.data["output"] == "answer from fake-agent: say hi"
     assert {c["type"]: c["status"] for c in status["conditions"]} == {"Accepted": "True", "Succeeded": "True"}
     assert status["observedGeneration"] == 1
+    metrics = operator.metrics()
+    assert 'harness_runs_total{phase="Succeeded",provider="fake",reason="Succeeded"}' in metrics
+    assert 'harness_tokens_total{model="fake-model",provider="fake",type="input"}' in metrics
+    reasons = [
+        e.reason
+        for e in api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=hello").items
+    ]
+    assert "Succeeded" in reasons
 
 
 def test_sandbox_pod_is_locked_down(api: Api, fake: Callable[..., None]) -> None:
