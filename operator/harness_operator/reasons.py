@@ -59,6 +59,15 @@ REASONS: dict[str, tuple[str, str, str]] = {
 }
 
 
+class ReasonedError(Exception):
+    """An error that ends up as a condition: a CamelCase reason and a message for people."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
 def render_reasons_table() -> str:
     """The README's table, one row per reason."""
     rows = ["| condition | status | reason | meaning |", "|---|---|---|---|"]

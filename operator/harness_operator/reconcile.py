@@ -28,6 +28,7 @@ from harness_operator.desired import (
 )
 from harness_operator.kube import Kube
 from harness_operator.naming import LABEL_ATTEMPT, output_config_map_name
+from harness_operator.reasons import ReasonedError
 from harness_operator.runner.frame import FrameError, decode_frame
 from harness_operator.runner.plan import build_plan
 from harness_operator.runner.result import fallback_line
@@ -45,22 +46,12 @@ from harness_operator.status import (
 OUTPUT_CONFIG_MAP_LIMIT = 1_000_000
 
 
-class Rejection(Exception):
+class Rejection(ReasonedError):
     """The run cannot start: Accepted=False with this reason and message."""
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
-
-class Waiting(Exception):
+class Waiting(ReasonedError):
     """The run cannot start yet: Succeeded=Unknown with this reason and message."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 def _now() -> datetime:

@@ -41,6 +41,11 @@ class KindSpec:
 
 
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+_DEFINITION_COLUMNS = [
+    {"name": "Binary", "type": "string", "jsonPath": ".spec.binary"},
+    {"name": "Output", "type": "string", "jsonPath": ".spec.output.format"},
+    _AGE,
+]
 
 KIND_SPECS = [
     KindSpec(
@@ -67,11 +72,7 @@ KIND_SPECS = [
         short_names=["hdef"],
         scope="Namespaced",
         status_subresource=False,
-        printer_columns=[
-            {"name": "Binary", "type": "string", "jsonPath": ".spec.binary"},
-            {"name": "Output", "type": "string", "jsonPath": ".spec.output.format"},
-            _AGE,
-        ],
+        printer_columns=_DEFINITION_COLUMNS,
     ),
     KindSpec(
         model=ClusterHarnessDefinition,
@@ -81,11 +82,7 @@ KIND_SPECS = [
         short_names=["chdef"],
         scope="Cluster",
         status_subresource=False,
-        printer_columns=[
-            {"name": "Binary", "type": "string", "jsonPath": ".spec.binary"},
-            {"name": "Output", "type": "string", "jsonPath": ".spec.output.format"},
-            _AGE,
-        ],
+        printer_columns=_DEFINITION_COLUMNS,
     ),
 ]
 

@@ -7,16 +7,13 @@ import signal
 import subprocess
 import time
 
+from harness_operator.reasons import ReasonedError
+
 GROUP_EXIT_SECONDS = 1.0
 
 
-class SetupError(Exception):
+class SetupError(ReasonedError):
     """The attempt cannot start; exit 1 before any process exists."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 def resolve_binary(binary: str, path: str, workdir: str) -> str:
