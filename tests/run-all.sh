@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The whole suite in one pytest run (what `make test` and CI run): installs the pinned real Claude Code
-# CLI for the cli tier, builds (cached) and starts the real test cluster, builds the sandbox images, runs
-# every tier, and stops the cluster again if this script started it.
+# The whole suite in one pytest run (what `make test` and CI run): installs the pinned real agent CLIs
+# for the cli tier (each runs against a local stub of its vendor's API), builds (cached) and starts the
+# real test cluster, builds the sandbox images, runs every tier, and stops the cluster again if this
+# script started it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state="${HARNESS_CLUSTER_STATE:-/var/lib/harness-operator-cluster}"
 bin="${HARNESS_CLUSTER_CACHE:-/var/cache/harness-operator/cluster}/bin"
 
-cli_bin="$(bash tests/cli-tools.sh | tail -n 1)"
+cli_bin="$(bash tests/cli-tools.sh claude codex gemini qwen opencode pi copilot aider | tail -n 1)"
 export PATH="$cli_bin:$PATH"
 
 was_running=0
