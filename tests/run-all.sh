@@ -17,6 +17,9 @@ if [[ -x $bin/kubectl && -f $state/admin.kubeconfig ]] &&
 	was_running=1
 fi
 start=$SECONDS
+if ((!was_running)); then
+	tests/cluster/down --purge >&2 || true # a cluster this script starts starts empty
+fi
 kubeconfig_line="$(tests/cluster/up | tail -n 1)"
 echo "run-all: cluster ready in $((SECONDS - start))s" >&2
 export "${kubeconfig_line?}"

@@ -17,6 +17,7 @@ import yaml
 from kubernetes import client
 
 ROOT = Path(__file__).resolve().parents[2]
+RELEASE = "harness-operator"
 RELEASE_NAMESPACE = "harness-system"
 SERVICE_ACCOUNT = "harness-operator"
 
@@ -27,61 +28,37 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def kubectl(bin_dir: Path, kubeconfig: str, *args: str, stdin: str | None = None) -> str:
+def helm_install(bin_dir: Path, kubeconfig: str, *settings: str) -> None:
+    """`helm upgrade --install` the chart as release harness-operator; helm's own error on failure."""
     result = subprocess.run(
-        [str(bin_dir / "kubectl"), "--kubeconfig", kubeconfig, *args],
-        input=stdin,
+        [
+            str(bin_dir / "helm"),
+            "--kubeconfig",
+            kubeconfig,
+            "upgrade",
+            "--install",
+            RELEASE,
+            str(ROOT / "charts" / "harness-operator"),
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--create-namespace",
+            "--wait",
+            "--timeout",
+            "180s",
+            *(arg for s in settings for arg in ("--set", s)),
+        ],
         capture_output=True,
         text=True,
         check=False,
     )
     if result.returncode != 0:
-        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr}")
-    return result.stdout
+        raise RuntimeError(f"helm install failed: {result.stderr}")
 
 
 def install_chart_rbac_and_catalog(bin_dir: Path, kubeconfig: str) -> None:
-    """Apply what `helm install` would, except the operator's Deployment and Service (it runs here)."""
-    rendered = subprocess.run(
-        [
-            str(bin_dir / "helm"),
-            "template",
-            "harness-operator",
-            str(ROOT / "charts" / "harness-operator"),
-            "--namespace",
-            RELEASE_NAMESPACE,
-            "--include-crds",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    keep = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] not in ("Deployment", "Service")]
-    try:
-        kubectl(bin_dir, kubeconfig, "create", "namespace", RELEASE_NAMESPACE)
-    except RuntimeError as exc:
-        if "AlreadyExists" not in str(exc):
-            raise
-    kubectl(
-        bin_dir,
-        kubeconfig,
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-f",
-        "-",
-        stdin=yaml.safe_dump_all(keep),
-    )
-    kubectl(
-        bin_dir,
-        kubeconfig,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/harnessruns.agentharness.dev",
-        "crd/harnessdefinitions.agentharness.dev",
-        "crd/clusterharnessdefinitions.agentharness.dev",
-    )
+    """The chart as `helm install` lays it down, with the operator's Deployment scaled to 0: the operator
+    runs here as a process, under the ServiceAccount and RBAC the chart made."""
+    helm_install(bin_dir, kubeconfig, "replicaCount=0")
 
 
 def service_account_kubeconfig(admin: client.ApiClient, admin_kubeconfig: str, path: Path) -> str:

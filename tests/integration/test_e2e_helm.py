@@ -15,10 +15,9 @@ from kubernetes import client
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 
 from .conftest import wait_until
-from .operator_env import ROOT, definition_body, run_body
+from .operator_env import RELEASE, RELEASE_NAMESPACE, ROOT, definition_body, helm_install, run_body
 
-RELEASE = "harness-operator"
-RELEASE_NS = "harness-system"
+RELEASE_NS = RELEASE_NAMESPACE
 
 
 @pytest.fixture(scope="module")
@@ -46,42 +45,33 @@ def release(
         )
     )
     repository, tag = built["harness-operator"].split(":")
-    helm = [str(cluster_bin_dir / "helm"), "--kubeconfig", kubeconfig_path]
     started = time.monotonic()
-    subprocess.run(
-        [
-            *helm,
-            "upgrade",
-            "--install",
-            RELEASE,
-            str(ROOT / "charts" / "harness-operator"),
-            "--namespace",
-            RELEASE_NS,
-            "--create-namespace",
-            "--wait",
-            "--timeout",
-            "180s",
-            "--set",
-            f"image.repository={repository}",
-            "--set",
-            f"image.tag={tag}",
-            "--set",
-            f"sandboxImage={built['sandbox']}",
-            "--set",
-            f"watchNamespaces={{{watched}}}",
-            "--set",
-            "sandboxDefaults.cpuRequest=50m",
-            "--set",
-            "sandboxDefaults.memoryRequest=64Mi",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+    helm_install(
+        cluster_bin_dir,
+        kubeconfig_path,
+        "replicaCount=1",
+        f"image.repository={repository}",
+        f"image.tag={tag}",
+        f"sandboxImage={built['sandbox']}",
+        f"watchNamespaces={{{watched}}}",
+        "sandboxDefaults.cpuRequest=50m",
+        "sandboxDefaults.memoryRequest=64Mi",
     )
     print(f"\nmeasured: helm install --wait {time.monotonic() - started:.1f}s")
     yield watched
     subprocess.run(
-        [*helm, "uninstall", RELEASE, "--namespace", RELEASE_NS, "--wait"], capture_output=True, check=False
+        [
+            str(cluster_bin_dir / "helm"),
+            "--kubeconfig",
+            kubeconfig_path,
+            "uninstall",
+            RELEASE,
+            "--namespace",
+            RELEASE_NS,
+            "--wait",
+        ],
+        capture_output=True,
+        check=False,
     )
     core.delete_namespace(watched)
 

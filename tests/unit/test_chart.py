@@ -41,6 +41,7 @@ def test_default_values_fit_the_schema() -> None:
         ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, ["image", "pullPolicy"]),
         ({"unknownKey": 1}, []),
         ({"catalog": {"enabled": "yes"}}, ["catalog", "enabled"]),
+        ({"replicaCount": 2}, ["replicaCount"]),
     ],
 )
 def test_bad_values_are_refused(patch: dict, path: list[str]) -> None:
