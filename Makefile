@@ -20,8 +20,8 @@ test: venv
 	bash tests/run-all.sh
 
 lint: venv
-	.venv/bin/ruff check operator tests
-	.venv/bin/ruff format --check operator tests
+	.venv/bin/ruff check operator tests bench
+	.venv/bin/ruff format --check operator tests bench
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 

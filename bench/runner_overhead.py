@@ -63,7 +63,8 @@ def stream(lines: int) -> list[str]:
         )
         for i in range(lines)
     ]
-    return events + [
+    return [
+        *events,
         json.dumps(
             {
                 "type": "result",
@@ -75,7 +76,7 @@ def stream(lines: int) -> list[str]:
                 "session_id": "s",
                 "num_turns": lines,
             }
-        )
+        ),
     ]
 
 
