@@ -30,7 +30,7 @@ from harness_operator.kube import Kube
 from harness_operator.naming import LABEL_ATTEMPT, output_config_map_name
 from harness_operator.reasons import ReasonedError
 from harness_operator.runner.frame import FrameError, decode_frame
-from harness_operator.runner.plan import build_plan
+from harness_operator.runner.plan import build_plan, with_output_limit
 from harness_operator.runner.result import fallback_line
 from harness_operator.status import (
     FINISHED,
@@ -42,7 +42,7 @@ from harness_operator.status import (
     observe_attempt,
 )
 
-# ConfigMaps hold at most 1 MiB; the output is cut below that (and flagged) if maxOutputBytes allows more.
+# ConfigMaps hold at most 1 MiB: without maxOutputBytes, a run's output is cut (and flagged) here.
 OUTPUT_CONFIG_MAP_LIMIT = 1_000_000
 
 
@@ -253,9 +253,10 @@ class Reconciler:
         log = self.kube.fetch_pod_log(ns, last.pod_name) or ""
         decoded = decode_frame(log, expected)
         if isinstance(decoded, FrameError):
+            message = f"the output of attempt {last.index} cannot be read from its log: {decoded.message}"
+            self.kube.create_event(run.model_dump(by_alias=True), "Warning", "OutputUnavailable", message)
             return None, None
-        kept = decoded[:OUTPUT_CONFIG_MAP_LIMIT]
-        self.kube.create(build_output_config_map(run, kept.decode("utf-8", "replace")))
+        self.kube.create(build_output_config_map(run, decoded.decode("utf-8", "replace")))
         return decoded, output_config_map_name(name)
 
     # --- starting attempts ---------------------------------------------------------------------------
@@ -298,8 +299,9 @@ class Reconciler:
                     return queued
             options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
             plans = [
-                build_plan(
-                    run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin
+                with_output_limit(
+                    build_plan(run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin),
+                    OUTPUT_CONFIG_MAP_LIMIT,
                 ).model_dump(by_alias=True, mode="json")
                 for t in targets
             ]

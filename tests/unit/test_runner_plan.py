@@ -11,6 +11,7 @@ from harness_operator.runner.plan import (
     build_attempt_plans,
     build_plan,
     load_plan,
+    with_output_limit,
 )
 
 
@@ -117,3 +118,10 @@ def test_unknown_provider_is_an_error():
 def test_attempt_is_one_based():
     with pytest.raises(ValueError):
         AttemptPlan(attempt=0, total_attempts=1, provider="p", binary="b")
+
+
+def test_output_limit_defaults_only_when_the_run_sets_none():
+    plan = AttemptPlan(attempt=1, total_attempts=1, provider="p", binary="b")
+    assert with_output_limit(plan, 1000).limits.max_output_bytes == 1000
+    own = plan.model_copy(update={"limits": plan.limits.model_copy(update={"max_output_bytes": 10})})
+    assert with_output_limit(own, 1000).limits.max_output_bytes == 10

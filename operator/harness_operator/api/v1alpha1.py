@@ -587,7 +587,11 @@ class Limits(Model):
     )
     max_turns: int | None = Field(default=None, ge=1, le=10000, description="Most agent turns.")
     max_output_bytes: int | None = Field(
-        default=None, ge=1, le=10485760, description="Output kept; the rest is cut and flagged truncated."
+        default=None,
+        ge=1,
+        le=1000000,
+        description="Output kept; the rest is cut and flagged truncated. At most 1000000 (what the output "
+        "ConfigMap holds), which is also the default in the cluster.",
     )
     grace_period_seconds: int | None = Field(
         default=None, ge=0, le=3600, description="SIGTERM to SIGKILL on timeout or cancel (default 30)."

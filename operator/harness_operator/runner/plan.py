@@ -157,6 +157,13 @@ def build_attempt_plans(
     return plans
 
 
+def with_output_limit(plan: AttemptPlan, limit: int) -> AttemptPlan:
+    """The plan with maxOutputBytes set to `limit` unless the run set its own."""
+    if plan.limits.max_output_bytes is not None:
+        return plan
+    return plan.model_copy(update={"limits": plan.limits.model_copy(update={"max_output_bytes": limit})})
+
+
 def load_plan(text: str) -> AttemptPlan:
     """A plan from its JSON (the pod's /etc/harness/plan.json)."""
     return AttemptPlan.model_validate_json(text)
