@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import kopf
@@ -16,6 +17,7 @@ from harness_operator.reconcile import Reconciler
 
 log = structlog.get_logger("harness_operator")
 OURS = {LABEL_MANAGED_BY: MANAGED_BY}
+MAX_CHILD_EVENT_RETRIES = 6
 _state: dict[str, Reconciler] = {}
 
 
@@ -75,10 +77,21 @@ def run_changed(namespace: str | None, name: str, retry: int, **_: Any) -> None:
 def child_changed(body: kopf.Body, type: str | None, **_: Any) -> None:
     run = (body.metadata.annotations or {}).get(ANNOTATION_RUN)
     if run and body.metadata.namespace and type != "DELETED":
-        try:
-            reconcile_and_wake(body.metadata.namespace, run)
-        except (kopf.TemporaryError, kopf.PermanentError) as exc:
-            # Event handlers are not retried by kopf; the next event of the Job or Pod tries again.
-            log.warning(
-                "Reconcile after child event failed", run=f"{body.metadata.namespace}/{run}", error=str(exc)
-            )
+        reconcile_after_child_event(body.metadata.namespace, run)
+
+
+def reconcile_after_child_event(namespace: str, name: str, retry: int = 0) -> None:
+    """kopf does not retry event handlers, so a temporary failure here schedules its own bounded retry
+    (a timer, not a sleep in the handler); the next event of the Job or Pod also tries again."""
+    try:
+        reconcile_and_wake(namespace, name, retry)
+    except kopf.TemporaryError as exc:
+        if retry + 1 >= MAX_CHILD_EVENT_RETRIES:
+            log.error("Reconcile after child event gave up", run=f"{namespace}/{name}", error=str(exc))
+            return
+        log.warning("Reconcile after child event failed; retrying", run=f"{namespace}/{name}", error=str(exc))
+        timer = threading.Timer(exc.delay or 1.0, reconcile_after_child_event, (namespace, name, retry + 1))
+        timer.daemon = True
+        timer.start()
+    except kopf.PermanentError:
+        pass  # reconcile_and_wake logged it with its reason

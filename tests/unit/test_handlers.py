@@ -1,0 +1,63 @@
+"""The handlers' error path through the install() seam: temporary API errors after a child event are
+retried on a timer, bounded; permanent ones stop."""
+
+import threading
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from harness_operator import handlers
+
+
+class FlakyReconciler:
+    """Stands in for Reconciler at the handlers' seam: fails `failures` times with an API error."""
+
+    def __init__(self, failures: int, status: int = 503) -> None:
+        self.failures = failures
+        self.status = status
+        self.calls: list[tuple[str, str]] = []
+        self.done = threading.Event()
+
+    def reconcile(self, namespace: str, name: str) -> list[Any]:
+        self.calls.append((namespace, name))
+        if len(self.calls) <= self.failures:
+            raise ApiException(status=self.status, reason="Service Unavailable")
+        self.done.set()
+        return []
+
+
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handlers, "MAX_CHILD_EVENT_RETRIES", 3)
+
+
+def test_a_temporary_failure_after_a_child_event_is_retried() -> None:
+    flaky = FlakyReconciler(failures=2)
+    handlers.install(flaky)  # type: ignore[arg-type]
+    handlers.reconcile_after_child_event("ns", "run")
+    assert flaky.done.wait(timeout=10), flaky.calls
+    assert flaky.calls == [("ns", "run")] * 3
+
+
+def join_retry_timers() -> None:
+    """Wait for every scheduled retry, including the ones a retry schedules in turn."""
+    while timers := [t for t in threading.enumerate() if isinstance(t, threading.Timer)]:
+        for timer in timers:
+            timer.join(timeout=10)
+
+
+def test_retries_are_bounded() -> None:
+    flaky = FlakyReconciler(failures=100)
+    handlers.install(flaky)  # type: ignore[arg-type]
+    handlers.reconcile_after_child_event("ns", "run")
+    join_retry_timers()
+    assert len(flaky.calls) == 3
+
+
+def test_a_permanent_failure_is_not_retried() -> None:
+    flaky = FlakyReconciler(failures=100, status=403)
+    handlers.install(flaky)  # type: ignore[arg-type]
+    handlers.reconcile_after_child_event("ns", "run")
+    join_retry_timers()
+    assert len(flaky.calls) == 1
