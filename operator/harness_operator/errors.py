@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from kubernetes.client.exceptions import ApiException
@@ -56,8 +57,6 @@ def classify(exc: BaseException, attempt: int = 0) -> Temporary | Permanent:
 
 
 def _body_message(exc: ApiException) -> str:
-    import json
-
     try:
         return str(json.loads(exc.body or "{}").get("message") or exc.reason)
     except ValueError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,8 +61,6 @@ class Kube:
         return None if cm is None else (cm.data or {}).get(key)
 
     def fetch_secret_key(self, namespace: str, name: str, key: str) -> str | None:
-        import base64
-
         secret = _none_if_missing(lambda: self.core.read_namespaced_secret(name, namespace))
         if secret is None or key not in (secret.data or {}):
             return None

@@ -255,12 +255,6 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
     return status.model_copy(update={**update, "conditions": conds})
 
 
-def is_status_changed(run: HarnessRun, status: HarnessRunStatus) -> bool:
-    """Write only when something changed (a rewrite of the same status is work done twice)."""
-    current = run.status.to_api() if run.status else {}
-    return current != status.to_api()
-
-
 def find_succeeded(run: HarnessRun) -> str | None:
     """The Succeeded condition's status, if any."""
     cond = find_condition(run.status.conditions if run.status else [], SUCCEEDED)

@@ -18,7 +18,6 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 ENV_NAME_RULE = r"^[A-Za-z_][A-Za-z0-9_]*$"
-DNS_LABEL_RULE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 def rule(expr: str, message: str, field_path: str | None = None, reason: str | None = None) -> JsonDict:
