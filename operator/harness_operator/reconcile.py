@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from harness_operator import metrics
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, HarnessRunStatus, Protocol
-from harness_operator.conditions import SUCCEEDED, TRUE, find_condition, is_finished
+from harness_operator.conditions import FALSE, SUCCEEDED, TRUE, find_condition, is_finished
 from harness_operator.config import OperatorConfig
 from harness_operator.desired import (
     AttemptTarget,
@@ -27,7 +27,7 @@ from harness_operator.desired import (
     grace_period,
 )
 from harness_operator.kube import Kube
-from harness_operator.naming import LABEL_ATTEMPT, output_config_map_name
+from harness_operator.naming import LABEL_ATTEMPT, job_name, output_config_map_name
 from harness_operator.reasons import ReasonedError
 from harness_operator.runner.frame import FrameError, decode_frame
 from harness_operator.runner.plan import build_plan, with_output_limit
@@ -99,11 +99,8 @@ class Reconciler:
         ns = run.metadata["namespace"]
         try:
             targets = self._resolve_targets(run)
-            prompt, stdin = self._resolve_inputs(run)
         except Rejection as rejection:
             return self._write(run, Observed(providers=[], rejected=(rejection.reason, rejection.message)))
-        except Waiting as waiting:
-            return self._write(run, Observed(providers=[], waiting=(waiting.reason, waiting.message)))
         providers = [t.provider for t in targets]
         attempts = self._observe_attempts(run, targets)
         cancelled = run.spec.cancel
@@ -114,14 +111,20 @@ class Reconciler:
         output, output_cm = self._collect_output(run, attempts)
         observed = Observed(providers, attempts, output, output_cm, cancelled=cancelled)
         next_index = compute_next_attempt(observed)
-        if next_index is not None:
-            queued = self._start_attempt(run, targets, next_index, prompt, stdin, attempts)
-            if queued is not None:
-                observed = Observed(providers, attempts, waiting=queued)
-            else:
-                attempts = self._observe_attempts(run, targets)
-                observed = Observed(providers, attempts, output, output_cm)
-        return self._write(run, observed)
+        if next_index is None:
+            return self._write(run, observed)
+        try:
+            queued = self._start_attempt(run, targets, next_index, attempts)
+        except Rejection as rejection:
+            return self._write(run, Observed(providers=[], rejected=(rejection.reason, rejection.message)))
+        except Waiting as waiting:
+            return self._write(run, Observed(providers=[], waiting=(waiting.reason, waiting.message)))
+        if queued is not None:
+            return self._write(run, Observed(providers, attempts, waiting=queued))
+        started = ObservedAttempt(
+            next_index, providers[next_index - 1], job_name(run.metadata["name"], next_index)
+        )
+        return self._write(run, Observed(providers, [*attempts, started], output, output_cm))
 
     def _write(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
         status = compute_status(run, observed, self.clock())
@@ -198,7 +201,7 @@ class Reconciler:
                 )
             other_run = HarnessRun.model_validate(other)
             state = find_succeeded(other_run)
-            if state != TRUE and state is not None and is_finished(other_run.status.conditions):  # type: ignore[union-attr]
+            if state == FALSE:
                 raise Rejection("RunOutputFailed", f'{field}: HarnessRun "{other_name}" did not succeed')
             if state != TRUE:
                 raise Waiting(
@@ -282,30 +285,30 @@ class Reconciler:
         return None
 
     def _start_attempt(
-        self,
-        run: HarnessRun,
-        targets: list[AttemptTarget],
-        index: int,
-        prompt: str,
-        stdin: str | None,
-        attempts: list[ObservedAttempt],
+        self, run: HarnessRun, targets: list[AttemptTarget], index: int, attempts: list[ObservedAttempt]
     ) -> tuple[str, str] | None:
-        """Create what attempt `index` needs; for the first, only if the namespace has room (else Queued)."""
+        """Create what attempt `index` needs; for the first, only if the namespace has room (else Queued).
+
+        The first attempt also writes every attempt's plan, so the prompt and stdin are read only then:
+        a run's inputs are consumed once, not on every event of its Jobs and Pods."""
         ns = run.metadata["namespace"]
+        prompt, stdin = self._resolve_inputs(run) if index == 1 else ("", None)
         with self._namespace_locks[ns]:  # counting and creating under one lock: no two runs take one slot
             if index == 1:
                 queued = self._queue_position(run)
                 if queued is not None:
                     return queued
-            options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
-            plans = [
-                with_output_limit(
-                    build_plan(run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin),
-                    OUTPUT_CONFIG_MAP_LIMIT,
-                ).model_dump(by_alias=True, mode="json")
-                for t in targets
-            ]
-            self.kube.create(build_plan_secret(run, plans))
+                options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
+                plans = [
+                    with_output_limit(
+                        build_plan(
+                            run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin
+                        ),
+                        OUTPUT_CONFIG_MAP_LIMIT,
+                    ).model_dump(by_alias=True, mode="json")
+                    for t in targets
+                ]
+                self.kube.create(build_plan_secret(run, plans))
             target = targets[index - 1]
             claim = build_workspace_claim(run, target.provider)
             if claim is not None:
