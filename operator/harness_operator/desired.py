@@ -34,6 +34,7 @@ from harness_operator.naming import (
     run_labels,
     workspace_claim_name,
 )
+from harness_operator.runner.plan import merge_grants, merge_plain_env
 
 PLAN_DIR = "/etc/harness"
 PLAN_FILE = "plan.json"
@@ -222,10 +223,8 @@ def _resources(run: HarnessRun, config: OperatorConfig) -> dict[str, Any]:
 
 def _env(run: HarnessRun, definition: HarnessDefinitionSpec) -> list[dict[str, Any]]:
     """Plain env (definition's, then the run's), then credentials, each only by secretKeyRef."""
-    plain: dict[str, str] = {e.name: e.value for e in definition.env}
-    plain.update({e.name: e.value for e in run.spec.env})
-    grants = {c.env: c for c in definition.credentials}
-    grants.update({c.env: c for c in run.spec.credentials})
+    plain = merge_plain_env(run, definition)
+    grants = merge_grants(run, definition)
     env: list[dict[str, Any]] = [
         {"name": name, "value": value}
         for name, value in sorted(plain.items())

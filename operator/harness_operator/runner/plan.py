@@ -97,6 +97,13 @@ def merge_grants(run: HarnessRun, definition: HarnessDefinitionSpec) -> dict[str
     return grants
 
 
+def merge_plain_env(run: HarnessRun, definition: HarnessDefinitionSpec) -> dict[str, str]:
+    """The definition's plain env, then the run's; the run's wins for the same name."""
+    plain = {e.name: e.value for e in definition.env}
+    plain.update({e.name: e.value for e in run.spec.env})
+    return plain
+
+
 def build_plan(
     run: HarnessRun,
     definition: HarnessDefinitionSpec,
@@ -111,8 +118,7 @@ def build_plan(
     all_options = plan_options(run, definition, options)
     invocation = build_invocation(definition, prompt, stdin, all_options)
     grants = merge_grants(run, definition)
-    plain = {e.name: e.value for e in definition.env}
-    plain.update({e.name: e.value for e in spec.env})
+    plain = merge_plain_env(run, definition)
     model = merge_options(definition, all_options).get("model")
     metadata = run.metadata or {}
     return AttemptPlan(
