@@ -27,7 +27,7 @@ from harness_operator.desired import (
     grace_period,
 )
 from harness_operator.kube import Kube
-from harness_operator.naming import LABEL_ATTEMPT, job_name, output_config_map_name
+from harness_operator.naming import LABEL_ATTEMPT, LABEL_RUN, job_name, label_value, output_config_map_name
 from harness_operator.reasons import ReasonedError
 from harness_operator.runner.frame import FrameError, decode_frame
 from harness_operator.runner.plan import build_plan, with_output_limit
@@ -39,6 +39,7 @@ from harness_operator.status import (
     compute_next_attempt,
     compute_status,
     find_succeeded,
+    is_job_finished,
     observe_attempt,
 )
 
@@ -268,14 +269,11 @@ class Reconciler:
         """Queued when the namespace already has its most runs in flight."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
         active = {
-            job["metadata"]["labels"].get("agentharness.dev/run")
+            job["metadata"]["labels"].get(LABEL_RUN)
             for job in self.kube.fetch_jobs(ns)
-            if not any(
-                c.get("status") == "True" and c.get("type") in ("Complete", "Failed")
-                for c in (job.get("status") or {}).get("conditions") or []
-            )
+            if not is_job_finished(job)
         }
-        active.discard(name)
+        active.discard(label_value(name))
         limit = self.config.max_runs_per_namespace
         if len(active) >= limit:
             return (

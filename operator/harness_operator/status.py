@@ -98,6 +98,11 @@ def _job_condition(job: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return None
 
 
+def is_job_finished(job: dict[str, Any]) -> bool:
+    """The Job completed or failed (a suspended or running Job is still in flight)."""
+    return _job_condition(job, "Complete") is not None or _job_condition(job, "Failed") is not None
+
+
 def observe_attempt(
     index: int, provider: str, job: dict[str, Any], pods: Sequence[dict[str, Any]]
 ) -> ObservedAttempt:

@@ -16,6 +16,7 @@ from harness_operator.status import (
     ObservedAttempt,
     compute_next_attempt,
     compute_status,
+    is_job_finished,
     observe_attempt,
 )
 
@@ -309,3 +310,17 @@ def test_total_cost_is_unknown_when_one_attempts_cost_is() -> None:
 def test_a_cancelled_attempt_ends_the_run_cancelled() -> None:
     status = compute_status(run(), Observed(PROVIDERS, [finished(1, "claude", 124, "Cancelled")]), NOW)
     assert (status.phase, status.reason, status.exit_code) == ("Cancelled", "Cancelled", 124)
+
+
+@pytest.mark.parametrize(
+    ("body", "finished"),
+    [
+        (job(), False),
+        (job(suspend=True), False),
+        (job(COMPLETE), True),
+        (job(FAILED), True),
+        (job(DEADLINE), True),
+    ],
+)
+def test_is_job_finished(body: dict[str, Any], finished: bool) -> None:
+    assert is_job_finished(body) is finished
