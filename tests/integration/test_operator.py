@@ -270,20 +270,30 @@ def test_chaining_through_run_output(api: Api, fake: Callable[..., None], images
 
 def test_queue_limit(api: Api, fake: Callable[..., None]) -> None:
     fake("slow", "hang")
-    for name in ("q1", "q2", "q3"):
+    names = ("q1", "q2", "q3")
+    for name in names:
         api.create(run_body(name, {"provider": "slow", "prompt": "p", "limits": {"gracePeriodSeconds": 1}}))
-    wait_until(
-        lambda: api.condition("q3", "Succeeded").get("reason") == "Queued", timeout=60, what="q3 queued"
-    )
-    assert api.jobs("q3") == []
+
+    def queued() -> list[str]:
+        return [n for n in names if api.condition(n, "Succeeded").get("reason") == "Queued"]
+
+    # The three are created at once and reconciled concurrently: which one waits is not promised.
+    waiting = wait_until(queued, timeout=60, what="one run queued at the limit of 2")
+    assert len(waiting) == 1
+    assert api.jobs(waiting[0]) == []
+    assert sum(1 for n in names if api.jobs(n)) == 2
+    first_running = next(n for n in names if n not in waiting)
     api.custom.patch_namespaced_custom_object(
-        GROUP, VERSION, api.ns, "harnessruns", "q1", {"spec": {"cancel": True}}
+        GROUP, VERSION, api.ns, "harnessruns", first_running, {"spec": {"cancel": True}}
     )
-    wait_until(lambda: api.jobs("q3"), timeout=60, what="q3 to start once q1 ended")
-    for name in ("q2", "q3"):
-        api.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, api.ns, "harnessruns", name, {"spec": {"cancel": True}}
-        )
+    wait_until(
+        lambda: api.jobs(waiting[0]), timeout=60, what=f"{waiting[0]} to start once {first_running} ended"
+    )
+    for name in names:
+        if name != first_running:
+            api.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, api.ns, "harnessruns", name, {"spec": {"cancel": True}}
+            )
 
 
 def test_operator_killed_and_restarted_mid_run(
