@@ -34,7 +34,7 @@ from harness_operator.naming import (
     run_labels,
     workspace_claim_name,
 )
-from harness_operator.runner.plan import merge_grants, merge_plain_env
+from harness_operator.runner.plan import build_plan, merge_grants, merge_plain_env, with_output_limit
 
 PLAN_DIR = "/etc/harness"
 PLAN_FILE = "plan.json"
@@ -49,6 +49,8 @@ PRIVATE_RANGES = [
     "100.64.0.0/10",
     "127.0.0.0/8",
 ]
+# ConfigMaps hold at most 1 MiB: without maxOutputBytes, a run's output is cut (and flagged) here.
+OUTPUT_CONFIG_MAP_LIMIT = 1_000_000
 # The runner enforces timeoutSeconds itself and reports; the Job deadline is only a backstop after it.
 DEADLINE_SLACK_SECONDS = 60
 
@@ -60,6 +62,20 @@ class AttemptTarget:
     index: int
     provider: str
     definition: HarnessDefinitionSpec
+
+
+def build_plans(
+    run: HarnessRun, targets: Sequence[AttemptTarget], prompt: str, stdin: str | None
+) -> list[dict[str, Any]]:
+    """Every attempt's plan as the plan Secret holds it; output bounded by what a ConfigMap holds."""
+    options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
+    return [
+        with_output_limit(
+            build_plan(run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin),
+            OUTPUT_CONFIG_MAP_LIMIT,
+        ).model_dump(by_alias=True, mode="json")
+        for t in targets
+    ]
 
 
 def owner_reference(run: HarnessRun) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from harness_operator.desired import (
     build_network_policy,
     build_output_config_map,
     build_plan_secret,
+    build_plans,
     build_workspace_claim,
     grace_period,
 )
@@ -30,7 +31,6 @@ from harness_operator.kube import Kube
 from harness_operator.naming import LABEL_ATTEMPT, LABEL_RUN, job_name, label_value, output_config_map_name
 from harness_operator.reasons import ReasonedError
 from harness_operator.runner.frame import FrameError, decode_frame
-from harness_operator.runner.plan import build_plan, with_output_limit
 from harness_operator.runner.result import fallback_line
 from harness_operator.status import (
     FINISHED,
@@ -42,9 +42,6 @@ from harness_operator.status import (
     is_job_finished,
     observe_attempt,
 )
-
-# ConfigMaps hold at most 1 MiB: without maxOutputBytes, a run's output is cut (and flagged) here.
-OUTPUT_CONFIG_MAP_LIMIT = 1_000_000
 
 
 class Rejection(ReasonedError):
@@ -296,17 +293,7 @@ class Reconciler:
                 queued = self._queue_position(run)
                 if queued is not None:
                     return queued
-                options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
-                plans = [
-                    with_output_limit(
-                        build_plan(
-                            run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin
-                        ),
-                        OUTPUT_CONFIG_MAP_LIMIT,
-                    ).model_dump(by_alias=True, mode="json")
-                    for t in targets
-                ]
-                self.kube.create(build_plan_secret(run, plans))
+                self.kube.create(build_plan_secret(run, build_plans(run, targets, prompt, stdin)))
             target = targets[index - 1]
             claim = build_workspace_claim(run, target.provider)
             if claim is not None:

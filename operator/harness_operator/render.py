@@ -16,10 +16,10 @@ from harness_operator.desired import (
     build_job,
     build_network_policy,
     build_plan_secret,
+    build_plans,
     build_workspace_claim,
 )
 from harness_operator.manifests import Document
-from harness_operator.runner.plan import build_plan
 from harness_operator.validation import build_catalog
 
 UID_PLACEHOLDER = "<uid assigned by the API server>"
@@ -52,9 +52,9 @@ def build_rendered_objects(
         }
         run = HarnessRun.model_validate(raw)
         spec = run.spec
-        chain = [(spec.provider, spec.with_)] + [(fb.provider, fb.with_) for fb in spec.fallback]
+        chain = [spec.provider] + [fb.provider for fb in spec.fallback]
         targets = []
-        for index, (provider, _options) in enumerate(chain, start=1):
+        for index, provider in enumerate(chain, start=1):
             definition = catalog.resolve(doc.namespace, provider)
             if definition is None:
                 problems.append(f'{doc.path}: HarnessRun/{doc.name}: unknown provider "{provider}"')
@@ -64,13 +64,7 @@ def build_rendered_objects(
             continue
         prompt = spec.prompt if spec.prompt is not None else describe_source(spec.prompt_from)  # type: ignore[arg-type]
         stdin = spec.stdin if spec.stdin_from is None else describe_source(spec.stdin_from)
-        plans = [
-            build_plan(
-                run, t.definition, t.index, t.provider, chain[t.index - 1][1], prompt, stdin
-            ).model_dump(by_alias=True, mode="json")
-            for t in targets
-        ]
-        objects.append(build_plan_secret(run, plans))
+        objects.append(build_plan_secret(run, build_plans(run, targets, prompt, stdin)))
         claim = build_workspace_claim(run, targets[0].provider)
         if claim is not None:
             objects.append(claim)

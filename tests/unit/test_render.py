@@ -40,6 +40,9 @@ def test_render_a_run_with_a_fallback() -> None:
         "Find the flaky tests in the attached CI log and propose a fix for each.",
     ]
     assert plans["attempt-2.json"]["binary"] == "codex"
+    assert (
+        plans["attempt-1.json"]["limits"]["maxOutputBytes"] == 1000000
+    )  # the operator's default, as it applies it
     jobs = [o for o in objects if o["kind"] == "Job"]
     assert (
         jobs[0]["spec"]["template"]["spec"]["containers"][0]["image"]
