@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv test unit lint generate demo cluster-up cluster-down
+.PHONY: venv test unit lint generate demo images cluster-up cluster-down
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -13,15 +13,15 @@ venv: $(VENV_STAMP)
 
 ## unit tests only: no cluster, no agent CLIs
 unit: venv
-	$(PY) -m pytest -m "not integration and not cli" -q
+	$(PY) -m pytest -m "not integration and not cli and not e2e" -q
 
-## the whole suite: unit, the real Claude Code CLI against a local stub, and the real test cluster
+## the whole suite: unit, real agent CLIs against local stubs, the real test cluster, and e2e/ on it
 test: venv
 	bash tests/run-all.sh
 
 lint: venv
-	.venv/bin/ruff check operator tests bench
-	.venv/bin/ruff format --check operator tests bench
+	.venv/bin/ruff check operator tests e2e bench
+	.venv/bin/ruff format --check operator tests e2e bench
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 
@@ -34,6 +34,11 @@ generate: venv
 ## run an example locally with the bundled demo agent (no cluster, no API key)
 demo: venv
 	PATH=$(CURDIR)/.venv/bin:$$PATH .venv/bin/harnessctl run examples/demo/demo-run.yaml
+
+## build every image from sandbox-image/Dockerfile, tagged as the chart's defaults, and load them into the
+## local test cluster; REGISTRY=host[:port][/path] PUSH=1 also tags them there and pushes them
+images:
+	sandbox-image/build $(if $(REGISTRY),--registry $(REGISTRY)) $(if $(PUSH),--push)
 
 cluster-up:
 	tests/cluster/up

@@ -39,6 +39,9 @@ from harness_operator.runner.plan import build_plan, merge_grants, merge_plain_e
 PLAN_DIR = "/etc/harness"
 PLAN_FILE = "plan.json"
 DEFAULT_WORKING_DIR = "/workspace"
+# The sandbox user's home (sandbox-image/Dockerfile), an emptyDir: the root file system is read-only and
+# agent CLIs keep config, caches and sessions there.
+SANDBOX_HOME = "/home/sandbox"
 # Egress to a named host cannot be expressed in a NetworkPolicy; it is allowed on the host's ports to
 # public addresses only, so a sandbox can never reach the cluster, the node or a metadata service.
 PRIVATE_RANGES = [
@@ -251,7 +254,7 @@ def _env(run: HarnessRun, definition: HarnessDefinitionSpec) -> list[dict[str, A
         if grant.optional:
             ref["optional"] = True
         env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
-    env.append({"name": "HOME", "value": "/tmp/home"})
+    env.append({"name": "HOME", "value": SANDBOX_HOME})
     return env
 
 
@@ -291,7 +294,7 @@ def _git_init_container(run: HarnessRun, image: str, config: OperatorConfig) -> 
     env: list[dict[str, Any]] = [
         {"name": "GIT_URL", "value": git.url},
         {"name": "WORKDIR", "value": workdir},
-        {"name": "HOME", "value": "/tmp/home"},
+        {"name": "HOME", "value": SANDBOX_HOME},
         {"name": "GIT_TERMINAL_PROMPT", "value": "0"},
     ]
     if git.ref:
@@ -325,6 +328,7 @@ def _git_init_container(run: HarnessRun, image: str, config: OperatorConfig) -> 
         "volumeMounts": [
             {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
             {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "home", "mountPath": SANDBOX_HOME},
         ],
     }
 
@@ -373,7 +377,11 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                     "name": "agent",
                     "image": image,
                     "imagePullPolicy": config.image_pull_policy,
+                    # tini (in every image built from sandbox-image/Dockerfile) reaps the agent's
+                    # orphans and forwards signals; the runner stops the agent's process group.
                     "command": [
+                        "tini",
+                        "--",
                         "python3",
                         "-m",
                         "harness_operator.runner",
@@ -390,6 +398,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                         {"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
                         {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
                         {"name": "tmp", "mountPath": "/tmp"},
+                        {"name": "home", "mountPath": SANDBOX_HOME},
                     ],
                 }
             ],
@@ -404,6 +413,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                 },
                 _workspace_volume(run, target.provider),
                 {"name": "tmp", "emptyDir": {}},
+                {"name": "home", "emptyDir": {}},
             ],
         }
     )

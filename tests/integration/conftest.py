@@ -28,6 +28,7 @@ from kubernetes.client.rest import ApiException
 
 HERE = Path(__file__).resolve().parent
 CLUSTER_DIR = HERE.parent / "cluster"
+ROOT = HERE.parents[1]
 UP_TIMEOUT_SECONDS = 3600  # a cold `up` compiles Kubernetes
 
 T = TypeVar("T")
@@ -120,15 +121,17 @@ def cluster_bin_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def sandbox_base_image() -> str:
-    """Tag of the locally built Debian+python3 base image loaded on the node."""
+def images() -> dict[str, str]:
+    """The base sandbox and the test image (sandbox + fake agent), built from sandbox-image/Dockerfile and
+    loaded on the node: {"sandbox": tag, "test": tag}."""
     out = subprocess.run(
-        [str(CLUSTER_DIR / "images" / "build-base"), "--print-tag"],
+        [str(ROOT / "sandbox-image" / "build"), "--test", "--only", "sandbox,test"],
         stdout=subprocess.PIPE,
         text=True,
         check=True,
     )
-    return out.stdout.strip()
+    tags = out.stdout.split()
+    return {tag.split(":")[0].rsplit("/", 1)[1].removeprefix("sandbox-"): tag for tag in tags}
 
 
 @pytest.fixture(scope="session")

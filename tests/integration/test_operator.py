@@ -17,7 +17,6 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION
 
 from .conftest import wait_until
 from .operator_env import (
-    ROOT,
     OperatorProcess,
     definition_body,
     free_port,
@@ -27,14 +26,6 @@ from .operator_env import (
 )
 
 RUN_TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def images() -> dict[str, str]:
-    tags = subprocess.run(
-        [str(ROOT / "sandbox-image" / "build"), "--test"], capture_output=True, text=True, check=True
-    ).stdout.split()
-    return {"sandbox": tags[0], "test": tags[1]}
 
 
 @pytest.fixture(scope="module")
