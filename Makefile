@@ -25,11 +25,13 @@ lint: venv
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 
-## regenerate crds/ (and the chart's copies of the CRDs and the built-in catalog) from the source
+## regenerate crds/ (and the chart's copies of the CRDs and the built-in catalog) from the source, and the
+## chart README's values table from values.yaml
 generate: venv
 	.venv/bin/harnessctl crds -o crds -o charts/harness-operator/crds
 	rm -f charts/harness-operator/catalog/*.yaml
 	cp operator/harness_operator/catalog/*.yaml charts/harness-operator/catalog/
+	$(PY) -m tests.chart_readme
 
 ## run an example locally with the bundled demo agent (no cluster, no API key)
 demo: venv
