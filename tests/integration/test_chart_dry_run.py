@@ -94,8 +94,10 @@ def test_notes_first_run_works_as_printed(
 ) -> None:
     env = tools_env(cluster_bin_dir, kubeconfig_path, ANTHROPIC_API_KEY="sk-test-not-a-real-key")
     installed = subprocess.run(
-        ["helm", "install", "notes-check", str(CHART), "--namespace", "harness-system", "--dry-run=client"]
-        + ["--set", f"watchNamespaces={{{namespace}}}"],
+        [
+            *("helm", "install", "notes-check", str(CHART), "--namespace", "harness-system"),
+            *("--dry-run=client", "--set", f"watchNamespaces={{{namespace}}}"),
+        ],
         env=env,
         capture_output=True,
         text=True,

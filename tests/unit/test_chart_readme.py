@@ -1,7 +1,6 @@
 """The chart README's values table is the one generated from values.yaml, and every value is documented."""
 
 import pytest
-
 from tests.chart_readme import CHART, build_rows, parse_docs, render_table, undocumented, with_table
 
 SAMPLE = """\
@@ -44,7 +43,7 @@ def test_rows_carry_type_and_default() -> None:
 
 
 def test_a_doc_comment_on_a_key_that_is_not_a_value_is_an_error() -> None:
-    with pytest.raises(ValueError, match="items.key, which is not a value"):
+    with pytest.raises(ValueError, match=r"items\.key, which is not a value"):
         build_rows("items:\n  - nested: 1\n    # -- Inside a list item.\n    key: 2\n")
 
 

@@ -16,7 +16,9 @@ from harness_operator.config import OperatorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "harness-operator"
-CLUSTER_HELM = Path(os.environ.get("HARNESS_CLUSTER_CACHE", "/var/cache/harness-operator/cluster")) / "bin" / "helm"
+CLUSTER_HELM = (
+    Path(os.environ.get("HARNESS_CLUSTER_CACHE", "/var/cache/harness-operator/cluster")) / "bin" / "helm"
+)
 HELM = str(CLUSTER_HELM) if CLUSTER_HELM.exists() else shutil.which("helm")
 
 pytestmark = pytest.mark.skipif(
@@ -126,7 +128,11 @@ def test_service_monitor_scrapes_the_metrics_service_when_enabled() -> None:
 
 def test_service_monitor_without_the_metrics_service_is_refused_with_the_fix() -> None:
     result = helm(
-        "template", "x", str(CHART), "--set", "metrics.serviceMonitor.enabled=true,metrics.service.enabled=false"
+        "template",
+        "x",
+        str(CHART),
+        "--set",
+        "metrics.serviceMonitor.enabled=true,metrics.service.enabled=false",
     )
     assert result.returncode != 0
     assert "metrics.serviceMonitor.enabled needs metrics.service.enabled=true" in result.stderr
