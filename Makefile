@@ -11,19 +11,23 @@ $(VENV_STAMP): pyproject.toml
 
 venv: $(VENV_STAMP)
 
-## unit tests only: no cluster, no agent CLIs
+## unit tests only: no cluster, no agent CLIs, no Go builds
 unit: venv
-	$(PY) -m pytest -m "not integration and not cli" -q
+	$(PY) -m pytest -m "not integration and not cli and not gotool" -q
 
 ## the whole suite: unit, the real Claude Code CLI against a local stub, and the real test cluster
 test: venv
 	bash tests/run-all.sh
+
+# Every tracked or new shell script (a sh/bash shebang); -P lets shellcheck follow `source "$(dirname ...)/lib/x.sh"`.
+SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard -z | xargs -0 grep -lIE --max-count=1 '^\#!(/usr/bin/env |/bin/)(ba)?sh' --)
 
 lint: venv
 	.venv/bin/ruff check operator tests bench
 	.venv/bin/ruff format --check operator tests bench
 	.venv/bin/mypy
 	.venv/bin/lint-imports
+	shellcheck -x -P SCRIPTDIR -P SCRIPTDIR/.. $(SHELL_SCRIPTS)
 
 ## regenerate crds/ (and the chart's copies of the CRDs and the built-in catalog) from the source, and the
 ## chart README's values table from values.yaml
