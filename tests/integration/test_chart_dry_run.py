@@ -95,7 +95,16 @@ def test_notes_first_run_works_as_printed(
     env = tools_env(cluster_bin_dir, kubeconfig_path, ANTHROPIC_API_KEY="sk-test-not-a-real-key")
     installed = subprocess.run(
         [
-            *("helm", "install", "notes-check", str(CHART), "--namespace", "harness-system"),
+            # the release other tests install: the catalog's cluster-wide objects belong to it
+            *(
+                "helm",
+                "upgrade",
+                "--install",
+                "harness-operator",
+                str(CHART),
+                "--namespace",
+                "harness-system",
+            ),
             *("--dry-run=client", "--set", f"watchNamespaces={{{namespace}}}"),
         ],
         env=env,
