@@ -15,6 +15,7 @@ class OperatorConfig:
 
     sandbox_image: str = f"harness.local/sandbox:{__version__}"
     image_pull_policy: str = "IfNotPresent"
+    image_pull_secrets: tuple[str, ...] = ()  # Secret names in each run's namespace (private registries)
     max_runs_per_namespace: int = 10
     default_cpu_request: str = "250m"
     default_memory_request: str = "1Gi"

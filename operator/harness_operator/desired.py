@@ -357,6 +357,8 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
             pod_spec["nodeSelector"] = dict(sandbox.node_selector)
         if sandbox.tolerations:
             pod_spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
+    if config.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
     init = _git_init_container(run, image, config)
     pod_spec.update(
         {

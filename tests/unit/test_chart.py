@@ -42,6 +42,10 @@ def test_default_values_fit_the_schema() -> None:
         ({"unknownKey": 1}, []),
         ({"catalog": {"enabled": "yes"}}, ["catalog", "enabled"]),
         ({"replicaCount": 2}, ["replicaCount"]),
+        ({"imagePullSecrets": ["registry"]}, ["imagePullSecrets", 0]),
+        ({"sandboxImagePullSecrets": [{"name": ""}]}, ["sandboxImagePullSecrets", 0, "name"]),
+        ({"podLabels": {"tier": 1}}, ["podLabels", "tier"]),
+        ({"metrics": {"serviceMonitor": {"interval": "soon"}}}, ["metrics", "serviceMonitor", "interval"]),
     ],
 )
 def test_bad_values_are_refused(patch: dict, path: list[str]) -> None:
