@@ -82,10 +82,11 @@ def kubectl(*args: str, check: bool = True, stdin: str | None = None) -> subproc
 
 
 def install_chart(*extra: str) -> None:
-    """`helm upgrade --install` of the chart with its defaults (plus `extra` helm arguments)."""
+    """`helm upgrade --install` of the chart with its defaults (plus `extra` helm arguments); without
+    --reset-values an upgrade given no values would keep the previous release's."""
     helm(
         "upgrade", "--install", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE, "--create-namespace",
-        "--wait", "--timeout", "180s", *extra,
+        "--reset-values", "--wait", "--timeout", "180s", *extra,
     )  # fmt: skip
 
 
