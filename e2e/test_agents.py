@@ -22,8 +22,11 @@ from harness_operator.catalog import load_builtin_catalog
 from .conftest import STUB_HOST, Runs
 
 FAKE_KEY = "sk-e2e-not-a-real-key"
-# The stubs' fixed usage: 1234 input tokens (100 of them cached), 56 output.
-ANTHROPIC_USAGE = {"inputTokens": 1234, "outputTokens": 56, "cacheReadTokens": 100, "cacheWriteTokens": 10}
+# What each stub bills per model call, as the CLI's parser reads it into status.usage: the Anthropic
+# stub's 1234 input tokens are on top of its 100 cache reads and 10 cache writes; the OpenAI and Gemini
+# stubs' 1234 include their 100 cached ones, which the Codex and Gemini parsers count apart.
+ANTHROPIC = {"inputTokens": 1234, "outputTokens": 56, "cacheReadTokens": 100, "cacheWriteTokens": 10}
+NET_OF_CACHE = {"inputTokens": 1134, "outputTokens": 56, "cacheReadTokens": 100}
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,8 @@ class Route:
     env: dict[str, str]
     options: dict[str, Any] = field(default_factory=dict)
     cost_reported: bool = False
-    usage: dict[str, int] = field(default_factory=lambda: {"inputTokens": 1234, "outputTokens": 56})
+    # Tokens per model call the stub answered; None: the CLI reports no usage (status shows none).
+    usage: dict[str, int] | None = field(default_factory=lambda: {"inputTokens": 1234, "outputTokens": 56})
     credentials: list[tuple[str, str, str]] = field(default_factory=list)  # (env, secret, key) run grants
     # Files the CLI's configuration needs, committed to the run's git workspace (cloned to REPO).
     files: dict[str, str] = field(default_factory=dict)
@@ -53,9 +57,9 @@ ROUTES: dict[str, Callable[[str], Route]] = {
         "anthropic",
         {"ANTHROPIC_BASE_URL": url, "CLAUDE_CODE_MAX_RETRIES": "0"},
         cost_reported=True,
-        usage=ANTHROPIC_USAGE,
+        usage=ANTHROPIC,
     ),
-    "codex": lambda url: Route("openai", {}, codex_options(url)),
+    "codex": lambda url: Route("openai", {}, codex_options(url), usage=NET_OF_CACHE),
     # Gemini CLI picks a gateway auth type when its base URL is set, unless settings select the key.
     "gemini": lambda url: Route(
         "gemini",
@@ -65,11 +69,16 @@ ROUTES: dict[str, Callable[[str], Route]] = {
             "GEMINI_CLI_SYSTEM_SETTINGS_PATH": f"{REPO}/.gemini/settings.json",
         },
         {"model": "gemini-2.5-flash"},
+        usage=NET_OF_CACHE,
         files={
             ".gemini/settings.json": json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}})
         },
     ),
-    "qwen": lambda url: Route("openai", {"OPENAI_BASE_URL": f"{url}/v1"}),
+    "qwen": lambda url: Route(
+        "openai",
+        {"OPENAI_BASE_URL": f"{url}/v1"},
+        usage={"inputTokens": 1234, "outputTokens": 56, "cacheReadTokens": 100},
+    ),
     "opencode": lambda url: Route(
         "anthropic",
         {
@@ -94,6 +103,7 @@ ROUTES: dict[str, Callable[[str], Route]] = {
         "openai",
         {"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": f"{url}/v1", "COPILOT_MODEL": "gpt-4.1"},
         credentials=[("COPILOT_PROVIDER_API_KEY", "copilot-provider-key", "api-key")],
+        usage=None,  # its usage file is not read yet: the catalog declares usageReporting false
     ),
     "aider": lambda url: Route(
         "openai", {"OPENAI_API_BASE": f"{url}/v1"}, {"model": "gpt-4o", "no_git": True}
@@ -106,6 +116,13 @@ def catalog_grants(provider: str) -> list[tuple[str, str]]:
     for entry in load_builtin_catalog():
         if entry.metadata["name"] == provider:
             return [(c.secret_key_ref.name, c.secret_key_ref.key) for c in entry.spec.credentials]
+    raise AssertionError(f"no built-in {provider}")
+
+
+def declares(provider: str, capability: str) -> bool:
+    for entry in load_builtin_catalog():
+        if entry.metadata["name"] == provider:
+            return bool(entry.spec.capabilities.model_dump(by_alias=True)[capability])
     raise AssertionError(f"no built-in {provider}")
 
 
@@ -157,11 +174,16 @@ def test_builtin_runs_in_its_catalog_image(
     assert status["phase"] == "Succeeded", runs.describe("hello")
     assert server.model_calls(), f"{provider} made no model call to the stub"
     assert "Hello from the" in status["output"]["excerpt"]
-    usage = status["usage"]
-    for key, value in route.usage.items():
-        assert usage[key] == value, (key, usage)
+    usage, calls = status.get("usage") or {}, len(server.model_calls())
+    if route.usage is None:
+        assert not declares(provider, "usageReporting")
+        assert "inputTokens" not in usage and "costUSD" not in usage, usage
+    else:
+        assert {k: usage.get(k) for k in route.usage} == {k: v * calls for k, v in route.usage.items()}, usage
     if route.cost_reported:
         assert usage["costSource"] == "reported" and usage["costUSD"] > 0, usage
+    else:
+        assert usage.get("costSource", "unknown") == "unknown" and "costUSD" not in usage, usage
     chdef = client.CustomObjectsApi(kube).get_cluster_custom_object(
         GROUP, VERSION, "clusterharnessdefinitions", provider
     )
