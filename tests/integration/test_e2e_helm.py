@@ -15,7 +15,15 @@ from kubernetes import client
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 
 from .conftest import wait_until
-from .operator_env import RELEASE, RELEASE_NAMESPACE, ROOT, definition_body, helm_install, run_body
+from .operator_env import (
+    RELEASE,
+    RELEASE_NAMESPACE,
+    ROOT,
+    definition_body,
+    helm_install,
+    helm_uninstall,
+    run_body,
+)
 
 RELEASE_NS = RELEASE_NAMESPACE
 
@@ -59,20 +67,7 @@ def release(
     )
     print(f"\nmeasured: helm install --wait {time.monotonic() - started:.1f}s")
     yield watched
-    subprocess.run(
-        [
-            str(cluster_bin_dir / "helm"),
-            "--kubeconfig",
-            kubeconfig_path,
-            "uninstall",
-            RELEASE,
-            "--namespace",
-            RELEASE_NS,
-            "--wait",
-        ],
-        capture_output=True,
-        check=False,
-    )
+    helm_uninstall(cluster_bin_dir, kubeconfig_path)
     core.delete_namespace(watched)
 
 
