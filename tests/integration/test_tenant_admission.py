@@ -216,7 +216,9 @@ def test_a_run_may_name_only_secrets_its_author_may_get(
     assert exists(kube, namespace, body)
 
 
-def test_references_the_author_may_read_are_admitted(tenant: client.ApiClient, namespace: str) -> None:
+def test_references_the_author_may_read_are_admitted(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str
+) -> None:
     """The check is on rights, not on references: ConfigMaps (readable) and runs' outputs pass."""
     create(
         tenant,
@@ -225,11 +227,9 @@ def test_references_the_author_may_read_are_admitted(tenant: client.ApiClient, n
             "from-cm", {"provider": "claude", "promptFrom": {"configMapKeyRef": {"name": "p", "key": "k"}}}
         ),
     )
-    create(
-        tenant,
-        namespace,
-        run_body("chained", {"provider": "claude", "promptFrom": {"runOutput": {"name": "from-cm"}}}),
-    )
+    chained = run_body("chained", {"provider": "claude", "promptFrom": {"runOutput": {"name": "from-cm"}}})
+    create(tenant, namespace, chained)
+    assert exists(kube, namespace, chained)
 
 
 def test_a_definitions_grant_stays_allowed(
