@@ -46,7 +46,7 @@ def test_render_a_run_with_a_fallback() -> None:
     jobs = [o for o in objects if o["kind"] == "Job"]
     assert (
         jobs[0]["spec"]["template"]["spec"]["containers"][0]["image"]
-        == "images.example.internal/acme/agent-sandbox:1.4.2"
+        == "harness.local/acme/agent-sandbox:1.4.2"
     )
     env = jobs[0]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {

@@ -162,3 +162,22 @@ def test_spec_is_immutable_except_cancel() -> None:
     ]
     added = check_rules(schema, {"spec": {"provider": "a", "prompt": "p", "with": {"model": "m"}}}, old)
     assert len(added) == 1
+
+
+INLINE_LIMIT = (
+    "spec.prompt: spec.prompt and spec.stdin together must be at most 131072 bytes, what kubectl apply can "
+    "carry; put larger input in a ConfigMap and use spec.promptFrom or spec.stdinFrom"
+)
+
+
+def test_prompt_and_stdin_together_fit_what_kubectl_apply_carries() -> None:
+    at_limit = f"  provider: vendor\n  prompt: {'p' * 100000}\n  stdin: {'s' * 31072}\n  workspace: {{workingDir: /w}}\n"
+    assert check(run_doc(at_limit, SECRET)) == []
+    over = at_limit.replace("s" * 31072, "s" * 31073)
+    assert messages(check(run_doc(over, SECRET))) == [INLINE_LIMIT]
+
+
+def test_the_inline_limit_counts_utf8_bytes() -> None:
+    """Two bytes per 'é': kubectl's annotation holds bytes, whatever the CRD's maxLength counts."""
+    spec = f"  provider: vendor\n  prompt: {'é' * 65537}\n  workspace: {{workingDir: /w}}\n"
+    assert messages(check(run_doc(spec, SECRET))) == [INLINE_LIMIT]
