@@ -66,8 +66,10 @@ def test_cancel_stops_gracefully_without_fallback(runs: Runs, stub: Callable[...
     runs.patch("cancel", {"cancel": True})
     status = runs.wait_finished("cancel", timeout=120)
     assert (status["phase"], status["reason"], status["exitCode"]) == ("Cancelled", "Cancelled", 124)
-    assert len(status["attempts"]) == 1 and runs.jobs("cancel") == ["cancel-a1"]
+    # The cancelled attempt's Job is deleted (its pod stopped gracefully); no second one was made.
+    assert len(status["attempts"]) == 1 and "cancel-a2" not in runs.jobs("cancel")
     assert not spare.model_calls(), "no fallback after a cancel"
+    assert not [e for e in runs.events("cancel") if e[1] == "FallingBack"]
 
 
 def test_timeout_ends_the_run_without_fallback(runs: Runs, stub: Callable[..., Any]) -> None:
