@@ -143,6 +143,9 @@ def test_helm_uninstall_removes_the_operator_and_keeps_crds_and_runs(
     assert not core.list_namespaced_service_account(RELEASE_NAMESPACE, label_selector=selector).items
     assert not rbac.list_cluster_role(label_selector=selector).items
     assert not rbac.list_cluster_role_binding(label_selector=selector).items
+    admission = client.AdmissionregistrationV1Api(kube)
+    assert not admission.list_validating_admission_policy(label_selector=selector).items
+    assert not admission.list_validating_admission_policy_binding(label_selector=selector).items
     # CRDs are in the chart's crds/ folder: helm installs them and never deletes them, so runs survive.
     ext = client.ApiextensionsV1Api(kube)
     assert ext.read_custom_resource_definition(f"harnessruns.{GROUP}")
