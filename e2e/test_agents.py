@@ -105,8 +105,13 @@ ROUTES: dict[str, Callable[[str], Route]] = {
         credentials=[("COPILOT_PROVIDER_API_KEY", "copilot-provider-key", "api-key")],
         usage=None,  # its usage file is not read yet: the catalog declares usageReporting false
     ),
+    # aider prints its own token counts, rounded ("Tokens: 1.2k sent, 56 received. Cost: ...").
     "aider": lambda url: Route(
-        "openai", {"OPENAI_API_BASE": f"{url}/v1"}, {"model": "gpt-4o", "no_git": True}
+        "openai",
+        {"OPENAI_API_BASE": f"{url}/v1"},
+        {"model": "gpt-4o", "no_git": True},
+        cost_reported=True,
+        usage={"inputTokens": 1200, "outputTokens": 56},
     ),
 }
 
