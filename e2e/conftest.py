@@ -100,12 +100,14 @@ def kube() -> Iterator[client.ApiClient]:
 
 
 @pytest.fixture(scope="session")
-def release(kube: client.ApiClient) -> str:
-    """The chart as a user installs it after `make images`: no --set at all."""
+def release(kube: client.ApiClient) -> Iterator[str]:
+    """The chart as a user installs it after `make images`: no --set at all. Uninstalled at the end, so
+    no operator is left running in a cluster other suites share."""
     started = time.monotonic()
     install_chart()
     print(f"\nmeasured: helm install --wait {time.monotonic() - started:.1f}s")
-    return RELEASE
+    yield RELEASE
+    helm("uninstall", RELEASE, "--namespace", RELEASE_NAMESPACE, "--wait", check=False)
 
 
 @pytest.fixture
