@@ -162,3 +162,26 @@ def test_spec_is_immutable_except_cancel() -> None:
     ]
     added = check_rules(schema, {"spec": {"provider": "a", "prompt": "p", "with": {"model": "m"}}}, old)
     assert len(added) == 1
+
+
+def test_an_arg_prompt_over_the_kernel_limit_warns_and_a_stdin_provider_does_not() -> None:
+    prompt = "x" * 140_000
+    stdin_provider = (
+        "apiVersion: agentharness.dev/v1alpha1\nkind: HarnessDefinition\n"
+        "metadata: {name: piped, namespace: ns}\nspec: {binary: piped, promptMode: stdin}\n"
+    )
+    found = check(
+        run_doc(f"  provider: vendor\n  prompt: {prompt}\n  workspace: {{workingDir: /w}}\n", SECRET)
+    )
+    [warning] = [f for f in found if f.severity == WARNING]
+    assert warning.field == "spec.prompt"
+    assert "is 140000 bytes" in warning.message and "promptMode: stdin" in warning.message
+    piped = f"  provider: piped\n  prompt: {prompt}\n  workspace: {{workingDir: /w}}\n"
+    assert check(run_doc(piped, stdin_provider)) == []
+
+
+def test_a_huge_with_value_warns_naming_the_option() -> None:
+    found = check(run_doc(GOOD + f"  with: {{context: {'y' * 140_000}}}\n", SECRET))
+    assert [(f.field, f.message[:40]) for f in found if f.severity == WARNING] == [
+        ("spec.provider", "spec.with.context: the value is 140000 b")
+    ]
