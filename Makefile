@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv test unit lint generate demo cluster-up cluster-down
+.PHONY: venv test unit lint generate demo images cluster-up cluster-down
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -11,29 +11,40 @@ $(VENV_STAMP): pyproject.toml
 
 venv: $(VENV_STAMP)
 
-## unit tests only: no cluster, no agent CLIs
+## unit tests only: no cluster, no agent CLIs, no Go builds
 unit: venv
-	$(PY) -m pytest -m "not integration and not cli" -q
+	$(PY) -m pytest -m "not integration and not cli and not e2e and not gotool" -q
 
-## the whole suite: unit, the real Claude Code CLI against a local stub, and the real test cluster
+## the whole suite: unit, real agent CLIs against local stubs, the real test cluster, and e2e/ on it
 test: venv
 	bash tests/run-all.sh
 
+# Every tracked or new shell script (a sh/bash shebang); -P lets shellcheck follow `source "$(dirname ...)/lib/x.sh"`.
+SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard -z | xargs -0 grep -lIE --max-count=1 '^\#!(/usr/bin/env |/bin/)(ba)?sh' --)
+
 lint: venv
-	.venv/bin/ruff check operator tests bench
-	.venv/bin/ruff format --check operator tests bench
+	.venv/bin/ruff check operator tests e2e bench
+	.venv/bin/ruff format --check operator tests e2e bench
 	.venv/bin/mypy
 	.venv/bin/lint-imports
+	shellcheck -x -P SCRIPTDIR -P SCRIPTDIR/.. $(SHELL_SCRIPTS)
 
-## regenerate crds/ (and the chart's copies of the CRDs and the built-in catalog) from the source
+## regenerate crds/ (and the chart's copies of the CRDs and the built-in catalog) from the source, and the
+## chart README's values table from values.yaml
 generate: venv
 	.venv/bin/harnessctl crds -o crds -o charts/harness-operator/crds
 	rm -f charts/harness-operator/catalog/*.yaml
 	cp operator/harness_operator/catalog/*.yaml charts/harness-operator/catalog/
+	$(PY) -m tests.chart_readme
 
 ## run an example locally with the bundled demo agent (no cluster, no API key)
 demo: venv
 	PATH=$(CURDIR)/.venv/bin:$$PATH .venv/bin/harnessctl run examples/demo/demo-run.yaml
+
+## build every image from sandbox-image/Dockerfile, tagged as the chart's defaults, and load them into the
+## local test cluster; REGISTRY=host[:port][/path] PUSH=1 also tags them there and pushes them
+images:
+	sandbox-image/build $(if $(REGISTRY),--registry $(REGISTRY)) $(if $(PUSH),--push)
 
 cluster-up:
 	tests/cluster/up

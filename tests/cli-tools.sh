@@ -16,17 +16,15 @@ set -euo pipefail
 PREFIX="${HARNESS_CLI_PREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/harness-operator/cli-tools}"
 BIN="$PREFIX/bin"
 
-# short name -> "package version executable..."  (versions verified in docs/cli-facts.md)
-declare -A NPM_TOOLS=(
-  [claude]="@anthropic-ai/claude-code 2.1.332 claude"
-  [codex]="@openai/codex 0.171.0 codex"
-  [gemini]="@google/gemini-cli 0.61.0 gemini"
-  [opencode]="opencode-ai 1.18.33 opencode"
-  [copilot]="@github/copilot 1.0.102 copilot"
-  [qwen]="@qwen-code/qwen-code 0.24.4 qwen"
-  [pi]="@mariozechner/pi-coding-agent 0.73.1 pi"
-)
-AIDER_VERSION="0.86.2"
+# short name -> "package version executable", from sandbox-image/agents (the images' pins, verified in
+# docs/cli-facts.md): the host's CLIs are the versions the images ship.
+declare -A NPM_TOOLS=()
+AIDER_VERSION=""
+while read -r name kind package version exe; do
+  [[ -z "$name" || "$name" == \#* ]] && continue
+  if [[ "$kind" == npm ]]; then NPM_TOOLS[$name]="$package $version $exe"; fi
+  if [[ "$name" == aider ]]; then AIDER_VERSION="$version"; fi
+done <"$(dirname "${BASH_SOURCE[0]}")/../sandbox-image/agents"
 
 log() { printf 'cli-tools: %s\n' "$*" >&2; }
 

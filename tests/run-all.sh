@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite in one pytest run (what `make test` and CI run): installs the pinned real agent CLIs
 # for the cli tier (each runs against a local stub of its vendor's API), builds (cached) and starts the
-# real test cluster, builds the sandbox images, runs every tier, and stops the cluster again if this
-# script started it.
+# real test cluster, builds every image (`make images`), runs every tier and e2e/ against the cluster,
+# and stops the cluster again if this script started it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state="${HARNESS_CLUSTER_STATE:-/var/lib/harness-operator-cluster}"
@@ -26,6 +26,9 @@ export "${kubeconfig_line?}"
 if ((!was_running)); then
 	trap 'tests/cluster/down >&2 || true' EXIT
 fi
-sandbox-image/build --test >&2
+# What a user installs: every image from sandbox-image/Dockerfile, tagged as the chart's defaults and
+# loaded onto the node (e2e/ runs them); then the integration tests' fake-agent image.
+make images >&2
+sandbox-image/build --test --only test >&2
 
 .venv/bin/python -m pytest -q

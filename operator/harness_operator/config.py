@@ -6,13 +6,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from harness_operator import __version__
+
 
 @dataclass(frozen=True)
 class OperatorConfig:
     """Settings of one operator process; every field has an env var HARNESS_<NAME>."""
 
-    sandbox_image: str = "harness.local/sandbox:0.1.0"
+    sandbox_image: str = f"harness.local/sandbox:{__version__}"
     image_pull_policy: str = "IfNotPresent"
+    image_pull_secrets: tuple[str, ...] = ()  # Secret names in each run's namespace (private registries)
     max_runs_per_namespace: int = 10
     default_cpu_request: str = "250m"
     default_memory_request: str = "1Gi"

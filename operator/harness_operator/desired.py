@@ -41,6 +41,9 @@ from harness_operator.runner.plan import build_plan, merge_grants, with_output_l
 PLAN_DIR = "/etc/harness"
 PLAN_FILE = "plan.json"
 DEFAULT_WORKING_DIR = "/workspace"
+# The sandbox user's home (sandbox-image/Dockerfile), an emptyDir: the root file system is read-only and
+# agent CLIs keep config, caches and sessions there.
+SANDBOX_HOME = "/home/sandbox"
 # Egress to a named host cannot be expressed in a NetworkPolicy; it is allowed on the host's ports to
 # public addresses only, so a sandbox can never reach the cluster, the node or a metadata service.
 PRIVATE_RANGES = [
@@ -254,7 +257,7 @@ def _env(run: HarnessRun, definition: HarnessDefinitionSpec) -> list[dict[str, A
         if grant.optional:
             ref["optional"] = True
         env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
-    env.append({"name": "HOME", "value": "/tmp/home"})
+    env.append({"name": "HOME", "value": SANDBOX_HOME})
     return env
 
 
@@ -294,7 +297,7 @@ def _git_init_container(run: HarnessRun, image: str, config: OperatorConfig) -> 
     env: list[dict[str, Any]] = [
         {"name": "GIT_URL", "value": git.url},
         {"name": "WORKDIR", "value": workdir},
-        {"name": "HOME", "value": "/tmp/home"},
+        {"name": "HOME", "value": SANDBOX_HOME},
         {"name": "GIT_TERMINAL_PROMPT", "value": "0"},
     ]
     if git.ref:
@@ -328,6 +331,7 @@ def _git_init_container(run: HarnessRun, image: str, config: OperatorConfig) -> 
         "volumeMounts": [
             {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
             {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "home", "mountPath": SANDBOX_HOME},
         ],
     }
 
@@ -356,6 +360,8 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
             pod_spec["nodeSelector"] = dict(sandbox.node_selector)
         if sandbox.tolerations:
             pod_spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
+    if config.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
     init = _git_init_container(run, image, config)
     pod_spec.update(
         {
@@ -376,7 +382,11 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                     "name": "agent",
                     "image": image,
                     "imagePullPolicy": config.image_pull_policy,
+                    # tini (in every image built from sandbox-image/Dockerfile) reaps the agent's
+                    # orphans and forwards signals; the runner stops the agent's process group.
                     "command": [
+                        "tini",
+                        "--",
                         "python3",
                         "-m",
                         "harness_operator.runner",
@@ -393,6 +403,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                         {"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
                         {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
                         {"name": "tmp", "mountPath": "/tmp"},
+                        {"name": "home", "mountPath": SANDBOX_HOME},
                     ],
                 }
             ],
@@ -407,6 +418,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                 },
                 _workspace_volume(run, target.provider),
                 {"name": "tmp", "emptyDir": {}},
+                {"name": "home", "emptyDir": {}},
             ],
         }
     )

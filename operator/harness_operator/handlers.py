@@ -18,6 +18,10 @@ from harness_operator.reconcile import Reconciler
 log = structlog.get_logger("harness_operator")
 OURS = {LABEL_MANAGED_BY: MANAGED_BY}
 MAX_CHILD_EVENT_RETRIES = 6
+# Left out of kopf's diff base: they are immutable, so no diff needs them, and they may be as large as the
+# CRD allows; a second copy in an annotation would push the run past the API server's 256 KiB limit on
+# all annotations together, and kopf's own patch would fail with 422.
+DIFF_BASE_IGNORED_FIELDS = ("spec.prompt", "spec.stdin")
 _state: dict[str, Reconciler] = {}
 
 
@@ -53,7 +57,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = f"{GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
+        prefix=GROUP, key="last-handled-configuration", ignored_fields=DIFF_BASE_IGNORED_FIELDS
     )
     settings.posting.enabled = False  # we post our own Events; kopf's are noise
     settings.peering.standalone = True  # one replica (Deployment strategy Recreate); no peering CRDs

@@ -13,11 +13,15 @@ from harness_operator.api.v1alpha1 import (
     API_VERSION,
     GROUP,
     KINDS,
+    WITH_NUL_CHECK,
+    WITH_NUL_MESSAGE,
     ClusterHarnessDefinition,
     HarnessDefinitionSpec,
     HarnessRun,
     NetworkPolicyMode,
     Protocol,
+    rule,
+    validations,
 )
 from harness_operator.cel import check_rules
 from harness_operator.manifests import Document
@@ -77,6 +81,28 @@ def cel_findings(doc: Document) -> list[Finding]:
     """The CRD's own CEL rules, evaluated offline."""
     violations = check_rules(crd_schema_for(doc.kind), doc.obj)
     return [Finding(doc.path, doc.kind, doc.name, v.path, v.message) for v in violations]
+
+
+# The check the chart's admission policy makes on every `with` map (the CRD cannot see their keys).
+_WITH_SCHEMA = validations(rule(WITH_NUL_CHECK.format(m="self"), WITH_NUL_MESSAGE))
+
+
+def with_findings(doc: Document) -> list[Finding]:
+    """The admission policy's check of spec.with and each spec.fallback[].with, offline."""
+    spec = doc.obj.get("spec") or {}
+    maps = [("spec.with", spec.get("with"))] + [
+        (f"spec.fallback[{i}].with", fb.get("with"))
+        for i, fb in enumerate(spec.get("fallback") or [])
+        if isinstance(fb, dict)
+    ]
+    found = []
+    for field, value in maps:
+        if isinstance(value, dict):
+            found += [
+                Finding(doc.path, doc.kind, doc.name, v.path, v.message)
+                for v in check_rules(_WITH_SCHEMA, value, path=field)
+            ]
+    return found
 
 
 @dataclass(frozen=True)
@@ -244,11 +270,12 @@ def validate_documents(
             continue
         if not doc.name:
             found.append(Finding(doc.path, doc.kind, doc.name, "metadata.name", "required field is missing"))
-        schema = schema_findings(doc)
-        found += schema
-        found += cel_findings(doc)
-        if schema or doc.kind != "HarnessRun":
-            continue
+        refused = schema_findings(doc) + cel_findings(doc)
+        if doc.kind == "HarnessRun":
+            refused += with_findings(doc)
+        found += refused
+        if refused or doc.kind != "HarnessRun":
+            continue  # what the API server refuses gets no cross-reference checks or warnings on top
         run = HarnessRun.model_validate(doc.obj)
         found += _provider_findings(doc, run, catalog)
         found += _run_output_findings(doc, run, runs)

@@ -29,7 +29,6 @@ from kubernetes.client.rest import ApiException
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 
 from .operator_env import (
-    ROOT,
     OperatorProcess,
     definition_body,
     install_chart_rbac_and_catalog,
@@ -38,6 +37,7 @@ from .operator_env import (
 
 HERE = Path(__file__).resolve().parent
 CLUSTER_DIR = HERE.parent / "cluster"
+ROOT = HERE.parents[1]
 UP_TIMEOUT_SECONDS = 3600  # a cold `up` compiles Kubernetes
 
 T = TypeVar("T")
@@ -130,15 +130,17 @@ def cluster_bin_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def sandbox_base_image() -> str:
-    """Tag of the locally built Debian+python3 base image loaded on the node."""
+def images() -> dict[str, str]:
+    """The base sandbox and the test image (sandbox + fake agent), built from sandbox-image/Dockerfile and
+    loaded on the node: {"sandbox": tag, "test": tag}."""
     out = subprocess.run(
-        [str(CLUSTER_DIR / "images" / "build-base"), "--print-tag"],
+        [str(ROOT / "sandbox-image" / "build"), "--test", "--only", "sandbox,test"],
         stdout=subprocess.PIPE,
         text=True,
         check=True,
     )
-    return out.stdout.strip()
+    tags = out.stdout.split()
+    return {tag.split(":")[0].rsplit("/", 1)[1].removeprefix("sandbox-"): tag for tag in tags}
 
 
 @pytest.fixture(scope="session")
@@ -234,15 +236,6 @@ def api_status(exc: ApiException) -> dict[str, Any]:
 # --- the operator as a process under the chart's RBAC, and what tests do with the cluster ---------------
 
 RUN_TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def images() -> dict[str, str]:
-    """The sandbox image and the test image (with the fake agent), built and loaded on the node."""
-    tags = subprocess.run(
-        [str(ROOT / "sandbox-image" / "build"), "--test"], capture_output=True, text=True, check=True
-    ).stdout.split()
-    return {"sandbox": tags[0], "test": tags[1]}
 
 
 @pytest.fixture(scope="module")

@@ -55,6 +55,24 @@ def helm_install(bin_dir: Path, kubeconfig: str, *settings: str) -> None:
         raise RuntimeError(f"helm install failed: {result.stderr}")
 
 
+def helm_uninstall(bin_dir: Path, kubeconfig: str) -> None:
+    """`helm uninstall` the release, if installed (the CRDs stay, as helm leaves them)."""
+    subprocess.run(
+        [
+            str(bin_dir / "helm"),
+            "--kubeconfig",
+            kubeconfig,
+            "uninstall",
+            RELEASE,
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--wait",
+        ],
+        capture_output=True,
+        check=False,
+    )
+
+
 def install_chart_rbac_and_catalog(bin_dir: Path, kubeconfig: str) -> None:
     """The chart as `helm install` lays it down, with the operator's Deployment scaled to 0: the operator
     runs here as a process, under the ServiceAccount and RBAC the chart made."""

@@ -175,7 +175,7 @@ with open("/dev/termination-log", "w") as f:
 
 
 def test_job_runs_local_image_on_the_node(
-    kube: client.ApiClient, namespace: str, sandbox_base_image: str
+    kube: client.ApiClient, namespace: str, images: dict[str, str]
 ) -> None:
     batch = client.BatchV1Api(kube)
     core = client.CoreV1Api(kube)
@@ -194,7 +194,7 @@ def test_job_runs_local_image_on_the_node(
                     containers=[
                         client.V1Container(
                             name="main",
-                            image=sandbox_base_image,
+                            image=images["sandbox"],
                             command=["python3", "-c", JOB_SCRIPT],
                             security_context=RESTRICTED_CONTAINER_SECURITY,
                             resources=client.V1ResourceRequirements(

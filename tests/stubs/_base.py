@@ -8,7 +8,7 @@ answers according to its ``mode``. Subclasses implement ``handle(req)`` and retu
 Modes shared by every stub:
   ``ok``            a fixed short text answer with fixed usage numbers
   ``unauthorized``  HTTP 401 in the vendor's error shape
-  ``hang``          accept the request and never answer (until the stub stops)
+  ``hang``          hold model calls unanswered until the stub stops (dropped) or ``release()`` (answered)
 Vendor stubs may add their own (for example ``tool_use``).
 """
 
@@ -130,8 +130,9 @@ class _Handler(BaseHTTPRequestHandler):
             sys.stderr.write(f"[{stub.name}] {self.command} {self.path}\n")
         if stub.mode == "hang" and stub.is_model_call(req):
             stub._hang.wait()
-            self.close_connection = True
-            return
+            if stub._stopping:
+                self.close_connection = True
+                return
         try:
             resp = stub.handle(req)
         except Exception as exc:  # answer something instead of dropping the connection
@@ -222,6 +223,7 @@ class StubServer:
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._hang = threading.Event()
+        self._stopping = False
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -236,7 +238,13 @@ class StubServer:
         self._thread.start()
         return self
 
+    def release(self, mode: str = "ok") -> None:
+        """Answer the calls ``hang`` holds, and every later one, as `mode` does."""
+        self.mode = mode
+        self._hang.set()
+
     def stop(self) -> None:
+        self._stopping = True
         self._hang.set()
         if self._httpd is not None:
             self._httpd.shutdown()

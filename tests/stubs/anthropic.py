@@ -14,6 +14,7 @@ Modes:
                 Read / LS call, whichever is offered); later calls answer TEXT. With
                 ``--max-turns 1`` this drives Claude Code to ``error_max_turns``.
   unauthorized  every /v1/messages call answers 401 authentication_error
+  overloaded    every /v1/messages call answers 529 overloaded_error (a provider down: fallback)
   hang          /v1/messages calls are accepted and never answered (until the stub stops)
 
 Anything else (``/v1/messages/count_tokens``, ``/v1/models``, unknown paths) is logged and answered
@@ -47,7 +48,7 @@ _SAFE_TOOLS = (
 
 class AnthropicStub(StubServer):
     name = "anthropic"
-    modes = ("ok", "tool_use", "unauthorized", "hang")
+    modes = ("ok", "tool_use", "unauthorized", "overloaded", "hang")
     text = TEXT
     usage = USAGE
 
@@ -90,6 +91,12 @@ class AnthropicStub(StubServer):
         return Response(200, {})
 
     def _messages(self, req: RecordedRequest) -> Response:
+        if self.mode == "overloaded":
+            return Response(
+                529,
+                {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+                headers={"request-id": "req_stub_529"},
+            )
         if self.mode == "unauthorized":
             return Response(
                 401,

@@ -105,6 +105,18 @@ def test_job_golden(case: str) -> None:
     golden(case, build_job(make_run(spec, labels), target(), CONFIG))
 
 
+def test_job_golden_with_image_pull_secrets() -> None:
+    """A private registry: every sandbox pod names the pull Secrets the operator was configured with."""
+    config = OperatorConfig(image_pull_secrets=("registry-a", "registry-b"))
+    golden("job-image-pull-secrets", build_job(make_run(), target(), config))
+
+
+def test_config_reads_image_pull_secrets_from_env() -> None:
+    env = {"HARNESS_IMAGE_PULL_SECRETS": "registry-a, registry-b,"}
+    assert OperatorConfig.from_env(env).image_pull_secrets == ("registry-a", "registry-b")
+    assert OperatorConfig.from_env({"HARNESS_IMAGE_PULL_SECRETS": ""}).image_pull_secrets == ()
+
+
 @pytest.mark.parametrize("mode", ["none", "provider", "allowlist", "unrestricted"])
 def test_network_policy_golden(mode: str) -> None:
     spec = {"sandbox": {"networkPolicy": mode, "egress": [{"host": "git.example.internal", "ports": [443]}]}}

@@ -1,9 +1,11 @@
 """The handlers' error path through the install() seam: temporary API errors after a child event are
 retried on a timer, bounded; permanent ones stop."""
 
+import json
 import threading
 from typing import Any
 
+import kopf
 import pytest
 from kubernetes.client.exceptions import ApiException
 
@@ -61,3 +63,29 @@ def test_a_permanent_failure_is_not_retried() -> None:
     handlers.reconcile_after_child_event("ns", "run")
     join_retry_timers()
     assert len(flaky.calls) == 1
+
+
+def test_kopf_diff_base_leaves_out_the_prompt_and_stdin() -> None:
+    """kopf keeps a diff base of the spec in an annotation; with the prompt in it, a run at the CRD's
+    largest prompt carries two copies and kopf's patch is refused (422: annotations over 256 KiB)."""
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings=settings)
+    storage = settings.persistence.diffbase_storage
+    big = "p" * 131072
+    body = kopf.Body(
+        {
+            "apiVersion": "agentharness.dev/v1alpha1",
+            "kind": "HarnessRun",
+            "metadata": {"name": "r", "namespace": "ns", "annotations": {"team": "a"}},
+            "spec": {"provider": "claude", "prompt": big, "stdin": big, "with": {"model": "m"}},
+        }
+    )
+    essence = storage.build(body=body)
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=essence)
+    stored = patch["metadata"]["annotations"]["agentharness.dev/last-handled-configuration"]
+    assert json.loads(stored) == {
+        "spec": {"provider": "claude", "with": {"model": "m"}},
+        "metadata": {"annotations": {"team": "a"}},
+    }
+    assert len(stored) < 1024

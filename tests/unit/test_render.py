@@ -46,7 +46,7 @@ def test_render_a_run_with_a_fallback() -> None:
     jobs = [o for o in objects if o["kind"] == "Job"]
     assert (
         jobs[0]["spec"]["template"]["spec"]["containers"][0]["image"]
-        == "images.example.internal/acme/agent-sandbox:1.4.2"
+        == "harness.local/acme/agent-sandbox:1.4.2"
     )
     env = jobs[0]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {
@@ -80,11 +80,11 @@ def test_render_reports_a_run_that_cannot_be_planned(tmp_path: Path) -> None:
         "apiVersion": "agentharness.dev/v1alpha1",
         "kind": "HarnessRun",
         "metadata": {"name": "huge", "namespace": "default"},
-        "spec": {"provider": "claude", "prompt": "x" * 140_000, "workspace": {"workingDir": "/w"}},
+        "spec": {"provider": "claude", "prompt": "x" * 131_072, "workspace": {"workingDir": "/w"}},
     }
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(run))
     result = render(str(path))
     assert result.returncode == 1
-    assert "HarnessRun/huge: PromptTooLarge: spec.prompt is 140000 bytes" in result.stderr
+    assert "HarnessRun/huge: PromptTooLarge: spec.prompt is 131072 bytes" in result.stderr
     assert "kind: Job" not in result.stdout

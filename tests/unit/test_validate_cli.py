@@ -38,6 +38,9 @@ def test_bad_manifests_exit_1(bad: subprocess.CompletedProcess[str]) -> None:
 
 RUNS = "tests/fixtures/bad-manifests/runs.yaml"
 DEFS = "tests/fixtures/bad-manifests/definitions.yaml"
+ADMISSION = "tests/fixtures/bad-manifests/admission.yaml"
+NAME = "(a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; no '/')"
+NUL_WITH = "keys and values must not contain a NUL character (a command-line argument cannot carry one)"
 
 
 @pytest.mark.parametrize(
@@ -62,6 +65,21 @@ DEFS = "tests/fixtures/bad-manifests/definitions.yaml"
         "not among the given manifests",
         f"{RUNS}: HarnessRun/typo-field: spec.limits.timeoutSecs: unknown field; remove it (kubectl explain "
         "shows the fields)",
+        f"{RUNS}: HarnessRun/secret-name-with-slash: spec.promptFrom.secretKeyRef.name: must be a valid Secret "
+        f"name {NAME}",
+        f"{RUNS}: HarnessRun/run-output-name-with-slash: spec.stdinFrom.runOutput.name: must be a valid "
+        f"HarnessRun name {NAME}",
+        f"{RUNS}: HarnessRun/bad-configmap-key: spec.promptFrom.configMapKeyRef.key: must be a valid ConfigMap "
+        "key: letters, digits, '-', '_' and '.', not '.' or starting with '..'",
+        f"{RUNS}: HarnessRun/credential-secret-name-with-slash: spec.credentials[0].secretKeyRef.name: must be a "
+        f"valid Secret name {NAME}",
+        f"{RUNS}: HarnessRun/claim-name-with-slash: spec.workspace.volume.persistentVolumeClaim.claimName: must "
+        f"be a valid PersistentVolumeClaim name {NAME}",
+        f"{RUNS}: HarnessRun/nul-in-prompt: spec.prompt: must not contain a NUL character",
+        f"{RUNS}: HarnessRun/nul-in-stdin: spec.stdin: must not contain a NUL character",
+        f"{RUNS}: HarnessRun/nul-in-env-value: spec.env[0].value: must not contain a NUL character",
+        f"{ADMISSION}: HarnessRun/nul-in-with: spec.with: {NUL_WITH}",
+        f"{ADMISSION}: HarnessRun/nul-in-fallback-with-list: spec.fallback[1].with: {NUL_WITH}",
         f"{DEFS}: HarnessDefinition/no-binary: spec.binary: spec.binary is required for protocol cli and for "
         "acp over stdio",
         f"{DEFS}: HarnessDefinition/bad-prompt-mode: spec.promptMode: Input should be 'arg', 'flag' or 'stdin'",

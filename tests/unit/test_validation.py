@@ -164,8 +164,27 @@ def test_spec_is_immutable_except_cancel() -> None:
     assert len(added) == 1
 
 
+INLINE_LIMIT = (
+    "spec.prompt: spec.prompt and spec.stdin together must be at most 131072 bytes, what kubectl apply can "
+    "carry; put larger input in a ConfigMap and use spec.promptFrom or spec.stdinFrom"
+)
+
+
+def test_prompt_and_stdin_together_fit_what_kubectl_apply_carries() -> None:
+    at_limit = f"  provider: vendor\n  prompt: {'p' * 100000}\n  stdin: {'s' * 31072}\n  workspace: {{workingDir: /w}}\n"
+    assert check(run_doc(at_limit, SECRET)) == []
+    over = at_limit.replace("s" * 31072, "s" * 31073)
+    assert messages(check(run_doc(over, SECRET))) == [INLINE_LIMIT]
+
+
+def test_the_inline_limit_counts_utf8_bytes() -> None:
+    """Two bytes per 'é': kubectl's annotation holds bytes, whatever the CRD's maxLength counts."""
+    spec = f"  provider: vendor\n  prompt: {'é' * 65537}\n  workspace: {{workingDir: /w}}\n"
+    assert messages(check(run_doc(spec, SECRET))) == [INLINE_LIMIT]
+
+
 def test_an_arg_prompt_over_the_kernel_limit_warns_and_a_stdin_provider_does_not() -> None:
-    prompt = "x" * 140_000
+    prompt = "x" * 131_072  # what kubectl apply carries, one byte over what one argument holds
     stdin_provider = (
         "apiVersion: agentharness.dev/v1alpha1\nkind: HarnessDefinition\n"
         "metadata: {name: piped, namespace: ns}\nspec: {binary: piped, promptMode: stdin}\n"
@@ -175,7 +194,7 @@ def test_an_arg_prompt_over_the_kernel_limit_warns_and_a_stdin_provider_does_not
     )
     [warning] = [f for f in found if f.severity == WARNING]
     assert warning.field == "spec.prompt"
-    assert "is 140000 bytes" in warning.message and "promptMode: stdin" in warning.message
+    assert "is 131072 bytes" in warning.message and "promptMode: stdin" in warning.message
     piped = f"  provider: piped\n  prompt: {prompt}\n  workspace: {{workingDir: /w}}\n"
     assert check(run_doc(piped, stdin_provider)) == []
 

@@ -22,3 +22,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "harness-operator.serviceAccountName" -}}
 {{- default (include "harness-operator.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
+
+{{/* The operator image: <imageRegistry>/harness-operator:<appVersion> unless values name another. */}}
+{{- define "harness-operator.image" -}}
+{{- $repository := .Values.image.repository | default (printf "%s/harness-operator" .Values.imageRegistry) -}}
+{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The sandbox image of providers that name none. */}}
+{{- define "harness-operator.sandboxImage" -}}
+{{- .Values.sandboxImage | default (printf "%s/sandbox:%s" .Values.imageRegistry .Chart.AppVersion) -}}
+{{- end -}}

@@ -18,6 +18,11 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 ENV_NAME_RULE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# An object name as Kubernetes checks it (DNS-1123 subdomain); `[.]` rather than an escaped dot, because
+# CEL string literals and Python's regex read backslashes differently.
+DNS_SUBDOMAIN_RULE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DATA_KEY_RULE = r"^[-._a-zA-Z0-9]+$"  # a ConfigMap or Secret key
+NUL = "\\u0000"  # CEL's escape for the NUL character, which no argv, env or pipe of the runner carries
 
 
 def rule(expr: str, message: str, field_path: str | None = None, reason: str | None = None) -> JsonDict:
@@ -35,6 +40,30 @@ def validations(*rules: JsonDict) -> JsonDict:
 
 
 FREE_FORM: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
+
+
+def object_name(kind: str) -> JsonDict:
+    """The rule for a field that names an object of `kind`: its name as Kubernetes would accept it."""
+    return validations(
+        rule(
+            f"self.matches('{DNS_SUBDOMAIN_RULE}')",
+            f"must be a valid {kind} name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit; no '/')",
+        )
+    )
+
+
+def data_key(kind: str) -> JsonDict:
+    """The rule for a field that names a key of a ConfigMap or Secret."""
+    return validations(
+        rule(
+            f"self.matches('{DATA_KEY_RULE}') && self != '.' && !self.startsWith('..')",
+            f"must be a valid {kind} key: letters, digits, '-', '_' and '.', not '.' or starting with '..'",
+        )
+    )
+
+
+NO_NUL = rule(f"!self.contains('{NUL}')", "must not contain a NUL character")
 
 
 class Model(BaseModel):
@@ -55,15 +84,35 @@ class Model(BaseModel):
 class SecretKeySelector(Model):
     """A key of a Secret in the run's namespace."""
 
-    name: str = Field(min_length=1, max_length=253, description="Name of the Secret.")
-    key: str = Field(min_length=1, max_length=253, description="Key within the Secret.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Name of the Secret.",
+        json_schema_extra=object_name("Secret"),
+    )
+    key: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Key within the Secret.",
+        json_schema_extra=data_key("Secret"),
+    )
 
 
 class ConfigMapKeySelector(Model):
     """A key of a ConfigMap in the run's namespace."""
 
-    name: str = Field(min_length=1, max_length=253, description="Name of the ConfigMap.")
-    key: str = Field(min_length=1, max_length=253, description="Key within the ConfigMap.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Name of the ConfigMap.",
+        json_schema_extra=object_name("ConfigMap"),
+    )
+    key: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Key within the ConfigMap.",
+        json_schema_extra=data_key("ConfigMap"),
+    )
 
 
 class EnvVar(Model):
@@ -81,7 +130,12 @@ class EnvVar(Model):
             )
         ),
     )
-    value: str = Field(default="", max_length=32768, description="Variable value (not secret).")
+    value: str = Field(
+        default="",
+        max_length=32768,
+        description="Variable value (not secret).",
+        json_schema_extra=validations(NO_NUL),
+    )
 
 
 class CredentialGrant(Model):
@@ -388,10 +442,34 @@ WITH_RULES = validations(
 )
 
 
+# The CRD's CEL sees only declared fields, never the free-form keys of `with`, so this check runs in the
+# chart's admission policy (on spec.with and each spec.fallback[].with) and in `harnessctl validate`, both
+# from this one text with {m} standing for the map (tests/unit/test_chart.py keeps the chart in step).
+WITH_NUL_CHECK = (
+    f"{{m}}.all(k, !k.contains('{NUL}') && (type({{m}}[k]) == string ? !{{m}}[k].contains('{NUL}') "
+    f": type({{m}}[k]) == list ? {{m}}[k].all(v, type(v) != string || !v.contains('{NUL}')) : true))"
+)
+WITH_NUL_MESSAGE = (
+    "keys and values must not contain a NUL character (a command-line argument cannot carry one)"
+)
+
+# What `kubectl apply` can carry: it copies the object, JSON-escaped, into the last-applied-configuration
+# annotation, and all annotations together may hold 262144 bytes. Measured with kubectl 1.34: an ASCII
+# prompt passes up to 261924 characters, one of '"' or newlines up to 130962, one of '<' (escaped to six
+# bytes) up to 43654. Half the limit for prompt and stdin together leaves the other half for escaping and
+# the rest of the object; it is also the kernel's limit on one argument (MAX_ARG_STRLEN).
+INLINE_INPUT_MAX_BYTES = 131072
+
+
 class RunOutputRef(Model):
     """Another HarnessRun in the same namespace whose output is used once it has succeeded."""
 
-    name: str = Field(min_length=1, max_length=253, description="Name of the HarnessRun.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Name of the HarnessRun.",
+        json_schema_extra=object_name("HarnessRun"),
+    )
 
 
 class ValueSource(Model):
@@ -417,7 +495,12 @@ class ValueSource(Model):
 class FallbackProvider(Model):
     """One fallback attempt: another provider and its options."""
 
-    provider: str = Field(min_length=1, max_length=253, description="Provider of this attempt.")
+    provider: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Provider of this attempt.",
+        json_schema_extra=object_name("HarnessDefinition"),
+    )
     with_: dict[str, Any] = Field(
         default_factory=dict,
         alias="with",
@@ -451,7 +534,12 @@ class VolumeScope(StrEnum):
 class PersistentVolumeClaimRef(Model):
     """An existing PersistentVolumeClaim."""
 
-    claim_name: str = Field(min_length=1, max_length=253, description="Name of the claim.")
+    claim_name: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Name of the claim.",
+        json_schema_extra=object_name("PersistentVolumeClaim"),
+    )
 
 
 class EmptyDir(Model):
@@ -479,7 +567,10 @@ class WorkspaceVolume(Model):
     )
     size: str | None = Field(default=None, max_length=32, description="Size of an operator-created claim.")
     storage_class_name: str | None = Field(
-        default=None, max_length=253, description="Storage class of an operator-created claim."
+        default=None,
+        max_length=253,
+        description="Storage class of an operator-created claim.",
+        json_schema_extra=object_name("StorageClass"),
     )
 
     model_config = ConfigDict(
@@ -565,7 +656,10 @@ class Sandbox(Model):
     )
     resources: Resources | None = Field(default=None, description="Container resources.")
     runtime_class_name: str | None = Field(
-        default=None, max_length=253, description="RuntimeClass, e.g. gvisor."
+        default=None,
+        max_length=253,
+        description="RuntimeClass, e.g. gvisor.",
+        json_schema_extra=object_name("RuntimeClass"),
     )
     node_selector: dict[str, str] = Field(default_factory=dict, description="Node selector, passed through.")
     tolerations: list[Toleration] = Field(default_factory=list, max_length=32, description="Tolerations.")
@@ -609,12 +703,24 @@ class HarnessRunSpec(Model):
         min_length=1,
         max_length=253,
         description="Provider name: a HarnessDefinition in this namespace, else a ClusterHarnessDefinition.",
+        json_schema_extra=object_name("HarnessDefinition"),
     )
     prompt: str | None = Field(
-        default=None, min_length=1, max_length=262144, description="The prompt; required unless promptFrom."
+        default=None,
+        min_length=1,
+        max_length=INLINE_INPUT_MAX_BYTES,
+        description=f"The prompt; required unless promptFrom. With stdin, at most {INLINE_INPUT_MAX_BYTES} "
+        "bytes (what kubectl apply can carry); use promptFrom for more.",
+        json_schema_extra=validations(NO_NUL),
     )
     prompt_from: ValueSource | None = Field(default=None, description="Read the prompt from elsewhere.")
-    stdin: str | None = Field(default=None, max_length=1048576, description="Text piped to the CLI's stdin.")
+    stdin: str | None = Field(
+        default=None,
+        max_length=INLINE_INPUT_MAX_BYTES,
+        description="Text piped to the CLI's stdin; counts toward the prompt's size limit. Use stdinFrom for "
+        "more.",
+        json_schema_extra=validations(NO_NUL),
+    )
     stdin_from: ValueSource | None = Field(default=None, description="Read stdin from elsewhere.")
     with_: dict[str, Any] = Field(
         default_factory=dict,
@@ -657,6 +763,14 @@ class HarnessRunSpec(Model):
                 "!(has(self.stdin) && has(self.stdinFrom))",
                 "set spec.stdin or spec.stdinFrom, not both",
                 field_path=".stdinFrom",
+            ),
+            rule(
+                "(has(self.prompt) ? size(bytes(self.prompt)) : 0) "
+                f"+ (has(self.stdin) ? size(bytes(self.stdin)) : 0) <= {INLINE_INPUT_MAX_BYTES}",
+                f"spec.prompt and spec.stdin together must be at most {INLINE_INPUT_MAX_BYTES} bytes, what "
+                "kubectl apply can carry; put larger input in a ConfigMap and use spec.promptFrom or "
+                "spec.stdinFrom",
+                field_path=".prompt",
             ),
             rule(
                 "!has(self.env) || !has(self.credentials) || "

@@ -28,6 +28,7 @@ CONTAINERD_SOCK="$HARNESS_CLUSTER_STATE/containerd/containerd.sock"
 POD_CIDR=10.88.0.0/16
 SERVICE_CIDR=10.96.0.0/16
 SANDBOX_IMAGE=harness.local/pause:3.10
+REGISTRY_ADDR=127.0.0.1:5000   # tests/cluster/registry; containerd pulls from it over plain HTTP
 
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

@@ -1,0 +1,96 @@
+"""The README's quick start, every command of it, as a user types it: images built and pushed to a real
+registry (CNCF distribution on loopback, tests/cluster/registry), the chart installed pointing at it, so
+the kubelet pulls every image itself; then Claude Code runs once.
+
+Two substitutions only: the registry's address, and the run manifest gets the stub's base URL (the one
+thing a test cannot leave as it is: the real vendor API is not reachable here).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import ROOT, STUB_HOST, Runs, install_chart, tool
+
+REGISTRY = os.environ.get("E2E_REGISTRY", "127.0.0.1:5000")
+README_REGISTRY = "registry.example.com/harness"
+
+
+def quickstart_commands() -> list[str]:
+    """The commands of the README's quick-start block, continuation lines joined."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Quick start on a real cluster") :]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "the quick start has no sh block"
+    return [c.strip() for c in block.group(1).replace("\\\n", " ").splitlines() if c.strip()]
+
+
+def registry_up() -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def user_kubeconfig(namespace: str, tmp_path: Path) -> str:
+    """The cluster's kubeconfig with the test namespace as the current context's namespace."""
+    config = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
+    current = config["current-context"]
+    for context in config["contexts"]:
+        if context["name"] == current:
+            context["context"]["namespace"] = namespace
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+@pytest.fixture
+def restore_defaults() -> Iterator[None]:
+    yield
+    install_chart()
+
+
+def test_readme_quick_start(
+    user_kubeconfig: str, runs: Runs, stub: Callable[..., Any], tmp_path: Path, restore_defaults: None
+) -> None:
+    if not registry_up():
+        pytest.skip(f"no registry answers at {REGISTRY} (tests/cluster/registry start)")
+    server = stub("anthropic")
+    manifest = yaml.safe_load((ROOT / "examples" / "quickstart" / "hello.yaml").read_text())
+    manifest["spec"]["env"] = [{"name": "ANTHROPIC_BASE_URL", "value": server.base_url}]
+    manifest["spec"]["sandbox"] = {
+        "networkPolicy": "allowlist",
+        "egress": [{"cidr": f"{STUB_HOST}/32", "ports": [server.port]}],
+    }
+    routed = tmp_path / "hello.yaml"
+    routed.write_text(yaml.safe_dump(manifest))
+    env = {
+        **os.environ,
+        "KUBECONFIG": user_kubeconfig,
+        "ANTHROPIC_API_KEY": "sk-e2e-not-a-real-key",
+        "PATH": f"{Path(tool('kubectl')).parent}:{Path(tool('helm')).parent}:{os.environ['PATH']}",
+    }
+    outputs = []
+    for command in quickstart_commands():
+        command = command.replace(README_REGISTRY, f"{REGISTRY}/harness")
+        command = command.replace("examples/quickstart/hello.yaml", str(routed))
+        done = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        outputs.append(done.stdout)
+    excerpt, output, cost = outputs[-3:]
+    assert "Hello from the" in excerpt and "Hello from the" in output
+    assert re.fullmatch(r"0\.\d+ USD, 1234 tokens in\n", cost), cost
+    pod = runs.core.list_namespaced_pod(runs.ns, label_selector="agentharness.dev/run=hello").items[0]
+    assert pod.spec.containers[0].image.startswith(f"{REGISTRY}/harness/sandbox-claude:")
+    assert pod.status.container_statuses[0].image.startswith(f"{REGISTRY}/harness/"), "pulled by the kubelet"

@@ -1,0 +1,581 @@
+"""Tenant isolation at the real API server, written as the attacks: a ServiceAccount that may create
+HarnessRuns and read ConfigMaps, but not get Secrets, tries to have the operator read Secrets for it, to
+place or replace its sandbox, to set loader variables, and to crash the runner with NUL bytes and
+oversized prompts. The chart's ValidatingAdmissionPolicies and the CRD's CEL refuse each, naming the field;
+a refused run does not exist, so nothing can run it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from harness_operator import handlers
+from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.manifests import load_documents
+from harness_operator.validation import validate_documents
+
+from .conftest import api_status, wait_until
+from .operator_env import (
+    RELEASE,
+    RELEASE_NAMESPACE,
+    ROOT,
+    SERVICE_ACCOUNT,
+    definition_body,
+    helm_uninstall,
+    install_chart_rbac_and_catalog,
+    run_body,
+)
+from .test_crd_admission import apply_crds
+
+TENANT = "tenant"
+IMAGE = "harness.local/sandbox-test:1"  # under the chart's default prefix, harness.local/
+PLURALS = {"HarnessRun": "harnessruns", "HarnessDefinition": "harnessdefinitions"}
+
+
+def denial(policy: str, message: str) -> str:
+    return f"ValidatingAdmissionPolicy '{RELEASE}-{policy}' with binding '{RELEASE}-{policy}' denied request: {message}"
+
+
+def create(api: client.ApiClient, namespace: str, body: dict[str, Any], dry_run: bool = False) -> None:
+    extra = {"dry_run": "All"} if dry_run else {}
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURALS[body["kind"]], body, **extra
+    )
+
+
+def refusal(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> tuple[int, str]:
+    """Create `body`; it must be refused. Returns the HTTP status and the API server's message."""
+    with pytest.raises(ApiException) as caught:
+        create(api, namespace, body)
+    return caught.value.status, api_status(caught.value).get("message", "")
+
+
+def exists(kube: client.ApiClient, namespace: str, body: dict[str, Any]) -> bool:
+    try:
+        client.CustomObjectsApi(kube).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURALS[body["kind"]], body["metadata"]["name"]
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def refused_by_policy(api: client.ApiClient, body: dict[str, Any], policy: str) -> bool:
+    """True once the named policy refuses a dry-run create of `body` (policies take effect shortly after
+    they are created)."""
+    try:
+        create(api, "default", body, dry_run=True)
+    except ApiException as exc:
+        return f"ValidatingAdmissionPolicy '{RELEASE}-{policy}'" in api_status(exc).get("message", "")
+    return False
+
+
+@pytest.fixture(scope="module")
+def chart(kube: client.ApiClient, kubeconfig_path: str, cluster_bin_dir: Path) -> Iterator[None]:
+    """The current CRDs and the chart with its default values (the operator itself is not needed: only
+    admission is under test), removed again at the end."""
+    apply_crds(kube)
+    install_chart_rbac_and_catalog(cluster_bin_dir, kubeconfig_path)
+    placed = run_body("probe", {"provider": "p", "prompt": "hi", "sandbox": {"tolerations": [{"key": "k"}]}})
+    foreign = definition_body("probe", "elsewhere.internal/agent:1", "ok")
+    for body, policy in ((placed, "runs"), (foreign, "definitions")):
+        wait_until(
+            lambda b=body, p=policy: refused_by_policy(kube, b, p), timeout=30, what=f"the {policy} policy"
+        )
+    yield
+    helm_uninstall(cluster_bin_dir, kubeconfig_path)
+
+
+@pytest.fixture
+def tenant(
+    chart: None,
+    kube: client.ApiClient,
+    namespace: str,
+    service_account_client: Callable[..., client.ApiClient],
+) -> client.ApiClient:
+    """A ServiceAccount that may create runs and definitions and read ConfigMaps; of the Secrets it may
+    get only `own-key`. The namespace holds `victim` (a Secret it may not get) and `own-key`."""
+    core = client.CoreV1Api(kube)
+    rbac = client.RbacAuthorizationV1Api(kube)
+    for secret in ("victim", "own-key"):
+        core.create_namespaced_secret(
+            namespace, client.V1Secret(metadata=client.V1ObjectMeta(name=secret), string_data={"k": "s3cr3t"})
+        )
+    core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata={"name": TENANT}))
+    rules = [
+        client.V1PolicyRule(
+            api_groups=[GROUP],
+            resources=["harnessruns", "harnessdefinitions"],
+            verbs=["create", "get", "list", "patch"],
+        ),
+        client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["get", "list"]),
+        client.V1PolicyRule(
+            api_groups=[""], resources=["secrets"], verbs=["get"], resource_names=["own-key"]
+        ),
+    ]
+    rbac.create_namespaced_role(namespace, client.V1Role(metadata={"name": TENANT}, rules=rules))
+    bind(kube, namespace, TENANT)
+    return service_account_client(namespace, TENANT)
+
+
+def bind(kube: client.ApiClient, namespace: str, role: str) -> None:
+    client.RbacAuthorizationV1Api(kube).create_namespaced_role_binding(
+        namespace,
+        client.V1RoleBinding(
+            metadata={"name": role},
+            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role),
+            subjects=[client.RbacV1Subject(kind="ServiceAccount", name=TENANT, namespace=namespace)],
+        ),
+    )
+
+
+def grant_get(kube: client.ApiClient, namespace: str, secret: str) -> None:
+    """What the tenant's admin would do: allow get on that one Secret."""
+    role = f"get-{secret}"
+    client.RbacAuthorizationV1Api(kube).create_namespaced_role(
+        namespace,
+        client.V1Role(
+            metadata={"name": role},
+            rules=[
+                client.V1PolicyRule(
+                    api_groups=[""], resources=["secrets"], verbs=["get"], resource_names=[secret]
+                )
+            ],
+        ),
+    )
+    bind(kube, namespace, role)
+
+
+VICTIM = {"name": "victim", "key": "k"}
+SECRET_READS = [
+    ("spec.promptFrom.secretKeyRef", {"promptFrom": {"secretKeyRef": VICTIM}}, "ask for get on it"),
+    (
+        "spec.stdinFrom.secretKeyRef",
+        {"prompt": "echo", "stdinFrom": {"secretKeyRef": VICTIM}},
+        "ask for get on it",
+    ),
+    (
+        "spec.credentials[1].secretKeyRef",
+        {
+            "prompt": "echo $TOKEN",
+            "credentials": [
+                {"env": "OWN", "secretKeyRef": {"name": "own-key", "key": "k"}},
+                {"env": "TOKEN", "secretKeyRef": VICTIM},
+            ],
+        },
+        "ask for get on it or use a definition's grant",
+    ),
+    (
+        "spec.workspace.git.credentialsSecretRef",
+        {
+            "prompt": "push",
+            "workspace": {"git": {"url": "https://git.internal/r.git", "credentialsSecretRef": VICTIM}},
+        },
+        "ask for get on it",
+    ),
+]
+
+
+@pytest.mark.parametrize(("field", "spec", "hint"), SECRET_READS, ids=[f for f, _, _ in SECRET_READS])
+def test_a_run_may_name_only_secrets_its_author_may_get(
+    kube: client.ApiClient,
+    tenant: client.ApiClient,
+    namespace: str,
+    field: str,
+    spec: dict[str, Any],
+    hint: str,
+) -> None:
+    """The confused deputy: the operator reads Secrets with its own rights, so the run's author must
+    have them. Once granted get on that one Secret, the same run is admitted."""
+    body = run_body("steal", {"provider": "claude", **spec})
+    status, message = refusal(tenant, namespace, body)
+    assert status == 403
+    user = f"system:serviceaccount:{namespace}:{TENANT}"
+    assert message.endswith(
+        denial(
+            "runs", f'{field}: user "{user}" may not get Secret "victim" in namespace "{namespace}"; {hint}'
+        )
+    ), message
+    assert not exists(kube, namespace, body)
+
+    grant_get(kube, namespace, "victim")
+    wait_until(
+        lambda: create(tenant, namespace, body) or True, timeout=30, what="the run admitted once granted"
+    )
+    assert exists(kube, namespace, body)
+
+
+def test_references_the_author_may_read_are_admitted(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str
+) -> None:
+    """The check is on rights, not on references: ConfigMaps (readable) and runs' outputs pass."""
+    create(
+        tenant,
+        namespace,
+        run_body(
+            "from-cm", {"provider": "claude", "promptFrom": {"configMapKeyRef": {"name": "p", "key": "k"}}}
+        ),
+    )
+    chained = run_body("chained", {"provider": "claude", "promptFrom": {"runOutput": {"name": "from-cm"}}})
+    create(tenant, namespace, chained)
+    assert exists(kube, namespace, chained)
+
+
+def test_a_definitions_grant_stays_allowed(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str
+) -> None:
+    """The platform team's definition grants a Secret the run's author cannot read: its choice."""
+    create(
+        kube,
+        namespace,
+        definition_body("granted", IMAGE, "ok", credentials=[{"env": "TOKEN", "secretKeyRef": VICTIM}]),
+    )
+    body = run_body("uses-grant", {"provider": "granted", "prompt": "hi"})
+    create(tenant, namespace, body)
+    assert exists(kube, namespace, body)
+
+
+def test_a_definition_may_grant_only_secrets_its_author_may_get(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str
+) -> None:
+    """Else a tenant defines a provider granting the Secret, then runs it."""
+    body = definition_body("smuggle", IMAGE, "ok", credentials=[{"env": "TOKEN", "secretKeyRef": VICTIM}])
+    status, message = refusal(tenant, namespace, body)
+    assert status == 403
+    user = f"system:serviceaccount:{namespace}:{TENANT}"
+    assert message.endswith(
+        denial(
+            "definitions",
+            f'spec.credentials[0].secretKeyRef: user "{user}" may not get Secret "victim" in namespace '
+            f'"{namespace}"; ask for get on it: a definition grants only Secrets its author may read',
+        )
+    ), message
+    assert not exists(kube, namespace, body)
+
+
+def test_cancel_metadata_and_status_updates_are_not_judged_again(
+    kube: client.ApiClient,
+    tenant: client.ApiClient,
+    namespace: str,
+    service_account_client: Callable[..., client.ApiClient],
+) -> None:
+    """A run admitted for its author (here an admin) stays cancellable by a tenant who may patch runs but
+    not read its Secret, and the operator's own writes (kopf's annotations, status) always pass."""
+    create(
+        kube,
+        namespace,
+        run_body(
+            "admitted",
+            {"provider": "claude", "prompt": "hi", "credentials": [{"env": "T", "secretKeyRef": VICTIM}]},
+        ),
+    )
+    custom = client.CustomObjectsApi(tenant)
+    custom.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, "harnessruns", "admitted", {"spec": {"cancel": True}}
+    )
+    custom.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, "harnessruns", "admitted", {"metadata": {"labels": {"team": "a"}}}
+    )
+    operator = client.CustomObjectsApi(service_account_client(RELEASE_NAMESPACE, SERVICE_ACCOUNT))
+    operator.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        "harnessruns",
+        "admitted",
+        {"metadata": {"annotations": {f"{GROUP}/probe": "x"}}},
+    )
+    operator.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "harnessruns", "admitted", {"status": {"phase": "Cancelled"}}
+    )
+    run = client.CustomObjectsApi(kube).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, "harnessruns", "admitted"
+    )
+    assert run["spec"]["cancel"] is True
+    assert run["metadata"]["labels"] == {"team": "a"}
+    assert run["status"]["phase"] == "Cancelled"
+
+
+ENV_REFUSED = (
+    "is refused in this cluster (chart value admission.deniedEnvNames): it changes what code the sandbox runs "
+    "(dynamic loader, interpreter, shell or git), not how the agent behaves"
+)
+PLACEMENT = "in this cluster (chart value admission.runsMaySet.{0}); sandbox placement is the platform team's"
+GUARDRAILS = [
+    (
+        "run-image",
+        run_body(
+            "x", {"provider": "claude", "prompt": "hi", "sandbox": {"image": "elsewhere.internal/miner:1"}}
+        ),
+        "runs",
+        'spec.sandbox.image: image "elsewhere.internal/miner:1" is not allowed in this cluster; it must start '
+        'with "harness.local/" (chart value admission.allowedImagePrefixes)',
+    ),
+    (
+        "run-tolerations",
+        run_body(
+            "x", {"provider": "claude", "prompt": "hi", "sandbox": {"tolerations": [{"operator": "Exists"}]}}
+        ),
+        "runs",
+        "spec.sandbox.tolerations: runs may not set tolerations " + PLACEMENT.format("tolerations"),
+    ),
+    (
+        "run-node-selector",
+        run_body("x", {"provider": "claude", "prompt": "hi", "sandbox": {"nodeSelector": {"pool": "gpu"}}}),
+        "runs",
+        "spec.sandbox.nodeSelector: runs may not set nodeSelector " + PLACEMENT.format("nodeSelector"),
+    ),
+    (
+        "run-runtime-class",
+        run_body(
+            "x", {"provider": "claude", "prompt": "hi", "sandbox": {"runtimeClassName": "runc-privileged"}}
+        ),
+        "runs",
+        "spec.sandbox.runtimeClassName: runs may not set runtimeClassName "
+        + PLACEMENT.format("runtimeClassName"),
+    ),
+    (
+        "run-env",
+        run_body(
+            "x",
+            {
+                "provider": "claude",
+                "prompt": "hi",
+                "env": [{"name": "MODE", "value": "a"}, {"name": "LD_PRELOAD", "value": "/tmp/x.so"}],
+            },
+        ),
+        "runs",
+        f'spec.env[1].name: "LD_PRELOAD" {ENV_REFUSED}',
+    ),
+    (
+        "run-credential-env",
+        run_body(
+            "x",
+            {
+                "provider": "claude",
+                "prompt": "hi",
+                "credentials": [{"env": "NODE_OPTIONS", "secretKeyRef": {"name": "own-key", "key": "k"}}],
+            },
+        ),
+        "runs",
+        f'spec.credentials[0].env: "NODE_OPTIONS" {ENV_REFUSED}',
+    ),
+    (
+        "definition-image",
+        definition_body("x", "elsewhere.internal/agent:1", "ok"),
+        "definitions",
+        'spec.image: image "elsewhere.internal/agent:1" is not allowed in this cluster; it must start with '
+        '"harness.local/" (chart value admission.allowedImagePrefixes)',
+    ),
+    (
+        "definition-env",
+        definition_body("x", IMAGE, "ok", env=[{"name": "PYTHONPATH", "value": "/workspace/evil"}]),
+        "definitions",
+        f'spec.env[0].name: "PYTHONPATH" {ENV_REFUSED}',
+    ),
+    (
+        "definition-credential-env",
+        definition_body(
+            "x",
+            IMAGE,
+            "ok",
+            credentials=[{"env": "GIT_CONFIG_COUNT", "secretKeyRef": {"name": "own-key", "key": "k"}}],
+        ),
+        "definitions",
+        f'spec.credentials[0].env: "GIT_CONFIG_COUNT" {ENV_REFUSED}',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "policy", "message"), [g[1:] for g in GUARDRAILS], ids=[g[0] for g in GUARDRAILS]
+)
+def test_guardrails_refuse_what_the_platform_did_not_allow(
+    kube: client.ApiClient,
+    tenant: client.ApiClient,
+    namespace: str,
+    body: dict[str, Any],
+    policy: str,
+    message: str,
+) -> None:
+    status, got = refusal(tenant, namespace, body)
+    assert status == 403
+    assert got.endswith(denial(policy, message)), got
+    assert not exists(kube, namespace, body)
+
+
+def test_what_the_guardrails_allow_is_admitted(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str
+) -> None:
+    create(tenant, namespace, definition_body("own", IMAGE, "ok", env=[{"name": "MODE", "value": "fast"}]))
+    body = run_body(
+        "allowed",
+        {
+            "provider": "own",
+            "prompt": "hi",
+            "sandbox": {"image": IMAGE},
+            "env": [{"name": "LOG_LEVEL", "value": "debug"}],
+        },
+    )
+    create(tenant, namespace, body)
+    assert exists(kube, namespace, body)
+
+
+NAME = "(a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; no '/')"
+CEL_REFUSALS = [
+    (
+        "secret-in-other-namespace",
+        {"promptFrom": {"secretKeyRef": {"name": "kube-system/bootstrap", "key": "k"}}},
+        f'spec.promptFrom.secretKeyRef.name: Invalid value: "string": must be a valid Secret name {NAME}',
+    ),
+    (
+        "run-output-path",
+        {"promptFrom": {"runOutput": {"name": "rt-b/../x"}}},
+        f'spec.promptFrom.runOutput.name: Invalid value: "string": must be a valid HarnessRun name {NAME}',
+    ),
+    (
+        "nul-in-prompt",
+        {"prompt": "hi\0--dangerously-skip-permissions"},
+        'spec.prompt: Invalid value: "string": must not contain a NUL character',
+    ),
+    (
+        "nul-in-stdin",
+        {"prompt": "hi", "stdin": "a\0b"},
+        'spec.stdin: Invalid value: "string": must not contain a NUL character',
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), [c[1:] for c in CEL_REFUSALS], ids=[c[0] for c in CEL_REFUSALS])
+def test_the_crd_refuses_paths_in_names_and_nul_bytes(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str, spec: dict[str, Any], message: str
+) -> None:
+    body = run_body("bad", {"provider": "claude", **spec})
+    status, got = refusal(tenant, namespace, body)
+    assert status == 422
+    assert message in got, got
+    assert not exists(kube, namespace, body)
+
+
+def admission_documents() -> list[Any]:
+    docs = load_documents([str(ROOT / "tests" / "fixtures" / "bad-manifests" / "admission.yaml")])
+    return [pytest.param(d, id=d.name) for d in docs]
+
+
+@pytest.mark.parametrize("doc", admission_documents())
+def test_nul_bytes_in_with_are_refused_as_validate_says(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str, doc: Any
+) -> None:
+    """The CRD cannot see `with`'s keys; the policy refuses NUL there with `harnessctl validate`'s words."""
+    (finding,) = [f for f in validate_documents([doc], load_builtin_catalog()) if f.severity == "error"]
+    body = {**doc.obj, "metadata": {"name": doc.name}}
+    status, got = refusal(tenant, namespace, body)
+    assert status == 422
+    assert got.endswith(denial("runs", f"{finding.field}: {finding.message}")), got
+    assert not exists(kube, namespace, body)
+
+
+def kubectl_apply(bin_dir: Path, kubeconfig: str, manifest: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(bin_dir / "kubectl"), "--kubeconfig", kubeconfig, "apply", "-f", str(manifest)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def write_run(path: Path, namespace: str, **spec: str) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                **run_body("big", {"provider": "claude", **spec}),
+                "metadata": {"name": "big", "namespace": namespace},
+            }
+        )
+    )
+    return path
+
+
+def source_text(size: int) -> str:
+    """Real code (this repository's), as prompts often are: quotes, newlines, '<' and '&' to escape."""
+    text = (ROOT / "operator" / "harness_operator" / "desired.py").read_text()
+    return (text * (size // len(text) + 1))[:size]
+
+
+def test_a_prompt_at_the_maximum_applies_and_kopf_can_annotate_it(
+    chart: None,
+    kube: client.ApiClient,
+    namespace: str,
+    cluster_bin_dir: Path,
+    kubeconfig_path: str,
+    tmp_path: Path,
+) -> None:
+    """`kubectl apply` keeps a copy in its annotation, kopf kept another: at the old maximum the apply was
+    refused and kopf's patch failed with 422. Now a 131072-byte prompt of real code applies, and kopf's
+    diff base (without prompt and stdin) patches onto it; kopf's default diff base still would not."""
+    manifest = write_run(tmp_path / "max.json", namespace, prompt=source_text(131072))
+    applied = kubectl_apply(cluster_bin_dir, kubeconfig_path, manifest)
+    assert applied.returncode == 0, applied.stderr
+    custom = client.CustomObjectsApi(kube)
+    body = kopf.Body(custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "big"))
+
+    def kopf_patch(storage: kopf.DiffBaseStorage) -> None:
+        patch = kopf.Patch()
+        storage.store(body=body, patch=patch, essence=storage.build(body=body))
+        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "big", dict(patch))
+
+    with pytest.raises(ApiException) as caught:
+        kopf_patch(kopf.AnnotationsDiffBaseStorage(prefix=GROUP, key="last-handled-configuration"))
+    assert caught.value.status == 422
+    assert "may not be more than 262144 bytes" in api_status(caught.value)["message"]
+
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings=settings)
+    kopf_patch(settings.persistence.diffbase_storage)
+    run = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "big")
+    assert f"{GROUP}/last-handled-configuration" in run["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"prompt": "a" * 131073}, "spec.prompt: Too long: may not be more than 131072"),
+        (
+            {"prompt": "a" * 100000, "stdin": "b" * 40000},
+            "spec.prompt and spec.stdin together must be at most 131072 bytes, what kubectl apply can carry; put "
+            "larger input in a ConfigMap and use spec.promptFrom or spec.stdinFrom",
+        ),
+        (
+            {"prompt": "é" * 70000},
+            "spec.prompt and spec.stdin together must be at most 131072 bytes",
+        ),
+    ],
+    ids=["prompt-over-maximum", "prompt-and-stdin-together", "multibyte-prompt"],
+)
+def test_an_oversized_prompt_is_refused_at_apply(
+    chart: None,
+    kube: client.ApiClient,
+    namespace: str,
+    cluster_bin_dir: Path,
+    kubeconfig_path: str,
+    tmp_path: Path,
+    spec: dict[str, str],
+    message: str,
+) -> None:
+    applied = kubectl_apply(
+        cluster_bin_dir, kubeconfig_path, write_run(tmp_path / "big.json", namespace, **spec)
+    )
+    assert applied.returncode != 0
+    assert message in applied.stderr, applied.stderr
+    assert not exists(kube, namespace, run_body("big", {}))

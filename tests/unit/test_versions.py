@@ -1,0 +1,71 @@
+"""One version source: the package's __version__ feeds the chart, the image tags and the catalog's images;
+the agent pins of the images match what each catalog entry was verified against."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from harness_operator import __version__
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.config import OperatorConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "harness-operator"
+
+
+def agent_pins() -> dict[str, tuple[str, str, str]]:
+    """name -> (kind, package, version) from sandbox-image/agents."""
+    pins = {}
+    for line in (ROOT / "sandbox-image" / "agents").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, kind, package, version, _exe = line.split()
+            pins[name] = (kind, package, version)
+    return pins
+
+
+def test_version_is_semver() -> None:
+    assert re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", __version__)
+
+
+def test_pyproject_reads_the_package_version() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in text
+    assert 'version = { attr = "harness_operator.__version__" }' in text
+
+
+def test_chart_follows_the_package_version() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == __version__
+    assert chart["version"] == __version__
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["image"]["tag"] == "", "the operator image tag defaults to appVersion"
+    assert values["sandboxImage"] == "", "the sandbox image defaults to <imageRegistry>/sandbox:<appVersion>"
+    assert values["imageRegistry"] == "harness.local"
+
+
+def test_operator_default_sandbox_image_is_the_versioned_one() -> None:
+    assert OperatorConfig().sandbox_image == f"harness.local/sandbox:{__version__}"
+
+
+def test_every_installable_builtin_names_its_versioned_image() -> None:
+    pins = agent_pins()
+    images = {d.metadata["name"]: d.spec.image for d in load_builtin_catalog()}
+    assert set(pins) <= set(images)
+    for name, image in images.items():
+        if name in pins:
+            assert image == f"harness.local/sandbox-{name}:{__version__}", name
+        else:
+            assert image is None, f"{name} has no installable CLI, so no image of its own"
+
+
+def test_image_pins_are_the_verified_versions() -> None:
+    verified = {
+        d.metadata["name"]: d.metadata["annotations"]["agentharness.dev/verified-cli"]
+        for d in load_builtin_catalog()
+    }
+    for name, (kind, package, version) in agent_pins().items():
+        expected = f"{package}@{version}" if kind == "npm" else f"{package}=={version}"
+        assert verified[name] == expected, name
