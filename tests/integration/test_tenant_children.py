@@ -318,12 +318,17 @@ def test_an_object_the_api_server_refuses_fails_the_run_visibly(api: Api, fake: 
 
 
 def test_an_oversized_argument_prompt_is_refused_at_plan_time(api: Api, fake: Callable[..., None]) -> None:
-    """stdinMode fold joins stdin into the one prompt argument: 140 kB of it cannot be exec'd."""
-    fake("folding", "ok", stdinMode="fold")
-    api.create(run_body("huge", {"provider": "folding", "prompt": "Review this:", "stdin": "x" * 140_000}))
+    """Admission bounds inline prompts to what kubectl apply carries; a ConfigMap carries 1 MiB, and a
+    prompt of 140 kB from one cannot be a single command-line argument."""
+    fake("fake", "ok")
+    task = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="task"), data={"prompt": "x" * 140_000})
+    api.core.create_namespaced_config_map(api.ns, task)
+    prompt_from = {"configMapKeyRef": {"name": "task", "key": "prompt"}}
+    api.create(run_body("huge", {"provider": "fake", "promptFrom": prompt_from}))
     phase, reason, message = failure(api, "huge")
     assert (phase, reason) == ("Failed", "PromptTooLarge")
-    assert "is 140014 bytes" in message and "promptMode: stdin" in message
+    assert "the prompt is 140000 bytes" in message and "promptMode: stdin" in message
+    assert ("Warning", "PromptTooLarge") in reasons(api, "huge")
     assert api.jobs("huge") == []
     assert api.core.list_namespaced_secret(api.ns, label_selector="agentharness.dev/run=huge").items == []
 

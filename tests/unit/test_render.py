@@ -86,5 +86,5 @@ def test_render_reports_a_run_that_cannot_be_planned(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(run))
     result = render(str(path))
     assert result.returncode == 1
-    assert "HarnessRun/huge: PromptTooLarge: spec.prompt is 131072 bytes" in result.stderr
+    assert "HarnessRun/huge: PromptTooLarge: the prompt is 131072 bytes" in result.stderr
     assert "kind: Job" not in result.stdout

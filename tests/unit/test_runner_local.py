@@ -221,7 +221,7 @@ def test_an_arg_prompt_over_the_kernel_limit_is_refused_before_anything_runs(tmp
     )
     assert run_paths([files], str(status_file)) == 1
     err = capfd.readouterr().err
-    assert "warning: spec.prompt is 131072 bytes" in err  # validate warns first
+    assert "spec.prompt: warning: the prompt is 131072 bytes" in err  # validate warns first
     [status] = statuses(status_file)
     assert (status.reason, status.phase) == ("PromptTooLarge", "Failed")
     assert not (tmp_path / "work").exists()

@@ -136,13 +136,13 @@ FITS = "x" * 131_071
     ("defn", "options", "prompt", "stdin", "reason", "words"),
     [
         (definition(), {}, FITS, None, None, None),
-        (definition(), {}, BIG, None, "PromptTooLarge", "spec.prompt is 131072 bytes"),
+        (definition(), {}, BIG, None, "PromptTooLarge", "the prompt is 131072 bytes"),
         (definition(promptMode="flag", promptFlag="-p"), {}, BIG, None, "PromptTooLarge", "promptMode: flag"),
         (definition(promptMode="stdin"), {}, BIG, None, None, None),
         (definition(), {}, "short", BIG, None, None),
         (definition(stdinMode="fold"), {}, "short", BIG, "PromptTooLarge", "folded in (stdinMode: fold)"),
         (definition(promptMode="stdin", stdinMode="fold"), {}, "short", BIG, None, None),
-        (definition(), {}, "a\x00b", None, "InvalidArgument", "spec.prompt contains a NUL byte"),
+        (definition(), {}, "a\x00b", None, "InvalidArgument", "the prompt contains a NUL byte"),
         (definition(promptMode="stdin"), {}, "a\x00b", None, None, None),
         (
             definition(),

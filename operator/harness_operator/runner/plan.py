@@ -121,7 +121,7 @@ class PlanError(ReasonedError):
 def _prompt_error(
     definition: HarnessDefinitionSpec, provider: str, text: str, folded: bool, problem: str
 ) -> PlanError:
-    what = "spec.prompt with spec.stdin folded in (stdinMode: fold)" if folded else "spec.prompt"
+    what = "the prompt with stdin folded in (stdinMode: fold)" if folded else "the prompt"
     if "\x00" in text:
         return PlanError("InvalidArgument", f"{what} {problem} (provider {provider!r})")
     fix = (
