@@ -21,6 +21,7 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.config import OperatorConfig
 from harness_operator.naming import (
+    ANNOTATION_CONTENT_SHA256,
     ANNOTATION_RUN,
     KUEUE_QUEUE_LABEL,
     LABEL_ATTEMPT,
@@ -34,7 +35,8 @@ from harness_operator.naming import (
     run_labels,
     workspace_claim_name,
 )
-from harness_operator.runner.plan import build_plan, merge_grants, merge_plain_env, with_output_limit
+from harness_operator.ownership import compute_data_hash
+from harness_operator.runner.plan import build_plan, merge_grants, with_output_limit
 
 PLAN_DIR = "/etc/harness"
 PLAN_FILE = "plan.json"
@@ -92,27 +94,32 @@ def owner_reference(run: HarnessRun) -> dict[str, Any]:
     }
 
 
-def _meta(run: HarnessRun, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
-    return {
+def _meta(
+    run: HarnessRun, name: str, labels: Mapping[str, str], data: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Owned by the run; with `data`, annotated with its hash so a squatted or edited copy is caught."""
+    meta: dict[str, Any] = {
         "name": name,
         "namespace": run.metadata["namespace"],
         "labels": dict(labels),
         "ownerReferences": [owner_reference(run)],
     }
+    if data is not None:
+        meta["annotations"] = {ANNOTATION_CONTENT_SHA256: compute_data_hash(data)}
+    return meta
 
 
 def build_plan_secret(run: HarnessRun, plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The attempts' plans (prompt, stdin, argv, limits): prompts may be sensitive, so a Secret."""
     name = run.metadata["name"]
+    data = {f"attempt-{i}.json": json.dumps(plan, sort_keys=True) for i, plan in enumerate(plans, start=1)}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": _meta(run, plan_secret_name(name), run_labels(name)),
+        "metadata": _meta(run, plan_secret_name(name), run_labels(name), data),
         "immutable": True,
-        "stringData": {
-            f"attempt-{i}.json": json.dumps(plan, sort_keys=True) for i, plan in enumerate(plans, start=1)
-        },
+        "stringData": data,
     }
 
 
@@ -241,14 +248,10 @@ def _resources(run: HarnessRun, config: OperatorConfig) -> dict[str, Any]:
 
 
 def _env(run: HarnessRun, definition: HarnessDefinitionSpec) -> list[dict[str, Any]]:
-    """Plain env (definition's, then the run's), then credentials, each only by secretKeyRef."""
-    plain = merge_plain_env(run, definition)
+    """Credentials, each only by secretKeyRef, then HOME. The plain env travels in the plan and the
+    runner sets it on the agent only: LD_PRELOAD or PYTHONPATH from a run never reach the runner."""
     grants = merge_grants(run, definition)
-    env: list[dict[str, Any]] = [
-        {"name": name, "value": value}
-        for name, value in sorted(plain.items())
-        if name not in grants and name != "HOME"
-    ]
+    env: list[dict[str, Any]] = []
     for name, grant in sorted(grants.items()):
         ref: dict[str, Any] = {"name": grant.secret_key_ref.name, "key": grant.secret_key_ref.key}
         if grant.optional:
@@ -421,8 +424,11 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
     )
     if not init:
         pod_spec.pop("initContainers")
+    # One pod per attempt, ever: no retry, and a deleted pod is not replaced (Failed: not even once the
+    # old one is gone), so the agent never runs twice; the operator reports the attempt as lost.
     job_spec: dict[str, Any] = {
         "backoffLimit": 0,
+        "podReplacementPolicy": "Failed",
         "template": {"metadata": {"labels": labels, "annotations": {ANNOTATION_RUN: name}}, "spec": pod_spec},
     }
     limits = run.spec.limits
@@ -436,11 +442,13 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
 
 
 def build_output_config_map(run: HarnessRun, output: str) -> dict[str, Any]:
-    """The full output of the successful attempt, owned by the run."""
+    """The full output of the successful attempt, owned by the run, immutable and hashed."""
     name = run.metadata["name"]
+    data = {"output": output}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(run, output_config_map_name(name), run_labels(name)),
-        "data": {"output": output},
+        "metadata": _meta(run, output_config_map_name(name), run_labels(name), data),
+        "immutable": True,
+        "data": data,
     }

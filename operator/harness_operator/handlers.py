@@ -78,9 +78,10 @@ def run_changed(namespace: str | None, name: str, retry: int, **_: Any) -> None:
 
 @kopf.on.event("batch", "v1", "jobs", labels=OURS)
 @kopf.on.event("", "v1", "pods", labels=OURS)
-def child_changed(body: kopf.Body, type: str | None, **_: Any) -> None:
+def child_changed(body: kopf.Body, **_: Any) -> None:
+    """Every change, deletion included: a Job or pod deleted mid-run ends its attempt as lost."""
     run = (body.metadata.annotations or {}).get(ANNOTATION_RUN)
-    if run and body.metadata.namespace and type != "DELETED":
+    if run and body.metadata.namespace:
         reconcile_after_child_event(body.metadata.namespace, run)
 
 

@@ -17,6 +17,8 @@ from harness_operator.api.v1alpha1 import (
 
 # Keys the executor consumes itself; they never become flags (Dagu's reservedKeys).
 RESERVED_KEYS = frozenset({"provider", "fallback"})
+# The kernel's MAX_ARG_STRLEN: the most one argv or environment string may take, its NUL included.
+MAX_ARG_BYTES = 131072
 
 # YAML 1.2 core-schema scalars that a string option turns into ("10" -> 10, "true" -> True).
 _YAML_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
@@ -180,3 +182,31 @@ def build_invocation(
             args += prompt_args + flags
     names = [e.name for e in definition.env] + [c.env for c in definition.credentials] + list(env_names or [])
     return Invocation(binary=definition.binary, args=args, stdin=piped, env_names=sorted(set(names)))
+
+
+def find_argument_problem(value: str) -> str | None:
+    """Why `value` cannot be one command-line argument (or environment string), or None."""
+    if "\x00" in value:
+        return "contains a NUL byte, which no command-line argument or environment value can carry"
+    size = len(value.encode("utf-8"))
+    if size >= MAX_ARG_BYTES:
+        return f"is {size} bytes; the kernel takes at most {MAX_ARG_BYTES - 1} bytes in one argument"
+    return None
+
+
+def prompt_argument(definition: HarnessDefinitionSpec, prompt: str, stdin: str | None) -> str | None:
+    """The one argument that carries the prompt (with stdin when folded), or None for promptMode stdin."""
+    if definition.prompt_mode == PromptMode.stdin:
+        return None
+    if definition.stdin_mode == StdinMode.fold:
+        return join_prompt_and_stdin(prompt, stdin or "")
+    return prompt
+
+
+def option_strings(value: Any) -> list[str]:
+    """The strings of an option value that can become argv elements (a scalar, or a list's items)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, str)]
+    return []

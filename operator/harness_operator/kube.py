@@ -60,6 +60,11 @@ class Kube:
         cm = _none_if_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
         return None if cm is None else (cm.data or {}).get(key)
 
+    def fetch_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A whole ConfigMap as a plain dict (metadata included, to check who owns it)."""
+        cm = _none_if_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
+        return None if cm is None else dict(self.api.sanitize_for_serialization(cm))
+
     def fetch_secret_key(self, namespace: str, name: str, key: str) -> str | None:
         secret = _none_if_missing(lambda: self.core.read_namespaced_secret(name, namespace))
         if secret is None or key not in (secret.data or {}):
@@ -88,10 +93,18 @@ class Kube:
 
     # --- writes ------------------------------------------------------------------------------------
 
-    def create(self, obj: dict[str, Any]) -> bool:
-        """Create `obj`; False when it already exists (children are immutable, so that is success)."""
-        kind, ns = obj["kind"], obj["metadata"].get("namespace")
+    def create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """Create `obj`; None when created, else the object that already holds its name (as a plain
+        dict) for the caller to check: a name taken is not proof that the object is ours."""
+        kind, ns, name = obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]
         body: Any = obj  # the client serialises plain dicts as they are
+        readers = {
+            "Job": lambda: self.batch.read_namespaced_job(name, ns),
+            "Secret": lambda: self.core.read_namespaced_secret(name, ns),
+            "ConfigMap": lambda: self.core.read_namespaced_config_map(name, ns),
+            "PersistentVolumeClaim": lambda: self.core.read_namespaced_persistent_volume_claim(name, ns),
+            "NetworkPolicy": lambda: self.net.read_namespaced_network_policy(name, ns),
+        }
         creators = {
             "Job": lambda: self.batch.create_namespaced_job(ns, body, field_manager=FIELD_MANAGER),
             "Secret": lambda: self.core.create_namespaced_secret(ns, body, field_manager=FIELD_MANAGER),
@@ -108,10 +121,13 @@ class Kube:
         try:
             creators[kind]()
         except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
-        return True
+            if exc.status != 409:
+                raise
+            existing = _none_if_missing(readers[kind])
+            if existing is None:
+                raise  # deleted in between: a conflict worth retrying
+            return dict(self.api.sanitize_for_serialization(existing))
+        return None
 
     def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the run's status through the status subresource (spec is never touched)."""

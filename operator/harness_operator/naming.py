@@ -17,6 +17,8 @@ LABEL_WORKSPACE = f"{GROUP}/workspace"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # The run's full name (labels stop at 63 characters); the operator finds a child's run through it.
 ANNOTATION_RUN = f"{GROUP}/run-name"
+# sha256 of the data the operator wrote into a child (plan Secret, output ConfigMap): checked on read.
+ANNOTATION_CONTENT_SHA256 = f"{GROUP}/content-sha256"
 
 MAX_NAME = 63
 

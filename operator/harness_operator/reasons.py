@@ -19,9 +19,20 @@ REASONS: dict[str, tuple[str, str, str]] = {
     "InputUnavailable": (
         "Accepted",
         "False",
-        "promptFrom/stdinFrom names a ConfigMap or Secret key that is missing",
+        "promptFrom/stdinFrom names a ConfigMap or Secret key that is missing or cannot be read, "
+        "or a runOutput ConfigMap that run does not own",
     ),
     "RunOutputFailed": ("Accepted", "False", "the run named by runOutput ended without success"),
+    "PromptTooLarge": (
+        "Accepted",
+        "False",
+        "an arg/flag prompt is over the kernel's 131071-byte limit for one argument; use promptMode: stdin",
+    ),
+    "InvalidArgument": (
+        "Accepted",
+        "False",
+        "a `with` value, prompt or env value has a NUL byte, or an argument is over the kernel's limit",
+    ),
     "InvalidSpec": ("Accepted", "False", "`harnessctl run` only: the run cannot be planned"),
     "Pending": ("Succeeded", "Unknown", "the attempt's Job exists; its pod has not started"),
     "Queued": ("Succeeded", "Unknown", "the namespace has its most runs in flight; this one waits"),
@@ -52,10 +63,22 @@ REASONS: dict[str, tuple[str, str, str]] = {
     "SetupFailed": (
         "Succeeded",
         "False",
-        "the runner could not prepare the attempt (plan, working directory)",
+        "the runner could not prepare or start the attempt (plan, working directory, exec)",
     ),
     "OOMKilled": ("Succeeded", "False", "the sandbox container ran out of memory"),
     "PodFailed": ("Succeeded", "False", "the Job failed without a result from the runner"),
+    "JobLost": (
+        "Succeeded",
+        "False",
+        "an attempt's Job or pod vanished mid-run; it is never run again (exit 1, fallback follows)",
+    ),
+    "ChildConflict": (
+        "Succeeded",
+        "False",
+        "a child's name is taken by an object the run does not own, or with other content; nothing more runs",
+    ),
+    "Forbidden": ("Succeeded", "False", "the API server refused the operator (403); check its RBAC"),
+    "InvalidObject": ("Succeeded", "False", "the API server refused an object the operator built (400/422)"),
 }
 
 

@@ -5,11 +5,12 @@ Orchestration only: objects come from desired.py, status from status.py, I/O thr
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -27,10 +28,13 @@ from harness_operator.desired import (
     build_workspace_claim,
     grace_period,
 )
+from harness_operator.errors import Permanent, classify
 from harness_operator.kube import Kube
 from harness_operator.naming import LABEL_ATTEMPT, LABEL_RUN, job_name, label_value, output_config_map_name
+from harness_operator.ownership import describe_conflict, is_expected_child, is_owned_child, is_run_output
 from harness_operator.reasons import ReasonedError
 from harness_operator.runner.frame import FrameError, decode_frame
+from harness_operator.runner.plan import PlanError
 from harness_operator.runner.result import fallback_line
 from harness_operator.status import (
     FINISHED,
@@ -40,8 +44,12 @@ from harness_operator.status import (
     compute_status,
     find_succeeded,
     is_job_finished,
+    merge_attempts,
     observe_attempt,
+    recorded_attempts,
 )
+
+T = TypeVar("T")
 
 
 class Rejection(ReasonedError):
@@ -50,6 +58,10 @@ class Rejection(ReasonedError):
 
 class Waiting(ReasonedError):
     """The run cannot start yet: Succeeded=Unknown with this reason and message."""
+
+
+class RunFailure(ReasonedError):
+    """The run cannot go on (its spec was fine): Succeeded=False with this reason and message."""
 
 
 def _now() -> datetime:
@@ -78,7 +90,13 @@ class Reconciler:
             run = HarnessRun.model_validate(raw)
             if is_finished(run.status.conditions if run.status else []):
                 return []
-            status = self._reconcile_run(run)
+            try:
+                status = self._reconcile_run(run)
+            except Exception as exc:  # the one classifier decides; temporary errors go back to kopf
+                verdict = classify(exc)
+                if not isinstance(verdict, Permanent):
+                    raise
+                status = self._fail_visibly(run, verdict, exc)
             if status is None:
                 return []
             just_finished = is_finished(status.conditions)
@@ -100,29 +118,45 @@ class Reconciler:
         except Rejection as rejection:
             return self._write(run, Observed(providers=[], rejected=(rejection.reason, rejection.message)))
         providers = [t.provider for t in targets]
-        attempts = self._observe_attempts(run, targets)
-        cancelled = run.spec.cancel
-        if cancelled:
-            for attempt in attempts:
-                if attempt.state != FINISHED and attempt.job_name:
-                    self.kube.delete_job(ns, attempt.job_name, grace_period(run, self.config))
-        output, output_cm = self._collect_output(run, attempts)
-        observed = Observed(providers, attempts, output, output_cm, cancelled=cancelled)
-        next_index = compute_next_attempt(observed)
-        if next_index is None:
-            return self._write(run, observed)
+        attempts = recorded_attempts(run.status)
         try:
+            attempts = self._observe_attempts(run, targets)
+            cancelled = run.spec.cancel
+            if cancelled:
+                for attempt in attempts:
+                    if attempt.state != FINISHED and attempt.job_name:
+                        self.kube.delete_job(ns, attempt.job_name, grace_period(run, self.config))
+            output, output_cm = self._collect_output(run, attempts)
+            observed = Observed(providers, attempts, output, output_cm, cancelled=cancelled)
+            next_index = compute_next_attempt(observed)
+            if next_index is None:
+                return self._write(run, observed)
             queued = self._start_attempt(run, targets, next_index, attempts)
         except Rejection as rejection:
             return self._write(run, Observed(providers=[], rejected=(rejection.reason, rejection.message)))
         except Waiting as waiting:
             return self._write(run, Observed(providers=[], waiting=(waiting.reason, waiting.message)))
+        except RunFailure as failure:
+            return self._write(run, Observed(providers, attempts, failed=(failure.reason, failure.message)))
         if queued is not None:
             return self._write(run, Observed(providers, attempts, waiting=queued))
         started = ObservedAttempt(
             next_index, providers[next_index - 1], job_name(run.metadata["name"], next_index)
         )
         return self._write(run, Observed(providers, [*attempts, started], output, output_cm))
+
+    def _fail_visibly(self, run: HarnessRun, verdict: Permanent, exc: Exception) -> HarnessRunStatus:
+        """A permanent API error ends the run with its reason in status and an Event; when even the
+        status cannot be written, the Event is still tried and the error goes back to the handler."""
+        observed = Observed([], recorded_attempts(run.status), failed=(verdict.reason, verdict.message))
+        try:
+            return self._write(run, observed)
+        except Exception:
+            # The handler logs the original error; an Event that cannot be posted either adds nothing.
+            with contextlib.suppress(Exception):
+                body = run.model_dump(by_alias=True)
+                self.kube.create_event(body, "Warning", verdict.reason, verdict.message)
+            raise exc from None
 
     def _write(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
         status = compute_status(run, observed, self.clock())
@@ -132,8 +166,19 @@ class Reconciler:
             # A merge patch keeps keys it does not name: null out what the new status no longer has.
             patch = {**{key: None for key in old if key not in new}, **new}
             self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], patch)
+            self._emit_lost(run, previous, status)
             self._emit_transition(run, previous, status)
         return status
+
+    def _emit_lost(
+        self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
+    ) -> None:
+        """A Warning Event for each attempt newly found lost: its Job or pod vanished mid-run."""
+        before = {a.index for a in previous.attempts if a.reason == "JobLost"} if previous else set()
+        for attempt in status.attempts:
+            if attempt.reason == "JobLost" and attempt.index not in before:
+                body = run.model_dump(by_alias=True)
+                self.kube.create_event(body, "Warning", "JobLost", attempt.message or "")
 
     def _emit_transition(
         self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
@@ -180,19 +225,35 @@ class Reconciler:
             targets.append(AttemptTarget(index, provider, definition))
         return targets
 
+    def _read_input(self, field: str, what: str, fetch: Callable[[], T]) -> T:
+        """One read of an input; an answer that retrying cannot change (403, 400, 422) fails the run
+        with the reason, rather than leaving it waiting with no status."""
+        try:
+            return fetch()
+        except Exception as exc:
+            verdict = classify(exc)
+            if isinstance(verdict, Permanent):
+                raise Rejection(
+                    "InputUnavailable", f"{field}: cannot read {what}: {verdict.message}"
+                ) from exc
+            raise
+
     def _resolve_source(self, run: HarnessRun, field: str, source: Any) -> str:
         ns = run.metadata["namespace"]
         if source.config_map_key_ref:
             ref = source.config_map_key_ref
-            value = self.kube.fetch_config_map_key(ns, ref.name, ref.key)
             what = f"ConfigMap {ref.name} key {ref.key}"
+            value = self._read_input(
+                field, what, lambda: self.kube.fetch_config_map_key(ns, ref.name, ref.key)
+            )
         elif source.secret_key_ref:
             ref = source.secret_key_ref
-            value = self.kube.fetch_secret_key(ns, ref.name, ref.key)
             what = f"Secret {ref.name} key {ref.key}"
+            value = self._read_input(field, what, lambda: self.kube.fetch_secret_key(ns, ref.name, ref.key))
         else:
             other_name = source.run_output.name
-            other = self.kube.fetch_run(ns, other_name)
+            what = f'HarnessRun "{other_name}"'
+            other = self._read_input(field, what, lambda: self.kube.fetch_run(ns, other_name))
             if other is None:
                 raise Waiting(
                     "WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to exist'
@@ -205,11 +266,28 @@ class Reconciler:
                 raise Waiting(
                     "WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to succeed'
                 )
-            value = self.kube.fetch_config_map_key(ns, output_config_map_name(other_name), "output")
+            value = self._read_run_output(field, other)
             what = f'the output of HarnessRun "{other_name}"'
         if value is None:
             raise Rejection("InputUnavailable", f"{field}: cannot read {what}")
         return value
+
+    def _read_run_output(self, field: str, other: dict[str, Any]) -> str | None:
+        """The output of a succeeded run, from its output ConfigMap, only if the run owns that ConfigMap
+        and its text is what the run's status reports: a ConfigMap made by anyone else is never read."""
+        name = output_config_map_name(other["metadata"]["name"])
+        ns = other["metadata"]["namespace"]
+        what = f"ConfigMap {name}"
+        cm = self._read_input(field, what, lambda: self.kube.fetch_config_map(ns, name))
+        if cm is None:
+            return None
+        if not is_run_output(cm, other):
+            raise Rejection(
+                "InputUnavailable",
+                f'{field}: ConfigMap {name} is not the output of HarnessRun "{other["metadata"]["name"]}" '
+                "(not owned by it, or not the text its status reports); it was not read",
+            )
+        return str(cm["data"]["output"])
 
     def _resolve_inputs(self, run: HarnessRun) -> tuple[str, str | None]:
         spec = run.spec
@@ -226,21 +304,25 @@ class Reconciler:
     # --- observation ---------------------------------------------------------------------------------
 
     def _observe_attempts(self, run: HarnessRun, targets: list[AttemptTarget]) -> list[ObservedAttempt]:
-        ns, name = run.metadata["namespace"], run.metadata["name"]
+        """The run's Jobs and the pods they control, merged with status.attempts[] (the durable record):
+        an attempt recorded as started whose Job vanished is lost, never created again."""
+        ns, name, uid = run.metadata["namespace"], run.metadata["name"], run.metadata["uid"]
         jobs = self.kube.fetch_jobs(ns, name)
-        if not jobs:
-            return []
-        pods = self.kube.fetch_pods(ns, name)
-        out = []
-        for job in sorted(jobs, key=lambda j: int(j["metadata"]["labels"].get(LABEL_ATTEMPT, "0"))):
-            index = int(job["metadata"]["labels"].get(LABEL_ATTEMPT, "0"))
+        pods = self.kube.fetch_pods(ns, name) if jobs else []
+        seen: dict[int, ObservedAttempt] = {}
+        for job in jobs:
+            label = str(job["metadata"]["labels"].get(LABEL_ATTEMPT, ""))
+            index = int(label) if label.isdigit() else 0  # labels are anyone's to write
             if not 1 <= index <= len(targets):
                 continue
-            mine = [
-                p for p in pods if p["metadata"].get("labels", {}).get("job-name") == job["metadata"]["name"]
-            ]
-            out.append(observe_attempt(index, targets[index - 1].provider, job, mine))
-        return out
+            if not is_owned_child(job, uid):
+                if job["metadata"]["name"] == job_name(name, index):
+                    desired = build_job(run, targets[index - 1], self.config)
+                    raise RunFailure("ChildConflict", describe_conflict(job, desired, name))
+                continue  # carries our labels but is not ours: not an attempt of this run
+            mine = [p for p in pods if is_owned_child(p, job["metadata"]["uid"])]
+            seen[index] = observe_attempt(index, targets[index - 1].provider, job, mine, run.spec.cancel)
+        return merge_attempts(recorded_attempts(run.status), seen, run.spec.cancel, self.clock())
 
     def _collect_output(
         self, run: HarnessRun, attempts: list[ObservedAttempt]
@@ -257,8 +339,20 @@ class Reconciler:
             message = f"the output of attempt {last.index} cannot be read from its log: {decoded.message}"
             self.kube.create_event(run.model_dump(by_alias=True), "Warning", "OutputUnavailable", message)
             return None, None
-        self.kube.create(build_output_config_map(run, decoded.decode("utf-8", "replace")))
-        return decoded, output_config_map_name(name)
+        # What the ConfigMap holds is the output the status describes (its sha256 is checked by readers).
+        text = decoded.decode("utf-8", "replace")
+        self._create(run, build_output_config_map(run, text))
+        return text.encode("utf-8"), output_config_map_name(name)
+
+    def _create(self, run: HarnessRun, obj: dict[str, Any]) -> bool:
+        """Create a child; True when created now. A name already taken by an object that is not this
+        run's child (owner, content hash) fails the run with ChildConflict before anything else runs."""
+        existing = self.kube.create(obj)
+        if existing is None:
+            return True
+        if not is_expected_child(existing, obj):
+            raise RunFailure("ChildConflict", describe_conflict(existing, obj, run.metadata["name"]))
+        return False
 
     # --- starting attempts ---------------------------------------------------------------------------
 
@@ -293,13 +387,17 @@ class Reconciler:
                 queued = self._queue_position(run)
                 if queued is not None:
                     return queued
-                self.kube.create(build_plan_secret(run, build_plans(run, targets, prompt, stdin)))
+                try:
+                    plans = build_plans(run, targets, prompt, stdin)
+                except PlanError as exc:
+                    raise Rejection(exc.reason, exc.message) from exc
+                self._create(run, build_plan_secret(run, plans))
             target = targets[index - 1]
             claim = build_workspace_claim(run, target.provider)
             if claim is not None:
-                self.kube.create(claim)
-            self.kube.create(build_network_policy(run, target, self.config))
-            created = self.kube.create(build_job(run, target, self.config))
+                self._create(run, claim)
+            self._create(run, build_network_policy(run, target, self.config))
+            created = self._create(run, build_job(run, target, self.config))
         if created and index > 1:
             failed = attempts[-1]
             metrics.FALLBACKS.labels(provider=failed.provider).inc()

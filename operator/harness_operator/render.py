@@ -20,6 +20,7 @@ from harness_operator.desired import (
     build_workspace_claim,
 )
 from harness_operator.manifests import Document
+from harness_operator.runner.plan import PlanError
 from harness_operator.validation import build_catalog
 
 UID_PLACEHOLDER = "<uid assigned by the API server>"
@@ -64,7 +65,12 @@ def build_rendered_objects(
             continue
         prompt = spec.prompt if spec.prompt is not None else describe_source(spec.prompt_from)  # type: ignore[arg-type]
         stdin = spec.stdin if spec.stdin_from is None else describe_source(spec.stdin_from)
-        objects.append(build_plan_secret(run, build_plans(run, targets, prompt, stdin)))
+        try:
+            plans = build_plans(run, targets, prompt, stdin)
+        except PlanError as exc:
+            problems.append(f"{doc.path}: HarnessRun/{doc.name}: {exc.reason}: {exc.message}")
+            continue
+        objects.append(build_plan_secret(run, plans))
         claim = build_workspace_claim(run, targets[0].provider)
         if claim is not None:
             objects.append(claim)

@@ -30,6 +30,8 @@ from harness_operator.runner.result import (
 
 PENDING, SUSPENDED, RUNNING, FINISHED = "Pending", "Suspended", "Running", "Finished"
 EXCERPT_CHARS = 2000
+# A lost attempt ends with a non-zero exit that no limit caused: fallback follows, as after a crash.
+EXIT_LOST = 1
 
 
 def build_excerpt(output: bytes, limit: int = EXCERPT_CHARS) -> str:
@@ -83,6 +85,7 @@ class Observed:
     output_config_map: str | None = None
     rejected: tuple[str, str] | None = None
     waiting: tuple[str, str] | None = None
+    failed: tuple[str, str] | None = None
     cancelled: bool = False
 
 
@@ -103,10 +106,39 @@ def is_job_finished(job: dict[str, Any]) -> bool:
     return _job_condition(job, "Complete") is not None or _job_condition(job, "Failed") is not None
 
 
+def _lost(index: int, provider: str, what: str) -> dict[str, Any]:
+    """The result of an attempt whose Job or pod went away before it reported."""
+    return {
+        "attempt": index,
+        "provider": provider,
+        "exitCode": EXIT_LOST,
+        "reason": "JobLost",
+        "message": f"{what} before attempt {index} finished; the attempt is not run again",
+    }
+
+
+def _explain_stop(
+    result: dict[str, Any], failed: dict[str, Any] | None, cancelled: bool, job: str
+) -> dict[str, Any]:
+    """The runner reports Cancelled whenever it is sent SIGTERM; unless spec.cancel asked for it, the
+    Job's deadline or someone deleting, evicting or draining the pod stopped it."""
+    if result.get("reason") != "Cancelled" or cancelled:
+        return result
+    if failed is not None and failed.get("reason") == "DeadlineExceeded":
+        return {**result, "reason": "Timeout", "message": f"Job {job} passed its activeDeadlineSeconds"}
+    lost = _lost(result["attempt"], result["provider"], f"the pod of Job {job} was stopped from outside")
+    return {**result, **lost}
+
+
 def observe_attempt(
-    index: int, provider: str, job: dict[str, Any], pods: Sequence[dict[str, Any]]
+    index: int,
+    provider: str,
+    job: dict[str, Any],
+    pods: Sequence[dict[str, Any]],
+    cancelled: bool = False,
 ) -> ObservedAttempt:
-    """The state and, when over, the result document of one attempt from its Job and Pods."""
+    """The state and, when over, the result document of one attempt from its Job and the Pods it
+    controls; `cancelled` says whether spec.cancel asked the attempt to stop."""
     name = job["metadata"]["name"]
     pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
     pod_name = pod["metadata"]["name"] if pod else None
@@ -124,7 +156,7 @@ def observe_attempt(
                 "reason": reason,
                 "message": f"the sandbox container ended ({terminated.get('reason')}) without a result",
             }
-        result = {"attempt": index, "provider": provider, **result}
+        result = _explain_stop({"attempt": index, "provider": provider, **result}, failed, cancelled, name)
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
     if failed:
         deadline = failed.get("reason") == "DeadlineExceeded"
@@ -135,6 +167,8 @@ def observe_attempt(
             "reason": "Timeout" if deadline else "PodFailed",
             "message": failed.get("message") or failed.get("reason") or "the Job failed",
         }
+        if pod is None and not deadline:
+            result = _lost(index, provider, f"the pod of Job {name} vanished")
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
     if complete:
         result = {"attempt": index, "provider": provider, "exitCode": 0}
@@ -145,9 +179,83 @@ def observe_attempt(
     return ObservedAttempt(index, provider, name, pod_name, RUNNING if running else PENDING, start)
 
 
+def build_result_from_attempt(attempt: Attempt) -> dict[str, Any]:
+    """The result document an attempt's status entry records (the inverse of build_attempt)."""
+    doc = {
+        "attempt": attempt.index,
+        "provider": attempt.provider,
+        "exitCode": attempt.exit_code,
+        "reason": attempt.reason,
+        "message": attempt.message,
+        "model": attempt.model,
+        "sessionID": attempt.session_id,
+        "usage": attempt.usage.to_api() if attempt.usage else None,
+        "cliVersion": attempt.cli_version,
+        "startTime": attempt.start_time,
+        "completionTime": attempt.completion_time,
+    }
+    return {k: v for k, v in doc.items() if v is not None}
+
+
+def recorded_attempts(status: HarnessRunStatus | None) -> list[ObservedAttempt]:
+    """The attempts as status.attempts[] records them: ended when an exit code is recorded."""
+    out = []
+    for attempt in status.attempts if status else []:
+        ended = attempt.exit_code is not None
+        out.append(
+            ObservedAttempt(
+                attempt.index,
+                attempt.provider,
+                attempt.job_name,
+                attempt.pod_name,
+                FINISHED if ended else PENDING,
+                attempt.start_time,
+                build_result_from_attempt(attempt) if ended else None,
+            )
+        )
+    return out
+
+
+def merge_attempts(
+    recorded: Sequence[ObservedAttempt], seen: dict[int, ObservedAttempt], cancelled: bool, now: datetime
+) -> list[ObservedAttempt]:
+    """Every attempt of a run from its durable record (status.attempts[]) and the Jobs that exist.
+
+    A Job is the truth for its attempt. A recorded attempt whose Job is gone keeps the end it recorded;
+    without one, it started and vanished: it ends lost (or cancelled, when spec.cancel removed it) and
+    is never created again, so no attempt runs twice."""
+    by_index = {a.index: a for a in recorded}
+    out = []
+    for index in sorted(set(seen) | set(by_index)):
+        if index in seen:
+            out.append(seen[index])
+            continue
+        record = by_index[index]
+        if record.state == FINISHED:
+            out.append(record)
+            continue
+        if cancelled:
+            result = {
+                "attempt": index,
+                "provider": record.provider,
+                "exitCode": EXIT_STOPPED,
+                "reason": "Cancelled",
+                "message": "cancelled by spec.cancel",
+            }
+        else:
+            result = _lost(index, record.provider, f"Job {record.job_name} vanished")
+        result["completionTime"] = timestamp(now)
+        out.append(
+            ObservedAttempt(
+                index, record.provider, record.job_name, record.pod_name, FINISHED, record.start_time, result
+            )
+        )
+    return out
+
+
 def compute_next_attempt(observed: Observed) -> int | None:
     """The 1-based attempt to create now, if any: the first, or the next after an allowed fallback."""
-    if observed.rejected or observed.waiting or observed.cancelled:
+    if observed.rejected or observed.waiting or observed.failed or observed.cancelled:
         return None
     if not observed.attempts:
         return 1
@@ -208,7 +316,17 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
     last = observed.attempts[-1] if observed.attempts else None
     next_index = compute_next_attempt(observed)
 
-    if observed.cancelled and not (last and last.succeeded):
+    if observed.failed:
+        reason, message = observed.failed
+        conds = set_condition(conds, SUCCEEDED, FALSE, reason, message, generation, now)
+        update |= {
+            "phase": Phase.failed,
+            "reason": reason,
+            "message": message,
+            "exit_code": 1,
+            "completion_time": previous.completion_time or timestamp(now),
+        }
+    elif observed.cancelled and not (last and last.succeeded):
         message = "cancelled by spec.cancel"
         conds = set_condition(conds, SUCCEEDED, FALSE, "Cancelled", message, generation, now)
         update |= {

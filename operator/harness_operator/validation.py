@@ -19,11 +19,13 @@ from harness_operator.api.v1alpha1 import (
     HarnessDefinitionSpec,
     HarnessRun,
     NetworkPolicyMode,
+    Protocol,
     rule,
     validations,
 )
 from harness_operator.cel import check_rules
 from harness_operator.manifests import Document
+from harness_operator.runner.plan import PlanError, check_arguments
 
 ERROR = "error"
 WARNING = "warning"
@@ -169,6 +171,21 @@ def _run_output_findings(doc: Document, run: HarnessRun, runs: set[tuple[str, st
     return found
 
 
+def _argument_problem(
+    run: HarnessRun, definition: HarnessDefinitionSpec, index: int, name: str, options: dict[str, Any]
+) -> PlanError | None:
+    """What the operator would refuse when it plans this attempt (inline prompt and stdin only)."""
+    if definition.protocol != Protocol.cli:
+        return None
+    spec = run.spec
+    stdin = spec.stdin if spec.stdin_from is None else None
+    try:
+        check_arguments(run, definition, index, name, options, spec.prompt or "", stdin)
+    except PlanError as exc:
+        return exc
+    return None
+
+
 def _warnings(
     doc: Document, run: HarnessRun, catalog: Catalog, secrets: set[tuple[str, str]]
 ) -> list[Finding]:
@@ -190,10 +207,16 @@ def _warnings(
         (f"spec.fallback[{i}].provider", fb.provider) for i, fb in enumerate(spec.fallback)
     ]
     granted_by_run = {c.env for c in spec.credentials}
-    for field, name in providers:
+    options = [spec.with_] + [fb.with_ for fb in spec.fallback]
+    for index, (field, name) in enumerate(providers, start=1):
         definition = catalog.resolve(doc.namespace, name)
         if definition is None:
             continue
+        problem = _argument_problem(run, definition, index, name, options[index - 1])
+        if problem is not None:
+            found.append(
+                warn("spec.prompt" if problem.reason == "PromptTooLarge" else field, problem.message)
+            )
         caps = definition.capabilities
         can_cost = caps.cost_reporting or (caps.usage_reporting and bool(definition.pricing))
         if spec.limits and spec.limits.max_cost_usd is not None and not can_cost:

@@ -4,15 +4,18 @@
 Modes: ok (claude-stream-json success), fail (exit 3 after some stdout), hang (sleeps until killed,
 with a child process in its group), ignore-term (traps SIGTERM), cost (codex-jsonl turns that grow),
 echo-env (prints the environment as JSON), echo-stdin, secret (prints the credential everywhere),
+secret-encoded (prints it base64-, hex- and URL-encoded),
 auth-error-exit-0 (claude-stream-json 401 result, exit 0), big (large text output).
 """
 
+import base64
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 
 MODE = os.environ.get("FAKE_MODE", "ok")
 PIDFILE = os.environ.get("FAKE_PIDFILE")
@@ -85,6 +88,17 @@ def main() -> int:
         secret = os.environ.get("FAKE_TOKEN", "")
         print(f"stderr has {secret}", file=sys.stderr, flush=True)
         result(f"output has {secret}")
+        return 0
+    if MODE == "secret-encoded":
+        secret = os.environ.get("FAKE_TOKEN", "").encode()
+        forms = [
+            base64.b64encode(secret).decode(),
+            base64.b64encode(b"#" + secret + b"#").decode(),
+            secret.hex(),
+            urllib.parse.quote(secret, safe=""),
+        ]
+        print("stderr has " + " ".join(forms), file=sys.stderr, flush=True)
+        result("output has " + " ".join(forms))
         return 0
     if MODE == "secret-fail":
         secret = os.environ.get("FAKE_TOKEN", "")

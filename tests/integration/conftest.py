@@ -26,6 +26,15 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from harness_operator.api.v1alpha1 import GROUP, VERSION
+
+from .operator_env import (
+    OperatorProcess,
+    definition_body,
+    install_chart_rbac_and_catalog,
+    service_account_kubeconfig,
+)
+
 HERE = Path(__file__).resolve().parent
 CLUSTER_DIR = HERE.parent / "cluster"
 ROOT = HERE.parents[1]
@@ -222,3 +231,94 @@ def api_status(exc: ApiException) -> dict[str, Any]:
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
+
+
+# --- the operator as a process under the chart's RBAC, and what tests do with the cluster ---------------
+
+RUN_TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def operator(
+    kube: client.ApiClient,
+    kubeconfig_path: str,
+    cluster_bin_dir: Path,
+    images: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[OperatorProcess]:
+    """The operator as a process, under the ServiceAccount and RBAC `helm install` made."""
+    install_chart_rbac_and_catalog(cluster_bin_dir, kubeconfig_path)
+    folder = tmp_path_factory.mktemp("operator")
+    sa_config = service_account_kubeconfig(kube, kubeconfig_path, folder / "kubeconfig")
+    proc = OperatorProcess(
+        kubeconfig=sa_config, env=operator_settings(images), log_path=folder / "operator.log"
+    )
+    proc.start()
+    yield proc
+    proc.stop()
+    print(f"operator log: {proc.log_path}")
+
+
+def operator_settings(images: dict[str, str]) -> dict[str, str]:
+    """The HARNESS_* settings the tests run the operator with."""
+    return {
+        "HARNESS_SANDBOX_IMAGE": images["sandbox"],
+        "HARNESS_MAX_RUNS_PER_NAMESPACE": "2",
+        "HARNESS_DEFAULT_CPU_REQUEST": "50m",
+        "HARNESS_DEFAULT_MEMORY_REQUEST": "64Mi",
+        "HARNESS_DEFAULT_GRACE_PERIOD_SECONDS": "5",
+    }
+
+
+class Api:
+    """What a test does with the cluster, as an admin user would with kubectl."""
+
+    def __init__(self, kube: client.ApiClient, namespace: str) -> None:
+        self.custom = client.CustomObjectsApi(kube)
+        self.batch = client.BatchV1Api(kube)
+        self.core = client.CoreV1Api(kube)
+        self.net = client.NetworkingV1Api(kube)
+        self.ns = namespace
+
+    def create(self, body: dict[str, Any]) -> None:
+        plural = "harnessruns" if body["kind"] == "HarnessRun" else "harnessdefinitions"
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
+
+    def run(self, name: str) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, "harnessruns", name)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.run(name).get("status") or {}
+
+    def condition(self, name: str, type_: str) -> dict[str, Any]:
+        return next((c for c in self.status(name).get("conditions", []) if c["type"] == type_), {})
+
+    def wait_finished(self, name: str, timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
+        wait_until(
+            lambda: self.condition(name, "Succeeded").get("status") in ("True", "False"),
+            timeout=timeout,
+            what=f"run {name} to finish",
+        )
+        return self.status(name)
+
+    def jobs(self, run: str) -> list[Any]:
+        return self.batch.list_namespaced_job(self.ns, label_selector=f"agentharness.dev/run={run}").items
+
+    def events(self, name: str) -> list[str]:
+        events = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
+        return [e.message for e in events]
+
+
+@pytest.fixture
+def api(kube: client.ApiClient, namespace: str, operator: OperatorProcess) -> Api:
+    return Api(kube, namespace)
+
+
+@pytest.fixture
+def fake(api: Api, images: dict[str, str]) -> Callable[..., None]:
+    """`fake(name, mode, **spec)`: a HarnessDefinition backed by the fake agent in that mode."""
+
+    def make(name: str, mode: str, **spec: Any) -> None:
+        api.create(definition_body(name, images["test"], mode, **spec))
+
+    return make

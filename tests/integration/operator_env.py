@@ -79,14 +79,17 @@ def install_chart_rbac_and_catalog(bin_dir: Path, kubeconfig: str) -> None:
     helm_install(bin_dir, kubeconfig, "replicaCount=0")
 
 
-def service_account_kubeconfig(admin: client.ApiClient, admin_kubeconfig: str, path: Path) -> str:
-    """A kubeconfig that authenticates as the chart's ServiceAccount (token from the TokenRequest API)."""
+def service_account_kubeconfig(
+    admin: client.ApiClient, admin_kubeconfig: str, path: Path, service_account: str = SERVICE_ACCOUNT
+) -> str:
+    """A kubeconfig that authenticates as a ServiceAccount of the release namespace (the chart's by
+    default), with a token from the TokenRequest API."""
     request = client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=7200)
     )
     token = (
         client.CoreV1Api(admin)
-        .create_namespaced_service_account_token(SERVICE_ACCOUNT, RELEASE_NAMESPACE, request)
+        .create_namespaced_service_account_token(service_account, RELEASE_NAMESPACE, request)
         .status.token
     )
     cfg = yaml.safe_load(Path(admin_kubeconfig).read_text())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,97 +15,8 @@ from kubernetes.client.rest import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 
-from .conftest import wait_until
-from .operator_env import (
-    OperatorProcess,
-    definition_body,
-    free_port,
-    install_chart_rbac_and_catalog,
-    run_body,
-    service_account_kubeconfig,
-)
-
-RUN_TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def operator(
-    kube: client.ApiClient,
-    kubeconfig_path: str,
-    cluster_bin_dir: Path,
-    images: dict[str, str],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[OperatorProcess]:
-    install_chart_rbac_and_catalog(cluster_bin_dir, kubeconfig_path)
-    folder = tmp_path_factory.mktemp("operator")
-    sa_config = service_account_kubeconfig(kube, kubeconfig_path, folder / "kubeconfig")
-    proc = OperatorProcess(
-        kubeconfig=sa_config,
-        env={
-            "HARNESS_SANDBOX_IMAGE": images["sandbox"],
-            "HARNESS_MAX_RUNS_PER_NAMESPACE": "2",
-            "HARNESS_DEFAULT_CPU_REQUEST": "50m",
-            "HARNESS_DEFAULT_MEMORY_REQUEST": "64Mi",
-            "HARNESS_DEFAULT_GRACE_PERIOD_SECONDS": "5",
-        },
-        log_path=folder / "operator.log",
-    )
-    proc.start()
-    yield proc
-    proc.stop()
-    print(f"operator log: {proc.log_path}")
-
-
-class Api:
-    """What a test does with the cluster, as an admin user would with kubectl."""
-
-    def __init__(self, kube: client.ApiClient, namespace: str) -> None:
-        self.custom = client.CustomObjectsApi(kube)
-        self.batch = client.BatchV1Api(kube)
-        self.core = client.CoreV1Api(kube)
-        self.net = client.NetworkingV1Api(kube)
-        self.ns = namespace
-
-    def create(self, body: dict[str, Any]) -> None:
-        plural = "harnessruns" if body["kind"] == "HarnessRun" else "harnessdefinitions"
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
-
-    def run(self, name: str) -> dict[str, Any]:
-        return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, "harnessruns", name)
-
-    def status(self, name: str) -> dict[str, Any]:
-        return self.run(name).get("status") or {}
-
-    def condition(self, name: str, type_: str) -> dict[str, Any]:
-        return next((c for c in self.status(name).get("conditions", []) if c["type"] == type_), {})
-
-    def wait_finished(self, name: str, timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
-        wait_until(
-            lambda: self.condition(name, "Succeeded").get("status") in ("True", "False"),
-            timeout=timeout,
-            what=f"run {name} to finish",
-        )
-        return self.status(name)
-
-    def jobs(self, run: str) -> list[Any]:
-        return self.batch.list_namespaced_job(self.ns, label_selector=f"agentharness.dev/run={run}").items
-
-    def events(self, name: str) -> list[str]:
-        events = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
-        return [e.message for e in events]
-
-
-@pytest.fixture
-def api(kube: client.ApiClient, namespace: str, operator: OperatorProcess) -> Api:
-    return Api(kube, namespace)
-
-
-@pytest.fixture
-def fake(api: Api, images: dict[str, str]) -> Callable[..., None]:
-    def make(name: str, mode: str, **spec: Any) -> None:
-        api.create(definition_body(name, images["test"], mode, **spec))
-
-    return make
+from .conftest import Api, wait_until
+from .operator_env import OperatorProcess, definition_body, free_port, run_body
 
 
 def test_run_succeeds_with_usage_cost_and_output(

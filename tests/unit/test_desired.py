@@ -18,9 +18,11 @@ from harness_operator.desired import (
     build_network_policy,
     build_output_config_map,
     build_plan_secret,
+    build_plans,
     build_workspace_claim,
     workspace_mount_path,
 )
+from harness_operator.ownership import compute_data_hash
 
 GOLDEN = Path(__file__).parent / "golden"
 CONFIG = OperatorConfig()
@@ -232,3 +234,34 @@ def test_workspace_volume_mounts_on_the_working_dirs_parent() -> None:
     assert workspace_mount_path("/workspace/repo/") == "/workspace"
     assert workspace_mount_path("/workspace") == "/workspace"
     assert workspace_mount_path("/a/b/c") == "/a/b"
+
+
+def test_plain_env_travels_in_the_plan_never_on_the_container() -> None:
+    """LD_PRELOAD, PYTHONPATH, NODE_OPTIONS from a run would reach the runner's own interpreter as
+    container env; they go in the plan, which the runner applies to the agent process only."""
+    loaders = [{"name": n, "value": "/tmp/x"} for n in ("LD_PRELOAD", "PYTHONPATH", "NODE_OPTIONS")]
+    run = make_run({"env": loaders})
+    env = pod(build_job(run, target(), CONFIG))["containers"][0]["env"]
+    assert [e["name"] for e in env] == ["ANTHROPIC_API_KEY", "HOME"]
+    (plan,) = build_plans(run, [target()], "p", None)
+    assert {e["name"]: e["value"] for e in plan["env"]} == {
+        "DISABLE_TELEMETRY": "1",
+        "LD_PRELOAD": "/tmp/x",
+        "NODE_OPTIONS": "/tmp/x",
+        "PYTHONPATH": "/tmp/x",
+    }
+
+
+def test_a_deleted_pod_is_never_replaced() -> None:
+    spec = build_job(make_run(), target(), CONFIG)["spec"]
+    assert (spec["backoffLimit"], spec["podReplacementPolicy"]) == (0, "Failed")
+
+
+def test_plan_secret_and_output_carry_the_hash_of_their_data() -> None:
+    secret = build_plan_secret(make_run(), [{"argv": ["a"]}])
+    cm = build_output_config_map(make_run(), "text")
+    assert secret["metadata"]["annotations"] == {
+        "agentharness.dev/content-sha256": compute_data_hash(secret["stringData"])
+    }
+    assert cm["metadata"]["annotations"] == {"agentharness.dev/content-sha256": compute_data_hash(cm["data"])}
+    assert cm["immutable"] is True

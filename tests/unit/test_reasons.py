@@ -9,7 +9,7 @@ from harness_operator.runner.parsers.base import Failure
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "operator" / "harness_operator"
-REASON_CALLS = {"Rejection", "Waiting", "fail", "SetupError"}
+REASON_CALLS = {"Rejection", "Waiting", "RunFailure", "PlanError", "Permanent", "fail", "SetupError"}
 CAMEL = re.compile(r"^[A-Z][A-Za-z]*[a-z][A-Za-z]*$")
 
 

@@ -73,3 +73,18 @@ def test_render_refuses_invalid_manifests() -> None:
     result = render("tests/fixtures/bad-manifests/runs.yaml")
     assert result.returncode == 1
     assert "with.binary is not supported" in result.stderr
+
+
+def test_render_reports_a_run_that_cannot_be_planned(tmp_path: Path) -> None:
+    run = {
+        "apiVersion": "agentharness.dev/v1alpha1",
+        "kind": "HarnessRun",
+        "metadata": {"name": "huge", "namespace": "default"},
+        "spec": {"provider": "claude", "prompt": "x" * 131_072, "workspace": {"workingDir": "/w"}},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(run))
+    result = render(str(path))
+    assert result.returncode == 1
+    assert "HarnessRun/huge: PromptTooLarge: the prompt is 131072 bytes" in result.stderr
+    assert "kind: Job" not in result.stdout

@@ -254,3 +254,33 @@ def test_max_output_bytes_truncates_and_flags():
     assert result.output_bytes == 5020
     assert len(result.output) <= 5005
     result.output.decode("utf-8")  # cut on a character boundary
+
+
+def test_encoded_forms_of_a_secret_are_redacted_in_output_and_stderr():
+    secret = "ghp_0123456789abcdefXYZ"
+    result, err = run(plan("secret-encoded", credential_envs=["FAKE_TOKEN"]), {"FAKE_TOKEN": secret})
+    assert result.succeeded
+    assert result.output.count(b"[REDACTED]") == 4, result.output
+    assert err.count("[REDACTED]") >= 4
+    for leak in (secret, secret.encode().hex(), "Z2hwXzAxMjM0NTY3ODlh"):
+        assert leak not in err and leak.encode() not in result.output
+
+
+def test_a_multi_line_secret_is_redacted_across_stderr_lines():
+    secret = "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\n-----END KEY-----"
+    result, err = run(plan("secret", credential_envs=["FAKE_TOKEN"]), {"FAKE_TOKEN": secret})
+    assert "stderr has [REDACTED]" in err
+    assert "MIIEvQIBADANBgkqhkiG9w0B" not in err
+    assert result.output == b"output has [REDACTED]"
+
+
+def test_an_argument_with_a_nul_byte_is_a_setup_failure_not_a_crash():
+    result, _ = run(plan("ok", args=["--model", "a\x00b"]))
+    assert (result.exit_code, result.reason) == (1, "SetupFailed")
+    assert "embedded null byte" in result.message
+
+
+def test_an_argument_over_the_kernel_limit_is_a_setup_failure_not_binary_not_found():
+    result, _ = run(plan("ok", args=["x" * 200_000]))
+    assert (result.exit_code, result.reason) == (1, "SetupFailed")
+    assert "Argument list too long" in result.message and "stdin" in result.message

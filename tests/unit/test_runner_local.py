@@ -212,3 +212,16 @@ def test_no_manifests(tmp_path, capfd):
     empty.mkdir()
     assert run_paths([str(empty)], None) == 1
     assert "no manifests found" in capfd.readouterr().err
+
+
+def test_an_arg_prompt_over_the_kernel_limit_is_refused_before_anything_runs(tmp_path, capfd):
+    status_file = tmp_path / "status.yaml"
+    files = manifests(
+        tmp_path, definition("good", "ok"), harness_run("big", "good", tmp_path, prompt="x" * 131_072)
+    )
+    assert run_paths([files], str(status_file)) == 1
+    err = capfd.readouterr().err
+    assert "spec.prompt: warning: the prompt is 131072 bytes" in err  # validate warns first
+    [status] = statuses(status_file)
+    assert (status.reason, status.phase) == ("PromptTooLarge", "Failed")
+    assert not (tmp_path / "work").exists()

@@ -138,3 +138,30 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+def test_a_plan_that_cannot_be_executed_still_ends_with_a_result(tmp_path):
+    """A NUL byte in an argument used to crash the runner ("ended without a result")."""
+    proc = start_runner(tmp_path, write_plan(tmp_path, "ok", args=[AGENT, "with\x00nul"]))
+    log, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    doc = parse_termination_message((tmp_path / "termination-log").read_text())
+    assert doc is not None and doc["reason"] == "SetupFailed"
+    assert decode_frame(log.decode(), doc["output"]["sha256"]) == b""
+
+
+def test_the_plan_env_reaches_the_agent_only(tmp_path):
+    """PYTHONPATH from a run's env loads a sitecustomize in the agent (a Python program here), never in
+    the runner: the runner's own interpreter starts before it reads the plan and passes the env on."""
+    site = tmp_path / "site"
+    site.mkdir()
+    marker = tmp_path / "loaded-by"
+    (site / "sitecustomize.py").write_text(
+        f"import sys\nopen({str(marker)!r}, 'a').write(' '.join(sys.argv) + '\\n')\n"
+    )
+    plan = write_plan(tmp_path, "ok", env=[{"name": "PYTHONPATH", "value": str(site)}])
+    proc = start_runner(tmp_path, plan)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    loaded = marker.read_text().splitlines()
+    assert loaded == [f"{AGENT} hi"]

@@ -7,6 +7,7 @@ import pytest
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
 from harness_operator.runner.plan import (
     AttemptPlan,
+    PlanError,
     UnknownProviderError,
     build_attempt_plans,
     build_plan,
@@ -125,3 +126,104 @@ def test_output_limit_defaults_only_when_the_run_sets_none():
     assert with_output_limit(plan, 1000).limits.max_output_bytes == 1000
     own = plan.model_copy(update={"limits": plan.limits.model_copy(update={"max_output_bytes": 10})})
     assert with_output_limit(own, 1000).limits.max_output_bytes == 10
+
+
+BIG = "x" * 131_072  # with its NUL, one byte over MAX_ARG_STRLEN
+FITS = "x" * 131_071
+
+
+@pytest.mark.parametrize(
+    ("defn", "options", "prompt", "stdin", "reason", "words"),
+    [
+        (definition(), {}, FITS, None, None, None),
+        (definition(), {}, BIG, None, "PromptTooLarge", "the prompt is 131072 bytes"),
+        (definition(promptMode="flag", promptFlag="-p"), {}, BIG, None, "PromptTooLarge", "promptMode: flag"),
+        (definition(promptMode="stdin"), {}, BIG, None, None, None),
+        (definition(), {}, "short", BIG, None, None),
+        (definition(stdinMode="fold"), {}, "short", BIG, "PromptTooLarge", "folded in (stdinMode: fold)"),
+        (definition(promptMode="stdin", stdinMode="fold"), {}, "short", BIG, None, None),
+        (definition(), {}, "a\x00b", None, "InvalidArgument", "the prompt contains a NUL byte"),
+        (definition(promptMode="stdin"), {}, "a\x00b", None, None, None),
+        (
+            definition(),
+            {"model": "a\x00b"},
+            "p",
+            None,
+            "InvalidArgument",
+            "spec.with.model: the value contains",
+        ),
+        (definition(), {"add_dir": ["ok", "b\x00"]}, "p", None, "InvalidArgument", "spec.with.add_dir"),
+        (
+            definition(),
+            {"context": BIG},
+            "p",
+            None,
+            "InvalidArgument",
+            "spec.with.context: the value is 131072",
+        ),
+        (definition(), {"nested": {"map": "a\x00"}}, "p", None, None, None),
+        (definition(defaults={"m": "a\x00"}), {}, "p", None, "InvalidArgument", "defaults.m of provider 'p'"),
+        (definition(prefixArgs=["a\x00"]), {}, "p", None, "InvalidArgument", "prefixArgs[0] of provider"),
+        (
+            definition(env=[{"name": "X", "value": "a\x00"}]),
+            {},
+            "p",
+            None,
+            "InvalidArgument",
+            "env of provider",
+        ),
+    ],
+    ids=[
+        "prompt at the limit",
+        "prompt over the limit",
+        "flag prompt over the limit",
+        "stdin prompt: no limit",
+        "large stdin piped",
+        "large stdin folded into the argument",
+        "folded but piped",
+        "NUL in an arg prompt",
+        "NUL in a piped prompt",
+        "NUL in a with value",
+        "NUL in a with list item",
+        "huge with value",
+        "maps never become arguments",
+        "NUL in a definition default",
+        "NUL in prefixArgs",
+        "NUL in a definition env value",
+    ],
+)
+def test_arguments_no_exec_can_carry_are_refused_at_plan_time(
+    defn: HarnessDefinitionSpec,
+    options: dict[str, Any],
+    prompt: str,
+    stdin: str | None,
+    reason: str | None,
+    words: str | None,
+) -> None:
+    if reason is None:
+        build_plan(run(), defn, 1, "p", options, prompt, stdin)
+        return
+    with pytest.raises(PlanError) as caught:
+        build_plan(run(), defn, 1, "p", options, prompt, stdin)
+    assert caught.value.reason == reason
+    assert words is not None and words in caught.value.message
+
+
+def test_prompt_too_large_says_how_to_fix_it_and_that_fold_does_not() -> None:
+    with pytest.raises(PlanError) as caught:
+        build_plan(run(), definition(), 1, "p", {}, BIG, None)
+    assert "promptMode: stdin" in caught.value.message
+    assert "stdinMode: fold would put it back into the prompt argument" in caught.value.message
+
+
+def test_a_fallbacks_options_are_named_by_their_field() -> None:
+    the_run = run(fallback=[{"provider": "q", "with": {"model": "a\x00"}}])
+    with pytest.raises(PlanError) as caught:
+        build_attempt_plans(the_run, lambda name: definition(), "p", None)
+    assert caught.value.message.startswith("spec.fallback[0].with.model:")
+
+
+def test_a_nul_in_the_runs_env_names_spec_env() -> None:
+    with pytest.raises(PlanError) as caught:
+        build_plan(run(env=[{"name": "X", "value": "a\x00"}]), definition(), 1, "p", {}, "p", None)
+    assert caught.value.message == "spec.env: 'X' contains a NUL byte"

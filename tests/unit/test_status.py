@@ -14,10 +14,13 @@ from harness_operator.status import (
     SUSPENDED,
     Observed,
     ObservedAttempt,
+    build_result_from_attempt,
     compute_next_attempt,
     compute_status,
     is_job_finished,
+    merge_attempts,
     observe_attempt,
+    recorded_attempts,
 )
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -105,7 +108,7 @@ DEADLINE = [
             "ProviderFailed",
         ),
         (job(DEADLINE), [], FINISHED, 124, "Timeout"),
-        (job(FAILED), [], FINISHED, 1, "PodFailed"),
+        (job(FAILED), [], FINISHED, 1, "JobLost"),
         (job(COMPLETE), [], FINISHED, 0, None),
     ],
     ids=[
@@ -119,7 +122,7 @@ DEADLINE = [
         "oom killed",
         "crash without result",
         "job deadline",
-        "job failed, pod gone",
+        "job failed, pod gone: lost",
         "complete, pod gone",
     ],
 )
@@ -324,3 +327,129 @@ def test_a_cancelled_attempt_ends_the_run_cancelled() -> None:
 )
 def test_is_job_finished(body: dict[str, Any], finished: bool) -> None:
     assert is_job_finished(body) is finished
+
+
+CANCELLED_RESULT = {"exitCode": 124, "message": message(124, "Cancelled")}
+
+
+@pytest.mark.parametrize(
+    ("conditions_", "cancelled", "exit_code", "reason"),
+    [
+        (FAILED, True, 124, "Cancelled"),
+        (FAILED, False, 1, "JobLost"),
+        (DEADLINE, False, 124, "Timeout"),
+    ],
+    ids=["spec.cancel stopped it", "pod deleted: lost", "Job deadline stopped it"],
+)
+def test_a_runner_stopped_by_sigterm_is_explained(
+    conditions_: list[dict[str, str]], cancelled: bool, exit_code: int, reason: str
+) -> None:
+    """The runner says Cancelled on any SIGTERM; only spec.cancel makes it a cancel."""
+    seen = observe_attempt(1, "claude", job(conditions_), [pod("Failed", CANCELLED_RESULT)], cancelled)
+    assert seen.result is not None
+    assert (seen.result["exitCode"], seen.result["reason"]) == (exit_code, reason)
+    if reason == "JobLost":
+        assert "not run again" in seen.result["message"]
+        assert seen.result["model"] == "claude-x"  # what the runner reported is kept
+
+
+def recorded(index: int, provider: str = "claude", **fields: Any) -> dict[str, Any]:
+    return {"index": index, "provider": provider, "jobName": f"r-a{index}", **fields}
+
+
+def status_with(*attempts: dict[str, Any]) -> Any:
+    return run({"attempts": list(attempts)}).status
+
+
+@pytest.mark.parametrize(
+    ("record", "seen", "cancelled", "expected"),
+    [
+        ([], {}, False, []),
+        ([recorded(1)], {1: ObservedAttempt(1, "claude", "r-a1", state=RUNNING)}, False, [(RUNNING, None)]),
+        ([recorded(1)], {}, False, [(FINISHED, "JobLost")]),
+        ([recorded(1)], {}, True, [(FINISHED, "Cancelled")]),
+        ([recorded(1, exitCode=3, reason="ProviderFailed")], {}, False, [(FINISHED, "ProviderFailed")]),
+        ([recorded(1, exitCode=0)], {}, False, [(FINISHED, None)]),
+        (
+            [recorded(1, exitCode=3, reason="ProviderFailed"), recorded(2, "codex")],
+            {2: ObservedAttempt(2, "codex", "r-a2", state=RUNNING)},
+            False,
+            [(FINISHED, "ProviderFailed"), (RUNNING, None)],
+        ),
+        ([], {1: finished(1, "claude", 1, "ProviderFailed")}, False, [(FINISHED, "ProviderFailed")]),
+        (
+            [recorded(1, exitCode=0)],
+            {1: ObservedAttempt(1, "claude", "r-a1", state=RUNNING)},
+            False,
+            [(RUNNING, None)],
+        ),
+    ],
+    ids=[
+        "nothing yet",
+        "job exists: the job is the truth",
+        "started, job gone: lost",
+        "started, job gone after spec.cancel: cancelled",
+        "ended, job gone: keeps its end",
+        "succeeded, job gone: keeps its end",
+        "first ended, second running",
+        "job not yet recorded (operator restarted)",
+        "status written by hand: the job corrects it",
+    ],
+)
+def test_merge_attempts(
+    record: list[dict[str, Any]],
+    seen: dict[int, ObservedAttempt],
+    cancelled: bool,
+    expected: list[tuple[str, str | None]],
+) -> None:
+    merged = merge_attempts(recorded_attempts(status_with(*record)), seen, cancelled, NOW)
+    assert [(a.state, (a.result or {}).get("reason")) for a in merged] == expected
+
+
+def test_a_lost_attempt_is_never_created_again_and_falls_back() -> None:
+    merged = merge_attempts(recorded_attempts(status_with(recorded(1, startTime="x"))), {}, False, NOW)
+    assert merged[0].result == {
+        "attempt": 1,
+        "provider": "claude",
+        "exitCode": 1,
+        "reason": "JobLost",
+        "message": "Job r-a1 vanished before attempt 1 finished; the attempt is not run again",
+        "completionTime": "2026-11-29T12:00:00Z",
+    }
+    assert merged[0].start_time == "x"
+    assert compute_next_attempt(Observed(PROVIDERS, merged)) == 2  # a non-zero exit: fallback follows
+    assert compute_next_attempt(Observed(PROVIDERS[:1], merged)) is None  # never attempt 1 again
+    status = compute_status(run(), Observed(PROVIDERS[:1], merged), NOW)
+    assert (status.phase, status.reason, status.exit_code) == ("Failed", "JobLost", 1)
+
+
+def test_recorded_attempt_round_trips_through_its_result() -> None:
+    fields = {
+        "exitCode": 2,
+        "reason": "ProviderFailed",
+        "message": "m",
+        "model": "x",
+        "sessionID": "s",
+        "usage": {"inputTokens": 3, "costSource": "unknown"},
+        "startTime": "2026-11-29T11:59:00Z",
+        "completionTime": "2026-11-29T12:00:00Z",
+    }
+    status = status_with(recorded(1, **fields))
+    doc = build_result_from_attempt(status.attempts[0])
+    assert doc == {"attempt": 1, "provider": "claude", **fields}
+    again = compute_status(run(), Observed(["claude"], recorded_attempts(status)), NOW)
+    assert again.attempts[0].to_api() == status.attempts[0].to_api()
+
+
+def test_failed_run_keeps_its_attempts_and_stays_accepted() -> None:
+    attempts = [finished(1, "claude", 1, "ProviderFailed")]
+    status = compute_status(
+        run(), Observed(PROVIDERS, attempts, failed=("ChildConflict", "NetworkPolicy r-a2 exists")), NOW
+    )
+    assert conditions(status) == {
+        "Accepted": ("True", "ProviderResolved"),
+        "Succeeded": ("False", "ChildConflict"),
+    }
+    assert (status.phase, status.exit_code, status.message) == ("Failed", 1, "NetworkPolicy r-a2 exists")
+    assert [a.reason for a in status.attempts] == ["ProviderFailed"]
+    assert compute_next_attempt(Observed(PROVIDERS, attempts, failed=("ChildConflict", "x"))) is None

@@ -181,3 +181,26 @@ def test_the_inline_limit_counts_utf8_bytes() -> None:
     """Two bytes per 'é': kubectl's annotation holds bytes, whatever the CRD's maxLength counts."""
     spec = f"  provider: vendor\n  prompt: {'é' * 65537}\n  workspace: {{workingDir: /w}}\n"
     assert messages(check(run_doc(spec, SECRET))) == [INLINE_LIMIT]
+
+
+def test_an_arg_prompt_over_the_kernel_limit_warns_and_a_stdin_provider_does_not() -> None:
+    prompt = "x" * 131_072  # what kubectl apply carries, one byte over what one argument holds
+    stdin_provider = (
+        "apiVersion: agentharness.dev/v1alpha1\nkind: HarnessDefinition\n"
+        "metadata: {name: piped, namespace: ns}\nspec: {binary: piped, promptMode: stdin}\n"
+    )
+    found = check(
+        run_doc(f"  provider: vendor\n  prompt: {prompt}\n  workspace: {{workingDir: /w}}\n", SECRET)
+    )
+    [warning] = [f for f in found if f.severity == WARNING]
+    assert warning.field == "spec.prompt"
+    assert "is 131072 bytes" in warning.message and "promptMode: stdin" in warning.message
+    piped = f"  provider: piped\n  prompt: {prompt}\n  workspace: {{workingDir: /w}}\n"
+    assert check(run_doc(piped, stdin_provider)) == []
+
+
+def test_a_huge_with_value_warns_naming_the_option() -> None:
+    found = check(run_doc(GOOD + f"  with: {{context: {'y' * 140_000}}}\n", SECRET))
+    assert [(f.field, f.message[:40]) for f in found if f.severity == WARNING] == [
+        ("spec.provider", "spec.with.context: the value is 140000 b")
+    ]

@@ -19,6 +19,7 @@ from types import FrameType
 from harness_operator.runner.executor import AttemptResult, execute
 from harness_operator.runner.frame import encode_frame
 from harness_operator.runner.plan import AttemptPlan, load_plan
+from harness_operator.runner.redact import Redactor
 from harness_operator.runner.result import EXIT_SETUP, render_termination_message
 
 DEFAULT_PLAN = "/etc/harness/plan.json"
@@ -86,7 +87,14 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
-    result = execute(plan, credentials_from_env(plan), cancel=cancel)
+    credentials = credentials_from_env(plan)
+    try:
+        result = execute(plan, credentials, cancel=cancel)
+    except Exception as exc:  # whatever goes wrong, the pod still ends with a result document
+        text = Redactor(credentials.values()).text(f"{type(exc).__name__}: {exc}")
+        message = f"harness: the runner failed: {text}".splitlines()[0]
+        print(message, file=sys.stderr)
+        result = AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, "SetupFailed", message)
     write_reports(result, args.termination_log, args.result_file)
     return result.exit_code
 

@@ -9,6 +9,8 @@ then SIGKILL after the grace period); granted secret values are redacted everywh
 from __future__ import annotations
 
 import contextlib
+import errno
+import itertools
 import os
 import subprocess
 import sys
@@ -24,7 +26,7 @@ from harness_operator.api.v1alpha1 import Usage
 from harness_operator.runner.cost import compute_cost, compute_usage
 from harness_operator.runner.parsers import Failure, Report, build_parser
 from harness_operator.runner.plan import AttemptPlan
-from harness_operator.runner.redact import Redactor
+from harness_operator.runner.redact import Redactor, StreamRedactor
 from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED, NO_FALLBACK_REASONS, build_result_doc
 from harness_operator.runner.stops import SetupError, resolve_binary, stop_process_group
 
@@ -126,16 +128,27 @@ class _Streams:
         self.wake = threading.Event()
 
     def read_stdout(self, pipe: IO[bytes]) -> None:
+        stream = StreamRedactor(self.redactor)
+        pending = b""  # redacted bytes of a line not yet complete (the redactor held its end back)
         for raw in iter(pipe.readline, b""):
-            line = self.redactor.bytes(raw)
-            self.spool.write(line)
-            self.tail = (self.tail + line)[-TAIL_BYTES:]
+            pending = self._take(pending + stream.feed(raw))
+        self._take(pending + stream.flush(), final=True)
+        pipe.close()
+
+    def _take(self, data: bytes, final: bool = False) -> bytes:
+        """Spool and parse the complete lines of redacted `data`; return the incomplete rest."""
+        cut = len(data) if final else data.rfind(b"\n") + 1
+        done, rest = data[:cut], data[cut:]
+        self.spool.write(done)
+        self.tail = (self.tail + done)[-TAIL_BYTES:]
+        *lines, last = done.split(b"\n")
+        for line in [*(line + b"\n" for line in lines), *([last] if last else [])]:
             self.parser.feed(line.decode("utf-8", "replace"))
             if self.limit_hit is None:
                 self.limit_hit = self._check_limits(self.parser.report())
                 if self.limit_hit:
                     self.wake.set()
-        pipe.close()
+        return rest
 
     def _check_limits(self, report: Report) -> tuple[str, str] | None:
         limits = self.plan.limits
@@ -153,10 +166,13 @@ class _Streams:
         return None
 
     def read_stderr(self, pipe: IO[bytes]) -> None:
-        for raw in iter(pipe.readline, b""):
-            with self.lock:
-                self.sink.write(self.redactor.bytes(raw))
-                self.sink.flush()
+        stream = StreamRedactor(self.redactor)
+        for raw in itertools.chain(iter(pipe.readline, b""), [b""]):  # b"" last: flush what was held
+            data = stream.feed(raw) if raw else stream.flush()
+            if data:
+                with self.lock:
+                    self.sink.write(data)
+                    self.sink.flush()
         pipe.close()
 
     def stdout_bytes(self) -> bytes:
@@ -222,7 +238,15 @@ def execute(
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
+    except ValueError as exc:  # a NUL byte in an argument or environment value: no exec can carry it
+        return fail("SetupFailed", f'harness: cannot start "{plan.binary}": {exc}')
     except OSError as exc:
+        if exc.errno == errno.E2BIG:
+            return fail(
+                "SetupFailed",
+                f'harness: cannot start "{plan.binary}": {exc.strerror}: an argument or the whole command '
+                "line is over the kernel's limit; pass long text on stdin (promptMode: stdin)",
+            )
         return fail("BinaryNotFound", f'harness: failed to resolve binary "{plan.binary}": {exc}')
     assert proc.stdout is not None and proc.stderr is not None
     threads = [
@@ -305,5 +329,6 @@ def _finish(
         result.output, result.truncated = truncate_utf8(text, plan.limits.max_output_bytes)
     elif streams.tail:
         say("recent stdout (tail):\n" + streams.tail.decode("utf-8", "replace").rstrip("\n"))
+    result.message = redactor.text(result.message)
     result.completion_time = utc_now()
     return result

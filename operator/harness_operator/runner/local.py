@@ -23,7 +23,13 @@ from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, Usage, V
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.manifests import Document, load_documents
 from harness_operator.runner.executor import AttemptResult, execute
-from harness_operator.runner.plan import AttemptPlan, UnknownProviderError, build_attempt_plans, merge_grants
+from harness_operator.runner.plan import (
+    AttemptPlan,
+    PlanError,
+    UnknownProviderError,
+    build_attempt_plans,
+    merge_grants,
+)
 from harness_operator.runner.result import fallback_line
 from harness_operator.status import FINISHED, Observed, ObservedAttempt, compute_status
 from harness_operator.validation import ERROR, Catalog, build_catalog, validate_documents
@@ -127,6 +133,9 @@ class LocalRunner:
         except LookupError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
             return rejected(run, "InputUnavailable", str(exc)), 1
+        except PlanError as exc:
+            say(f"harness: HarnessRun {label}: {exc.message}")
+            return rejected(run, exc.reason, exc.message), 1
         except ValueError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
             return rejected(run, "InvalidSpec", str(exc)), 1

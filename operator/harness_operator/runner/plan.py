@@ -22,8 +22,18 @@ from harness_operator.api.v1alpha1 import (
     Model,
     ModelPricing,
     OutputFormat,
+    StdinMode,
 )
-from harness_operator.invocation import build_invocation, merge_options
+from harness_operator.invocation import (
+    MAX_ARG_BYTES,
+    build_invocation,
+    find_argument_problem,
+    flag_token,
+    merge_options,
+    option_strings,
+    prompt_argument,
+)
+from harness_operator.reasons import ReasonedError
 
 DEFAULT_GRACE_SECONDS = 30
 PLAN_VERSION = 1
@@ -104,6 +114,67 @@ def merge_plain_env(run: HarnessRun, definition: HarnessDefinitionSpec) -> dict[
     return plain
 
 
+class PlanError(ReasonedError):
+    """The run cannot be planned for a provider: no exec could pass its arguments (Accepted=False)."""
+
+
+def _prompt_error(
+    definition: HarnessDefinitionSpec, provider: str, text: str, folded: bool, problem: str
+) -> PlanError:
+    what = "the prompt with stdin folded in (stdinMode: fold)" if folded else "the prompt"
+    if "\x00" in text:
+        return PlanError("InvalidArgument", f"{what} {problem} (provider {provider!r})")
+    fix = (
+        "use a provider definition with promptMode: stdin, or stdinMode: pipe so that spec.stdin is piped"
+        if folded
+        else "use a provider definition with promptMode: stdin (the prompt is piped), or keep spec.prompt "
+        "short and pass the long text as spec.stdin/stdinFrom, which stdinMode: pipe pipes to the CLI "
+        "(stdinMode: fold would put it back into the prompt argument)"
+    )
+    return PlanError(
+        "PromptTooLarge",
+        f"{what} is {len(text.encode('utf-8'))} bytes and provider {provider!r} passes it as one "
+        f"command-line argument (promptMode: {definition.prompt_mode}), but the kernel takes at most "
+        f"{MAX_ARG_BYTES - 1} bytes in one argument; {fix}",
+    )
+
+
+def check_arguments(
+    run: HarnessRun,
+    definition: HarnessDefinitionSpec,
+    attempt_index: int,
+    provider: str,
+    options: dict[str, Any],
+    prompt: str,
+    stdin: str | None,
+) -> None:
+    """Refuse, naming the field, what no exec can carry: an argument over the kernel's limit or with a
+    NUL byte (prompt, `with` values, the definition's fixed arguments) and a NUL in an env value."""
+    text = prompt_argument(definition, prompt, stdin)
+    if text is not None and (problem := find_argument_problem(text)):
+        folded = definition.stdin_mode == StdinMode.fold and bool(stdin)
+        raise _prompt_error(definition, provider, text, folded, problem)
+    field = "spec.with" if attempt_index == 1 else f"spec.fallback[{attempt_index - 2}].with"
+    sources = [(f"{field}.{k}", k, v) for k, v in options.items()]
+    sources += [(f"defaults.{k} of provider {provider!r}", k, v) for k, v in definition.defaults.items()]
+    for where, key, value in sources:
+        if problem := find_argument_problem(flag_token(key, definition)):
+            raise PlanError("InvalidArgument", f"{where}: the option's flag {problem}")
+        for item in option_strings(value):
+            if problem := find_argument_problem(item):
+                raise PlanError("InvalidArgument", f"{where}: the value {problem}")
+    fixed = [(f"prefixArgs[{i}]", a) for i, a in enumerate(definition.prefix_args)]
+    fixed += [("promptFlag", definition.prompt_flag or "")]
+    for where, item in fixed:
+        if problem := find_argument_problem(item):
+            raise PlanError("InvalidArgument", f"{where} of provider {provider!r} {problem}")
+    run_env = {e.name for e in run.spec.env}
+    for name, value in merge_plain_env(run, definition).items():
+        if "\x00" in name + value:
+            where = "spec.env" if name in run_env else f"env of provider {provider!r}"
+            raise PlanError("InvalidArgument", f"{where}: {name!r} contains a NUL byte")
+
+
 def build_plan(
     run: HarnessRun,
     definition: HarnessDefinitionSpec,
@@ -115,6 +186,7 @@ def build_plan(
 ) -> AttemptPlan:
     """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`."""
     spec = run.spec
+    check_arguments(run, definition, attempt_index, provider_name, options, prompt, stdin)
     all_options = plan_options(run, definition, options)
     invocation = build_invocation(definition, prompt, stdin, all_options)
     grants = merge_grants(run, definition)
