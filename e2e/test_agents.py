@@ -39,6 +39,8 @@ class Route:
     cost_reported: bool = False
     # Tokens per model call the stub answered; None: the CLI reports no usage (status shows none).
     usage: dict[str, int] | None = field(default_factory=lambda: {"inputTokens": 1234, "outputTokens": 56})
+    # The CLI reports the usage of its answer only, not of side calls it may make (a session title).
+    answer_only: bool = False
     credentials: list[tuple[str, str, str]] = field(default_factory=list)  # (env, secret, key) run grants
     # Files the CLI's configuration needs, committed to the run's git workspace (cloned to REPO).
     files: dict[str, str] = field(default_factory=dict)
@@ -88,7 +90,9 @@ ROUTES: dict[str, Callable[[str], Route]] = {
             ),
         },
         {"model": "anthropic/claude-sonnet-4-5"},
-        usage={"inputTokens": 1234, "outputTokens": 56},
+        cost_reported=True,
+        usage=ANTHROPIC,
+        answer_only=True,  # it may also ask the model for a session title, and does not count that
     ),
     # Pi takes a provider's base URL only from its models.json (ANTHROPIC_BASE_URL is ignored).
     "pi": lambda url: Route(
@@ -179,7 +183,7 @@ def test_builtin_runs_in_its_catalog_image(
     assert status["phase"] == "Succeeded", runs.describe("hello")
     assert server.model_calls(), f"{provider} made no model call to the stub"
     assert "Hello from the" in status["output"]["excerpt"]
-    usage, calls = status.get("usage") or {}, len(server.model_calls())
+    usage, calls = status.get("usage") or {}, 1 if route.answer_only else len(server.model_calls())
     if route.usage is None:
         assert not declares(provider, "usageReporting")
         assert "inputTokens" not in usage and "costUSD" not in usage, usage
