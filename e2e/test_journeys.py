@@ -1,6 +1,6 @@
 """A user's journeys with the real Claude Code and Codex CLIs in their catalog images: fallback when a
 provider is down, cancel, timeout, a cost stop in flight, a helm upgrade while a run is in flight, and
-helm uninstall (last: it removes the operator)."""
+helm uninstall (which installs the chart again afterwards, for the tests after it)."""
 
 from __future__ import annotations
 
