@@ -57,8 +57,8 @@ class Kube:
         )
 
     def fetch_config_map_key(self, namespace: str, name: str, key: str) -> str | None:
-        cm = _none_if_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
-        return None if cm is None else (cm.data or {}).get(key)
+        cm = self.fetch_config_map(namespace, name)
+        return None if cm is None else (cm.get("data") or {}).get(key)
 
     def fetch_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A whole ConfigMap as a plain dict (metadata included, to check who owns it)."""
