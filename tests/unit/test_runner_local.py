@@ -225,3 +225,21 @@ def test_an_arg_prompt_over_the_kernel_limit_is_refused_before_anything_runs(tmp
     [status] = statuses(status_file)
     assert (status.reason, status.phase) == ("PromptTooLarge", "Failed")
     assert not (tmp_path / "work").exists()
+
+
+def test_an_acp_provider_is_never_started_as_a_cli(tmp_path, capfd):
+    """An ACP adapter started as a CLI exits 0 when stdin closes: that must not become a success."""
+    status_file = tmp_path / "status.yaml"
+    marker = tmp_path / "started"
+    files = manifests(
+        tmp_path,
+        definition("acp", "ok", protocol="acp", prefixArgs=["-c", f"open({str(marker)!r}, 'w')"]),
+        harness_run("r", "acp", tmp_path),
+    )
+    assert run_paths([files], str(status_file)) == 1
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert 'provider "acp" uses protocol acp' in err
+    [status] = statuses(status_file)
+    assert status.phase == "Failed" and status.reason == "UnsupportedProtocol"
+    assert status.attempts == [] and not marker.exists()

@@ -22,6 +22,7 @@ from harness_operator.api.v1alpha1 import (
     Model,
     ModelPricing,
     OutputFormat,
+    Protocol,
     StdinMode,
 )
 from harness_operator.invocation import (
@@ -185,6 +186,12 @@ def build_plan(
     stdin: str | None,
 ) -> AttemptPlan:
     """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`."""
+    if definition.protocol == Protocol.acp:
+        # Started as a CLI, an ACP adapter exits 0 when its stdin closes: a false success.
+        raise PlanError(
+            "UnsupportedProtocol",
+            f'provider "{provider_name}" uses protocol acp, which this runner does not speak yet',
+        )
     spec = run.spec
     check_arguments(run, definition, attempt_index, provider_name, options, prompt, stdin)
     all_options = plan_options(run, definition, options)
