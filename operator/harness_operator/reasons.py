@@ -46,6 +46,11 @@ REASONS: dict[str, tuple[str, str, str]] = {
     "AuthFailed": ("Succeeded", "False", "the vendor API refused the credentials"),
     "RateLimited": ("Succeeded", "False", "the vendor API rate-limited the agent"),
     "MaxTurns": ("Succeeded", "False", "the agent reached maxTurns"),
+    "PermissionDenied": (
+        "Succeeded",
+        "False",
+        "an ACP agent asked for a permission that spec.acpPermission refused (deny, or no allow-once option)",
+    ),
     "Truncated": ("Succeeded", "False", "the model's answer was cut off"),
     "Timeout": ("Succeeded", "False", "timeoutSeconds passed; exit 124, no fallback"),
     "Cancelled": ("Succeeded", "False", "spec.cancel was set; exit 124, no fallback"),

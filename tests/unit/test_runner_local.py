@@ -227,8 +227,8 @@ def test_an_arg_prompt_over_the_kernel_limit_is_refused_before_anything_runs(tmp
     assert not (tmp_path / "work").exists()
 
 
-def test_an_acp_provider_is_never_started_as_a_cli(tmp_path, capfd):
-    """An ACP adapter started as a CLI exits 0 when stdin closes: that must not become a success."""
+def test_an_acp_adapter_that_exits_0_without_answering_is_a_failure(tmp_path, capfd):
+    """Started as a CLI, an ACP adapter exits 0 and looked like a success; as ACP it must answer."""
     status_file = tmp_path / "status.yaml"
     marker = tmp_path / "started"
     files = manifests(
@@ -239,7 +239,7 @@ def test_an_acp_provider_is_never_started_as_a_cli(tmp_path, capfd):
     assert run_paths([files], str(status_file)) == 1
     out, err = capfd.readouterr()
     assert out == ""
-    assert 'provider "acp" uses protocol acp' in err
+    assert "harness: the agent closed the connection before the turn ended" in err
     [status] = statuses(status_file)
-    assert status.phase == "Failed" and status.reason == "UnsupportedProtocol"
-    assert status.attempts == [] and not marker.exists()
+    assert status.phase == "Failed" and status.reason == "ProviderFailed"
+    assert [a.exit_code for a in status.attempts] == [1] and marker.exists()

@@ -227,3 +227,49 @@ def test_a_nul_in_the_runs_env_names_spec_env() -> None:
     with pytest.raises(PlanError) as caught:
         build_plan(run(env=[{"name": "X", "value": "a\x00"}]), definition(), 1, "p", {}, "p", None)
     assert caught.value.message == "spec.env: 'X' contains a NUL byte"
+
+
+def test_an_acp_plan_is_a_session_not_a_cli_invocation():
+    acp = definition(
+        protocol="acp", binary="claude-code-acp", prefixArgs=["--stdio"], env=[{"name": "A", "value": "1"}]
+    )
+    plan = build_plan(run(acpPermission="allow"), acp, 1, "p", {"model": "m"}, "P" * 200000, "IN")
+    assert plan.argv == ["claude-code-acp", "--stdio", "--model", "m"]  # the prompt is not an argument
+    assert plan.stdin is None
+    assert plan.acp is not None
+    assert plan.acp.prompt == "P" * 200000 + "\n\nIN"  # stdin after a blank line
+    assert (plan.acp.transport, plan.acp.permission) == ("stdio", "allow")
+    assert load_plan(plan.to_json()) == plan
+
+
+def test_a_remote_acp_plan_starts_nothing_and_grants_its_secrets():
+    acp = HarnessDefinitionSpec.model_validate(
+        {
+            "protocol": "acp",
+            "transport": "http",
+            "url": "https://127.0.0.1:8443/acp",
+            "cwd": "/srv/work",
+            "headers": [
+                {"name": "X-Team", "value": "a"},
+                {"name": "Authorization", "valueFrom": {"secretKeyRef": {"name": "tok", "key": "bearer"}}},
+            ],
+            "caBundleSecretRef": {"name": "ca", "key": "ca.crt"},
+        }
+    )
+    plan = build_plan(run(), acp, 1, "p", {}, "P", None)
+    assert (plan.binary, plan.args) == ("", [])
+    assert plan.acp is not None and (plan.acp.url, plan.acp.cwd) == (
+        "https://127.0.0.1:8443/acp",
+        "/srv/work",
+    )
+    assert [(h.name, h.value, h.credential_env) for h in plan.acp.headers] == [
+        ("X-Team", "a", None),
+        ("Authorization", None, "HARNESS_ACP_HEADER_1"),
+    ]
+    assert plan.acp.ca_bundle_env == "HARNESS_ACP_CA_BUNDLE"
+    assert plan.credential_envs == ["HARNESS_ACP_CA_BUNDLE", "HARNESS_ACP_HEADER_1"]
+
+
+def test_a_cli_plan_needs_a_binary():
+    with pytest.raises(ValueError, match="binary is required"):
+        AttemptPlan.model_validate({"attempt": 1, "total_attempts": 1, "provider": "p"})

@@ -1,4 +1,4 @@
-"""Runs one attempt as a real process group: binary, environment, stdin, streams, limits (I/O).
+"""Runs one attempt: the CLI executor (a real process group) and the dispatch to the ACP one (I/O).
 
 Dagu's rules: the binary is resolved before anything starts; the agent sees only the declared
 environment plus a small allowlist; stdin is piped or closed; stdout is spooled and parsed line by
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import os
 import subprocess
 import sys
@@ -18,109 +17,39 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO
 
-from harness_operator.api.v1alpha1 import Usage
-from harness_operator.runner.cost import compute_cost, compute_usage
-from harness_operator.runner.parsers import Failure, Report, build_parser
+from harness_operator.runner.acp import execute_acp
+from harness_operator.runner.attempt import (
+    ALLOWED_ENV,
+    AttemptResult,
+    Executor,
+    Reporter,
+    compute_limit_hit,
+    keep_output,
+    prepare,
+    stop_exit_code,
+    utc_now,
+)
+from harness_operator.runner.cost import compute_usage
+from harness_operator.runner.parsers import Failure, build_parser
 from harness_operator.runner.plan import AttemptPlan
-from harness_operator.runner.redact import Redactor, StreamRedactor
-from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED, NO_FALLBACK_REASONS, build_result_doc
-from harness_operator.runner.stops import SetupError, resolve_binary, stop_process_group
+from harness_operator.runner.redact import StreamRedactor
+from harness_operator.runner.result import EXIT_STOPPED
+from harness_operator.runner.stops import SetupError, stop_process_group
 
-ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM")
+__all__ = ["ALLOWED_ENV", "AttemptResult", "execute", "execute_cli"]
+
 TAIL_BYTES = 1024
 POLL_SECONDS = 0.05
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class AttemptResult:
-    """What one attempt did. `reason` None with exit code 0 is the only success."""
-
-    attempt: int
-    provider: str
-    exit_code: int
-    reason: str | None
-    message: str
-    report: Report = field(default_factory=Report)
-    usage: Usage = field(default_factory=Usage)
-    output: bytes = b""
-    output_bytes: int = 0
-    truncated: bool = False
-    agent_exit_code: int | None = None
-    start_time: str | None = None
-    completion_time: str | None = None
-
-    @property
-    def succeeded(self) -> bool:
-        return self.exit_code == 0 and self.reason is None
-
-    @property
-    def fallback_allowed(self) -> bool:
-        """Next provider only after a non-zero exit, never after timeout, cancel or cost stop."""
-        return not self.succeeded and self.reason not in NO_FALLBACK_REASONS
-
-    def to_doc(self) -> dict[str, Any]:
-        """The result document (file and termination message)."""
-        return build_result_doc(
-            attempt=self.attempt,
-            provider=self.provider,
-            exit_code=self.exit_code,
-            reason=self.reason,
-            message=self.message,
-            usage=self.usage.to_api() | {"costSource": str(self.usage.cost_source)},
-            model=self.report.model,
-            session_id=self.report.session_id,
-            output=self.output,
-            output_bytes=self.output_bytes,
-            truncated=self.truncated,
-            agent_exit_code=self.agent_exit_code,
-            cli_version=self.report.cli_version,
-            start_time=self.start_time,
-            completion_time=self.completion_time,
-        )
-
-
-def build_env(
-    plan: AttemptPlan, base_env: Mapping[str, str], credentials: Mapping[str, str]
-) -> dict[str, str]:
-    """Only the allowlist from the runner's environment, then the plan's plain env, then the grants."""
-    env = {name: base_env[name] for name in ALLOWED_ENV if name in base_env}
-    env.update({e.name: e.value for e in plan.env})
-    for name in plan.credential_envs:
-        if name in credentials:
-            env[name] = credentials[name]
-        elif name not in plan.optional_credential_envs:
-            raise SetupError(
-                "CredentialsMissing", f"harness: credential {name} is not set; grant it from a Secret"
-            )
-    return env
-
-
-def truncate_utf8(data: bytes, limit: int | None) -> tuple[bytes, bool]:
-    """At most `limit` bytes, cut on a character boundary."""
-    if limit is None or len(data) <= limit:
-        return data, False
-    cut = limit
-    while cut > 0 and (data[cut] & 0xC0) == 0x80:
-        cut -= 1
-    return data[:cut], True
-
-
 class _Streams:
-    """Reader threads: stdout spooled and parsed; stderr redacted and forwarded live."""
+    """The stdout reader thread: spooled, parsed line by line, limits checked as the report grows."""
 
-    def __init__(self, plan: AttemptPlan, redactor: Redactor, sink: IO[bytes], lock: threading.Lock) -> None:
+    def __init__(self, plan: AttemptPlan, reporter: Reporter) -> None:
         self.plan = plan
-        self.redactor = redactor
-        self.sink = sink
-        self.lock = lock
+        self.redactor = reporter.redactor
         self.parser = build_parser(plan.output_format)
         self.spool = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 (closed by owner)
         self.tail = b""
@@ -145,35 +74,10 @@ class _Streams:
         for line in [*(line + b"\n" for line in lines), *([last] if last else [])]:
             self.parser.feed(line.decode("utf-8", "replace"))
             if self.limit_hit is None:
-                self.limit_hit = self._check_limits(self.parser.report())
+                self.limit_hit = compute_limit_hit(self.plan, self.parser.report())
                 if self.limit_hit:
                     self.wake.set()
         return rest
-
-    def _check_limits(self, report: Report) -> tuple[str, str] | None:
-        limits = self.plan.limits
-        if limits.max_cost_usd is not None:
-            cost, source = compute_cost(report, self.plan.pricing, self.plan.model_hint)
-            if cost is not None and cost > limits.max_cost_usd:
-                return (
-                    Failure.cost_limit_exceeded.value,
-                    f"harness: cost {cost:.6f} USD ({source}) crossed maxCostUSD {limits.max_cost_usd}; "
-                    "stopped the agent",
-                )
-        if limits.max_turns is not None and report.turns is not None and report.turns > limits.max_turns:
-            message = f"harness: the agent passed maxTurns {limits.max_turns}; stopped it"
-            return Failure.max_turns.value, message
-        return None
-
-    def read_stderr(self, pipe: IO[bytes]) -> None:
-        stream = StreamRedactor(self.redactor)
-        for raw in itertools.chain(iter(pipe.readline, b""), [b""]):  # b"" last: flush what was held
-            data = stream.feed(raw) if raw else stream.flush()
-            if data:
-                with self.lock:
-                    self.sink.write(data)
-                    self.sink.flush()
-        pipe.close()
 
     def stdout_bytes(self) -> bytes:
         self.spool.seek(0)
@@ -196,43 +100,37 @@ def execute(
     cancel: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> AttemptResult:
-    """Run one attempt to its end and say what happened. Never raises for the agent's failures."""
-    sink = stderr if stderr is not None else sys.stderr.buffer
-    lock = threading.Lock()
-    redactor = Redactor(v for k, v in credentials.items() if k in plan.credential_envs)
-    start = utc_now()
+    """Run one attempt with the executor of its protocol; the same result document either way."""
+    executor: Executor = execute_cli if plan.acp is None else execute_acp
+    return executor(plan, credentials, base_env=base_env, stderr=stderr, cancel=cancel, clock=clock)
 
-    def say(text: str) -> None:
-        with lock:
-            sink.write(redactor.bytes(text.encode("utf-8")) + b"\n")
-            sink.flush()
 
-    def fail(reason: str, message: str, code: int = EXIT_SETUP) -> AttemptResult:
-        say(message)
-        return AttemptResult(
-            plan.attempt, plan.provider, code, reason, message, start_time=start, completion_time=utc_now()
-        )
-
+def execute_cli(
+    plan: AttemptPlan,
+    credentials: Mapping[str, str],
+    *,
+    base_env: Mapping[str, str] | None = None,
+    stderr: IO[bytes] | None = None,
+    cancel: threading.Event | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> AttemptResult:
+    """Run one CLI attempt to its end and say what happened. Never raises for the agent's failures."""
+    reporter = Reporter(plan, credentials, stderr if stderr is not None else sys.stderr.buffer)
+    say, fail = reporter.say, reporter.fail
     try:
-        env = build_env(plan, base_env if base_env is not None else os.environ, credentials)
-        workdir = plan.working_dir or os.getcwd()
-        try:
-            os.makedirs(workdir, exist_ok=True)
-        except OSError as exc:
-            raise SetupError("SetupFailed", f"harness: failed to create working directory: {exc}") from exc
-        executable = resolve_binary(plan.binary, env.get("PATH", os.defpath), workdir)
+        setup = prepare(plan, credentials, base_env if base_env is not None else os.environ)
     except SetupError as exc:
         return fail(exc.reason, exc.message)
     if cancel is not None and cancel.is_set():
         return fail("Cancelled", "harness: cancelled before the agent started", EXIT_STOPPED)
 
-    streams = _Streams(plan, redactor, sink, lock)
+    streams = _Streams(plan, reporter)
     try:
         proc = subprocess.Popen(
             plan.argv,
-            executable=executable,
-            cwd=workdir,
-            env=env,
+            executable=setup.executable,
+            cwd=setup.workdir,
+            env=setup.env,
             stdin=subprocess.PIPE if plan.stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -251,7 +149,7 @@ def execute(
     assert proc.stdout is not None and proc.stderr is not None
     threads = [
         threading.Thread(target=streams.read_stdout, args=(proc.stdout,), daemon=True),
-        threading.Thread(target=streams.read_stderr, args=(proc.stderr,), daemon=True),
+        threading.Thread(target=reporter.forward, args=(proc.stderr,), daemon=True),
     ]
     if plan.stdin is not None and proc.stdin is not None:
         threads.append(
@@ -279,7 +177,7 @@ def execute(
     stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
     for thread in threads:
         thread.join(timeout=5)
-    return _finish(plan, proc.returncode, stopped or streams.limit_hit, streams, redactor, say, start)
+    return _finish(plan, proc.returncode, stopped or streams.limit_hit, streams, reporter)
 
 
 def _finish(
@@ -287,10 +185,9 @@ def _finish(
     returncode: int,
     stopped: tuple[str, str] | None,
     streams: _Streams,
-    redactor: Redactor,
-    say: Callable[[str], None],
-    start: str,
+    reporter: Reporter,
 ) -> AttemptResult:
+    say, redactor = reporter.say, reporter.redactor
     stdout = streams.stdout_bytes()
     streams.spool.close()
     report = streams.parser.finish(stdout.decode("utf-8", "replace"))
@@ -305,12 +202,12 @@ def _finish(
         report=report,
         usage=usage,
         agent_exit_code=agent_code,
-        start_time=start,
+        start_time=reporter.start,
     )
     if stopped is not None:
         reason, message = stopped
         result.reason, result.message = reason, message
-        result.exit_code = 1 if reason == Failure.max_turns.value else EXIT_STOPPED
+        result.exit_code = stop_exit_code(reason)
     elif report.failure is not None:
         result.reason = report.failure.value
         result.message = report.message or report.failure.value
@@ -325,8 +222,7 @@ def _finish(
         say(f"harness: {result.message}")
     if result.succeeded:
         text = stdout if report.text is None else redactor.bytes(report.text.encode("utf-8"))
-        result.output_bytes = len(text)
-        result.output, result.truncated = truncate_utf8(text, plan.limits.max_output_bytes)
+        keep_output(result, text, plan)
     elif streams.tail:
         say("recent stdout (tail):\n" + streams.tail.decode("utf-8", "replace").rstrip("\n"))
     result.message = redactor.text(result.message)

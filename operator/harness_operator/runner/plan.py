@@ -11,9 +11,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from harness_operator.api.v1alpha1 import (
+    AcpPermission,
+    AcpTransport,
     CredentialGrant,
     EnvVar,
     HarnessDefinitionSpec,
@@ -27,9 +29,11 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.invocation import (
     MAX_ARG_BYTES,
+    build_flags,
     build_invocation,
     find_argument_problem,
     flag_token,
+    join_prompt_and_stdin,
     merge_options,
     option_strings,
     prompt_argument,
@@ -41,10 +45,36 @@ PLAN_VERSION = 1
 
 # Option keys that carry a native per-run budget (claude-stream-json definitions only).
 BUDGET_KEYS = ("max-budget-usd", "max_budget_usd")
+# The variables through which an ACP connection's secrets (header values, the CA bundle) reach the
+# runner: granted like any credential, so they are passed as environment and redacted everywhere.
+ACP_HEADER_ENV = "HARNESS_ACP_HEADER_{index}"
+ACP_CA_BUNDLE_ENV = "HARNESS_ACP_CA_BUNDLE"
+
+
+class AcpHeaderPlan(Model):
+    """One header for a remote ACP agent: a literal value, or the credential variable holding it."""
+
+    name: str = Field(min_length=1, description="Header name.")
+    value: str | None = Field(default=None, description="Literal value (not secret).")
+    credential_env: str | None = Field(default=None, description="Credential variable with the value.")
+
+
+class AcpSessionPlan(Model):
+    """An ACP session: how to reach the agent and what to send it."""
+
+    transport: AcpTransport = Field(default=AcpTransport.stdio, description="stdio, websocket or http.")
+    prompt: str = Field(description="The prompt, a blank line, then the run's stdin.")
+    url: str | None = Field(default=None, description="Endpoint for websocket or http.")
+    cwd: str | None = Field(default=None, description="Session working directory on the agent host.")
+    headers: list[AcpHeaderPlan] = Field(default_factory=list, description="Headers for websocket/http.")
+    ca_bundle_env: str | None = Field(default=None, description="Credential variable with extra CA roots.")
+    bearer_subprotocol: bool = Field(default=False, description="Bearer token as a websocket subprotocol.")
+    permission: AcpPermission = Field(default=AcpPermission.deny, description="spec.acpPermission.")
 
 
 class AttemptPlan(Model):
-    """One attempt, fully resolved: argv, stdin, environment names, parser, pricing and limits."""
+    """One attempt, fully resolved: a CLI invocation (argv, stdin, parser) or an ACP session (`acp`;
+    argv then starts a stdio adapter), with environment names, pricing and limits."""
 
     version: int = Field(default=PLAN_VERSION, description="Plan format version.")
     run_name: str = Field(default="", description="The HarnessRun's name.")
@@ -52,7 +82,10 @@ class AttemptPlan(Model):
     attempt: int = Field(ge=1, description="1-based attempt number.")
     total_attempts: int = Field(ge=1, description="Primary plus fallbacks.")
     provider: str = Field(description="Provider name of this attempt.")
-    binary: str = Field(min_length=1, description="argv[0]: a name looked up in PATH, or a path with '/'.")
+    binary: str = Field(
+        default="",
+        description="argv[0]: a name looked up in PATH, or a path with '/' (empty for a remote ACP agent).",
+    )
     args: list[str] = Field(default_factory=list, description="Arguments after argv[0].")
     stdin: str | None = Field(default=None, description="Piped to the agent; None closes stdin.")
     env: list[EnvVar] = Field(default_factory=list, description="Plain (non-secret) environment.")
@@ -67,6 +100,14 @@ class AttemptPlan(Model):
     model_hint: str | None = Field(default=None, description="The model requested with the `model` option.")
     limits: Limits = Field(default_factory=Limits, description="Time, cost, turn and output limits.")
     working_dir: str | None = Field(default=None, description="Working directory (created if missing).")
+    acp: AcpSessionPlan | None = Field(default=None, description="Set for protocol acp: the session.")
+
+    @model_validator(mode="after")
+    def _has_something_to_start(self) -> AttemptPlan:
+        remote = self.acp is not None and self.acp.transport != AcpTransport.stdio
+        if not self.binary and not remote:
+            raise ValueError("binary is required, except for a remote ACP agent")
+        return self
 
     @property
     def argv(self) -> list[str]:
@@ -102,10 +143,52 @@ def plan_options(
 
 
 def merge_grants(run: HarnessRun, definition: HarnessDefinitionSpec) -> dict[str, CredentialGrant]:
-    """The definition's credential grants, then the run's; the run's wins for the same variable."""
+    """The definition's credential grants, its ACP connection's secrets, then the run's grants; the
+    run's wins for the same variable."""
     grants = {c.env: c for c in definition.credentials}
+    grants.update(acp_grants(definition))
     grants.update({c.env: c for c in run.spec.credentials})
     return grants
+
+
+def acp_grants(definition: HarnessDefinitionSpec) -> dict[str, CredentialGrant]:
+    """The Secrets an ACP connection reads (header values, the CA bundle), as credential grants."""
+    if definition.protocol != Protocol.acp:
+        return {}
+    grants = {}
+    for index, header in enumerate(definition.headers):
+        if header.value_from is not None:
+            env = ACP_HEADER_ENV.format(index=index)
+            grants[env] = CredentialGrant(env=env, secret_key_ref=header.value_from.secret_key_ref)
+    if definition.ca_bundle_secret_ref is not None:
+        grants[ACP_CA_BUNDLE_ENV] = CredentialGrant(
+            env=ACP_CA_BUNDLE_ENV, secret_key_ref=definition.ca_bundle_secret_ref
+        )
+    return grants
+
+
+def build_acp_session(
+    run: HarnessRun, definition: HarnessDefinitionSpec, prompt: str, stdin: str | None
+) -> AcpSessionPlan:
+    """The ACP half of a plan: the prompt with stdin after a blank line, the endpoint and its headers."""
+    headers = [
+        AcpHeaderPlan(
+            name=h.name,
+            value=h.value,
+            credential_env=ACP_HEADER_ENV.format(index=i) if h.value_from is not None else None,
+        )
+        for i, h in enumerate(definition.headers)
+    ]
+    return AcpSessionPlan(
+        transport=definition.transport or AcpTransport.stdio,
+        prompt=join_prompt_and_stdin(prompt, stdin or ""),
+        url=definition.url,
+        cwd=definition.cwd,
+        headers=headers,
+        ca_bundle_env=ACP_CA_BUNDLE_ENV if definition.ca_bundle_secret_ref is not None else None,
+        bearer_subprotocol=bool(definition.bearer_subprotocol),
+        permission=run.spec.acp_permission,
+    )
 
 
 def merge_plain_env(run: HarnessRun, definition: HarnessDefinitionSpec) -> dict[str, str]:
@@ -151,7 +234,8 @@ def check_arguments(
 ) -> None:
     """Refuse, naming the field, what no exec can carry: an argument over the kernel's limit or with a
     NUL byte (prompt, `with` values, the definition's fixed arguments) and a NUL in an env value."""
-    text = prompt_argument(definition, prompt, stdin)
+    # An ACP prompt travels in a message, not in an argument.
+    text = prompt_argument(definition, prompt, stdin) if definition.protocol == Protocol.cli else None
     if text is not None and (problem := find_argument_problem(text)):
         folded = definition.stdin_mode == StdinMode.fold and bool(stdin)
         raise _prompt_error(definition, provider, text, folded, problem)
@@ -186,16 +270,21 @@ def build_plan(
     stdin: str | None,
 ) -> AttemptPlan:
     """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`."""
-    if definition.protocol == Protocol.acp:
-        # Started as a CLI, an ACP adapter exits 0 when its stdin closes: a false success.
-        raise PlanError(
-            "UnsupportedProtocol",
-            f'provider "{provider_name}" uses protocol acp, which this runner does not speak yet',
-        )
     spec = run.spec
     check_arguments(run, definition, attempt_index, provider_name, options, prompt, stdin)
     all_options = plan_options(run, definition, options)
-    invocation = build_invocation(definition, prompt, stdin, all_options)
+    acp: AcpSessionPlan | None = None
+    if definition.protocol == Protocol.acp:
+        # Never a CLI invocation: an ACP adapter started as one exits 0 when its stdin closes.
+        acp = build_acp_session(run, definition, prompt, stdin)
+        binary = definition.binary or ""
+        args = [*definition.prefix_args, *build_flags(merge_options(definition, all_options), definition)]
+        piped = None
+        if acp.transport != AcpTransport.stdio:
+            binary, args = "", []
+    else:
+        invocation = build_invocation(definition, prompt, stdin, all_options)
+        binary, args, piped = invocation.binary, invocation.args, invocation.stdin
     grants = merge_grants(run, definition)
     plain = merge_plain_env(run, definition)
     model = merge_options(definition, all_options).get("model")
@@ -206,9 +295,9 @@ def build_plan(
         attempt=attempt_index,
         total_attempts=1 + len(spec.fallback),
         provider=provider_name,
-        binary=invocation.binary,
-        args=invocation.args,
-        stdin=invocation.stdin,
+        binary=binary,
+        args=args,
+        stdin=piped,
         env=[EnvVar(name=k, value=v) for k, v in sorted(plain.items()) if k not in grants],
         credential_envs=sorted(grants),
         optional_credential_envs=sorted(k for k, g in grants.items() if g.optional),
@@ -217,6 +306,7 @@ def build_plan(
         model_hint=model if isinstance(model, str) and model else None,
         limits=spec.limits or Limits(),
         working_dir=spec.workspace.working_dir if spec.workspace else None,
+        acp=acp,
     )
 
 

@@ -1,0 +1,410 @@
+"""The ACP executor: one fresh session per attempt over stdio (or a remote transport), on the ACP SDK
+(I/O).
+
+The prompt goes out as one text block; assistant text chunks become the output (thoughts, tool events
+and protocol JSON do not); only stopReason end_turn succeeds. Permission requests are answered by
+spec.acpPermission. A stop (cancel, timeout, cost) sends session/cancel and waits the grace period for
+the turn to end, then closes the transport: a local adapter's process group is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any, cast
+
+from acp import PROTOCOL_VERSION, Client, RequestError, text_block
+from acp.client.connection import ClientSideConnection
+from acp.schema import (
+    AgentMessageChunk,
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    Implementation,
+    PermissionOption,
+    RequestPermissionResponse,
+    TextContentBlock,
+    UsageUpdate,
+)
+from pydantic import ValidationError
+
+from harness_operator import __version__
+from harness_operator.api.v1alpha1 import AcpTransport
+from harness_operator.runner.acp_rules import OfferedOption, choose_permission, stop_outcome
+from harness_operator.runner.attempt import (
+    AttemptResult,
+    Reporter,
+    compute_limit_hit,
+    keep_output,
+    prepare,
+    stop_exit_code,
+    utc_now,
+)
+from harness_operator.runner.cost import compute_usage
+from harness_operator.runner.parsers import Failure, Report, Tokens, classify_error
+from harness_operator.runner.plan import AttemptPlan
+from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED
+from harness_operator.runner.stops import SetupError, stop_process_group
+
+# initialize and session/new must answer within this; the turn itself has only timeoutSeconds.
+REQUEST_SECONDS = 60.0
+POLL_SECONDS = 0.05
+# After the session ends, a local adapter gets this long to exit on its closed stdin.
+EXIT_SECONDS = 2.0
+STREAM_LIMIT = 50 << 20  # one JSON-RPC line may carry a large message (the SDK's own default)
+
+
+class Stopped(Exception):
+    """The turn was stopped by us (cancel, timeout, a limit)."""
+
+
+@dataclass
+class SessionState:
+    """What the agent told us so far."""
+
+    chunks: list[str] = field(default_factory=list)
+    session_id: str | None = None
+    agent_version: str | None = None
+    cost_usd: float | None = None
+    tokens: Tokens = field(default_factory=Tokens)
+    denied: list[str] = field(default_factory=list)
+    skipped_messages: int = 0
+
+    def report(self, **extra: Any) -> Report:
+        return Report(
+            text="".join(self.chunks),
+            session_id=self.session_id,
+            tokens=self.tokens,
+            cost_usd=self.cost_usd,
+            cli_version=self.agent_version,
+            **extra,
+        )
+
+
+class HarnessClient:
+    """The client side of the session: collects text and usage, answers permission requests by
+    policy. Methods it does not define (files, terminals) answer method-not-found."""
+
+    def __init__(self, plan: AttemptPlan, state: SessionState, reporter: Reporter, wake: asyncio.Event):
+        assert plan.acp is not None
+        self.policy = str(plan.acp.permission)
+        self.plan = plan
+        self.state = state
+        self.reporter = reporter
+        self.wake = wake
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        offered = [OfferedOption(o.option_id, o.kind) for o in options]
+        choice = choose_permission(self.policy, offered)
+        title = getattr(tool_call, "title", None) or getattr(tool_call, "tool_call_id", "a tool call")
+        if choice.allowed:
+            self.reporter.say(f"harness: allowed once: {title}")
+        else:
+            self.state.denied.append(str(title))
+            how = "no allow-once option was offered" if self.policy == "allow" else "spec.acpPermission: deny"
+            self.reporter.say(f"harness: denied: {title} ({how})")
+        if choice.option_id is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=choice.option_id)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
+            self.state.chunks.append(update.content.text)
+        elif isinstance(update, UsageUpdate) and update.cost is not None and update.cost.currency == "USD":
+            self.state.cost_usd = update.cost.amount
+            self.wake.set()
+
+
+def as_client(client: HarnessClient) -> Client:
+    """The SDK's Client protocol lists every client method; the router answers method-not-found for
+    those HarnessClient leaves out (files, terminals), which is what we mean."""
+    return cast(Client, client)
+
+
+class _SkippedMessages(logging.Handler):
+    """The SDK logs what it cannot parse and drops it; count it and say so once, without its content."""
+
+    def __init__(self, state: SessionState, reporter: Reporter) -> None:
+        super().__init__(logging.ERROR)
+        self.state = state
+        self.reporter = reporter
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "parsing JSON-RPC" in record.getMessage():
+            self.state.skipped_messages += 1
+            if self.state.skipped_messages == 1:
+                self.reporter.say("harness: skipped a line from the agent that is not JSON-RPC")
+
+
+@dataclass
+class Channel:
+    """An open connection to the agent and how to end it."""
+
+    conn: ClientSideConnection
+    close: Callable[[], Any]  # async: end the transport (a local adapter: close stdin, kill its group)
+    exit_code: Callable[[], int | None] = lambda: None
+
+
+async def open_stdio(
+    plan: AttemptPlan,
+    client: HarnessClient,
+    reporter: Reporter,
+    credentials: Mapping[str, str],
+    base_env: Mapping[str, str],
+) -> Channel:
+    """Start the adapter in its own process group; its stdout/stdin carry the protocol, its stderr is
+    forwarded redacted."""
+    setup = prepare(plan, credentials, base_env)
+    try:
+        proc = subprocess.Popen(
+            plan.argv,
+            executable=setup.executable,
+            cwd=setup.workdir,
+            env=setup.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except (ValueError, OSError) as exc:
+        raise SetupError("SetupFailed", f'harness: cannot start "{plan.binary}": {exc}') from exc
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    threading.Thread(target=reporter.forward, args=(proc.stderr,), daemon=True).start()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=STREAM_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), proc.stdout)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, proc.stdin)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    conn = ClientSideConnection(as_client(client), writer, reader)
+
+    async def close() -> None:
+        with contextlib.suppress(Exception):
+            await conn.close()
+        with contextlib.suppress(Exception):
+            writer.close()
+        deadline = time.monotonic() + EXIT_SECONDS
+        while proc.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_SECONDS)
+        stop_process_group(proc, 0)  # the adapter's whole group goes: no orphans
+
+    def exit_code() -> int | None:
+        code = proc.poll()
+        return None if code is None else (code if code >= 0 else 128 - code)
+
+    return Channel(conn, close, exit_code)
+
+
+async def open_channel(
+    plan: AttemptPlan,
+    client: HarnessClient,
+    reporter: Reporter,
+    credentials: Mapping[str, str],
+    base_env: Mapping[str, str],
+) -> Channel:
+    assert plan.acp is not None
+    if plan.acp.transport == AcpTransport.stdio:
+        return await open_stdio(plan, client, reporter, credentials, base_env)
+    raise SetupError(
+        "SetupFailed", f"harness: ACP transport {plan.acp.transport} is not supported by this runner yet"
+    )
+
+
+@dataclass
+class Outcome:
+    reason: str | None = None
+    message: str = ""
+    stopped: bool = False
+
+
+class Session:
+    """One attempt's session, driven to its end under the attempt's limits."""
+
+    def __init__(
+        self,
+        plan: AttemptPlan,
+        credentials: Mapping[str, str],
+        base_env: Mapping[str, str],
+        reporter: Reporter,
+        cancel: threading.Event | None,
+        clock: Callable[[], float],
+    ) -> None:
+        assert plan.acp is not None
+        self.plan = plan
+        self.acp = plan.acp
+        self.credentials = credentials
+        self.base_env = base_env
+        self.reporter = reporter
+        self.cancel = cancel
+        self.clock = clock
+        self.state = SessionState()
+        self.exit_code: int | None = None
+        timeout = plan.limits.timeout_seconds
+        self.deadline = None if timeout is None else clock() + timeout
+
+    def stop_cause(self) -> tuple[str, str] | None:
+        if self.cancel is not None and self.cancel.is_set():
+            return "Cancelled", "harness: cancelled; cancelling the ACP turn"
+        if self.deadline is not None and self.clock() >= self.deadline:
+            return (
+                "Timeout",
+                f"harness: timed out after {self.plan.limits.timeout_seconds}s; cancelling the ACP turn",
+            )
+        return compute_limit_hit(self.plan, self.state.report())
+
+    async def run(self) -> Outcome:
+        wake = asyncio.Event()
+        client = HarnessClient(self.plan, self.state, self.reporter, wake)
+        channel = await open_channel(self.plan, client, self.reporter, self.credentials, self.base_env)
+        work = asyncio.ensure_future(self.converse(channel.conn))
+        outcome: Outcome | None = None
+        try:
+            while not work.done():
+                cause = self.stop_cause()
+                if cause is not None:
+                    outcome = await self.stop(channel.conn, work, cause)
+                    break
+                wake.clear()
+                await asyncio.wait(
+                    [work, asyncio.ensure_future(wake.wait())],
+                    timeout=POLL_SECONDS,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            if outcome is None:
+                outcome = work.result()
+        finally:
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(BaseException):
+                    await work
+            await channel.close()
+            self.exit_code = channel.exit_code()
+        return outcome
+
+    async def converse(self, conn: ClientSideConnection) -> Outcome:
+        """initialize, session/new, one session/prompt; the stop reason decides."""
+        init = await asyncio.wait_for(
+            conn.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_capabilities=ClientCapabilities(),
+                client_info=Implementation(name="harness-operator", version=__version__),
+            ),
+            REQUEST_SECONDS,
+        )
+        if init.agent_info is not None:
+            self.state.agent_version = init.agent_info.version
+        cwd = self.acp.cwd or os.path.abspath(self.plan.working_dir or os.getcwd())
+        session = await asyncio.wait_for(conn.new_session(cwd=cwd, mcp_servers=[]), REQUEST_SECONDS)
+        self.state.session_id = session.session_id
+        response = await conn.prompt(session_id=session.session_id, prompt=[text_block(self.acp.prompt)])
+        if response.usage is not None:
+            u = response.usage
+            self.state.tokens = Tokens(
+                u.input_tokens, u.output_tokens, u.cached_read_tokens, u.cached_write_tokens
+            )
+        failed = stop_outcome(response.stop_reason)
+        if failed is not None:
+            return Outcome(*failed)
+        if self.state.denied:
+            return Outcome(
+                "PermissionDenied",
+                f"the agent asked for permission to run {', '.join(self.state.denied)} and was refused "
+                "(spec.acpPermission)",
+            )
+        return Outcome()
+
+    async def stop(
+        self, conn: ClientSideConnection, work: asyncio.Future[Outcome], cause: tuple[str, str]
+    ) -> Outcome:
+        """session/cancel, then wait the grace period for the turn to end; the caller closes."""
+        reason, message = cause
+        self.reporter.say(message)
+        if self.state.session_id is not None:
+            with contextlib.suppress(Exception):
+                await conn.cancel(session_id=self.state.session_id)
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(work), self.plan.grace_seconds)
+            if not work.done():
+                self.reporter.say(f"harness: the turn did not end within {self.plan.grace_seconds}s; closing")
+        return Outcome(reason, message, stopped=True)
+
+
+def describe_error(exc: BaseException) -> tuple[str, str]:
+    """(reason, message) for an error of the conversation; never the agent's payloads."""
+    if isinstance(exc, RequestError):
+        failure = classify_error(None, str(exc))
+        return failure.value, f"the agent answered with an error: {exc}"
+    if isinstance(exc, ValidationError):
+        return Failure.provider_error.value, "the agent sent an answer that is not valid ACP"
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return Failure.provider_error.value, f"the agent did not answer within {REQUEST_SECONDS:.0f}s"
+    if isinstance(exc, (ConnectionError, EOFError, BrokenPipeError)):
+        return "ProviderFailed", "the agent closed the connection before the turn ended"
+    return "ProviderFailed", f"the ACP session failed: {type(exc).__name__}: {exc}"
+
+
+def execute_acp(
+    plan: AttemptPlan,
+    credentials: Mapping[str, str],
+    *,
+    base_env: Mapping[str, str] | None = None,
+    stderr: IO[bytes] | None = None,
+    cancel: threading.Event | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> AttemptResult:
+    """Run one ACP attempt to its end and say what happened. Never raises for the agent's failures."""
+    reporter = Reporter(plan, credentials, stderr if stderr is not None else sys.stderr.buffer)
+    if cancel is not None and cancel.is_set():
+        return reporter.fail("Cancelled", "harness: cancelled before the agent started", EXIT_STOPPED)
+    session = Session(
+        plan, credentials, base_env if base_env is not None else os.environ, reporter, cancel, clock
+    )
+    skipped = _SkippedMessages(session.state, reporter)
+    root = logging.getLogger()
+    root.addHandler(skipped)
+    try:
+        outcome = asyncio.run(session.run())
+    except SetupError as exc:
+        return reporter.fail(exc.reason, exc.message)
+    except Exception as exc:
+        outcome = Outcome(*describe_error(exc))
+    finally:
+        root.removeHandler(skipped)
+    return finish(plan, session.state, outcome, session.exit_code, reporter)
+
+
+def finish(
+    plan: AttemptPlan, state: SessionState, outcome: Outcome, exit_code: int | None, reporter: Reporter
+) -> AttemptResult:
+    report = state.report()
+    result = AttemptResult(
+        plan.attempt,
+        plan.provider,
+        0,
+        outcome.reason,
+        outcome.message,
+        report=report,
+        usage=compute_usage(report, plan.pricing, plan.model_hint),
+        agent_exit_code=exit_code,
+        start_time=reporter.start,
+    )
+    if outcome.reason is not None:
+        result.exit_code = stop_exit_code(outcome.reason) if outcome.stopped else EXIT_SETUP
+        if not outcome.stopped:
+            reporter.say(f"harness: {outcome.message}")
+    else:
+        keep_output(result, reporter.redactor.bytes((report.text or "").encode("utf-8")), plan)
+    result.message = reporter.redactor.text(result.message)
+    result.completion_time = utc_now()
+    return result

@@ -1,0 +1,62 @@
+"""ACP decisions that need no connection: permission choice, stop reasons, usage (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness_operator.runner.parsers import Failure
+
+# Stop reasons other than end_turn, as the reasons CLI runs use ("cancelled" only follows our cancel).
+STOP_FAILURES: dict[str, tuple[str, str]] = {
+    "max_tokens": (Failure.truncated.value, "the agent stopped at its token limit (stopReason max_tokens)"),
+    "max_turn_requests": (
+        Failure.max_turns.value,
+        "the agent hit its turn limit (stopReason max_turn_requests)",
+    ),
+    "refusal": (Failure.provider_error.value, "the agent refused the prompt (stopReason refusal)"),
+    "cancelled": (
+        Failure.provider_error.value,
+        "the agent cancelled the turn by itself (stopReason cancelled)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class OfferedOption:
+    """One option of a permission request: its id and kind (allow_once, allow_always, reject_once,
+    reject_always)."""
+
+    option_id: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class PermissionChoice:
+    """The option picked (None: answer `cancelled`, nothing fit) and whether it allows the tool."""
+
+    option_id: str | None
+    allowed: bool
+
+
+def choose_permission(policy: str, options: Sequence[OfferedOption]) -> PermissionChoice:
+    """`allow` picks an allow-once option only, never a persistent one; `deny`, or `allow` with no
+    allow-once offered, picks a reject option (once before always)."""
+    if policy == "allow":
+        for option in options:
+            if option.kind == "allow_once":
+                return PermissionChoice(option.option_id, True)
+    for kind in ("reject_once", "reject_always"):
+        for option in options:
+            if option.kind == kind:
+                return PermissionChoice(option.option_id, False)
+    return PermissionChoice(None, False)
+
+
+def stop_outcome(stop_reason: str) -> tuple[str, str] | None:
+    """None for end_turn (the only success), else (reason, message)."""
+    if stop_reason == "end_turn":
+        return None
+    return STOP_FAILURES.get(
+        stop_reason, (Failure.provider_error.value, f"unknown stopReason {stop_reason!r}")
+    )

@@ -1,0 +1,205 @@
+"""What every executor shares: the attempt's result, its environment, setup, limits, redaction and
+kept output, whether the agent is a CLI process or an ACP session (I/O only in prepare and Reporter)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import IO, Any, Protocol
+
+from harness_operator.api.v1alpha1 import Usage
+from harness_operator.runner.cost import compute_cost
+from harness_operator.runner.parsers import Failure, Report
+from harness_operator.runner.plan import AttemptPlan
+from harness_operator.runner.redact import Redactor, StreamRedactor
+from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED, NO_FALLBACK_REASONS, build_result_doc
+from harness_operator.runner.stops import SetupError, resolve_binary
+
+ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class AttemptResult:
+    """What one attempt did. `reason` None with exit code 0 is the only success."""
+
+    attempt: int
+    provider: str
+    exit_code: int
+    reason: str | None
+    message: str
+    report: Report = field(default_factory=Report)
+    usage: Usage = field(default_factory=Usage)
+    output: bytes = b""
+    output_bytes: int = 0
+    truncated: bool = False
+    agent_exit_code: int | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 and self.reason is None
+
+    @property
+    def fallback_allowed(self) -> bool:
+        """Next provider only after a non-zero exit, never after timeout, cancel or cost stop."""
+        return not self.succeeded and self.reason not in NO_FALLBACK_REASONS
+
+    def to_doc(self) -> dict[str, Any]:
+        """The result document (file and termination message)."""
+        return build_result_doc(
+            attempt=self.attempt,
+            provider=self.provider,
+            exit_code=self.exit_code,
+            reason=self.reason,
+            message=self.message,
+            usage=self.usage.to_api() | {"costSource": str(self.usage.cost_source)},
+            model=self.report.model,
+            session_id=self.report.session_id,
+            output=self.output,
+            output_bytes=self.output_bytes,
+            truncated=self.truncated,
+            agent_exit_code=self.agent_exit_code,
+            cli_version=self.report.cli_version,
+            start_time=self.start_time,
+            completion_time=self.completion_time,
+        )
+
+
+class Executor(Protocol):
+    """One per protocol: runs an attempt to its end and says what happened; never raises for the
+    agent's failures."""
+
+    def __call__(
+        self,
+        plan: AttemptPlan,
+        credentials: Mapping[str, str],
+        *,
+        base_env: Mapping[str, str] | None = None,
+        stderr: IO[bytes] | None = None,
+        cancel: threading.Event | None = None,
+        clock: Callable[[], float] = ...,
+    ) -> AttemptResult: ...
+
+
+def build_env(
+    plan: AttemptPlan, base_env: Mapping[str, str], credentials: Mapping[str, str]
+) -> dict[str, str]:
+    """Only the allowlist from the runner's environment, then the plan's plain env, then the grants."""
+    env = {name: base_env[name] for name in ALLOWED_ENV if name in base_env}
+    env.update({e.name: e.value for e in plan.env})
+    for name in plan.credential_envs:
+        if name in credentials:
+            env[name] = credentials[name]
+        elif name not in plan.optional_credential_envs:
+            raise SetupError(
+                "CredentialsMissing", f"harness: credential {name} is not set; grant it from a Secret"
+            )
+    return env
+
+
+@dataclass
+class Setup:
+    """What a local agent process starts with."""
+
+    env: dict[str, str]
+    workdir: str
+    executable: str
+
+
+def prepare(plan: AttemptPlan, credentials: Mapping[str, str], base_env: Mapping[str, str]) -> Setup:
+    """The environment, the (created) working directory and the resolved binary; SetupError if not."""
+    env = build_env(plan, base_env, credentials)
+    workdir = plan.working_dir or os.getcwd()
+    try:
+        os.makedirs(workdir, exist_ok=True)
+    except OSError as exc:
+        raise SetupError("SetupFailed", f"harness: failed to create working directory: {exc}") from exc
+    executable = resolve_binary(plan.binary, env.get("PATH", os.defpath), workdir) if plan.binary else ""
+    return Setup(env, workdir, executable)
+
+
+class Reporter:
+    """The attempt's voice on stderr: every line redacted, writes serialised with the agent's stderr."""
+
+    def __init__(self, plan: AttemptPlan, credentials: Mapping[str, str], sink: IO[bytes]) -> None:
+        self.plan = plan
+        self.sink = sink
+        self.lock = threading.Lock()
+        self.redactor = Redactor(v for k, v in credentials.items() if k in plan.credential_envs)
+        self.start = utc_now()
+
+    def say(self, text: str) -> None:
+        with self.lock:
+            self.sink.write(self.redactor.bytes(text.encode("utf-8")) + b"\n")
+            self.sink.flush()
+
+    def fail(self, reason: str, message: str, code: int = EXIT_SETUP) -> AttemptResult:
+        """An attempt that ended before (or without) the agent: said, and its result."""
+        self.say(message)
+        return AttemptResult(
+            self.plan.attempt,
+            self.plan.provider,
+            code,
+            reason,
+            self.redactor.text(message),
+            start_time=self.start,
+            completion_time=utc_now(),
+        )
+
+    def forward(self, pipe: IO[bytes]) -> None:
+        """Copy the agent's stderr to the sink live, redacted (a thread's target)."""
+        stream = StreamRedactor(self.redactor)
+        for raw in itertools.chain(iter(pipe.readline, b""), [b""]):  # b"" last: flush what was held
+            data = stream.feed(raw) if raw else stream.flush()
+            if data:
+                with self.lock:
+                    self.sink.write(data)
+                    self.sink.flush()
+        pipe.close()
+
+
+def compute_limit_hit(plan: AttemptPlan, report: Report) -> tuple[str, str] | None:
+    """(reason, message) when the report so far crosses maxCostUSD or maxTurns, else None (pure)."""
+    limits = plan.limits
+    if limits.max_cost_usd is not None:
+        cost, source = compute_cost(report, plan.pricing, plan.model_hint)
+        if cost is not None and cost > limits.max_cost_usd:
+            return (
+                Failure.cost_limit_exceeded.value,
+                f"harness: cost {cost:.6f} USD ({source}) crossed maxCostUSD {limits.max_cost_usd}; "
+                "stopped the agent",
+            )
+    if limits.max_turns is not None and report.turns is not None and report.turns > limits.max_turns:
+        message = f"harness: the agent passed maxTurns {limits.max_turns}; stopped it"
+        return Failure.max_turns.value, message
+    return None
+
+
+def stop_exit_code(reason: str) -> int:
+    """The exit code of an attempt we stopped: maxTurns is the agent's failure (1), the rest 124."""
+    return 1 if reason == Failure.max_turns.value else EXIT_STOPPED
+
+
+def truncate_utf8(data: bytes, limit: int | None) -> tuple[bytes, bool]:
+    """At most `limit` bytes, cut on a character boundary."""
+    if limit is None or len(data) <= limit:
+        return data, False
+    cut = limit
+    while cut > 0 and (data[cut] & 0xC0) == 0x80:
+        cut -= 1
+    return data[:cut], True
+
+
+def keep_output(result: AttemptResult, text: bytes, plan: AttemptPlan) -> None:
+    """A successful attempt's (already redacted) output, cut at maxOutputBytes."""
+    result.output_bytes = len(text)
+    result.output, result.truncated = truncate_utf8(text, plan.limits.max_output_bytes)

@@ -1,0 +1,171 @@
+"""A scripted ACP agent on the SDK's own agent side (stdio), for the ACP executor's edge cases.
+
+ACP_MODE selects the script:
+  ok                 a thought, a tool call, then the answer "answer from acp_agent: <prompt>" in two
+                     chunks; cost 0.0123 USD on a usage_update; end_turn with token usage
+  argv               answers its own argv after the program name, space-joined
+  permission         asks permission for a tool call (allow_once, allow_always, reject_once,
+                     reject_always offered) and answers with the outcome it got
+  permission-always  the same, but offers only allow_always and reject_always
+  refusal, max_tokens, max_turn_requests, cancelled-by-itself
+                     answer a chunk, then end with that stop reason
+  hang               answer nothing until session/cancel, then stop with `cancelled`
+  deaf               ignore session/cancel too; ACP_PIDFILE gets "<pid> <child pid>" of a child it leaves
+  expensive          report cost 5 USD, then hang like `hang`
+  disconnect         send one chunk, then exit 0 mid-turn
+  malformed          write a line that is not JSON before the answer, then answer as ok
+  invalid-answer     answer session/prompt with a result that has no stopReason
+  secret             put $FAKE_TOKEN in the answer and on stderr
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION,
+    Agent,
+    InitializeResponse,
+    NewSessionResponse,
+    PromptResponse,
+    run_agent,
+    update_agent_message_text,
+    update_agent_thought_text,
+)
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    Cost,
+    Implementation,
+    PermissionOption,
+    ToolCallStart,
+    ToolCallUpdate,
+    Usage,
+    UsageUpdate,
+)
+
+MODE = os.environ.get("ACP_MODE", "ok")
+ALL_OPTIONS = [
+    PermissionOption(option_id="yes-once", name="Allow once", kind="allow_once"),
+    PermissionOption(option_id="yes-always", name="Always allow", kind="allow_always"),
+    PermissionOption(option_id="no-once", name="Reject", kind="reject_once"),
+    PermissionOption(option_id="no-always", name="Always reject", kind="reject_always"),
+]
+
+
+class ScriptedAgent(Agent):
+    def __init__(self) -> None:
+        self.client: Client | None = None
+        self.cancelled = asyncio.Event()
+
+    def on_connect(self, conn: Client) -> None:
+        self.client = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(),
+            agent_info=Implementation(name="acp-agent", version="9.8.7"),
+        )
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        return NewSessionResponse(session_id=f"scripted-{os.getpid()}")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self.cancelled.set()
+
+    async def say(self, session_id: str, text: str) -> None:
+        assert self.client is not None
+        await self.client.session_update(session_id=session_id, update=update_agent_message_text(text))
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse | Any:
+        assert self.client is not None
+        text = "".join(getattr(block, "text", "") for block in prompt)
+        if MODE in ("ok", "malformed"):
+            if MODE == "malformed":
+                os.write(1, b"this is not json\n")
+            await self.client.session_update(session_id, update_agent_thought_text("thinking hard"))
+            await self.client.session_update(
+                session_id,
+                ToolCallStart(
+                    session_update="tool_call", tool_call_id="t1", title="Read file", status="pending"
+                ),
+            )
+            await self.say(session_id, "answer from acp_agent: ")
+            await self.say(session_id, text)
+            await self.client.session_update(
+                session_id,
+                UsageUpdate(
+                    session_update="usage_update",
+                    used=10,
+                    size=1000,
+                    cost=Cost(amount=0.0123, currency="USD"),
+                ),
+            )
+            usage = Usage(
+                total_tokens=175,
+                input_tokens=100,
+                output_tokens=50,
+                cached_read_tokens=20,
+                cached_write_tokens=5,
+            )
+            return PromptResponse(stop_reason="end_turn", usage=usage)
+        if MODE == "argv":
+            await self.say(session_id, " ".join(sys.argv[1:]))
+            return PromptResponse(stop_reason="end_turn")
+        if MODE in ("permission", "permission-always"):
+            options = ALL_OPTIONS if MODE == "permission" else [ALL_OPTIONS[1], ALL_OPTIONS[3]]
+            answer = await self.client.request_permission(
+                session_id=session_id,
+                tool_call=ToolCallUpdate(tool_call_id="t2", title="Write notes.txt"),
+                options=options,
+            )
+            outcome = answer.outcome
+            picked = getattr(outcome, "option_id", outcome.outcome)
+            print(f"acp_agent: permission outcome: {picked}", file=sys.stderr, flush=True)
+            await self.say(session_id, f"permission outcome: {picked}")
+            return PromptResponse(stop_reason="end_turn")
+        if MODE in ("refusal", "max_tokens", "max_turn_requests"):
+            await self.say(session_id, "partial")
+            return PromptResponse(stop_reason=MODE)
+        if MODE == "cancelled-by-itself":
+            return PromptResponse(stop_reason="cancelled")
+        if MODE in ("hang", "expensive"):
+            if MODE == "expensive":
+                await self.client.session_update(
+                    session_id,
+                    UsageUpdate(
+                        session_update="usage_update",
+                        used=10,
+                        size=1000,
+                        cost=Cost(amount=5.0, currency="USD"),
+                    ),
+                )
+            print("acp_agent: in the turn", file=sys.stderr, flush=True)
+            await self.cancelled.wait()
+            return PromptResponse(stop_reason="cancelled")
+        if MODE == "deaf":
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            with open(os.environ["ACP_PIDFILE"], "w") as fh:
+                fh.write(f"{os.getpid()} {child.pid}\n")
+            await asyncio.sleep(600)
+        if MODE == "disconnect":
+            await self.say(session_id, "half an answ")
+            await asyncio.sleep(0.2)  # let the chunk reach the client
+            os._exit(0)
+        if MODE == "invalid-answer":
+            return {"notAStopReason": True}
+        if MODE == "secret":
+            token = os.environ.get("FAKE_TOKEN", "")
+            print(f"stderr has {token}", file=sys.stderr, flush=True)
+            await self.say(session_id, f"the token is {token}")
+            return PromptResponse(stop_reason="end_turn")
+        raise ValueError(f"unknown ACP_MODE {MODE}")
+
+
+if __name__ == "__main__":
+    asyncio.run(run_agent(ScriptedAgent()))
