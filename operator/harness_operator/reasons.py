@@ -11,11 +11,6 @@ REASONS: dict[str, tuple[str, str, str]] = {
     "ProviderResolved": ("Accepted", "True", "the spec is valid and every provider resolved"),
     "UnknownProvider": ("Accepted", "False", "no HarnessDefinition or ClusterHarnessDefinition of that name"),
     "InvalidProvider": ("Accepted", "False", "the provider's definition does not parse"),
-    "UnsupportedProtocol": (
-        "Accepted",
-        "False",
-        "the provider uses protocol acp, which no runner speaks yet",
-    ),
     "InputUnavailable": (
         "Accepted",
         "False",

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from harness_operator import metrics
-from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, HarnessRunStatus, Protocol
+from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, HarnessRunStatus
 from harness_operator.conditions import FALSE, SUCCEEDED, TRUE, find_condition, is_finished
 from harness_operator.config import OperatorConfig
 from harness_operator.desired import (
@@ -218,10 +218,6 @@ class Reconciler:
                 if index > 1:
                     message = f"invalid fallback[{index - 2}]: {message}"
                 raise Rejection("UnknownProvider", message)
-            if definition.protocol == Protocol.acp:
-                raise Rejection(
-                    "UnsupportedProtocol", f'provider "{provider}" uses protocol acp, not supported yet'
-                )
             targets.append(AttemptTarget(index, provider, definition))
         return targets
 

@@ -19,7 +19,6 @@ from harness_operator.api.v1alpha1 import (
     HarnessDefinitionSpec,
     HarnessRun,
     NetworkPolicyMode,
-    Protocol,
     rule,
     validations,
 )
@@ -175,8 +174,6 @@ def _argument_problem(
     run: HarnessRun, definition: HarnessDefinitionSpec, index: int, name: str, options: dict[str, Any]
 ) -> PlanError | None:
     """What the operator would refuse when it plans this attempt (inline prompt and stdin only)."""
-    if definition.protocol != Protocol.cli:
-        return None
     spec = run.spec
     stdin = spec.stdin if spec.stdin_from is None else None
     try:

@@ -204,3 +204,36 @@ def test_a_huge_with_value_warns_naming_the_option() -> None:
     assert [(f.field, f.message[:40]) for f in found if f.severity == WARNING] == [
         ("spec.provider", "spec.with.context: the value is 140000 b")
     ]
+
+
+def acp_definition_messages(spec: dict[str, object]) -> list[str]:
+    schema = crd_schema_for("HarnessDefinition")
+    return [v.message for v in check_rules(schema, {"spec": spec}, None)]
+
+
+def test_acp_definitions_refuse_cli_and_local_fields() -> None:
+    stdio = {"protocol": "acp", "binary": "claude-code-acp"}
+    remote = {
+        "protocol": "acp",
+        "transport": "websocket",
+        "url": "wss://agent.internal:8443/acp",
+        "cwd": "/w",
+    }
+    assert acp_definition_messages(stdio) == []
+    assert acp_definition_messages(remote) == []
+    assert acp_definition_messages({**remote, "transport": "http", "url": "https://10.88.0.1/acp"}) == []
+    assert acp_definition_messages({**stdio, "promptMode": "stdin"}) == [
+        "spec.promptMode, promptFlag, promptPosition and stdinMode apply only to protocol cli; an ACP prompt is sent as a message, with the run's stdin after a blank line"
+    ]
+    local = "acp over websocket or http needs spec.cwd (the session's absolute directory on the agent host) and starts nothing: remove binary, prefixArgs, flagStyle and optionFlags"
+    assert acp_definition_messages({**remote, "binary": "x"}) == [local]
+    assert acp_definition_messages({k: v for k, v in remote.items() if k != "cwd"}) == [local]
+    assert acp_definition_messages({**remote, "url": "https://agent.internal/acp"}) == [
+        "spec.url must be ws:// or wss:// for transport websocket, http:// or https:// for http"
+    ]
+    assert acp_definition_messages({**stdio, "headers": [{"name": "X", "value": "v"}]}) == [
+        "spec.url, headers and caBundleSecretRef apply only to acp over websocket or http"
+    ]
+    assert acp_definition_messages(
+        {**remote, "transport": "http", "url": "http://h/a", "bearerSubprotocol": True}
+    ) == ["spec.bearerSubprotocol applies only to transport websocket"]

@@ -391,6 +391,38 @@ class HarnessDefinitionSpec(Model):
                 "!(has(self.transport) || has(self.url) || has(self.cwd))",
                 "spec.transport, spec.url and spec.cwd apply only to protocol acp",
             ),
+            rule(
+                "!(has(self.protocol) && self.protocol == 'acp') || !(has(self.promptMode) || "
+                "has(self.promptFlag) || has(self.promptPosition) || has(self.stdinMode))",
+                "spec.promptMode, promptFlag, promptPosition and stdinMode apply only to protocol cli; an "
+                "ACP prompt is sent as a message, with the run's stdin after a blank line",
+                reason="FieldValueForbidden",
+            ),
+            rule(
+                "!has(self.transport) || self.transport == 'stdio' || "
+                "(has(self.cwd) && !(has(self.binary) || has(self.prefixArgs) || has(self.flagStyle) || "
+                "has(self.optionFlags)))",
+                "acp over websocket or http needs spec.cwd (the session's absolute directory on the agent "
+                "host) and starts nothing: remove binary, prefixArgs, flagStyle and optionFlags",
+                field_path=".cwd",
+            ),
+            rule(
+                "!has(self.url) || !has(self.transport) || "
+                "(self.transport == 'websocket' && self.url.matches('^wss?://[^/?#]+')) || "
+                "(self.transport == 'http' && self.url.matches('^https?://[^/?#]+'))",
+                "spec.url must be ws:// or wss:// for transport websocket, http:// or https:// for http",
+                field_path=".url",
+            ),
+            rule(
+                "(has(self.transport) && self.transport != 'stdio') || "
+                "!(has(self.url) || has(self.headers) || has(self.caBundleSecretRef))",
+                "spec.url, headers and caBundleSecretRef apply only to acp over websocket or http",
+            ),
+            rule(
+                "!has(self.bearerSubprotocol) || (has(self.transport) && self.transport == 'websocket')",
+                "spec.bearerSubprotocol applies only to transport websocket",
+                field_path=".bearerSubprotocol",
+            ),
         )
     )
 
