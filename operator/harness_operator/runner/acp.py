@@ -216,9 +216,10 @@ async def open_channel(
     assert plan.acp is not None
     if plan.acp.transport == AcpTransport.stdio:
         return await open_stdio(plan, client, reporter, credentials, base_env)
-    raise SetupError(
-        "SetupFailed", f"harness: ACP transport {plan.acp.transport} is not supported by this runner yet"
-    )
+    from harness_operator.runner.acp_remote import open_remote  # websockets and httpx only when used
+
+    transport, close = await open_remote(plan, credentials, reporter)
+    return Channel(ClientSideConnection(as_client(client), transport), close)
 
 
 @dataclass

@@ -1,0 +1,174 @@
+"""The ACP executor over WebSocket, through a loopback bridge to the stdio scripted agent: subprotocol
+acp.v1, headers from Secrets, bearer subprotocol, batched frames, binary frames refused, redirects
+refused, TLS from a private CA (wss://) with verification on."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from typing import Any
+
+import pytest
+from tests.fakes.acp_bridge import AcpWebSocketBridge
+
+from harness_operator.runner.attempt import AttemptResult
+from harness_operator.runner.executor import execute
+from harness_operator.runner.plan import AttemptPlan
+
+TOKEN = "tok-3f9a1c"  # no '/' or '=': fits a subprotocol
+
+
+def remote_plan(url: str, **acp: Any) -> AttemptPlan:
+    return AttemptPlan.model_validate(
+        {
+            "attempt": 1,
+            "total_attempts": 1,
+            "provider": "remote",
+            "credential_envs": ["HARNESS_ACP_HEADER_0", *acp.pop("credential_envs", [])],
+            "acp": {
+                "transport": "websocket",
+                "url": url,
+                "cwd": "/srv/work",
+                "prompt": "hi there",
+                "headers": [{"name": "Authorization", "credential_env": "HARNESS_ACP_HEADER_0"}],
+                **acp,
+            },
+        }
+    )
+
+
+def run(plan: AttemptPlan, **credentials: str) -> tuple[AttemptResult, str]:
+    err = io.BytesIO()
+    creds = {"HARNESS_ACP_HEADER_0": f"Bearer {TOKEN}", **credentials}
+    result = execute(plan, creds, base_env={}, stderr=err)
+    return result, err.getvalue().decode()
+
+
+@pytest.fixture(scope="module")
+def private_ca(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A CA and a server certificate for 127.0.0.1 that it signed (openssl)."""
+    d = tmp_path_factory.mktemp("ca")
+
+    def ssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+
+    ssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=harness test CA",
+    )
+    ssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    )
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    ssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    )
+    return {"ca": (d / "ca.crt").read_text(), "cert": str(d / "server.crt"), "key": str(d / "server.key")}
+
+
+def test_websocket_session_with_subprotocol_and_secret_header() -> None:
+    with AcpWebSocketBridge() as bridge:
+        result, err = run(remote_plan(bridge.url))
+    assert result.succeeded, err
+    assert result.output == b"answer from acp_agent: hi there"
+    assert result.usage.input_tokens == 100
+    [seen] = bridge.seen
+    assert seen["subprotocol"] == "acp.v1"
+    assert seen["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    assert TOKEN not in err
+
+
+def test_bearer_subprotocol_carries_the_token_instead_of_the_header() -> None:
+    with AcpWebSocketBridge() as bridge:
+        result, err = run(remote_plan(bridge.url, bearer_subprotocol=True))
+    assert result.succeeded, err
+    [seen] = bridge.seen
+    assert seen["headers"]["Sec-WebSocket-Protocol"] == f"acp.v1, bearer.{TOKEN}"
+    assert "Authorization" not in seen["headers"]
+
+
+def test_a_bearer_token_with_slash_or_equals_is_refused_for_the_subprotocol() -> None:
+    with AcpWebSocketBridge() as bridge:
+        result, err = run(
+            remote_plan(bridge.url, bearer_subprotocol=True), HARNESS_ACP_HEADER_0="Bearer a/b="
+        )
+    assert (result.exit_code, result.reason) == (1, "SetupFailed")
+    assert "cannot carry" in err and "a/b=" not in err + result.message
+    assert bridge.seen == []  # nothing was sent
+
+
+def test_newline_batched_frames_are_split_into_messages() -> None:
+    with AcpWebSocketBridge(frames="batch") as bridge:
+        result, err = run(remote_plan(bridge.url))
+    assert result.succeeded, err
+    assert result.output == b"answer from acp_agent: hi there"
+    assert result.usage.cost_usd == 0.0123  # the usage_update came batched with the answer
+
+
+def test_a_binary_frame_ends_the_connection() -> None:
+    with AcpWebSocketBridge(frames="binary") as bridge:
+        result, err = run(remote_plan(bridge.url))
+    assert (result.exit_code, result.reason) == (1, "ProviderFailed")
+    assert "binary WebSocket frame" in err
+
+
+def test_redirects_are_refused_and_bodies_never_shown() -> None:
+    with AcpWebSocketBridge() as target, AcpWebSocketBridge(redirect_to="ws://127.0.0.1:1/acp") as bridge:
+        result, err = run(remote_plan(bridge.url))
+        assert target.seen == []
+    assert (result.exit_code, result.reason) == (1, "ProviderFailed")
+    assert "HTTP 302 (a redirect); redirects are refused" in err
+    assert "secret body" not in err + result.message
+
+
+def test_wss_verifies_against_the_private_ca(private_ca: dict[str, str]) -> None:
+    with AcpWebSocketBridge(tls=(private_ca["cert"], private_ca["key"])) as bridge:
+        plan = remote_plan(
+            bridge.url, ca_bundle_env="HARNESS_ACP_CA_BUNDLE", credential_envs=["HARNESS_ACP_CA_BUNDLE"]
+        )
+        result, err = run(plan, HARNESS_ACP_CA_BUNDLE=private_ca["ca"])
+        assert result.succeeded, err
+        untrusted, err2 = run(remote_plan(bridge.url))  # system roots only: verification stays on
+    assert (untrusted.exit_code, untrusted.reason) == (1, "ProviderFailed")
+    assert "TLS failed" in err2
+
+
+def test_headers_over_plain_ws_to_another_host_are_warned() -> None:
+    # The test cluster's node address is not loopback; nothing listens on port 9, the warning comes first.
+    result, err = run(remote_plan("ws://10.88.0.1:9/acp"))
+    assert "warning: ACP headers go unencrypted to 10.88.0.1" in err
+    assert result.exit_code == 1
