@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """A scripted ACP agent on the SDK's own agent side (stdio), for the ACP executor's edge cases.
 
 ACP_MODE selects the script:
