@@ -61,6 +61,10 @@ ROUTES: dict[str, Callable[[str], Route]] = {
         cost_reported=True,
         usage=ANTHROPIC,
     ),
+    # Zed's ACP adapter for Claude (0.16.2) reports no usage over ACP: status shows none, never 0.
+    "claude-acp": lambda url: Route(
+        "anthropic", {"ANTHROPIC_BASE_URL": url, "CLAUDE_CODE_MAX_RETRIES": "0"}, usage=None
+    ),
     "codex": lambda url: Route("openai", {}, codex_options(url), usage=NET_OF_CACHE),
     # Gemini CLI picks a gateway auth type when its base URL is set, unless settings select the key.
     "gemini": lambda url: Route(
