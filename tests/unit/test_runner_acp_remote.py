@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from tests.fakes.acp_bridge import AcpWebSocketBridge
 
+from harness_operator.runner.acp_remote import plain_header_warning
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
 from harness_operator.runner.plan import AttemptPlan
@@ -167,8 +168,31 @@ def test_wss_verifies_against_the_private_ca(private_ca: dict[str, str]) -> None
     assert "TLS failed" in err2
 
 
-def test_headers_over_plain_ws_to_another_host_are_warned() -> None:
-    # The test cluster's node address is not loopback; nothing listens on port 9, the warning comes first.
-    result, err = run(remote_plan("ws://10.88.0.1:9/acp"))
-    assert "warning: ACP headers go unencrypted to 10.88.0.1" in err
-    assert result.exit_code == 1
+@pytest.mark.parametrize(
+    ("url", "headers", "warned"),
+    [
+        ("ws://10.1.2.3:8080/acp", {"Authorization": "x"}, "10.1.2.3 (ws://)"),
+        ("http://agents.example:80/acp", {"X-Key": "x"}, "agents.example (http://)"),
+        ("ws://127.0.0.1:8080/acp", {"Authorization": "x"}, None),
+        ("http://[::1]:8080/acp", {"Authorization": "x"}, None),
+        ("http://localhost/acp", {"Authorization": "x"}, None),
+        ("wss://10.1.2.3/acp", {"Authorization": "x"}, None),
+        ("https://10.1.2.3/acp", {"Authorization": "x"}, None),
+        ("ws://10.1.2.3/acp", {}, None),
+    ],
+)
+def test_headers_over_plain_ws_or_http_to_another_host_are_warned(
+    url: str, headers: dict[str, str], warned: str | None
+) -> None:
+    warning = plain_header_warning(url, headers)
+    if warned is None:
+        assert warning is None
+    else:
+        assert warning == f"harness: warning: ACP headers go unencrypted to {warned}"
+
+
+def test_headers_to_loopback_are_not_warned() -> None:
+    with AcpWebSocketBridge() as bridge:
+        result, err = run(remote_plan(bridge.url))
+    assert result.succeeded, err
+    assert "warning" not in err

@@ -55,6 +55,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def plain_header_warning(url: str, headers: Mapping[str, str]) -> str | None:
+    """A warning when headers would travel unencrypted (ws://, http://) to a host that is not loopback."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if headers and parts.scheme in ("ws", "http") and not is_loopback(host):
+        return f"harness: warning: ACP headers go unencrypted to {host} ({parts.scheme}://)"
+    return None
+
+
 def bearer_subprotocol(headers: dict[str, str]) -> str:
     """`bearer.<token>` from the Authorization header, which then is not sent itself."""
     value = next((headers.pop(k) for k in list(headers) if k.lower() == "authorization"), "")
@@ -207,11 +216,9 @@ async def open_remote(
     acp = plan.acp
     assert acp is not None and acp.url is not None
     headers = resolve_headers(acp, credentials)
-    host = urlsplit(acp.url).hostname or ""
-    if headers and urlsplit(acp.url).scheme in ("ws", "http") and not is_loopback(host):
-        reporter.say(
-            f"harness: warning: ACP headers go unencrypted to {host} ({urlsplit(acp.url).scheme}://)"
-        )
+    warning = plain_header_warning(acp.url, headers)
+    if warning is not None:
+        reporter.say(warning)
     context = build_ssl_context(acp, credentials)
     if acp.transport == AcpTransport.websocket:
         return await open_websocket(acp, headers, context, reporter)
