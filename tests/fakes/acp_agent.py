@@ -11,7 +11,8 @@ ACP_MODE selects the script:
   refusal, max_tokens, max_turn_requests, cancelled-by-itself
                      answer a chunk, then end with that stop reason
   hang               answer nothing until session/cancel, then stop with `cancelled`
-  deaf               ignore session/cancel too; ACP_PIDFILE gets "<pid> <child pid>" of a child it leaves
+  deaf               ignore session/cancel too; if ACP_PIDFILE is set, it gets "<pid> <child pid>" of a
+                     child it leaves
   expensive          report cost 5 USD, then hang like `hang`
   disconnect         send one chunk, then exit 0 mid-turn
   malformed          write a line that is not JSON before the answer, then answer as ok
@@ -59,7 +60,8 @@ ALL_OPTIONS = [
 
 
 class ScriptedAgent(Agent):
-    def __init__(self) -> None:
+    def __init__(self, mode: str = MODE) -> None:
+        self.mode = mode
         self.client: Client | None = None
         self.cancelled = asyncio.Event()
 
@@ -86,8 +88,8 @@ class ScriptedAgent(Agent):
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse | Any:
         assert self.client is not None
         text = "".join(getattr(block, "text", "") for block in prompt)
-        if MODE in ("ok", "malformed"):
-            if MODE == "malformed":
+        if self.mode in ("ok", "malformed"):
+            if self.mode == "malformed":
                 os.write(1, b"this is not json\n")
             await self.client.session_update(session_id, update_agent_thought_text("thinking hard"))
             await self.client.session_update(
@@ -115,11 +117,11 @@ class ScriptedAgent(Agent):
                 cached_write_tokens=5,
             )
             return PromptResponse(stop_reason="end_turn", usage=usage)
-        if MODE == "argv":
+        if self.mode == "argv":
             await self.say(session_id, " ".join(sys.argv[1:]))
             return PromptResponse(stop_reason="end_turn")
-        if MODE in ("permission", "permission-always"):
-            options = ALL_OPTIONS if MODE == "permission" else [ALL_OPTIONS[1], ALL_OPTIONS[3]]
+        if self.mode in ("permission", "permission-always"):
+            options = ALL_OPTIONS if self.mode == "permission" else [ALL_OPTIONS[1], ALL_OPTIONS[3]]
             answer = await self.client.request_permission(
                 session_id=session_id,
                 tool_call=ToolCallUpdate(tool_call_id="t2", title="Write notes.txt"),
@@ -130,13 +132,13 @@ class ScriptedAgent(Agent):
             print(f"acp_agent: permission outcome: {picked}", file=sys.stderr, flush=True)
             await self.say(session_id, f"permission outcome: {picked}")
             return PromptResponse(stop_reason="end_turn")
-        if MODE in ("refusal", "max_tokens", "max_turn_requests"):
+        if self.mode in ("refusal", "max_tokens", "max_turn_requests"):
             await self.say(session_id, "partial")
-            return PromptResponse(stop_reason=MODE)
-        if MODE == "cancelled-by-itself":
+            return PromptResponse(stop_reason=self.mode)
+        if self.mode == "cancelled-by-itself":
             return PromptResponse(stop_reason="cancelled")
-        if MODE in ("hang", "expensive"):
-            if MODE == "expensive":
+        if self.mode in ("hang", "expensive"):
+            if self.mode == "expensive":
                 await self.client.session_update(
                     session_id,
                     UsageUpdate(
@@ -149,23 +151,24 @@ class ScriptedAgent(Agent):
             print("acp_agent: in the turn", file=sys.stderr, flush=True)
             await self.cancelled.wait()
             return PromptResponse(stop_reason="cancelled")
-        if MODE == "deaf":
-            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-            with open(os.environ["ACP_PIDFILE"], "w") as fh:
-                fh.write(f"{os.getpid()} {child.pid}\n")
+        if self.mode == "deaf":
+            if "ACP_PIDFILE" in os.environ:
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+                with open(os.environ["ACP_PIDFILE"], "w") as fh:
+                    fh.write(f"{os.getpid()} {child.pid}\n")
             await asyncio.sleep(600)
-        if MODE == "disconnect":
+        if self.mode == "disconnect":
             await self.say(session_id, "half an answ")
             await asyncio.sleep(0.2)  # let the chunk reach the client
             os._exit(0)
-        if MODE == "invalid-answer":
+        if self.mode == "invalid-answer":
             return {"notAStopReason": True}
-        if MODE == "secret":
+        if self.mode == "secret":
             token = os.environ.get("FAKE_TOKEN", "")
             print(f"stderr has {token}", file=sys.stderr, flush=True)
             await self.say(session_id, f"the token is {token}")
             return PromptResponse(stop_reason="end_turn")
-        raise ValueError(f"unknown ACP_MODE {MODE}")
+        raise ValueError(f"unknown ACP_self.mode {self.mode}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""The ACP executor over WebSocket, through a loopback bridge to the stdio scripted agent: subprotocol
-acp.v1, headers from Secrets, bearer subprotocol, batched frames, binary frames refused, redirects
-refused, TLS from a private CA (wss://) with verification on."""
+"""The ACP executor over WebSocket and Streamable HTTP, through loopback bridges to the scripted agent:
+subprotocol acp.v1, headers from Secrets, bearer subprotocol, batched frames, binary frames refused;
+JSON initialize with a connection id, 202 POSTs, SSE, Acp-Session-Id routing, cookies, DELETE on close;
+redirects refused, bodies never shown, TLS from a private CA (wss://, https://) with verification on."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 from tests.fakes.acp_bridge import AcpWebSocketBridge
+from tests.fakes.acp_http_bridge import SECRET_BODY, AcpHttpBridge
 
 from harness_operator.runner.acp_remote import plain_header_warning
 from harness_operator.runner.attempt import AttemptResult
@@ -196,3 +198,83 @@ def test_headers_to_loopback_are_not_warned() -> None:
         result, err = run(remote_plan(bridge.url))
     assert result.succeeded, err
     assert "warning" not in err
+
+
+def http_plan(url: str, **acp: Any) -> AttemptPlan:
+    return remote_plan(url, transport="http", **acp)
+
+
+def test_http_session_over_sse_routed_by_session_id_and_released_by_delete() -> None:
+    with AcpHttpBridge() as bridge:
+        result, err = run(http_plan(bridge.url))
+    assert result.succeeded, err
+    assert result.output == b"answer from acp_agent: hi there"  # chunks arrived on the session's SSE stream
+    assert (result.usage.input_tokens, result.usage.cost_usd) == (100, 0.0123)
+    assert bridge.acp_methods() == ["initialize", "session/new", "session/prompt"]
+    first, *later = bridge.seen
+    assert "Acp-Connection-Id" not in first["headers"]
+    [connection] = {s["headers"]["Acp-Connection-Id"] for s in later}
+    assert all(s["headers"]["Authorization"] == f"Bearer {TOKEN}" for s in bridge.seen)
+    assert all("acp-affinity=" in s["headers"]["Cookie"] for s in later)  # the cookie was kept
+    [prompt] = [s for s in later if s["acp"] == "session/prompt"]
+    assert prompt["headers"]["Acp-Session-Id"] == result.report.session_id
+    streams = [s["headers"] for s in later if s["http"] == "GET"]
+    assert [h.get("Acp-Session-Id") for h in streams] == [None, result.report.session_id]
+    assert all(h["Accept"] == "text/event-stream" for h in streams)
+    assert bridge.deleted == [connection]
+    assert TOKEN not in err
+
+
+def test_http_permission_request_arrives_on_sse_and_is_answered_by_post() -> None:
+    with AcpHttpBridge(mode="permission") as bridge:
+        result, err = run(http_plan(bridge.url, permission="allow"))
+    assert result.succeeded, err
+    assert result.output == b"permission outcome: yes-once"
+    answers = [s for s in bridge.seen if s["http"] == "POST" and s["acp"] is None]
+    assert len(answers) == 1  # the JSON-RPC response to the agent's request
+
+
+def test_http_stop_past_the_grace_cancels_then_deletes_the_connection() -> None:
+    with AcpHttpBridge(mode="deaf") as bridge:  # ignores session/cancel
+        plan = http_plan(bridge.url)
+        plan.limits.timeout_seconds, plan.limits.grace_period_seconds = 1, 1
+        result, err = run(plan)
+    assert (result.exit_code, result.reason, result.fallback_allowed) == (124, "Timeout", False)
+    assert bridge.acp_methods()[-1] == "session/cancel"
+    assert "did not end within 1s; closing" in err
+    assert len(bridge.deleted) == 1
+
+
+@pytest.mark.parametrize(
+    ("bridge_args", "said"),
+    [
+        (
+            {"redirect_to": "http://127.0.0.1:1/acp"},
+            "the endpoint answered HTTP 307 (a redirect); redirects are refused",
+        ),
+        ({"fail_status": 500}, "the endpoint answered HTTP 500"),
+    ],
+)
+def test_http_redirects_and_errors_are_stated_without_bodies_or_credentials(
+    bridge_args: dict[str, Any], said: str
+) -> None:
+    with AcpHttpBridge(**bridge_args) as bridge:
+        result, err = run(http_plan(bridge.url))
+    assert (result.exit_code, result.reason) == (1, "ProviderFailed")
+    assert f"harness: the ACP endpoint failed: {said}" in err
+    assert [s["http"] for s in bridge.seen] == ["POST"]  # the redirect was not followed
+    for secret in (SECRET_BODY, TOKEN):
+        assert secret not in err + result.message
+
+
+def test_https_verifies_against_the_private_ca(private_ca: dict[str, str]) -> None:
+    with AcpHttpBridge(tls=(private_ca["cert"], private_ca["key"])) as bridge:
+        plan = http_plan(
+            bridge.url, ca_bundle_env="HARNESS_ACP_CA_BUNDLE", credential_envs=["HARNESS_ACP_CA_BUNDLE"]
+        )
+        result, err = run(plan, HARNESS_ACP_CA_BUNDLE=private_ca["ca"])
+        assert result.succeeded, err
+        assert len(bridge.deleted) == 1
+        untrusted, err2 = run(http_plan(bridge.url))  # system roots only: verification stays on
+    assert (untrusted.exit_code, untrusted.reason) == (1, "ProviderFailed")
+    assert "harness: the ACP endpoint failed: TLS failed: CERTIFICATE_VERIFY_FAILED" in err2

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from acp.http.client import create_http_stream
+from acp.http.client import AcpHttpStatusError, create_http_stream
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -24,6 +24,8 @@ from harness_operator.runner.stops import SetupError
 
 CONNECT_SECONDS = 15.0
 WRITE_SECONDS = 30.0
+# A POST's answer, or the next event on an SSE stream: ACP servers send a keepalive every 15 s.
+READ_SECONDS = 60.0
 PING_SECONDS = 20.0
 MAX_MESSAGE_BYTES = 50 << 20
 SUBPROTOCOL = "acp.v1"
@@ -178,28 +180,54 @@ class _ConnectWithoutRedirects(connect):
 
 def describe_connect_error(exc: Exception) -> str:
     """The kind of failure, never a response body or header value."""
-    status = getattr(getattr(exc, "response", None), "status_code", None)
+    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
     if status is not None:
         if 300 <= status < 400:
             return f"the endpoint answered HTTP {status} (a redirect); redirects are refused"
         return f"the endpoint answered HTTP {status}"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS failed: {exc.reason or type(exc).__name__}"
-    if isinstance(exc, TimeoutError):
-        return f"no answer within {CONNECT_SECONDS:.0f}s"
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ssl.SSLError):
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, ssl.SSLError):
+        return f"TLS failed: {cause.reason or type(cause).__name__}"
+    if isinstance(exc, (TimeoutError, httpx.TimeoutException)):
+        return f"no answer within the deadline (connect {CONNECT_SECONDS:.0f}s, read {READ_SECONDS:.0f}s)"
     return type(exc).__name__ + (f": {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else "")
+
+
+class HttpTransport:
+    """The SDK's Streamable HTTP client; a failed POST becomes a stated error without the answer's body."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def send(self, message: dict[str, Any]) -> None:
+        try:
+            await self.inner.send(message)
+        except (AcpHttpStatusError, httpx.HTTPError) as exc:
+            raise SetupError(
+                "ProviderFailed", f"harness: the ACP endpoint failed: {describe_connect_error(exc)}"
+            ) from None
+
+    async def receive(self) -> dict[str, Any] | None:
+        message: dict[str, Any] | None = await self.inner.receive()
+        return message
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 async def open_http(
     acp: AcpSessionPlan, headers: dict[str, str], context: ssl.SSLContext | None
-) -> tuple[Any, Close]:
+) -> tuple[HttpTransport, Close]:
     client = httpx.AsyncClient(
         verify=context if context is not None else True,
         follow_redirects=False,
-        # SSE streams stay open for the whole turn: no read deadline; the session's own limits bound it.
-        timeout=httpx.Timeout(connect=CONNECT_SECONDS, read=None, write=WRITE_SECONDS, pool=CONNECT_SECONDS),
+        timeout=httpx.Timeout(
+            connect=CONNECT_SECONDS, read=READ_SECONDS, write=WRITE_SECONDS, pool=CONNECT_SECONDS
+        ),
     )
-    transport = create_http_stream(acp.url or "", client=client, headers=headers)
+    transport = HttpTransport(create_http_stream(acp.url or "", client=client, headers=headers))
 
     async def close() -> None:
         with contextlib.suppress(Exception):
