@@ -53,10 +53,18 @@ def test_operator_default_sandbox_image_is_the_versioned_one() -> None:
 def test_every_installable_builtin_names_its_versioned_image() -> None:
     pins = agent_pins()
     images = {d.metadata["name"]: d.spec.image for d in load_builtin_catalog()}
+    verified = {
+        d.metadata["name"]: d.metadata["annotations"]["agentharness.dev/verified-cli"]
+        for d in load_builtin_catalog()
+    }
+    # Another mode of a pinned CLI (gemini-acp: `gemini --acp`) runs in that CLI's image.
+    pinned_cli = {f"{package}@{version}": pin for pin, (_, package, version) in pins.items()}
     assert set(pins) <= set(images)
     for name, image in images.items():
         if name in pins:
             assert image == f"harness.local/sandbox-{name}:{__version__}", name
+        elif verified[name] in pinned_cli:
+            assert image == f"harness.local/sandbox-{pinned_cli[verified[name]]}:{__version__}", name
         else:
             assert image is None, f"{name} has no installable CLI, so no image of its own"
 
