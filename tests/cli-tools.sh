@@ -3,7 +3,7 @@
 #
 #   PATH="$(bash tests/cli-tools.sh | tail -n1):$PATH"            # claude only (the default)
 #   bash tests/cli-tools.sh claude codex gemini qwen opencode pi   # more, by short name
-#   bash tests/cli-tools.sh claude-acp                              # Zed's ACP adapter for Claude
+#   bash tests/cli-tools.sh claude-acp codex-acp                    # Zed's ACP adapters
 #   HARNESS_CLI_TOOLS="claude codex" bash tests/cli-tools.sh       # same, from the environment
 #
 # Installs into $HARNESS_CLI_PREFIX (default ${XDG_CACHE_HOME:-$HOME/.cache}/harness-operator/cli-tools):
@@ -61,8 +61,9 @@ install_npm() {  # $1 = short name
   fi
   local got
   got="$("$BIN/$exe" --version </dev/null 2>&1 | head -n1 || true)"
-  # ACP adapters print nothing for --version (they speak only the protocol): their package says it.
-  [[ -n "$got" ]] || got="$(installed_npm_version "$pkg")"
+  # ACP adapters speak only the protocol (claude's prints nothing for --version, codex's refuses it):
+  # their package says the version.
+  [[ "$1" != *-acp ]] || got="$(installed_npm_version "$pkg")"
   [[ "$got" == *"$ver"* ]] || { log "$exe --version printed '$got', expected $ver"; return 1; }
 }
 

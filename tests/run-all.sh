@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 state="${HARNESS_CLUSTER_STATE:-/var/lib/harness-operator-cluster}"
 bin="${HARNESS_CLUSTER_CACHE:-/var/cache/harness-operator/cluster}/bin"
 
-cli_bin="$(bash tests/cli-tools.sh claude codex gemini qwen opencode pi copilot aider claude-acp | tail -n 1)"
+cli_bin="$(bash tests/cli-tools.sh claude codex gemini qwen opencode pi copilot aider claude-acp codex-acp | tail -n 1)"
 export PATH="$cli_bin:$PATH"
 
 was_running=0
