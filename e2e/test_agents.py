@@ -66,6 +66,8 @@ ROUTES: dict[str, Callable[[str], Route]] = {
         "anthropic", {"ANTHROPIC_BASE_URL": url, "CLAUDE_CODE_MAX_RETRIES": "0"}, usage=None
     ),
     "codex": lambda url: Route("openai", {}, codex_options(url), usage=NET_OF_CACHE),
+    # Zed's ACP adapter for Codex (0.16.0) reports no usage over ACP either.
+    "codex-acp": lambda url: Route("openai", {}, codex_options(url), usage=None),
     # Gemini CLI picks a gateway auth type when its base URL is set, unless settings select the key.
     "gemini": lambda url: Route(
         "gemini",
@@ -76,6 +78,18 @@ ROUTES: dict[str, Callable[[str], Route]] = {
         },
         {"model": "gemini-2.5-flash"},
         usage=NET_OF_CACHE,
+        files={
+            ".gemini/settings.json": json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}})
+        },
+    ),
+    # Gemini CLI's ACP mode (`gemini --acp`, the gemini image) reports no usage over ACP.
+    "gemini-acp": lambda url: Route(
+        "gemini",
+        {
+            "GOOGLE_GEMINI_BASE_URL": url,
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": f"{REPO}/.gemini/settings.json",
+        },
+        usage=None,
         files={
             ".gemini/settings.json": json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}})
         },

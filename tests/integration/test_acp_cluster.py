@@ -1,5 +1,5 @@
 """ACP runs on the real cluster, reconciled like CLI runs: the scripted ACP agent (test image) succeeds
-and is cancelled with session/cancel; the real Zed Claude adapter (catalog `claude-acp`, its own image)
+and is cancelled with session/cancel (or, deaf to it, killed after the grace period); the real Zed Claude adapter (catalog `claude-acp`, its own image)
 answers from the Anthropic stub on the node's address."""
 
 from __future__ import annotations
@@ -80,6 +80,36 @@ def test_scripted_acp_agent_is_cancelled_without_fallback(api: Api, images: dict
     status = api.wait_finished("acp-cancel")
     assert (status["phase"], status["reason"], status["exitCode"]) == ("Cancelled", "Cancelled", 124), status
     assert len(status["attempts"]) == 1
+
+
+def test_an_acp_agent_deaf_to_cancel_is_killed_past_the_grace_period(
+    api: Api, images: dict[str, str]
+) -> None:
+    api.create(acp_definition("deaf", images["test"], "deaf"))  # ignores session/cancel for 600 s
+    api.create(acp_definition("never", images["test"], "ok"))
+    api.create(
+        run_body(
+            "acp-deaf",
+            {
+                "provider": "deaf",
+                "prompt": "x",
+                "limits": {"gracePeriodSeconds": 2},
+                "fallback": [{"provider": "never"}],
+            },
+        )
+    )
+    wait_until(
+        lambda: api.condition("acp-deaf", "Succeeded").get("reason") == "Running",
+        timeout=120,
+        what="the turn",
+    )
+    api.custom.patch_namespaced_custom_object(
+        "agentharness.dev", "v1alpha1", api.ns, "harnessruns", "acp-deaf", {"spec": {"cancel": True}}
+    )
+    # The run ends long before the agent's 600 s: its process group was killed after the grace period.
+    status = api.wait_finished("acp-deaf")
+    assert (status["phase"], status["reason"], status["exitCode"]) == ("Cancelled", "Cancelled", 124), status
+    assert len(status["attempts"]) == 1  # no fallback after a cancel
 
 
 def test_real_claude_acp_adapter_in_its_catalog_image(
