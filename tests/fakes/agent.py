@@ -6,7 +6,7 @@ with a child process in its group), ignore-term (traps SIGTERM), cost (codex-jso
 echo-env (prints the environment as JSON), echo-stdin, secret (prints the credential everywhere),
 secret-encoded (prints it base64-, hex- and URL-encoded),
 auth-error-exit-0 (claude-stream-json 401 result, exit 0), big (large text output),
-echo-argv (prints its arguments as a JSON list).
+echo-argv (prints its arguments and stdin as JSON, no newline: Dagu trims a step's output).
 """
 
 import base64
@@ -82,7 +82,7 @@ def main() -> int:
         print(json.dumps({"cwd": os.getcwd(), "argv0": sys.orig_argv[0]}))
         return 0
     if MODE == "echo-argv":
-        print(json.dumps(sys.argv[1:]))
+        sys.stdout.write(json.dumps({"argv": sys.argv[1:], "stdin": sys.stdin.read()}))
         return 0
     if MODE == "echo-stdin":
         data = sys.stdin.read()
