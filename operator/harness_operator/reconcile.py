@@ -423,6 +423,12 @@ class Reconciler:
             self.kube.create_event(run.model_dump(by_alias=True), "Warning", "FallingBack", line)
         return None
 
+    def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:
+        """The namespace's queued and waiting runs, to reconcile when one of its Jobs has finished: a
+        run can end (its runner reported) before the Job controller marks its Job complete, and a run
+        woken in between finds the slot still taken and stays Queued."""
+        return self._runs_to_wake(namespace)
+
     def _runs_to_wake(self, namespace: str) -> list[tuple[str, str]]:
         """Runs that may move now a run has ended: those queued, and those waiting for a run's output."""
         woken = []
