@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -39,17 +40,34 @@ def cmd_crds(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_import_dagu(args: argparse.Namespace) -> int:
-    path = Path(args.dag)
+def read_dag(path: Path) -> dict[str, Any] | None:
+    """A Dagu YAML file as a mapping, or None after saying why not."""
     try:
         dag = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         print(f"harnessctl: cannot read {path}: {exc}", file=sys.stderr)
-        return 1
+        return None
     if not isinstance(dag, dict):
         print(f"harnessctl: {path}: a Dagu DAG must be a YAML mapping", file=sys.stderr)
+        return None
+    return dag
+
+
+def cmd_import_dagu(args: argparse.Namespace) -> int:
+    path = Path(args.dag)
+    dag = read_dag(path)
+    base = read_dag(Path(args.base)) if args.base else {}
+    if dag is None or base is None:
         return 1
-    result = import_dagu(dag, dns_name(str(dag.get("name") or path.stem)))
+    result = import_dagu(dag, dns_name(str(dag.get("name") or path.stem)), base)
+    for line in result.errors:
+        print(f"{path}: error: {line}", file=sys.stderr)
+    if result.errors:
+        print(
+            f"harnessctl: {len(result.errors)} errors: Dagu refuses this DAG; nothing imported",
+            file=sys.stderr,
+        )
+        return 1
     sys.stdout.write(yaml.safe_dump_all(result.manifests, sort_keys=False))
     for line in result.unsupported:
         print(f"{path}: unsupported: {line}", file=sys.stderr)
@@ -102,10 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     crds.set_defaults(func=cmd_crds)
 
-    dagu = sub.add_parser(
-        "import-dagu", help="turn a Dagu DAG's harnesses and harness.run steps into manifests"
-    )
+    dagu = sub.add_parser("import-dagu", help="turn a Dagu DAG's harnesses and harness steps into manifests")
     dagu.add_argument("dag", metavar="DAG.yaml")
+    dagu.add_argument(
+        "--base", metavar="BASE.yaml", help="Dagu's base config, whose harnesses: the DAG inherits"
+    )
     dagu.set_defaults(func=cmd_import_dagu)
     return parser
 

@@ -1,12 +1,22 @@
-"""Dagu DAG (`harnesses:` and `harness.run` steps) -> HarnessDefinition and HarnessRun manifests (pure)."""
+"""Dagu DAG (`harnesses:`, `harness:` and harness steps) -> HarnessDefinition and HarnessRun manifests (pure).
+
+Dagu's rules, as its loader applies them: base-config `harnesses:` first, the DAG's entries over them by
+name, `null` removing one; the DAG-level `harness:` block merged into every harness step (the step's
+options win key by key, a step-level `fallback`, even `[]`, replaces the DAG's, both maps kebab-cased for
+built-in providers); a step without `type` is a harness step when the DAG has `harness:`; `chain` DAGs
+(the default) run their steps in order, `graph` DAGs by `depends:`. `output: NAME` read back as `${NAME}`
+becomes an input from that run's output (or the whole prompt or stdin).
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness_operator.api.v1alpha1 import API_VERSION
+from harness_operator.catalog import load_builtin_catalog
 
 _HARNESS_KEYS = {
     "binary": "binary",
@@ -20,6 +30,7 @@ _HARNESS_KEYS = {
 _ENUM_VALUES = {
     "before_flags": "beforeFlags",
     "after_flags": "afterFlags",
+    "gnu_long": "doubleDash",
     "double_dash": "doubleDash",
     "single_dash": "singleDash",
 }
@@ -30,6 +41,7 @@ _STEP_KEYS_HANDLED = {
     "type",
     "executor",
     "with",
+    "config",
     "command",
     "script",
     "output",
@@ -37,17 +49,39 @@ _STEP_KEYS_HANDLED = {
     "working_dir",
     "depends",
     "description",
+    "timeout_sec",
 }
+_DAG_KEYS_HANDLED = {"harnesses", "harness", "steps", "working_dir", "name", "description", "type"}
+# Executors a step without `type` gets from DAG-level settings before `harness:` (Dagu's order).
+_DAG_EXECUTORS = ("container", "ssh", "redis")
+_RESERVED = {"provider", "fallback"}
 _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
-_ANY_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ANY_REFERENCE = re.compile(r"\$\{([^}]*)\}")
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass
 class ImportResult:
-    """The manifests made and what could not be carried over."""
+    """The manifests made, what could not be carried over, and why Dagu itself would refuse the DAG."""
 
     manifests: list[dict[str, Any]] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Notes:
+    """Unsupported things, each said once with every step it concerns."""
+
+    steps: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, message: str, step: str | None = None) -> None:
+        names = self.steps.setdefault(message, [])
+        if step is not None and step not in names:
+            names.append(step)
+
+    def render(self) -> list[str]:
+        return [f"{m} (steps: {', '.join(s)})" if s else m for m, s in self.steps.items()]
 
 
 def dns_name(text: str) -> str:
@@ -56,103 +90,321 @@ def dns_name(text: str) -> str:
     return name[:63].strip("-") or "unnamed"
 
 
-def build_definition(name: str, entry: dict[str, Any], result: ImportResult) -> dict[str, Any]:
-    """One `harnesses:` entry as a HarnessDefinition."""
+def unique_name(text: str, taken: set[str]) -> str:
+    """dns_name(text), with -2, -3, ... when that name is taken; the result is added to `taken`."""
+    base = dns_name(text)
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        suffix = f"-{n}"
+        name = base[: 63 - len(suffix)].rstrip("-") + suffix
+    taken.add(name)
+    return name
+
+
+def merge_harnesses(base: dict[str, Any] | None, dag: dict[str, Any] | None) -> dict[str, Any]:
+    """Base-config `harnesses:`, then the DAG's over them by name; a `null` entry removes one."""
+    merged = {str(k).strip(): v for k, v in (base or {}).items() if v is not None}
+    for name, entry in (dag or {}).items():
+        if entry is None:
+            merged.pop(str(name).strip(), None)
+        else:
+            merged[str(name).strip()] = entry
+    return merged
+
+
+def build_definition(name: str, manifest_name: str, entry: Any, errors: list[str]) -> dict[str, Any]:
+    """One `harnesses:` entry as a HarnessDefinition; what Dagu would refuse goes to `errors`."""
     spec: dict[str, Any] = {}
+    if not isinstance(entry, dict):
+        errors.append(f"harnesses.{name}: a harness definition must be a mapping or null")
+        entry = {}
     for key, value in entry.items():
         if key not in _HARNESS_KEYS:
-            result.unsupported.append(f"harnesses.{name}.{key}: no HarnessDefinition field; not imported")
+            errors.append(f"harnesses.{name}.{key}: unknown harness definition key")
             continue
-        spec[_HARNESS_KEYS[key]] = _ENUM_VALUES.get(value, value) if isinstance(value, str) else value
+        if isinstance(value, str):
+            value = value.strip()
+            value = _ENUM_VALUES.get(value, value)
+        spec[_HARNESS_KEYS[key]] = value
+    if not spec.get("binary"):
+        errors.append(f"harnesses.{name}.binary: binary is required")
+    if (spec.get("promptMode") == "flag") != bool(spec.get("promptFlag")):
+        errors.append(f"harnesses.{name}.prompt_flag: required when prompt_mode is flag, and only then")
     return {
         "apiVersion": API_VERSION,
         "kind": "HarnessDefinition",
-        "metadata": {"name": dns_name(name)},
+        "metadata": {"name": manifest_name},
         "spec": spec,
     }
 
 
-def _is_harness_step(step: dict[str, Any]) -> bool:
+def normalize_builtin_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """Dagu's kebab-casing of a built-in provider's options: `max_turns` is `max-turns`, and when both
+    spellings are given the kebab one wins (among equals, the first in sorted order)."""
+    out: dict[str, Any] = {}
+    source: dict[str, str] = {}
+    for key in sorted(config):
+        canonical = key if key in _RESERVED else key.replace("_", "-")
+        previous = source.get(canonical)
+        if previous is not None and not ("_" not in key and "_" in previous):
+            continue
+        out[canonical] = config[key]
+        source[canonical] = key
+    return out
+
+
+def merge_harness_config(
+    dag_harness: dict[str, Any] | None, step_config: dict[str, Any], builtin: Collection[str]
+) -> dict[str, Any]:
+    """Dagu's merge of the DAG-level `harness:` block into one step's options."""
+    provider = str(step_config.get("provider") or "").strip()
+    if not provider and dag_harness:
+        provider = str(dag_harness.get("provider") or "").strip()
+    is_builtin = provider in builtin
+    merged = normalize_builtin_keys(step_config) if is_builtin else dict(step_config)
+    if not dag_harness:
+        return merged
+    dag_config = {k: v for k, v in dag_harness.items() if k != "fallback"}
+    if is_builtin:
+        dag_config = normalize_builtin_keys(dag_config)
+    for key, value in dag_config.items():
+        merged.setdefault(key, value)
+    if "fallback" in step_config:
+        merged["fallback"] = step_config["fallback"]
+    elif dag_harness.get("fallback") is not None:
+        merged["fallback"] = dag_harness["fallback"]
+    return merged
+
+
+def check_provider_config(
+    where: str, config: Any, known: Collection[str], errors: list[str], nested: bool = False
+) -> None:
+    """What Dagu checks of a harness config (the DAG's block, a step's, and each of their fallbacks)."""
+    if not isinstance(config, dict):
+        errors.append(f"{where}: must be a mapping")
+        return
+    if nested and "fallback" in config:
+        errors.append(f"{where}.fallback: not supported inside fallback providers")
+    for key in ("binary", "prompt_args"):
+        if key in config:
+            errors.append(
+                f"{where}.{key}: not supported; define a named harness under harnesses: and reference it "
+                "via provider"
+            )
+    provider = str(config.get("provider") or "").strip()
+    if not provider:
+        errors.append(f"{where}.provider: required")
+    elif "${" not in provider and provider not in known:
+        errors.append(f'{where}.provider: unknown provider "{provider}"')
+    fallback = config.get("fallback")
+    if nested or fallback is None:
+        return
+    if not isinstance(fallback, list):
+        errors.append(f"{where}.fallback: must be a list of mappings")
+        return
+    for i, entry in enumerate(fallback):
+        check_provider_config(f"{where}.fallback[{i}]", entry, known, errors, nested=True)
+
+
+def _step_label(step: Any, index: int) -> str:
+    if isinstance(step, dict):
+        return str(step.get("id") or step.get("name") or f"steps[{index}]")
+    return f"steps[{index}]"
+
+
+def _step_type(step: dict[str, Any]) -> str:
     executor = step.get("executor")
     executor_type = executor.get("type") if isinstance(executor, dict) else executor
-    return step.get("action") == "harness.run" or "harness" in (step.get("type"), executor_type)
+    return str(step.get("type") or executor_type or "").strip()
+
+
+def is_harness_step(step: Any, dag: dict[str, Any]) -> bool:
+    """`type: harness`, the legacy `executor: harness`, `action: harness.run`, or (Dagu's inference) a
+    step with no type in a DAG with a `harness:` block and no other DAG-level executor."""
+    if not isinstance(step, dict):
+        return False
+    if step.get("action") == "harness.run" or _step_type(step) == "harness":
+        return True
+    if _step_type(step) or step.get("action") or step.get("container") or step.get("call"):
+        return False
+    inferred = dag.get("harness") is not None and not any(dag.get(k) for k in _DAG_EXECUTORS)
+    return inferred and (step.get("command") is not None or step.get("script") is not None)
 
 
 def _step_config(step: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
-    """(options, prompt, stdin) from either the `action: harness.run` or the legacy executor shape."""
+    """(options, prompt, stdin) from the `action: harness.run`, `type: harness` or executor shape."""
     if step.get("action") == "harness.run":
         options = dict(step.get("with") or {})
         return options, options.pop("prompt", None), options.pop("stdin", None)
     executor = step.get("executor")
-    config = executor.get("config", {}) if isinstance(executor, dict) else {}
-    return dict(config or step.get("with") or {}), step.get("command"), step.get("script")
+    config = executor.get("config") if isinstance(executor, dict) else None
+    options = dict(config or step.get("with") or step.get("config") or {})
+    return options, step.get("command"), step.get("script")
 
 
-def import_dagu(dag: dict[str, Any], dag_name: str) -> ImportResult:
-    """Every harness of the DAG as a HarnessDefinition and every harness step as a HarnessRun."""
+def _depends(step: dict[str, Any]) -> list[str]:
+    depends = step.get("depends")
+    if depends is None:
+        return []
+    return [str(d) for d in (depends if isinstance(depends, list) else [depends])]
+
+
+def _resolve_after(
+    label: str,
+    graph: dict[str, list[str]],
+    runs: dict[str, str],
+    seen: set[str] | None = None,
+) -> list[str]:
+    """The runs a step waits for: its harness dependencies, and through a step that is not imported,
+    that step's own, so the order among the imported runs is kept."""
+    seen = set() if seen is None else seen
+    found: list[str] = []
+    for dependency in graph.get(label, []):
+        if dependency in seen:
+            continue
+        seen.add(dependency)
+        if dependency in runs:
+            found.append(runs[dependency])
+        else:
+            found += _resolve_after(dependency, graph, runs, seen)
+    return list(dict.fromkeys(found))
+
+
+def substitute_outputs(text: str, outputs: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+    """(text with each `${NAME}` of an output as `$(inputs.NAME)`, {NAME: run} used, other `${...}`
+    kept verbatim)."""
+    used: dict[str, str] = {}
+    unknown: list[str] = []
+
+    def reference(match: re.Match[str]) -> str:
+        variable = match.group(1)
+        if variable in outputs:
+            used[variable] = outputs[variable]
+            return f"$(inputs.{variable})"
+        unknown.append(variable)
+        return match.group(0)
+
+    return _ANY_REFERENCE.sub(reference, text), used, unknown
+
+
+def _fallback(items: Iterable[Any], renamed: dict[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for entry in items:
+        entry = dict(entry)
+        name = entry.pop("provider", None)
+        item: dict[str, Any] = {"provider": renamed.get(name, name)}
+        if entry:
+            item["with"] = entry
+        out.append(item)
+    return out
+
+
+def import_dagu(
+    dag: dict[str, Any],
+    dag_name: str,
+    base: dict[str, Any] | None = None,
+    builtins: Collection[str] | None = None,
+) -> ImportResult:
+    """Every harness of the DAG (and of the base config) as a HarnessDefinition, every harness step as
+    a HarnessRun, in step order."""
+    builtin = set(builtins) if builtins is not None else {d.metadata["name"] for d in load_builtin_catalog()}
     result = ImportResult()
-    harnesses = dag.get("harnesses") or {}
-    renamed = {name: dns_name(name) for name in harnesses}
+    notes = _Notes()
+    harnesses = merge_harnesses((base or {}).get("harnesses"), dag.get("harnesses"))
+    taken: set[str] = set()
+    renamed = {name: unique_name(name, taken) for name in harnesses}
     for name, entry in harnesses.items():
-        result.manifests.append(build_definition(name, entry or {}, result))
+        result.manifests.append(build_definition(name, renamed[name], entry, result.errors))
+    builtin -= set(harnesses)  # a namespaced definition of the same name shadows the built-in
+    known = builtin | set(harnesses)
+
+    dag_harness = dag.get("harness")
+    if dag_harness is not None:
+        check_provider_config("harness", dag_harness, known, result.errors)
+        dag_harness = dag_harness if isinstance(dag_harness, dict) else None
+
+    steps = list(dag.get("steps") or [])
+    labels = [_step_label(s, i) for i, s in enumerate(steps)]
+    chain = str(dag.get("type") or "chain") != "graph"
+    graph: dict[str, list[str]] = {}
+    for index, (label, step) in enumerate(zip(labels, steps, strict=True)):
+        depends = _depends(step) if isinstance(step, dict) else []
+        if chain and depends:
+            result.errors.append(
+                f"steps[{index}] ({label}).depends: not allowed in a chain DAG (Dagu's default type, where "
+                "each step follows the one before); set type: graph"
+            )
+        graph[label] = ([labels[index - 1]] if index else []) if chain else depends
+    run_taken: set[str] = set()
+    runs = {
+        label: unique_name(f"{dag_name}-{label}", run_taken)
+        for label, step in zip(labels, steps, strict=True)
+        if is_harness_step(step, dag)
+    }
+    outputs = {
+        str(step["output"]): runs[label]
+        for label, step in zip(labels, steps, strict=True)
+        if label in runs and isinstance(step.get("output"), str) and _VARIABLE.match(step["output"])
+    }
 
     root_dir = dag.get("working_dir")
-    outputs: dict[str, str] = {}
-    for index, step in enumerate(dag.get("steps") or []):
-        if not isinstance(step, dict) or not _is_harness_step(step):
-            label = step.get("id") or step.get("name") if isinstance(step, dict) else index
-            result.unsupported.append(f"steps[{index}] ({label}): not a harness.run step; not imported")
+    for index, (label, step) in enumerate(zip(labels, steps, strict=True)):
+        if label not in runs:
+            notes.add("not a harness step; not imported", label)
             continue
-        step_id = str(step.get("id") or step.get("name") or f"step-{index}")
-        run_name = dns_name(f"{dag_name}-{step_id}")
-        where = f"steps[{index}] ({step_id})"
+        run_name = runs[label]
         options, prompt, stdin = _step_config(step)
+        options = merge_harness_config(dag_harness, options, builtin)
+        check_provider_config(f"steps[{index}] ({label})", options, known, result.errors)
         spec: dict[str, Any] = {}
-        provider = options.pop("provider", None)
+        provider = str(options.pop("provider", "") or "").strip()
         spec["provider"] = renamed.get(provider, provider)
+        if "${" in provider:
+            notes.add("a parameterised provider (${...}) is kept verbatim; set spec.provider", label)
+        inputs: dict[str, str] = {}
         for source_key, text in (("prompt", prompt), ("stdin", stdin)):
             if text is None:
                 continue
-            match = _REFERENCE.match(str(text).strip())
-            if match and match.group(1) in outputs:
-                spec[f"{source_key}From"] = {"runOutput": {"name": outputs[match.group(1)]}}
+            whole = _REFERENCE.match(str(text).strip())
+            if whole and whole.group(1) in outputs and outputs[whole.group(1)] != run_name:
+                spec[f"{source_key}From"] = {"runOutput": {"name": outputs[whole.group(1)]}}
                 continue
-            spec[source_key] = str(text)
-            for ref in _ANY_REFERENCE.findall(str(text)):
-                result.unsupported.append(
-                    f"{where}.{source_key}: ${{{ref}}} is kept verbatim; a HarnessRun takes another run's "
-                    "output only as its whole prompt or stdin (promptFrom/stdinFrom.runOutput)"
+            others = {k: v for k, v in outputs.items() if v != run_name}
+            spec[source_key], used, unknown = substitute_outputs(str(text), others)
+            inputs.update(used)
+            for variable in unknown:
+                notes.add(
+                    f"{source_key}: ${{{variable}}} names no output of an imported step; kept verbatim", label
                 )
+        if inputs:
+            spec["inputs"] = [{"name": n, "runOutput": {"name": r}} for n, r in inputs.items()]
         fallback = options.pop("fallback", None) or []
         if fallback:
-            spec["fallback"] = []
-            for fb in fallback:
-                fb = dict(fb)
-                name = fb.pop("provider", None)
-                item: dict[str, Any] = {"provider": renamed.get(name, name)}
-                if fb:
-                    item["with"] = fb
-                spec["fallback"].append(item)
+            spec["fallback"] = _fallback(fallback, renamed)
         if options:
             spec["with"] = options
         working_dir = step.get("dir") or step.get("working_dir") or root_dir
         if working_dir:
             spec["workspace"] = {"workingDir": str(working_dir)}
             if not str(working_dir).startswith("/"):
-                result.unsupported.append(
-                    f"{where}.dir: {working_dir!r} is relative; spec.workspace.workingDir must be absolute"
-                )
+                notes.add("dir is relative; spec.workspace.workingDir must be absolute", label)
+        if step.get("timeout_sec"):
+            spec["limits"] = {"timeoutSeconds": int(step["timeout_sec"])}
+        reads = set(inputs.values()) | {
+            s["runOutput"]["name"] for k in ("promptFrom", "stdinFrom") if (s := spec.get(k))
+        }
+        after = [r for r in _resolve_after(label, graph, runs) if r not in reads]
+        if after:
+            spec["after"] = after
         for key in sorted(set(step) - _STEP_KEYS_HANDLED):
-            result.unsupported.append(f"{where}.{key}: no HarnessRun field; not imported")
-        if step.get("depends") and not ({"promptFrom", "stdinFrom"} & set(spec)):
-            result.unsupported.append(
-                f"{where}.depends: runs start independently; only promptFrom/stdinFrom.runOutput orders them"
-            )
-        if step.get("output"):
-            outputs[str(step["output"])] = run_name
+            notes.add(f"{key}: no HarnessRun field; not imported", label)
+        if isinstance(step.get("output"), dict):
+            notes.add("output: only `output: NAME` is imported", label)
         result.manifests.append(
             {"apiVersion": API_VERSION, "kind": "HarnessRun", "metadata": {"name": run_name}, "spec": spec}
         )
-    for key in sorted(set(dag) - {"harnesses", "steps", "working_dir", "name", "description"}):
-        result.unsupported.append(f"{key}: DAG-level setting with no HarnessRun equivalent; not imported")
+    for key in sorted(set(dag) - _DAG_KEYS_HANDLED):
+        notes.add(f"{key}: DAG-level setting with no HarnessRun equivalent; not imported")
+    result.unsupported = notes.render()
     return result

@@ -14,6 +14,7 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.errors import Permanent, classify
 from harness_operator.naming import ANNOTATION_RUN, LABEL_MANAGED_BY, MANAGED_BY
 from harness_operator.reconcile import Reconciler
+from harness_operator.status import is_job_finished
 
 log = structlog.get_logger("harness_operator")
 OURS = {LABEL_MANAGED_BY: MANAGED_BY}
@@ -83,6 +84,19 @@ def child_changed(body: kopf.Body, **_: Any) -> None:
     run = (body.metadata.annotations or {}).get(ANNOTATION_RUN)
     if run and body.metadata.namespace:
         reconcile_after_child_event(body.metadata.namespace, run)
+        if body.get("kind") == "Job" and is_job_finished(dict(body)):
+            wake_waiting_runs(body.metadata.namespace)
+
+
+def wake_waiting_runs(namespace: str) -> None:
+    """A finished Job frees a slot of its namespace: reconcile the runs queued (or waiting) there."""
+    try:
+        woken = _state["reconciler"].runs_waiting(namespace)
+    except Exception as exc:  # the next finished Job or the run's own events try again
+        log.warning("Listing the runs waiting for a slot failed", namespace=namespace, error=str(exc))
+        return
+    for key in woken:
+        reconcile_after_child_event(*key)
 
 
 def reconcile_after_child_event(namespace: str, name: str, retry: int = 0) -> None:

@@ -14,10 +14,20 @@ REASONS: dict[str, tuple[str, str, str]] = {
     "InputUnavailable": (
         "Accepted",
         "False",
-        "promptFrom/stdinFrom names a ConfigMap or Secret key that is missing or cannot be read, "
+        "promptFrom/stdinFrom or an input names a ConfigMap or Secret key that is missing or cannot be read, "
         "or a runOutput ConfigMap that run does not own",
     ),
-    "RunOutputFailed": ("Accepted", "False", "the run named by runOutput ended without success"),
+    "RunOutputFailed": (
+        "Accepted",
+        "False",
+        "a run named by runOutput or spec.after ended without success",
+    ),
+    "UnknownInput": (
+        "Accepted",
+        "False",
+        "spec.prompt or spec.stdin references $(inputs.NAME) for a NAME spec.inputs does not declare",
+    ),
+    "DependsOnItself": ("Accepted", "False", "spec.after or a runOutput names the run itself"),
     "PromptTooLarge": (
         "Accepted",
         "False",
@@ -31,7 +41,11 @@ REASONS: dict[str, tuple[str, str, str]] = {
     "InvalidSpec": ("Accepted", "False", "`harnessctl run` only: the run cannot be planned"),
     "Pending": ("Succeeded", "Unknown", "the attempt's Job exists; its pod has not started"),
     "Queued": ("Succeeded", "Unknown", "the namespace has its most runs in flight; this one waits"),
-    "WaitingForRunOutput": ("Succeeded", "Unknown", "waiting for the run named by runOutput to succeed"),
+    "WaitingForRunOutput": (
+        "Succeeded",
+        "Unknown",
+        "waiting for a run named by runOutput or spec.after to succeed",
+    ),
     "Suspended": ("Succeeded", "Unknown", "the Job waits for Kueue to admit it"),
     "Running": ("Succeeded", "Unknown", "the agent runs"),
     "FallingBack": ("Succeeded", "Unknown", "an attempt failed; the next provider's attempt starts"),

@@ -29,6 +29,7 @@ from harness_operator.desired import (
     grace_period,
 )
 from harness_operator.errors import Permanent, classify
+from harness_operator.inputs import compute_dependencies, compute_reference_problem, substitute_inputs
 from harness_operator.kube import Kube
 from harness_operator.naming import LABEL_ATTEMPT, LABEL_RUN, job_name, label_value, output_config_map_name
 from harness_operator.ownership import describe_conflict, is_expected_child, is_owned_child, is_run_output
@@ -248,25 +249,27 @@ class Reconciler:
             value = self._read_input(field, what, lambda: self.kube.fetch_secret_key(ns, ref.name, ref.key))
         else:
             other_name = source.run_output.name
-            what = f'HarnessRun "{other_name}"'
-            other = self._read_input(field, what, lambda: self.kube.fetch_run(ns, other_name))
-            if other is None:
-                raise Waiting(
-                    "WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to exist'
-                )
-            other_run = HarnessRun.model_validate(other)
-            state = find_succeeded(other_run)
-            if state == FALSE:
-                raise Rejection("RunOutputFailed", f'{field}: HarnessRun "{other_name}" did not succeed')
-            if state != TRUE:
-                raise Waiting(
-                    "WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to succeed'
-                )
-            value = self._read_run_output(field, other)
+            value = self._read_run_output(field, self._succeeded_run(run, field, other_name))
             what = f'the output of HarnessRun "{other_name}"'
         if value is None:
             raise Rejection("InputUnavailable", f"{field}: cannot read {what}")
         return value
+
+    def _succeeded_run(self, run: HarnessRun, field: str, other_name: str) -> dict[str, Any]:
+        """The run named by `field` once it has succeeded: Waiting until then, Rejection if it failed."""
+        if other_name == run.metadata["name"]:
+            raise Rejection("DependsOnItself", f"{field}: names this run itself, which would wait forever")
+        what = f'HarnessRun "{other_name}"'
+        ns = run.metadata["namespace"]
+        other = self._read_input(field, what, lambda: self.kube.fetch_run(ns, other_name))
+        if other is None:
+            raise Waiting("WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to exist')
+        state = find_succeeded(HarnessRun.model_validate(other))
+        if state == FALSE:
+            raise Rejection("RunOutputFailed", f'{field}: HarnessRun "{other_name}" did not succeed')
+        if state != TRUE:
+            raise Waiting("WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to succeed')
+        return other
 
     def _read_run_output(self, field: str, other: dict[str, Any]) -> str | None:
         """The output of a succeeded run, from its output ConfigMap, only if the run owns that ConfigMap
@@ -286,13 +289,28 @@ class Reconciler:
         return str(cm["data"]["output"])
 
     def _resolve_inputs(self, run: HarnessRun) -> tuple[str, str | None]:
+        """The prompt and stdin, once every run this one depends on has succeeded; `$(inputs.NAME)` in
+        spec.prompt and spec.stdin replaced by the inputs' values (text from promptFrom/stdinFrom is
+        taken as it is)."""
         spec = run.spec
+        problem = compute_reference_problem(spec)
+        if problem is not None:
+            raise Rejection("UnknownInput", problem)
+        for field, other_name in compute_dependencies(spec):
+            if field.startswith("spec.after"):
+                self._succeeded_run(run, field, other_name)
+        values = {
+            item.name: item.value
+            if item.value is not None
+            else self._resolve_source(run, f"spec.inputs[{index}]", item)
+            for index, item in enumerate(spec.inputs)
+        }
         prompt = (
-            spec.prompt
+            substitute_inputs(spec.prompt, values)
             if spec.prompt is not None
             else self._resolve_source(run, "spec.promptFrom", spec.prompt_from)
         )
-        stdin = spec.stdin
+        stdin = None if spec.stdin is None else substitute_inputs(spec.stdin, values)
         if spec.stdin_from is not None:
             stdin = self._resolve_source(run, "spec.stdinFrom", spec.stdin_from)
         return prompt, stdin
@@ -400,6 +418,12 @@ class Reconciler:
             line = fallback_line(failed.index, len(targets), failed.provider, target.provider)
             self.kube.create_event(run.model_dump(by_alias=True), "Warning", "FallingBack", line)
         return None
+
+    def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:
+        """The namespace's queued and waiting runs, to reconcile when one of its Jobs has finished: a
+        run can end (its runner reported) before the Job controller marks its Job complete, and a run
+        woken in between finds the slot still taken and stays Queued."""
+        return self._runs_to_wake(namespace)
 
     def _runs_to_wake(self, namespace: str) -> list[tuple[str, str]]:
         """Runs that may move now a run has ended: those queued, and those waiting for a run's output."""

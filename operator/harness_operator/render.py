@@ -1,7 +1,7 @@
 """`harnessctl render`: the objects the operator would create for each run (pure).
 
 Nothing secret is read: credentials appear only as secretKeyRefs, and a prompt or stdin taken from a
-ConfigMap, Secret or another run shows as a placeholder naming its source.
+ConfigMap, Secret or another run (directly or as an input) shows as a placeholder naming its source.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from harness_operator.api.v1alpha1 import ClusterHarnessDefinition, HarnessRun, ValueSource
+from harness_operator.api.v1alpha1 import ClusterHarnessDefinition, HarnessRun, RunInput, ValueSource
 from harness_operator.config import OperatorConfig
 from harness_operator.desired import (
     AttemptTarget,
@@ -19,6 +19,7 @@ from harness_operator.desired import (
     build_plans,
     build_workspace_claim,
 )
+from harness_operator.inputs import InputReferenceError, substitute_inputs
 from harness_operator.manifests import Document
 from harness_operator.runner.plan import PlanError
 from harness_operator.validation import build_catalog
@@ -26,8 +27,10 @@ from harness_operator.validation import build_catalog
 UID_PLACEHOLDER = "<uid assigned by the API server>"
 
 
-def describe_source(source: ValueSource) -> str:
+def describe_source(source: ValueSource | RunInput) -> str:
     """What the operator reads at run time, for a source render cannot read."""
+    if isinstance(source, RunInput) and source.value is not None:
+        return source.value
     if source.config_map_key_ref:
         return f"<ConfigMap {source.config_map_key_ref.name} key {source.config_map_key_ref.key}>"
     if source.secret_key_ref:
@@ -63,8 +66,15 @@ def build_rendered_objects(
             targets.append(AttemptTarget(index, provider, definition))
         if len(targets) != len(chain):
             continue
-        prompt = spec.prompt if spec.prompt is not None else describe_source(spec.prompt_from)  # type: ignore[arg-type]
-        stdin = spec.stdin if spec.stdin_from is None else describe_source(spec.stdin_from)
+        values = {item.name: describe_source(item) for item in spec.inputs}
+        try:
+            inline_prompt = None if spec.prompt is None else substitute_inputs(spec.prompt, values)
+            inline_stdin = None if spec.stdin is None else substitute_inputs(spec.stdin, values)
+        except InputReferenceError as exc:
+            problems.append(f"{doc.path}: HarnessRun/{doc.name}: UnknownInput: {exc}")
+            continue
+        prompt = inline_prompt if inline_prompt is not None else describe_source(spec.prompt_from)  # type: ignore[arg-type]
+        stdin = inline_stdin if spec.stdin_from is None else describe_source(spec.stdin_from)
         try:
             plans = build_plans(run, targets, prompt, stdin)
         except PlanError as exc:

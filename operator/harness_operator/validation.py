@@ -23,6 +23,7 @@ from harness_operator.api.v1alpha1 import (
     validations,
 )
 from harness_operator.cel import check_rules
+from harness_operator.inputs import DependencyCycle, compute_dependencies, compute_run_order
 from harness_operator.manifests import Document
 from harness_operator.runner.plan import PlanError, check_arguments
 
@@ -170,6 +171,42 @@ def _run_output_findings(doc: Document, run: HarnessRun, runs: set[tuple[str, st
     return found
 
 
+def _dependency_findings(doc: Document, run: HarnessRun, runs: set[tuple[str, str]]) -> list[Finding]:
+    """spec.after and spec.inputs[].runOutput name runs of the given manifests (promptFrom/stdinFrom are
+    checked above), never the run itself."""
+    found = []
+    for field, name in compute_dependencies(run.spec):
+        if field.startswith(("spec.promptFrom", "spec.stdinFrom")):
+            continue
+        if name == doc.name:
+            found.append(Finding(doc.path, doc.kind, doc.name, field, "names this run itself"))
+        elif (doc.namespace, name) not in runs:
+            message = f'HarnessRun "{name}" is not among the given manifests'
+            found.append(Finding(doc.path, doc.kind, doc.name, field, message))
+    return found
+
+
+def _cycle_findings(docs: Sequence[Document]) -> list[Finding]:
+    """A cycle of runs waiting for each other (spec.after, runOutput) would never start."""
+    graph: dict[str, list[str]] = {}
+    where: dict[str, Document] = {}
+    for doc in docs:
+        if doc.kind != "HarnessRun" or doc.error or schema_findings(doc):
+            continue
+        spec = HarnessRun.model_validate(doc.obj).spec
+        label = f"{doc.namespace}/{doc.name}"
+        graph[label] = [
+            f"{doc.namespace}/{name}" for _, name in compute_dependencies(spec) if name != doc.name
+        ]
+        where[label] = doc
+    try:
+        compute_run_order(graph)
+    except DependencyCycle as exc:
+        first = where[exc.cycle[0]]
+        return [Finding(first.path, first.kind, first.name, "spec.after", str(exc))]
+    return []
+
+
 def _argument_problem(
     run: HarnessRun, definition: HarnessDefinitionSpec, index: int, name: str, options: dict[str, Any]
 ) -> PlanError | None:
@@ -276,5 +313,6 @@ def validate_documents(
         run = HarnessRun.model_validate(doc.obj)
         found += _provider_findings(doc, run, catalog)
         found += _run_output_findings(doc, run, runs)
+        found += _dependency_findings(doc, run, runs)
         found += _warnings(doc, run, catalog, secrets)
-    return found
+    return found + _cycle_findings(docs)

@@ -5,7 +5,8 @@ Modes: ok (claude-stream-json success), fail (exit 3 after some stdout), hang (s
 with a child process in its group), ignore-term (traps SIGTERM), cost (codex-jsonl turns that grow),
 echo-env (prints the environment as JSON), echo-stdin, secret (prints the credential everywhere),
 secret-encoded (prints it base64-, hex- and URL-encoded),
-auth-error-exit-0 (claude-stream-json 401 result, exit 0), big (large text output).
+auth-error-exit-0 (claude-stream-json 401 result, exit 0), big (large text output),
+echo-argv (prints its arguments and stdin as JSON, no newline: Dagu trims a step's output).
 """
 
 import base64
@@ -79,6 +80,9 @@ def main() -> int:
     if MODE == "echo-env":
         print(json.dumps(dict(os.environ), sort_keys=True))
         print(json.dumps({"cwd": os.getcwd(), "argv0": sys.orig_argv[0]}))
+        return 0
+    if MODE == "echo-argv":
+        sys.stdout.write(json.dumps({"argv": sys.argv[1:], "stdin": sys.stdin.read()}))
         return 0
     if MODE == "echo-stdin":
         data = sys.stdin.read()

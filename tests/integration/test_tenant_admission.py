@@ -177,6 +177,14 @@ SECRET_READS = [
         "ask for get on it or use a definition's grant",
     ),
     (
+        "spec.inputs[1].secretKeyRef",
+        {
+            "prompt": "use $(inputs.b)",
+            "inputs": [{"name": "a", "value": "x"}, {"name": "b", "secretKeyRef": VICTIM}],
+        },
+        "ask for get on it",
+    ),
+    (
         "spec.workspace.git.credentialsSecretRef",
         {
             "prompt": "push",

@@ -89,3 +89,42 @@ def test_kopf_diff_base_leaves_out_the_prompt_and_stdin() -> None:
         "metadata": {"annotations": {"team": "a"}},
     }
     assert len(stored) < 1024
+
+
+class WakingReconciler:
+    """Records the runs reconciled; one run waits for a slot in the namespace."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def reconcile(self, namespace: str, name: str) -> list[Any]:
+        self.calls.append((namespace, name))
+        return []
+
+    def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:
+        return [(namespace, "queued")]
+
+
+def job_body(conditions: list[dict[str, str]]) -> kopf.Body:
+    return kopf.Body(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "done-a1",
+                "namespace": "ns",
+                "annotations": {"agentharness.dev/run-name": "done"},
+            },
+            "status": {"conditions": conditions},
+        }
+    )
+
+
+def test_a_finished_job_wakes_the_runs_waiting_for_a_slot() -> None:
+    """Its run may have ended before the Job controller marked the Job complete, which woke them early."""
+    waking = WakingReconciler()
+    handlers.install(waking)  # type: ignore[arg-type]
+    handlers.child_changed(job_body([]))
+    assert waking.calls == [("ns", "done")]
+    handlers.child_changed(job_body([{"type": "Complete", "status": "True"}]))
+    assert waking.calls == [("ns", "done"), ("ns", "done"), ("ns", "queued")]

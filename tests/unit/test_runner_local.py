@@ -243,3 +243,48 @@ def test_an_acp_adapter_that_exits_0_without_answering_is_a_failure(tmp_path, ca
     [status] = statuses(status_file)
     assert status.phase == "Failed" and status.reason == "ProviderFailed"
     assert [a.exit_code for a in status.attempts] == [1] and marker.exists()
+
+
+def test_runs_go_in_dependency_order_with_inputs_substituted(tmp_path, capfd):
+    status_file = tmp_path / "status.yaml"
+    files = manifests(
+        tmp_path,
+        definition("good", "ok"),
+        harness_run(
+            "implement",
+            "good",
+            tmp_path,
+            prompt="Implement this plan: $(inputs.PLAN) for $(inputs.who)",
+            inputs=[{"name": "PLAN", "runOutput": {"name": "plan"}}, {"name": "who", "value": "team-a"}],
+            after=["setup"],
+        ),
+        harness_run("plan", "good", tmp_path, after=["setup"]),
+        harness_run("setup", "good", tmp_path),
+    )
+    assert run_paths([files], str(status_file)) == 0
+    out, err = capfd.readouterr()
+    assert out == (
+        "answer from agent.py: prompt of setup"
+        "answer from agent.py: prompt of plan"
+        "answer from agent.py: Implement this plan: answer from agent.py: prompt of plan for team-a"
+    )
+    assert [line.split(":")[1].strip() for line in err.splitlines() if ": attempt 1/1" in line] == [
+        "HarnessRun default/setup",
+        "HarnessRun default/plan",
+        "HarnessRun default/implement",
+    ]
+    assert [s.phase for s in statuses(status_file)] == ["Succeeded"] * 3
+
+
+def test_a_failed_dependency_stops_the_runs_after_it(tmp_path, capfd):
+    files = manifests(
+        tmp_path,
+        definition("good", "ok"),
+        definition("broken", "fail"),
+        harness_run("second", "good", tmp_path, after=["first"]),
+        harness_run("first", "broken", tmp_path),
+    )
+    assert run_paths([files], None) == 3
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert "harness: 1 remaining HarnessRun(s) not run after a failure" in err

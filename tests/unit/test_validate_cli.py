@@ -78,6 +78,12 @@ NUL_WITH = "keys and values must not contain a NUL character (a command-line arg
         f"{RUNS}: HarnessRun/nul-in-prompt: spec.prompt: must not contain a NUL character",
         f"{RUNS}: HarnessRun/nul-in-stdin: spec.stdin: must not contain a NUL character",
         f"{RUNS}: HarnessRun/nul-in-env-value: spec.env[0].value: must not contain a NUL character",
+        f"{RUNS}: HarnessRun/unknown-input-reference: spec.prompt: spec.prompt references $(inputs.PLAN), "
+        "which spec.inputs does not declare; add an input of that name or correct the reference",
+        f"{RUNS}: HarnessRun/malformed-input-reference: spec.stdin: spec.stdin references $(inputs.ticket, "
+        "which spec.inputs does not declare; add an input of that name or correct the reference",
+        f"{RUNS}: HarnessRun/input-with-two-sources: spec.inputs[0]: set exactly one of value, configMapKeyRef, "
+        "secretKeyRef or runOutput",
         f"{ADMISSION}: HarnessRun/nul-in-with: spec.with: {NUL_WITH}",
         f"{ADMISSION}: HarnessRun/nul-in-fallback-with-list: spec.fallback[1].with: {NUL_WITH}",
         f"{DEFS}: HarnessDefinition/no-binary: spec.binary: spec.binary is required for protocol cli and for "

@@ -57,6 +57,12 @@ variables.deniedEnv[0].field + ': "' + variables.deniedEnv[0].name + '" is refus
 {'field': '{{ .field }}.secretKeyRef', 'group': '', 'resource': 'secrets', 'kind': 'Secret', 'name': string({{ .path }}.?secretKeyRef.?name.orValue('')), 'hint': 'ask for get on it'}, {'field': '{{ .field }}.configMapKeyRef', 'group': '', 'resource': 'configmaps', 'kind': 'ConfigMap', 'name': string({{ .path }}.?configMapKeyRef.?name.orValue('')), 'hint': 'ask for get on it'}, {'field': '{{ .field }}.runOutput', 'group': 'agentharness.dev', 'resource': 'harnessruns', 'kind': 'HarnessRun', 'name': string({{ .path }}.?runOutput.?name.orValue('')), 'hint': 'ask for get on it'}
 {{- end -}}
 
+{{- /* The objects a run's inputs (one source each) and spec.after name; unset sources have name ''. */ -}}
+{{- define "harness-operator.admission.inputReads" -}}
+{{- $inputs := printf "%s.filter(i, i < size(object.spec.?inputs.orValue([])))" (include "harness-operator.admission.indexes" 16) -}}
+{{ $inputs }}.map(i, {'field': 'spec.inputs[' + string(i) + '].secretKeyRef', 'group': '', 'resource': 'secrets', 'kind': 'Secret', 'name': string(object.spec.inputs[i].?secretKeyRef.?name.orValue('')), 'hint': 'ask for get on it'}) + {{ $inputs }}.map(i, {'field': 'spec.inputs[' + string(i) + '].configMapKeyRef', 'group': '', 'resource': 'configmaps', 'kind': 'ConfigMap', 'name': string(object.spec.inputs[i].?configMapKeyRef.?name.orValue('')), 'hint': 'ask for get on it'}) + {{ $inputs }}.map(i, {'field': 'spec.inputs[' + string(i) + '].runOutput', 'group': 'agentharness.dev', 'resource': 'harnessruns', 'kind': 'HarnessRun', 'name': string(object.spec.inputs[i].?runOutput.?name.orValue('')), 'hint': 'ask for get on it'}) + {{ include "harness-operator.admission.indexes" 16 }}.filter(i, i < size(object.spec.?after.orValue([]))).map(i, {'field': 'spec.after[' + string(i) + ']', 'group': 'agentharness.dev', 'resource': 'harnessruns', 'kind': 'HarnessRun', 'name': string(object.spec.after[i]), 'hint': 'ask for get on it'})
+{{- end -}}
+
 {{- /*
 One validation per entry of variables.reads, up to . entries: the requesting user must be allowed to get
 it. One each, because a messageExpression may not call the authorizer, so only a validation that checks

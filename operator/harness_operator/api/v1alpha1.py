@@ -25,9 +25,17 @@ DATA_KEY_RULE = r"^[-._a-zA-Z0-9]+$"  # a ConfigMap or Secret key
 NUL = "\\u0000"  # CEL's escape for the NUL character, which no argv, env or pipe of the runner carries
 
 
-def rule(expr: str, message: str, field_path: str | None = None, reason: str | None = None) -> JsonDict:
-    """One CEL `x-kubernetes-validations` entry."""
+def rule(
+    expr: str,
+    message: str,
+    field_path: str | None = None,
+    reason: str | None = None,
+    message_expression: str | None = None,
+) -> JsonDict:
+    """One CEL `x-kubernetes-validations` entry; `message_expression` (CEL) names what failed."""
     out: JsonDict = {"rule": expr, "message": message}
+    if message_expression:
+        out["messageExpression"] = message_expression
     if field_path:
         out["fieldPath"] = field_path
     if reason:
@@ -524,6 +532,83 @@ class ValueSource(Model):
     )
 
 
+# An input's name, as `$(inputs.NAME)` spells it (Dagu's output variables, e.g. PLAN, are such names).
+INPUT_NAME_RULE = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+# One `$(inputs.` and what follows it up to its `)`: a reference, well-formed or not. Character classes,
+# not backslashes, so the one text reads the same in CEL (RE2) and in Python's re.
+INPUT_REFERENCE_PATTERN = "[$][(]inputs[.][^)]{0,64}[)]?"
+INPUT_VALUE_MAX_BYTES = 32768
+INPUTS_MAX = 16
+
+
+class RunInput(Model):
+    """A named value for `$(inputs.NAME)` in spec.prompt and spec.stdin; exactly one source."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        description="Name referenced as $(inputs.NAME): letters, digits, '_' and '-', not starting with a "
+        "digit or '-'.",
+        json_schema_extra=validations(
+            rule(
+                f"self.matches('{INPUT_NAME_RULE}')",
+                "must be an input name: letters, digits, '_' and '-', not starting with a digit or '-'",
+            )
+        ),
+    )
+    value: str | None = Field(
+        default=None,
+        max_length=INPUT_VALUE_MAX_BYTES,
+        description="A literal value; put longer text in a ConfigMap.",
+        json_schema_extra=validations(NO_NUL),
+    )
+    config_map_key_ref: ConfigMapKeySelector | None = Field(default=None, description="A ConfigMap key.")
+    secret_key_ref: SecretKeySelector | None = Field(
+        default=None, description="A Secret key: the value reaches the plan Secret, never status or Events."
+    )
+    run_output: RunOutputRef | None = Field(
+        default=None,
+        description="The output of another run in this namespace; this run waits until it has succeeded "
+        "and fails if it does not.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "[has(self.value), has(self.configMapKeyRef), has(self.secretKeyRef), has(self.runOutput)]"
+                ".filter(x, x).size() == 1",
+                "set exactly one of value, configMapKeyRef, secretKeyRef or runOutput",
+            )
+        )
+    )
+
+
+def input_references_rule(field: str) -> JsonDict:
+    """CEL: every `$(inputs.` in spec.<field> begins `$(inputs.NAME)` with NAME among spec.inputs.
+
+    Within the API server's cost budget, which no loop over the text's matches fits: the rule counts
+    (each declared reference holds one `$(inputs.` and none overlap, so the counts agree exactly when
+    every reference is declared); the message deletes the declared references, one `replace` per
+    possible input, and names the first reference left."""
+    text = f"self.{field}"
+    opening = f"({text}.split('$(inputs.').size() - 1)"
+    per_input = f"{text}.split('$(inputs.' + i.name + ')').size() - 1"
+    declared = f"(has(self.inputs) ? self.inputs.map(i, {per_input}).sum() : 0)"
+    remaining = text + "".join(
+        f".replace(has(self.inputs) && size(self.inputs) > {k} ? '$(inputs.' + self.inputs[{k}].name + ')' "
+        f": '{NUL}', '')"
+        for k in range(INPUTS_MAX)
+    )
+    return rule(
+        f"has(self.{field}) ? {opening} == {declared} : true",
+        f"spec.{field} references an input that spec.inputs does not declare; write $(inputs.NAME) "
+        "with NAME one of spec.inputs[].name",
+        field_path=f".{field}",
+        message_expression=f"'spec.{field} references ' + {remaining}.find('{INPUT_REFERENCE_PATTERN}') + "
+        "', which spec.inputs does not declare; add an input of that name or correct the reference'",
+    )
+
+
 class FallbackProvider(Model):
     """One fallback attempt: another provider and its options."""
 
@@ -754,6 +839,26 @@ class HarnessRunSpec(Model):
         json_schema_extra=validations(NO_NUL),
     )
     stdin_from: ValueSource | None = Field(default=None, description="Read stdin from elsewhere.")
+    inputs: list[RunInput] = Field(
+        default_factory=list,
+        max_length=INPUTS_MAX,
+        description="Named values substituted for $(inputs.NAME) in spec.prompt and spec.stdin, once, when "
+        "the first attempt starts.",
+        json_schema_extra=validations(
+            rule(
+                "self.all(a, self.filter(b, b.name == a.name).size() == 1)",
+                "spec.inputs names must be unique",
+            )
+        ),
+    )
+    after: list[
+        Annotated[str, Field(min_length=1, max_length=253, json_schema_extra=object_name("HarnessRun"))]
+    ] = Field(
+        default_factory=list,
+        max_length=16,
+        description="HarnessRuns in this namespace that must succeed before this run starts; the run "
+        "fails when one of them does not (as with runOutput).",
+    )
     with_: dict[str, Any] = Field(
         default_factory=dict,
         alias="with",
@@ -804,6 +909,8 @@ class HarnessRunSpec(Model):
                 "spec.stdinFrom",
                 field_path=".prompt",
             ),
+            input_references_rule("prompt"),
+            input_references_rule("stdin"),
             rule(
                 "!has(self.env) || !has(self.credentials) || "
                 "self.env.all(e, !self.credentials.exists(c, c.env == e.name))",

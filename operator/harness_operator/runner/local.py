@@ -19,8 +19,15 @@ from typing import Any
 
 import yaml
 
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, Usage, ValueSource
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, RunInput, Usage, ValueSource
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.inputs import (
+    InputReferenceError,
+    compute_dependencies,
+    compute_reference_problem,
+    compute_run_order,
+    substitute_inputs,
+)
 from harness_operator.manifests import Document, load_documents
 from harness_operator.runner.executor import AttemptResult, execute
 from harness_operator.runner.plan import (
@@ -77,10 +84,14 @@ class LocalRunner:
         self.config_maps = collect_config_maps(docs)
         self.outputs: dict[Key, bytes] = {}
 
-    def resolve_value(self, namespace: str, inline: str | None, source: ValueSource | None) -> str | None:
-        """A prompt or stdin: inline, or from a ConfigMap, Secret or earlier run in the files."""
+    def resolve_value(
+        self, namespace: str, inline: str | None, source: ValueSource | RunInput | None
+    ) -> str | None:
+        """A prompt, stdin or input: inline, or from a ConfigMap, Secret or earlier run in the files."""
         if source is None:
             return inline
+        if isinstance(source, RunInput) and source.value is not None:
+            return source.value
         if source.config_map_key_ref:
             ref = source.config_map_key_ref
             value = self.config_maps.get((namespace, ref.name), {}).get(ref.key)
@@ -97,6 +108,31 @@ class LocalRunner:
         if value is None:
             raise LookupError(f"cannot read {where}")
         return value
+
+    def resolve_inputs(self, namespace: str, run: HarnessRun) -> tuple[str, str | None]:
+        """The prompt and stdin as the operator resolves them: `$(inputs.NAME)` in spec.prompt and
+        spec.stdin replaced by the inputs' values; promptFrom/stdinFrom text taken as it is."""
+        spec = run.spec
+        problem = compute_reference_problem(spec)
+        if problem is not None:
+            raise InputReferenceError(problem)
+        for field, name in compute_dependencies(spec):
+            if field.startswith("spec.after") and (namespace, name) not in self.outputs:
+                raise LookupError(f'{field}: HarnessRun "{name}" has not succeeded (it must run earlier)')
+        values: dict[str, str] = {}
+        for index, item in enumerate(spec.inputs):
+            try:
+                values[item.name] = self.resolve_value(namespace, None, item) or ""
+            except LookupError as exc:
+                raise LookupError(f"spec.inputs[{index}] ({item.name}): {exc}") from exc
+        if spec.prompt is not None:
+            prompt = substitute_inputs(spec.prompt, values)
+        else:
+            prompt = self.resolve_value(namespace, None, spec.prompt_from) or ""
+        stdin = None if spec.stdin is None else substitute_inputs(spec.stdin, values)
+        if spec.stdin_from is not None:
+            stdin = self.resolve_value(namespace, None, spec.stdin_from)
+        return prompt, stdin
 
     def credentials_for(self, run: HarnessRun, namespace: str, plan: AttemptPlan) -> dict[str, str]:
         definition = self.catalog.resolve(namespace, plan.provider)
@@ -124,12 +160,14 @@ class LocalRunner:
         run = HarnessRun.model_validate(doc.obj)
         label = f"{doc.namespace}/{doc.name}"
         try:
-            prompt = self.resolve_value(doc.namespace, run.spec.prompt, run.spec.prompt_from) or ""
-            stdin = self.resolve_value(doc.namespace, run.spec.stdin, run.spec.stdin_from)
+            prompt, stdin = self.resolve_inputs(doc.namespace, run)
             plans = build_attempt_plans(run, lambda n: self.catalog.resolve(doc.namespace, n), prompt, stdin)
         except UnknownProviderError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
             return rejected(run, "UnknownProvider", str(exc)), 1
+        except InputReferenceError as exc:
+            say(f"harness: HarnessRun {label}: {exc}")
+            return rejected(run, "UnknownInput", str(exc)), 1
         except LookupError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
             return rejected(run, "InputUnavailable", str(exc)), 1
@@ -160,6 +198,20 @@ class LocalRunner:
         status = compute_status(run, observed, datetime.now(UTC))
         say(summary_line(label, status))
         return status, last.exit_code
+
+
+def build_run_order(runs: list[Document]) -> list[Document]:
+    """The runs in file order, except that the runs one waits for (spec.after, runOutput) come first;
+    `validate` has refused cycles already."""
+    by_label = {f"{d.namespace}/{d.name}": d for d in runs}
+    graph = {
+        label: [
+            f"{doc.namespace}/{name}"
+            for _, name in compute_dependencies(HarnessRun.model_validate(doc.obj).spec)
+        ]
+        for label, doc in by_label.items()
+    }
+    return [by_label[label] for label in compute_run_order(graph)]
 
 
 def rejected(run: HarnessRun, reason: str, message: str) -> HarnessRunStatus:
@@ -237,6 +289,7 @@ def run_paths(paths: list[str], status_file: str | None) -> int:
     if not runs:
         say(f"harnessctl: no HarnessRun in {' '.join(paths)}")
         return 1
+    runs = build_run_order(runs)
     cancel = threading.Event()
     runner = LocalRunner(docs, build_catalog(docs, builtins), cancel)
     statuses: list[tuple[str, HarnessRunStatus]] = []
