@@ -15,6 +15,7 @@ from harness_operator.conditions import (
     SUCCEEDED,
     TRUE,
     UNKNOWN,
+    compute_kstatus_conditions,
     find_condition,
     normalize_time,
     set_condition,
@@ -286,7 +287,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         conds = set_condition(conds, SUCCEEDED, FALSE, reason, message, generation, now)
         return status.model_copy(
             update={
-                "conditions": conds,
+                "conditions": compute_kstatus_conditions(conds, generation, now),
                 "phase": Phase.failed,
                 "reason": reason,
                 "message": message,
@@ -375,6 +376,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         conds = set_condition(conds, SUCCEEDED, UNKNOWN, reason, message, generation, now)
         running = last is not None and last.state == RUNNING
         update |= {"phase": Phase.running if running else Phase.pending, "reason": reason, "message": message}
+    conds = compute_kstatus_conditions(conds, generation, now)
     return status.model_copy(update={**update, "conditions": conds})
 
 

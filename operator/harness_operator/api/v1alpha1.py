@@ -786,7 +786,7 @@ class HarnessRunSpec(Model):
 class Condition(Model):
     """A Kubernetes-style condition."""
 
-    type: str = Field(description="Accepted or Succeeded.")
+    type: str = Field(description="Accepted, Succeeded, Ready, Reconciling or Stalled.")
     status: str = Field(description="True, False or Unknown.")
     reason: str = Field(default="", description="CamelCase reason.")
     message: str = Field(default="", description="Human-readable detail.")
@@ -857,7 +857,10 @@ class HarnessRunStatus(Model):
     """Observed state, written only by the operator (or `harnessctl run --status-file`)."""
 
     phase: Phase | None = Field(default=None, description="Summary derived from the conditions.")
-    conditions: list[Condition] = Field(default_factory=list, description="Accepted and Succeeded.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Accepted and Succeeded; Ready, Reconciling and Stalled follow Succeeded for kstatus.",
+    )
     observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
     start_time: str | None = Field(default=None, description="When the first attempt started.")
     completion_time: str | None = Field(default=None, description="When the run ended.")
