@@ -8,10 +8,25 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from harness_operator.api.v1alpha1 import Attempt, HarnessRun, HarnessRunStatus, OutputStatus, Phase, Usage
+from pydantic import ValidationError
+
+from harness_operator.api.v1alpha1 import (
+    Attempt,
+    Condition,
+    HarnessDefinitionSpec,
+    HarnessDefinitionStatus,
+    HarnessRun,
+    HarnessRunStatus,
+    OutputStatus,
+    Phase,
+    Protocol,
+    Usage,
+)
 from harness_operator.conditions import (
     ACCEPTED,
     FALSE,
+    READY,
+    STALLED,
     SUCCEEDED,
     TRUE,
     UNKNOWN,
@@ -384,3 +399,28 @@ def find_succeeded(run: HarnessRun) -> str | None:
     """The Succeeded condition's status, if any."""
     cond = find_condition(run.status.conditions if run.status else [], SUCCEEDED)
     return cond.status if cond else None
+
+
+def compute_definition_status(definition: dict[str, Any], now: datetime) -> HarnessDefinitionStatus:
+    """A HarnessDefinition's or ClusterHarnessDefinition's status: Ready when its spec parses and runs
+    can use its protocol; otherwise Ready False and Stalled True (kstatus: Failed) until it is edited."""
+    generation = (definition.get("metadata") or {}).get("generation")
+    previous = [Condition.model_validate(c) for c in (definition.get("status") or {}).get("conditions") or []]
+    try:
+        spec = HarnessDefinitionSpec.model_validate(definition.get("spec") or {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(["spec", *(str(part) for part in error["loc"])])
+        reason, message = "InvalidDefinition", f"{where}: {error['msg']}; fix the definition"
+    else:
+        if spec.protocol == Protocol.acp:
+            reason, message = "ProtocolNotRunnable", "protocol acp is not supported yet; runs using it fail"
+        else:
+            conds = set_condition(
+                previous, READY, TRUE, "Valid", "runs can use this definition", generation, now
+            )
+            conds = [c for c in conds if c.type != STALLED]
+            return HarnessDefinitionStatus(conditions=conds, observed_generation=generation)
+    conds = set_condition(previous, READY, FALSE, reason, message, generation, now)
+    conds = set_condition(conds, STALLED, TRUE, reason, message, generation, now)
+    return HarnessDefinitionStatus(conditions=conds, observed_generation=generation)

@@ -15,6 +15,7 @@ from harness_operator.status import (
     Observed,
     ObservedAttempt,
     build_result_from_attempt,
+    compute_definition_status,
     compute_next_attempt,
     compute_status,
     is_job_finished,
@@ -558,3 +559,37 @@ def test_reconciling_gives_way_to_ready_when_the_run_ends() -> None:
     assert [c.type for c in running.conditions] == ["Accepted", "Succeeded", "Ready", "Reconciling"]
     assert [c.type for c in done.conditions] == ["Accepted", "Succeeded", "Ready"]
     assert {c.type: c for c in done.conditions}["Ready"].last_transition_time == "2026-11-29T12:05:00Z"
+
+
+DEFINITION_CASES = {
+    "valid": ({"binary": "claude"}, ("True", "Valid"), None),
+    "acp": ({"binary": "x", "protocol": "acp"}, ("False", "ProtocolNotRunnable"), "protocol acp"),
+    "does not parse": ({"binary": ""}, ("False", "InvalidDefinition"), "spec.binary: "),
+    "unknown field": ({"binary": "x", "bogus": 1}, ("False", "InvalidDefinition"), "spec.bogus: "),
+}
+
+
+@pytest.mark.parametrize(("spec", "ready", "message"), DEFINITION_CASES.values(), ids=DEFINITION_CASES.keys())
+def test_definition_ready(spec: dict[str, Any], ready: tuple[str, str], message: str | None) -> None:
+    body = {"metadata": {"name": "d", "generation": 3}, "spec": spec}
+    status = compute_definition_status(body, NOW)
+    conds = {c.type: c for c in status.conditions}
+    assert (conds["Ready"].status, conds["Ready"].reason) == ready
+    assert status.observed_generation == 3 and conds["Ready"].observed_generation == 3
+    if message is None:
+        assert set(conds) == {"Ready"}
+    else:  # broken for good until edited: kstatus reads Failed, not InProgress forever
+        assert message in conds["Ready"].message
+        assert (conds["Stalled"].status, conds["Stalled"].reason) == ("True", ready[1])
+
+
+def test_a_fixed_definition_drops_stalled_and_keeps_ready_time_until_it_flips() -> None:
+    broken = {"metadata": {"generation": 1}, "spec": {"binary": ""}}
+    status = compute_definition_status(broken, NOW)
+    fixed = {"metadata": {"generation": 2}, "spec": {"binary": "x"}, "status": status.to_api()}
+    again = compute_definition_status(fixed, LATER)
+    assert [(c.type, c.status, c.last_transition_time) for c in again.conditions] == [
+        ("Ready", "True", "2026-11-29T12:05:00Z")
+    ]
+    same = compute_definition_status({**fixed, "status": again.to_api()}, LATER.replace(hour=13))
+    assert same.conditions[0].last_transition_time == "2026-11-29T12:05:00Z"

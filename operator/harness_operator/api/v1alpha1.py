@@ -402,6 +402,7 @@ class HarnessDefinition(Model):
     kind: str = Field(default="HarnessDefinition", description="HarnessDefinition")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
     spec: HarnessDefinitionSpec = Field(description="How to invoke the CLI.")
+    status: HarnessDefinitionStatus | None = Field(default=None, description="Whether runs can use it.")
 
 
 class ClusterHarnessDefinition(Model):
@@ -411,6 +412,7 @@ class ClusterHarnessDefinition(Model):
     kind: str = Field(default="ClusterHarnessDefinition", description="ClusterHarnessDefinition")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
     spec: HarnessDefinitionSpec = Field(description="How to invoke the CLI.")
+    status: HarnessDefinitionStatus | None = Field(default=None, description="Whether runs can use it.")
 
 
 # --- HarnessRun ----------------------------------------------------------------------------------
@@ -872,7 +874,18 @@ class HarnessRunStatus(Model):
     output: OutputStatus | None = Field(default=None, description="The output.")
 
 
+class HarnessDefinitionStatus(Model):
+    """A definition's observed state, written only by the operator."""
+
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready: the definition is valid and runs can use it."
+    )
+    observed_generation: int | None = Field(default=None, description="Generation last checked.")
+
+
 AcpHeader.model_rebuild()
+HarnessDefinition.model_rebuild()
+ClusterHarnessDefinition.model_rebuild()
 
 
 def immutable_except(model: type[Model], mutable: set[str]) -> str:
