@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.unit.test_status import KSTATUS_CASES, NOW, Observed, run
 
 from harness_operator.status import compute_definition_status, compute_status
-from tests.unit.test_status import KSTATUS_CASES, NOW, Observed, run
 
 pytestmark = pytest.mark.gotool
 
