@@ -10,7 +10,8 @@ import os
 import subprocess
 import threading
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -129,28 +130,36 @@ class GitHttpBackend(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], str]]:
-    """commit(files) -> revision: a repository served over git's smart HTTP on the node's address."""
-    work, bare = tmp_path / "work", tmp_path / "agents.git"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
-    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    server = ThreadingHTTPServer((NODE, 0), partial(GitHttpBackend, root=str(tmp_path)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+@dataclass
+class Repo:
+    """A working copy whose commits are pushed to a bare repository the server at `url` serves."""
 
-    def commit(files: dict[str, Any]) -> str:
+    work: Path
+    bare: Path
+    url: str
+
+    def commit(self, files: dict[str, Any]) -> str:
+        """Write `files` (path -> object, as YAML), commit, push; the new revision."""
+        git = ["git", "-C", str(self.work), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
         for path, body in files.items():
-            (work / path).parent.mkdir(parents=True, exist_ok=True)
-            (work / path).write_text(yaml.safe_dump(body))
+            (self.work / path).parent.mkdir(parents=True, exist_ok=True)
+            (self.work / path).write_text(yaml.safe_dump(body))
         subprocess.run([*git, "add", "-A"], check=True)
         subprocess.run([*git, "commit", "-q", "-m", f"add {', '.join(files)}"], check=True)
-        subprocess.run([*git, "push", "-q", str(bare), "main"], check=True)
+        subprocess.run([*git, "push", "-q", str(self.bare), "main"], check=True)
         sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
         return sha.stdout.strip()
 
-    commit.url = f"http://{NODE}:{server.server_port}/agents.git"  # type: ignore[attr-defined]
-    yield commit
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Repo]:
+    """A repository served over git's smart HTTP on the node's address."""
+    work, bare = tmp_path / "work", tmp_path / "agents.git"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    server = ThreadingHTTPServer((NODE, 0), partial(GitHttpBackend, root=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield Repo(work, bare, f"http://{NODE}:{server.server_port}/agents.git")
     server.shutdown()
 
 
@@ -186,20 +195,20 @@ def ready(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_kustomization_waits_for_the_run_and_fails_with_it(
-    flux_objects: None, api: Api, images: dict[str, str], repo: Callable[[dict[str, Any]], str]
+    flux_objects: None, api: Api, images: dict[str, str], repo: Repo
 ) -> None:
     definition = definition_body("fake", images["test"], "ok")
     failing = definition_body("fake-fails", images["test"], "fail")
-    first = repo({"team/definitions/fake.yaml": definition, "team/definitions/fails.yaml": failing})
-    source = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository"}
+    first = repo.commit({"team/definitions/fake.yaml": definition, "team/definitions/fails.yaml": failing})
+    source: dict[str, Any] = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository"}
     source |= {
         "metadata": {"name": "agents"},
         "spec": {"interval": "5s", "url": repo.url, "ref": {"branch": "main"}},
-    }  # type: ignore[attr-defined]
+    }
     api.custom.create_namespaced_custom_object(
         "source.toolkit.fluxcd.io", "v1", api.ns, "gitrepositories", source
     )
-    body = {"apiVersion": f"{FLUX['group']}/{FLUX['version']}", "kind": "Kustomization"}
+    body: dict[str, Any] = {"apiVersion": f"{FLUX['group']}/{FLUX['version']}", "kind": "Kustomization"}
     body |= {
         "metadata": {"name": "team"},
         "spec": {
@@ -223,7 +232,7 @@ def test_kustomization_waits_for_the_run_and_fails_with_it(
 
     wait_until(lambda: at(first), timeout=120, what="the Kustomization to apply the definitions")
 
-    second = repo(
+    second = repo.commit(
         {
             "team/runs/2026-12-01-say-hi.yaml": run_body(
                 "2026-12-01-say-hi", {"provider": "fake", "prompt": "hi"}
@@ -242,7 +251,7 @@ def test_kustomization_waits_for_the_run_and_fails_with_it(
     assert run_done["status"] == "True"
     assert ready(kustomization(api, "team"))["lastTransitionTime"] >= run_done["lastTransitionTime"]
 
-    repo(
+    repo.commit(
         {
             "team/runs/2026-12-01-doomed.yaml": run_body(
                 "2026-12-01-doomed", {"provider": "fake-fails", "prompt": "x"}
