@@ -11,7 +11,7 @@ import structlog
 
 from harness_operator import metrics
 from harness_operator.api.v1alpha1 import GROUP, VERSION
-from harness_operator.errors import Permanent, classify
+from harness_operator.errors import Permanent, Temporary, classify
 from harness_operator.naming import ANNOTATION_RUN, LABEL_MANAGED_BY, MANAGED_BY
 from harness_operator.reconcile import Reconciler
 from harness_operator.status import is_job_finished
@@ -114,3 +114,28 @@ def reconcile_after_child_event(namespace: str, name: str, retry: int = 0) -> No
         timer.start()
     except kopf.PermanentError:
         pass  # reconcile_and_wake logged it with its reason
+
+
+@kopf.on.event(GROUP, VERSION, "harnessdefinitions")
+@kopf.on.event(GROUP, VERSION, "clusterharnessdefinitions")
+def definition_changed(body: kopf.Body, resource: kopf.Resource, type: str | None, **_: Any) -> None:
+    """An event handler, not create/update: kopf then keeps no annotations of its own on definitions.
+    Our own status write comes back as an event and finds nothing to change."""
+    if type != "DELETED":
+        check_definition(resource.plural, body.metadata.namespace, body.metadata.name)
+
+
+def check_definition(plural: str, namespace: str | None, name: str, retry: int = 0) -> None:
+    """Like runs' child events, a temporary failure retries on a timer, a bounded number of times."""
+    what = f"{namespace}/{name}" if namespace else name
+    try:
+        _state["reconciler"].reconcile_definition(plural, namespace, name)
+    except Exception as exc:  # every error goes through the one classifier
+        verdict = classify(exc, retry)
+        if isinstance(verdict, Temporary) and retry + 1 < MAX_CHILD_EVENT_RETRIES:
+            log.warning("Definition status not written; retrying", definition=what, error=verdict.message)
+            timer = threading.Timer(verdict.delay, check_definition, (plural, namespace, name, retry + 1))
+            timer.daemon = True
+            timer.start()
+            return
+        log.error("Definition status not written", definition=what, error=verdict.message)

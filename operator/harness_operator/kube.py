@@ -56,6 +56,14 @@ class Kube:
             lambda: self.custom.get_cluster_custom_object(GROUP, VERSION, "clusterharnessdefinitions", name)
         )
 
+    def fetch_definition_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """One HarnessDefinition (namespace given) or ClusterHarnessDefinition, as stored."""
+        if namespace:
+            return _none_if_missing(
+                lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+            )
+        return _none_if_missing(lambda: self.custom.get_cluster_custom_object(GROUP, VERSION, plural, name))
+
     def fetch_config_map_key(self, namespace: str, name: str, key: str) -> str | None:
         cm = self.fetch_config_map(namespace, name)
         return None if cm is None else (cm.get("data") or {}).get(key)
@@ -134,6 +142,17 @@ class Kube:
         self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, RUNS, name, {"status": status}
         )
+
+    def patch_definition_status(
+        self, plural: str, namespace: str | None, name: str, status: dict[str, Any]
+    ) -> None:
+        """Merge-patch a definition's status through its status subresource."""
+        if namespace:
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, plural, name, {"status": status}
+            )
+        else:
+            self.custom.patch_cluster_custom_object_status(GROUP, VERSION, plural, name, {"status": status})
 
     def delete_job(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a Job and its pods in the background; the pods get their termination grace period."""

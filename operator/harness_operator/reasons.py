@@ -93,6 +93,12 @@ REASONS: dict[str, tuple[str, str, str]] = {
     ),
     "Forbidden": ("Succeeded", "False", "the API server refused the operator (403); check its RBAC"),
     "InvalidObject": ("Succeeded", "False", "the API server refused an object the operator built (400/422)"),
+    "Valid": ("Ready (definitions)", "True", "the definition parses and runs can use its protocol"),
+    "InvalidDefinition": (
+        "Ready (definitions)",
+        "False",
+        "the spec does not parse (a rule the CRD schema cannot express); Stalled is True too",
+    ),
 }
 
 

@@ -41,6 +41,7 @@ from harness_operator.status import (
     FINISHED,
     Observed,
     ObservedAttempt,
+    compute_definition_status,
     compute_next_attempt,
     compute_status,
     find_succeeded,
@@ -109,6 +110,17 @@ class Reconciler:
             if just_finished:
                 metrics.record_finished(run, status)
         return self._runs_to_wake(namespace) if just_finished else []
+
+    def reconcile_definition(self, plural: str, namespace: str | None, name: str) -> None:
+        """Write a definition's Ready condition when it changed."""
+        raw = self.kube.fetch_definition_object(plural, namespace, name)
+        if raw is None or raw["metadata"].get("deletionTimestamp"):
+            return
+        status = compute_definition_status(raw, self.clock()).to_api()
+        old = raw.get("status") or {}
+        if old != status:
+            patch = {**{key: None for key in old if key not in status}, **status}
+            self.kube.patch_definition_status(plural, namespace, name, patch)
 
     # --- the reconcile path --------------------------------------------------------------------------
 

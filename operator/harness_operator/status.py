@@ -8,13 +8,28 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from harness_operator.api.v1alpha1 import Attempt, HarnessRun, HarnessRunStatus, OutputStatus, Phase, Usage
+from pydantic import ValidationError
+
+from harness_operator.api.v1alpha1 import (
+    Attempt,
+    Condition,
+    HarnessDefinitionSpec,
+    HarnessDefinitionStatus,
+    HarnessRun,
+    HarnessRunStatus,
+    OutputStatus,
+    Phase,
+    Usage,
+)
 from harness_operator.conditions import (
     ACCEPTED,
     FALSE,
+    READY,
+    STALLED,
     SUCCEEDED,
     TRUE,
     UNKNOWN,
+    compute_kstatus_conditions,
     find_condition,
     normalize_time,
     set_condition,
@@ -286,7 +301,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         conds = set_condition(conds, SUCCEEDED, FALSE, reason, message, generation, now)
         return status.model_copy(
             update={
-                "conditions": conds,
+                "conditions": compute_kstatus_conditions(conds, generation, now),
                 "phase": Phase.failed,
                 "reason": reason,
                 "message": message,
@@ -375,6 +390,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         conds = set_condition(conds, SUCCEEDED, UNKNOWN, reason, message, generation, now)
         running = last is not None and last.state == RUNNING
         update |= {"phase": Phase.running if running else Phase.pending, "reason": reason, "message": message}
+    conds = compute_kstatus_conditions(conds, generation, now)
     return status.model_copy(update={**update, "conditions": conds})
 
 
@@ -382,3 +398,24 @@ def find_succeeded(run: HarnessRun) -> str | None:
     """The Succeeded condition's status, if any."""
     cond = find_condition(run.status.conditions if run.status else [], SUCCEEDED)
     return cond.status if cond else None
+
+
+def compute_definition_status(definition: dict[str, Any], now: datetime) -> HarnessDefinitionStatus:
+    """A HarnessDefinition's or ClusterHarnessDefinition's status: Ready when its spec parses and runs
+    can use its protocol; otherwise Ready False and Stalled True (kstatus: Failed) until it is edited."""
+    generation = (definition.get("metadata") or {}).get("generation")
+    previous = [Condition.model_validate(c) for c in (definition.get("status") or {}).get("conditions") or []]
+    try:
+        spec = HarnessDefinitionSpec.model_validate(definition.get("spec") or {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(["spec", *(str(part) for part in error["loc"])])
+        reason, message = "InvalidDefinition", f"{where}: {error['msg']}; fix the definition"
+    else:
+        del spec  # parsing is the check: every protocol the API admits has a runner
+        conds = set_condition(previous, READY, TRUE, "Valid", "runs can use this definition", generation, now)
+        conds = [c for c in conds if c.type != STALLED]
+        return HarnessDefinitionStatus(conditions=conds, observed_generation=generation)
+    conds = set_condition(previous, READY, FALSE, reason, message, generation, now)
+    conds = set_condition(conds, STALLED, TRUE, reason, message, generation, now)
+    return HarnessDefinitionStatus(conditions=conds, observed_generation=generation)

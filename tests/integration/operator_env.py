@@ -73,9 +73,23 @@ def helm_uninstall(bin_dir: Path, kubeconfig: str) -> None:
     )
 
 
+def apply_crds(bin_dir: Path, kubeconfig: str) -> None:
+    """This tree's CRDs, applied server-side: helm installs a chart's crds/ once and never upgrades them,
+    so a cluster that outlives a change to the API would otherwise keep the old schema."""
+    subprocess.run(
+        [
+            *(str(bin_dir / "kubectl"), "--kubeconfig", kubeconfig, "apply", "--server-side"),
+            *("--force-conflicts", "--field-manager", "harness-tests", "-f", str(ROOT / "crds")),
+        ],
+        capture_output=True,
+        check=True,
+    )
+
+
 def install_chart_rbac_and_catalog(bin_dir: Path, kubeconfig: str) -> None:
     """The chart as `helm install` lays it down, with the operator's Deployment scaled to 0: the operator
     runs here as a process, under the ServiceAccount and RBAC the chart made."""
+    apply_crds(bin_dir, kubeconfig)
     helm_install(bin_dir, kubeconfig, "replicaCount=0")
 
 

@@ -43,7 +43,11 @@ def test_run_succeeds_with_usage_cost_and_output(
     assert status["attempts"][0]["model"] == "fake-model"
     cm = api.core.read_namespaced_config_map(status["output"]["configMapName"], api.ns)
     assert cm.data["output"] == "answer from fake-agent: say hi"
-    assert {c["type"]: c["status"] for c in status["conditions"]} == {"Accepted": "True", "Succeeded": "True"}
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "Accepted": "True",
+        "Succeeded": "True",
+        "Ready": "True",
+    }
     assert status["observedGeneration"] == 1
     metrics = operator.metrics()
     assert 'harness_runs_total{phase="Succeeded",provider="fake",reason="Succeeded"}' in metrics

@@ -15,6 +15,7 @@ from harness_operator.status import (
     Observed,
     ObservedAttempt,
     build_result_from_attempt,
+    compute_definition_status,
     compute_next_attempt,
     compute_status,
     is_job_finished,
@@ -197,6 +198,8 @@ def test_rejected_run() -> None:
     assert conditions(status) == {
         "Accepted": ("False", "UnknownProvider"),
         "Succeeded": ("False", "UnknownProvider"),
+        "Ready": ("False", "UnknownProvider"),
+        "Stalled": ("True", "UnknownProvider"),
     }
     assert status.phase == "Failed"
     assert status.exit_code == 1
@@ -449,7 +452,144 @@ def test_failed_run_keeps_its_attempts_and_stays_accepted() -> None:
     assert conditions(status) == {
         "Accepted": ("True", "ProviderResolved"),
         "Succeeded": ("False", "ChildConflict"),
+        "Ready": ("False", "ChildConflict"),
+        "Stalled": ("True", "ChildConflict"),
     }
     assert (status.phase, status.exit_code, status.message) == ("Failed", 1, "NetworkPolicy r-a2 exists")
     assert [a.reason for a in status.attempts] == ["ProviderFailed"]
     assert compute_next_attempt(Observed(PROVIDERS, attempts, failed=("ChildConflict", "x"))) is None
+
+
+# Every phase and reason compute_status reaches, with the kstatus conditions it must write: Ready follows
+# Succeeded; Reconciling while the run waits or runs; Stalled once it failed for good.
+KSTATUS_CASES = {
+    "rejected": (Observed([], rejected=("UnknownProvider", "x")), {}, "Failed", "Stalled"),
+    "pending": (Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1")]), {}, "Pending", "Reconciling"),
+    "queued": (Observed(PROVIDERS, waiting=("Queued", "2 in flight")), {}, "Pending", "Reconciling"),
+    "waiting for output": (
+        Observed(PROVIDERS, waiting=("WaitingForRunOutput", "x")),
+        {},
+        "Pending",
+        "Reconciling",
+    ),
+    "suspended": (
+        Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=SUSPENDED)]),
+        {},
+        "Pending",
+        "Reconciling",
+    ),
+    "running": (
+        Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=RUNNING)]),
+        {},
+        "Running",
+        "Reconciling",
+    ),
+    "falling back": (
+        Observed(PROVIDERS, [finished(1, "claude", 1, "ProviderFailed")]),
+        {},
+        "Pending",
+        "Reconciling",
+    ),
+    "succeeded": (Observed(PROVIDERS, [finished(1, "claude", 0)]), {}, "Succeeded", "Ready"),
+    "all failed": (
+        Observed(["claude"], [finished(1, "claude", 1, "ProviderFailed")]),
+        {},
+        "Failed",
+        "Stalled",
+    ),
+    "timeout": (
+        Observed(PROVIDERS, [finished(1, "claude", 124, "Timeout")]),
+        {},
+        "Failed",
+        "Stalled",
+    ),
+    "cancelled": (
+        Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=RUNNING)], cancelled=True),
+        {"cancel": True},
+        "Cancelled",
+        "Stalled",
+    ),
+    "child conflict": (
+        Observed(PROVIDERS, failed=("ChildConflict", "x")),
+        {},
+        "Failed",
+        "Stalled",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("observed", "spec", "phase", "outcome"), KSTATUS_CASES.values(), ids=KSTATUS_CASES.keys()
+)
+def test_kstatus_conditions_follow_succeeded(
+    observed: Observed, spec: dict[str, Any], phase: str, outcome: str
+) -> None:
+    status = compute_status(run(**spec), observed, NOW)
+    conds = {c.type: c for c in status.conditions}
+    succeeded = conds["Succeeded"]
+    assert status.phase == phase
+    assert (conds["Ready"].reason, conds["Ready"].message) == (succeeded.reason, succeeded.message)
+    assert all(c.observed_generation == 1 for c in status.conditions)
+    if outcome == "Reconciling":  # waits or runs
+        assert (succeeded.status, conds["Ready"].status, conds["Reconciling"].status) == (
+            "Unknown",
+            "False",
+            "True",
+        )
+        assert conds["Reconciling"].reason == succeeded.reason
+        assert "Stalled" not in conds
+    elif outcome == "Ready":  # succeeded
+        assert (succeeded.status, conds["Ready"].status) == ("True", "True")
+        assert "Reconciling" not in conds and "Stalled" not in conds
+    else:  # failed for good
+        assert (succeeded.status, conds["Ready"].status, conds["Stalled"].status) == (
+            "False",
+            "False",
+            "True",
+        )
+        assert (conds["Stalled"].reason, conds["Stalled"].message) == (succeeded.reason, succeeded.message)
+        assert "Reconciling" not in conds
+
+
+def test_reconciling_gives_way_to_ready_when_the_run_ends() -> None:
+    running = compute_status(
+        run(), Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=RUNNING)]), NOW
+    )
+    done = compute_status(run(running.to_api()), Observed(PROVIDERS, [finished(1, "claude", 0)]), LATER)
+    assert [c.type for c in running.conditions] == ["Accepted", "Succeeded", "Ready", "Reconciling"]
+    assert [c.type for c in done.conditions] == ["Accepted", "Succeeded", "Ready"]
+    assert {c.type: c for c in done.conditions}["Ready"].last_transition_time == "2026-11-29T12:05:00Z"
+
+
+DEFINITION_CASES = {
+    "valid": ({"binary": "claude"}, ("True", "Valid"), None),
+    "acp": ({"binary": "x", "protocol": "acp"}, ("True", "Valid"), None),
+    "does not parse": ({"binary": ""}, ("False", "InvalidDefinition"), "spec.binary: "),
+    "unknown field": ({"binary": "x", "bogus": 1}, ("False", "InvalidDefinition"), "spec.bogus: "),
+}
+
+
+@pytest.mark.parametrize(("spec", "ready", "message"), DEFINITION_CASES.values(), ids=DEFINITION_CASES.keys())
+def test_definition_ready(spec: dict[str, Any], ready: tuple[str, str], message: str | None) -> None:
+    body = {"metadata": {"name": "d", "generation": 3}, "spec": spec}
+    status = compute_definition_status(body, NOW)
+    conds = {c.type: c for c in status.conditions}
+    assert (conds["Ready"].status, conds["Ready"].reason) == ready
+    assert status.observed_generation == 3 and conds["Ready"].observed_generation == 3
+    if message is None:
+        assert set(conds) == {"Ready"}
+    else:  # broken for good until edited: kstatus reads Failed, not InProgress forever
+        assert message in conds["Ready"].message
+        assert (conds["Stalled"].status, conds["Stalled"].reason) == ("True", ready[1])
+
+
+def test_a_fixed_definition_drops_stalled_and_keeps_ready_time_until_it_flips() -> None:
+    broken = {"metadata": {"generation": 1}, "spec": {"binary": ""}}
+    status = compute_definition_status(broken, NOW)
+    fixed = {"metadata": {"generation": 2}, "spec": {"binary": "x"}, "status": status.to_api()}
+    again = compute_definition_status(fixed, LATER)
+    assert [(c.type, c.status, c.last_transition_time) for c in again.conditions] == [
+        ("Ready", "True", "2026-11-29T12:05:00Z")
+    ]
+    same = compute_definition_status({**fixed, "status": again.to_api()}, LATER.replace(hour=13))
+    assert same.conditions[0].last_transition_time == "2026-11-29T12:05:00Z"

@@ -42,6 +42,7 @@ class KindSpec:
 
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 _DEFINITION_COLUMNS = [
+    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
     {"name": "Binary", "type": "string", "jsonPath": ".spec.binary"},
     {"name": "Output", "type": "string", "jsonPath": ".spec.output.format"},
     _AGE,
@@ -71,7 +72,7 @@ KIND_SPECS = [
         singular="harnessdefinition",
         short_names=["hdef"],
         scope="Namespaced",
-        status_subresource=False,
+        status_subresource=True,
         printer_columns=_DEFINITION_COLUMNS,
     ),
     KindSpec(
@@ -81,7 +82,7 @@ KIND_SPECS = [
         singular="clusterharnessdefinition",
         short_names=["chdef"],
         scope="Cluster",
-        status_subresource=False,
+        status_subresource=True,
         printer_columns=_DEFINITION_COLUMNS,
     ),
 ]

@@ -442,6 +442,7 @@ class HarnessDefinition(Model):
     kind: str = Field(default="HarnessDefinition", description="HarnessDefinition")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
     spec: HarnessDefinitionSpec = Field(description="How to invoke the CLI.")
+    status: HarnessDefinitionStatus | None = Field(default=None, description="Whether runs can use it.")
 
 
 class ClusterHarnessDefinition(Model):
@@ -451,6 +452,7 @@ class ClusterHarnessDefinition(Model):
     kind: str = Field(default="ClusterHarnessDefinition", description="ClusterHarnessDefinition")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
     spec: HarnessDefinitionSpec = Field(description="How to invoke the CLI.")
+    status: HarnessDefinitionStatus | None = Field(default=None, description="Whether runs can use it.")
 
 
 # --- HarnessRun ----------------------------------------------------------------------------------
@@ -925,7 +927,7 @@ class HarnessRunSpec(Model):
 class Condition(Model):
     """A Kubernetes-style condition."""
 
-    type: str = Field(description="Accepted or Succeeded.")
+    type: str = Field(description="Accepted, Succeeded, Ready, Reconciling or Stalled.")
     status: str = Field(description="True, False or Unknown.")
     reason: str = Field(default="", description="CamelCase reason.")
     message: str = Field(default="", description="Human-readable detail.")
@@ -996,7 +998,10 @@ class HarnessRunStatus(Model):
     """Observed state, written only by the operator (or `harnessctl run --status-file`)."""
 
     phase: Phase | None = Field(default=None, description="Summary derived from the conditions.")
-    conditions: list[Condition] = Field(default_factory=list, description="Accepted and Succeeded.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Accepted and Succeeded; Ready, Reconciling and Stalled follow Succeeded for kstatus.",
+    )
     observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
     start_time: str | None = Field(default=None, description="When the first attempt started.")
     completion_time: str | None = Field(default=None, description="When the run ended.")
@@ -1008,7 +1013,18 @@ class HarnessRunStatus(Model):
     output: OutputStatus | None = Field(default=None, description="The output.")
 
 
+class HarnessDefinitionStatus(Model):
+    """A definition's observed state, written only by the operator."""
+
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready: the definition is valid and runs can use it."
+    )
+    observed_generation: int | None = Field(default=None, description="Generation last checked.")
+
+
 AcpHeader.model_rebuild()
+HarnessDefinition.model_rebuild()
+ClusterHarnessDefinition.model_rebuild()
 
 
 def immutable_except(model: type[Model], mutable: set[str]) -> str:
