@@ -85,7 +85,7 @@ def test_no_status_or_an_unseen_spec_is_never_healthy() -> None:
     [
         ("HarnessDefinition", {"binary": "claude"}, "Healthy"),
         ("ClusterHarnessDefinition", {"binary": "claude"}, "Healthy"),
-        ("HarnessDefinition", {"binary": "x", "protocol": "acp"}, "Degraded"),
+        ("HarnessDefinition", {"binary": ""}, "Degraded"),
     ],
 )
 def test_definitions(kind: str, spec: dict[str, Any], expected: str) -> None:
