@@ -74,16 +74,16 @@ def helm_uninstall(bin_dir: Path, kubeconfig: str) -> None:
 
 
 def apply_crds(bin_dir: Path, kubeconfig: str) -> None:
-    """This tree's CRDs, applied server-side: helm installs a chart's crds/ once and never upgrades them,
-    so a cluster that outlives a change to the API would otherwise keep the old schema."""
-    subprocess.run(
-        [
-            *(str(bin_dir / "kubectl"), "--kubeconfig", kubeconfig, "apply", "--server-side"),
-            *("--force-conflicts", "--field-manager", "harness-tests", "-f", str(ROOT / "crds")),
-        ],
-        capture_output=True,
-        check=True,
-    )
+    """This tree's CRDs, each replaced whole (created when missing): helm installs a chart's crds/ once and
+    never upgrades them, and a server-side apply by another field manager would keep fields (defaults)
+    the old schema had, so a cluster that outlives a change to the API would otherwise keep them."""
+    kubectl = (str(bin_dir / "kubectl"), "--kubeconfig", kubeconfig)
+    for crd in sorted((ROOT / "crds").glob("*.yaml")):
+        replaced = subprocess.run([*kubectl, "replace", "-f", str(crd)], capture_output=True, text=True)
+        if replaced.returncode and "NotFound" in replaced.stderr:
+            subprocess.run([*kubectl, "create", "-f", str(crd)], capture_output=True, check=True)
+        elif replaced.returncode:
+            raise RuntimeError(f"kubectl replace {crd.name}: {replaced.stderr}")
 
 
 def install_chart_rbac_and_catalog(bin_dir: Path, kubeconfig: str) -> None:

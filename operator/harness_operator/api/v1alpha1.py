@@ -400,8 +400,12 @@ class HarnessDefinitionSpec(Model):
                 "spec.transport, spec.url and spec.cwd apply only to protocol acp",
             ),
             rule(
-                "!(has(self.protocol) && self.protocol == 'acp') || !(has(self.promptMode) || "
-                "has(self.promptFlag) || has(self.promptPosition) || has(self.stdinMode))",
+                # The API server fills in the CLI defaults, so only a value other than its default is
+                # one the author set.
+                "!(has(self.protocol) && self.protocol == 'acp') || !(has(self.promptFlag) || "
+                "(has(self.promptMode) && self.promptMode != 'arg') || "
+                "(has(self.promptPosition) && self.promptPosition != 'beforeFlags') || "
+                "(has(self.stdinMode) && self.stdinMode != 'pipe'))",
                 "spec.promptMode, promptFlag, promptPosition and stdinMode apply only to protocol cli; an "
                 "ACP prompt is sent as a message, with the run's stdin after a blank line",
                 reason="FieldValueForbidden",
