@@ -388,7 +388,7 @@ class Reconciler:
                 if queued is not None:
                     return queued
                 try:
-                    plans = build_plans(run, targets, prompt, stdin)
+                    plans = build_plans(run, targets, prompt, stdin, self.clock())
                 except PlanError as exc:
                     raise Rejection(exc.reason, exc.message) from exc
                 self._create(run, build_plan_secret(run, plans))

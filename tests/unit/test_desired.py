@@ -4,6 +4,7 @@ Regenerate the golden files after an intended change with UPDATE_GOLDEN=1 and re
 """
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from harness_operator.ownership import compute_data_hash
 
 GOLDEN = Path(__file__).parent / "golden"
 CONFIG = OperatorConfig()
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
 DEFINITION = HarnessDefinitionSpec.model_validate(
     {
         "binary": "claude",
@@ -243,7 +245,7 @@ def test_plain_env_travels_in_the_plan_never_on_the_container() -> None:
     run = make_run({"env": loaders})
     env = pod(build_job(run, target(), CONFIG))["containers"][0]["env"]
     assert [e["name"] for e in env] == ["ANTHROPIC_API_KEY", "HOME"]
-    (plan,) = build_plans(run, [target()], "p", None)
+    (plan,) = build_plans(run, [target()], "p", None, NOW)
     assert {e["name"]: e["value"] for e in plan["env"]} == {
         "DISABLE_TELEMETRY": "1",
         "LD_PRELOAD": "/tmp/x",

@@ -69,3 +69,12 @@ def test_image_pins_are_the_verified_versions() -> None:
     for name, (kind, package, version) in agent_pins().items():
         expected = f"{package}@{version}" if kind == "npm" else f"{package}=={version}"
         assert verified[name] == expected, name
+
+
+def test_catalog_cli_versions_are_the_image_pins() -> None:
+    """status.attempts[].cliVersion falls back to the definition's cliVersion: it must be what the image has."""
+    pins = agent_pins()
+    for definition in load_builtin_catalog():
+        name = definition.metadata["name"]
+        if name in pins:
+            assert definition.spec.cli_version == pins[name][2], name

@@ -366,6 +366,20 @@ class HarnessDefinitionSpec(Model):
         description="Per model: USD per million tokens, used when the CLI does not report cost.",
         json_schema_extra={"maxProperties": 64},
     )
+    vendor: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^[a-z0-9][-_a-z0-9]*$",
+        description="Whose list prices apply to the models this CLI uses, as the pinned price table names "
+        "the vendor (e.g. openai, google, anthropic, github-copilot); empty: the model name decides "
+        "('vendor/model', else the table's own match). Only read when `pricing` has no entry.",
+    )
+    cli_version: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Version of the CLI the image pins, recorded in status.attempts[].cliVersion when the "
+        "CLI prints none itself.",
+    )
 
     model_config = ConfigDict(
         json_schema_extra=validations(
@@ -811,6 +825,11 @@ class Usage(Model):
     cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost in USD.")
     cost_source: CostSource = Field(
         default=CostSource.unknown, description="reported by the CLI, computed from pricing, or unknown."
+    )
+    price_source: str | None = Field(
+        default=None,
+        description="Where the prices of a computed cost came from: `definition` (its `pricing`) or the "
+        "pinned price table and its version, e.g. `genai-prices 0.2.3`.",
     )
 
 

@@ -153,12 +153,12 @@ class _Streams:
     def _check_limits(self, report: Report) -> tuple[str, str] | None:
         limits = self.plan.limits
         if limits.max_cost_usd is not None:
-            cost, source = compute_cost(report, self.plan.pricing, self.plan.model_hint)
-            if cost is not None and cost > limits.max_cost_usd:
+            cost = compute_cost(report, self.plan.prices, self.plan.model_hint)
+            if cost.usd is not None and cost.usd > limits.max_cost_usd:
                 return (
                     Failure.cost_limit_exceeded.value,
-                    f"harness: cost {cost:.6f} USD ({source}) crossed maxCostUSD {limits.max_cost_usd}; "
-                    "stopped the agent",
+                    f"harness: cost {cost.usd:.6f} USD ({cost.source}) crossed maxCostUSD "
+                    f"{limits.max_cost_usd}; stopped the agent",
                 )
         if limits.max_turns is not None and report.turns is not None and report.turns > limits.max_turns:
             message = f"harness: the agent passed maxTurns {limits.max_turns}; stopped it"
@@ -294,7 +294,12 @@ def _finish(
     stdout = streams.stdout_bytes()
     streams.spool.close()
     report = streams.parser.finish(stdout.decode("utf-8", "replace"))
-    usage = compute_usage(report, plan.pricing, plan.model_hint)
+    usage = compute_usage(report, plan.prices, plan.model_hint)
+    # Status names the model the CLI used; only when it names none, the one requested. Likewise the
+    # version: the CLI's own word, else the pin of the image it ran in.
+    report = report.with_(
+        model=report.model or plan.model_hint, cli_version=report.cli_version or plan.cli_version
+    )
     agent_code = returncode if returncode >= 0 else 128 - returncode
     result = AttemptResult(
         plan.attempt,

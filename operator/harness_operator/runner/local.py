@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import yaml
@@ -22,6 +23,7 @@ import yaml
 from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, Usage, ValueSource
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.manifests import Document, load_documents
+from harness_operator.pricing import with_table_pricing
 from harness_operator.runner.executor import AttemptResult, execute
 from harness_operator.runner.plan import (
     AttemptPlan,
@@ -126,7 +128,12 @@ class LocalRunner:
         try:
             prompt = self.resolve_value(doc.namespace, run.spec.prompt, run.spec.prompt_from) or ""
             stdin = self.resolve_value(doc.namespace, run.spec.stdin, run.spec.stdin_from)
-            plans = build_attempt_plans(run, lambda n: self.catalog.resolve(doc.namespace, n), prompt, stdin)
+            resolve = partial(self.catalog.resolve, doc.namespace)
+            now = datetime.now(UTC)
+            plans = [
+                with_table_pricing(plan, definition, now) if (definition := resolve(plan.provider)) else plan
+                for plan in build_attempt_plans(run, resolve, prompt, stdin)
+            ]
         except UnknownProviderError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
             return rejected(run, "UnknownProvider", str(exc)), 1
