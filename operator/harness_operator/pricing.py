@@ -59,6 +59,26 @@ def find_vendor(definition: HarnessDefinitionSpec, model: str | None) -> types.P
     return None
 
 
+def find_table_model(definition: HarnessDefinitionSpec, model: str) -> types.ModelInfo | None:
+    """The table's entry for a requested model, by the table's own rules (aliases, dated names)."""
+    vendor = find_vendor(definition, model)
+    if vendor is None:
+        return None
+    try:
+        return data_snapshot.get_snapshot().find_provider_model(model, vendor, None, None)[1]
+    except LookupError:
+        return None
+
+
+def is_priced_by_table(definition: HarnessDefinitionSpec, model: str) -> bool:
+    """Whether the table has a token price for the model, at any time it lists."""
+    info = find_table_model(definition, model)
+    if info is None:
+        return False
+    prices = [info.prices] if isinstance(info.prices, types.ModelPrice) else [c.prices for c in info.prices]
+    return any(p.input_mtok is not None or p.output_mtok is not None for p in prices)
+
+
 def build_table_pricing(
     definition: HarnessDefinitionSpec, model: str | None, now: datetime
 ) -> dict[str, ModelPricing]:
@@ -68,13 +88,9 @@ def build_table_pricing(
     if vendor is None:
         return {}
     prices = {m.id.lower(): p for m in vendor.models if (p := build_model_pricing(m, now)) is not None}
-    if model:
-        try:
-            _, info = data_snapshot.get_snapshot().find_provider_model(model, vendor, None, None)
-        except LookupError:
-            return prices
-        if (price := build_model_pricing(info, now)) is not None:
-            prices[model.lower().rsplit("/", 1)[-1]] = price
+    info = find_table_model(definition, model) if model else None
+    if model and info and (price := build_model_pricing(info, now)) is not None:
+        prices[model.lower().rsplit("/", 1)[-1]] = price
     return prices
 
 

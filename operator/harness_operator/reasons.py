@@ -79,6 +79,11 @@ REASONS: dict[str, tuple[str, str, str]] = {
     ),
     "Forbidden": ("Succeeded", "False", "the API server refused the operator (403); check its RBAC"),
     "InvalidObject": ("Succeeded", "False", "the API server refused an object the operator built (400/422)"),
+    "CostUnknown": (
+        "Event",
+        "Warning",
+        "an attempt under maxCostUSD ended with costSource unknown: no reported cost, no price for its model",
+    ),
 }
 
 

@@ -167,6 +167,7 @@ class Reconciler:
             patch = {**{key: None for key in old if key not in new}, **new}
             self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], patch)
             self._emit_lost(run, previous, status)
+            self._emit_cost_unknown(run, previous, status)
             self._emit_transition(run, previous, status)
         return status
 
@@ -179,6 +180,23 @@ class Reconciler:
             if attempt.reason == "JobLost" and attempt.index not in before:
                 body = run.model_dump(by_alias=True)
                 self.kube.create_event(body, "Warning", "JobLost", attempt.message or "")
+
+    def _emit_cost_unknown(
+        self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
+    ) -> None:
+        """A Warning Event for each attempt newly ended whose cost nobody knows under a cost limit."""
+        limits = run.spec.limits
+        if limits is None or limits.max_cost_usd is None:
+            return
+        before = {a.index for a in previous.attempts if a.usage} if previous else set()
+        for attempt in status.attempts:
+            if attempt.usage and attempt.usage.cost_source == "unknown" and attempt.index not in before:
+                message = (
+                    f"attempt {attempt.index} ({attempt.provider}, model {attempt.model or 'unknown'}): "
+                    f"neither the CLI nor a price knows its cost, so maxCostUSD {limits.max_cost_usd} "
+                    "could not be enforced; add spec.pricing for the model to the provider's definition"
+                )
+                self.kube.create_event(run.model_dump(by_alias=True), "Warning", "CostUnknown", message)
 
     def _emit_transition(
         self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
