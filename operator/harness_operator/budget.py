@@ -9,12 +9,23 @@ when its cost is unknown.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from harness_operator.api.v1alpha1 import BudgetPeriod, HarnessBudgetSpec, HarnessBudgetStatus, WhenExhausted
 
 ISO = "%Y-%m-%dT%H:%M:%SZ"
+BUDGET_EXHAUSTED = "BudgetExhausted"
+
+
+@dataclass(frozen=True)
+class BudgetRef:
+    """One HarnessBudget of a namespace, as the watch cache holds it."""
+
+    name: str
+    spec: HarnessBudgetSpec
+    generation: int | None = None
 
 
 def compute_period(spec: HarnessBudgetSpec, now: datetime) -> tuple[datetime, datetime]:
@@ -40,14 +51,16 @@ def is_covered(spec: HarnessBudgetSpec, labels: Mapping[str, str]) -> bool:
 
 @dataclass(frozen=True)
 class RunCharge:
-    """What one covered run weighs: read from its status by the caller."""
+    """What one run weighs in a budget, read from its status; `start` None: it has not started."""
 
     name: str
-    start: datetime
+    start: datetime | None
     finished: bool
     cost_usd: float | None = None
     tokens: int = 0
     reserved_usd: float | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    waiting: bool = False  # waits Queued with BudgetExhausted
 
     @property
     def charge_usd(self) -> float:
@@ -56,16 +69,52 @@ class RunCharge:
         return self.reserved_usd or 0.0
 
 
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    return datetime.strptime(value, ISO).replace(tzinfo=UTC)
+
+
+def build_run_charge(run: Mapping[str, Any]) -> RunCharge:
+    """A run's weight from the run object (as a watch delivers it): started when admitted (or when its
+    first attempt started), finished when its Succeeded condition is True or False."""
+    meta = run.get("metadata") or {}
+    status = run.get("status") or {}
+    budget = status.get("budget") or {}
+    usage = status.get("usage") or {}
+    conditions: list[dict[str, Any]] = status.get("conditions") or []
+    succeeded = next((c for c in conditions if c.get("type") == "Succeeded"), {})
+    tokens = sum(
+        int(usage.get(k) or 0) for k in ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
+    )
+    cost = usage.get("costUSD")
+    reserved = budget.get("reservedUSD")
+    return RunCharge(
+        name=str(meta.get("name", "")),
+        start=_parse_time(budget.get("admittedAt")) or _parse_time(status.get("startTime")),
+        finished=succeeded.get("status") in ("True", "False"),
+        cost_usd=float(cost) if isinstance(cost, int | float) else None,
+        tokens=tokens,
+        reserved_usd=float(reserved) if isinstance(reserved, int | float) else None,
+        labels=dict(meta.get("labels") or {}),
+        waiting=succeeded.get("status") == "Unknown" and succeeded.get("reason") == BUDGET_EXHAUSTED,
+    )
+
+
 def compute_budget_status(
     spec: HarnessBudgetSpec, runs: Sequence[RunCharge], now: datetime, generation: int | None = None
 ) -> HarnessBudgetStatus:
     """Spent (finished runs), reserved (runs in flight) and remaining for the current period."""
     start, end = compute_period(spec, now)
-    current = [r for r in runs if start <= r.start < end or not r.finished]
+    current = [
+        r
+        for r in runs
+        if r.start is not None and is_covered(spec, r.labels) and (start <= r.start < end or not r.finished)
+    ]
     spent = sum(r.charge_usd for r in current if r.finished)
     reserved = sum(r.charge_usd for r in current if not r.finished)
     if spec.period == BudgetPeriod.rolling and current:
-        end = min(r.start for r in current) + timedelta(seconds=spec.window_seconds or 0)
+        end = min(r.start for r in current if r.start) + timedelta(seconds=spec.window_seconds or 0)
     limit = spec.limits.max_cost_usd
     return HarnessBudgetStatus(
         period_start=start.strftime(ISO),
@@ -89,6 +138,7 @@ class Admission:
     reason: str | None = None
     message: str = ""
     retry_at: datetime | None = None
+    fail: bool = False  # whenExhausted: Fail
 
 
 def compute_admission(
@@ -118,11 +168,36 @@ def compute_admission(
         then = "the run fails (whenExhausted: Fail)" if fail else f"the run waits until {status.period_end}"
         return Admission(
             False,
-            reason="BudgetExhausted",
+            reason=BUDGET_EXHAUSTED,
             message=f"HarnessBudget {name}: " + "; ".join(exhausted) + f" this period; {then}",
             retry_at=None if fail else end,
+            fail=fail,
         )
     wanted = run_max_cost_usd if run_max_cost_usd is not None else spec.default_reservation_usd
     if remaining is None:
         return Admission(True, cap_usd=wanted)
     return Admission(True, cap_usd=remaining if wanted is None else min(wanted, remaining))
+
+
+def compute_run_admission(
+    name: str,
+    labels: Mapping[str, str],
+    max_cost_usd: float | None,
+    budgets: Sequence[BudgetRef],
+    runs: Sequence[RunCharge],
+    now: datetime,
+) -> tuple[Admission, list[str]]:
+    """(admission, names of the covering budgets) for run `name`: refused by the first covering budget
+    that is spent, else admitted with the smallest cap any of them grants. The run's own earlier
+    reservation (an admission whose Job was never created) is left out, so it is not counted twice."""
+    covering = [b for b in budgets if is_covered(b.spec, labels)]
+    others = [r for r in runs if r.name != name]
+    cap = max_cost_usd
+    for budget in covering:
+        status = compute_budget_status(budget.spec, others, now)
+        admission = compute_admission(budget.name, budget.spec, status, max_cost_usd, now)
+        if not admission.admitted:
+            return admission, [b.name for b in covering]
+        if admission.cap_usd is not None:
+            cap = admission.cap_usd if cap is None else min(cap, admission.cap_usd)
+    return Admission(True, cap_usd=cap), [b.name for b in covering]

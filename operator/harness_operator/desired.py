@@ -75,7 +75,8 @@ def build_plans(
     run: HarnessRun, targets: Sequence[AttemptTarget], prompt: str, stdin: str | None, now: datetime
 ) -> list[dict[str, Any]]:
     """Every attempt's plan as the plan Secret holds it: output bounded by what a ConfigMap holds, list
-    prices of `now` from the pinned table."""
+    prices of `now` from the pinned table. Fields at their defaults are left out, so a sandbox image
+    older than the operator (pinned by a definition) still reads every plan that uses nothing new."""
     options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
     return [
         with_table_pricing(
@@ -85,7 +86,7 @@ def build_plans(
             ),
             t.definition,
             now,
-        ).model_dump(by_alias=True, mode="json")
+        ).model_dump(by_alias=True, mode="json", exclude_defaults=True)
         for t in targets
     ]
 

@@ -79,6 +79,12 @@ REASONS: dict[str, tuple[str, str, str]] = {
     ),
     "Forbidden": ("Succeeded", "False", "the API server refused the operator (403); check its RBAC"),
     "InvalidObject": ("Succeeded", "False", "the API server refused an object the operator built (400/422)"),
+    "BudgetExhausted": (
+        "Succeeded",
+        "Unknown",
+        "a HarnessBudget covering the run is spent this period: the run waits Queued until it rolls over "
+        "(or fails, Succeeded=False, under whenExhausted: Fail)",
+    ),
     "CostUnknown": (
         "Event",
         "Warning",

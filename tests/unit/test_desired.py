@@ -267,3 +267,11 @@ def test_plan_secret_and_output_carry_the_hash_of_their_data() -> None:
     }
     assert cm["metadata"]["annotations"] == {"agentharness.dev/content-sha256": compute_data_hash(cm["data"])}
     assert cm["immutable"] is True
+
+
+def test_plans_leave_out_fields_at_their_defaults() -> None:
+    """A sandbox image older than the operator rejects unknown plan fields: a plan that uses nothing
+    new (no table prices, no pinned CLI version) carries none of the newer keys."""
+    (plan,) = build_plans(make_run(), [target()], "p", None, NOW)
+    assert not {"tablePricing", "priceTable", "cliVersion"} & set(plan)
+    assert {"attempt", "totalAttempts", "provider", "binary"} <= set(plan)

@@ -98,7 +98,7 @@ KIND_SPECS = [
             {"name": "Limit", "type": "number", "jsonPath": ".spec.limits.maxCostUSD"},
             {"name": "Spent", "type": "number", "jsonPath": ".status.spentUSD"},
             {"name": "Remaining", "type": "number", "jsonPath": ".status.remainingUSD"},
-            {"name": "Period End", "type": "date", "jsonPath": ".status.periodEnd"},
+            {"name": "Period End", "type": "string", "jsonPath": ".status.periodEnd"},
             _AGE,
         ],
     ),

@@ -872,6 +872,19 @@ class Phase(StrEnum):
     cancelled = "Cancelled"
 
 
+class RunBudget(Model):
+    """The budgets a run was admitted under and the cap it reserved from them."""
+
+    names: list[str] = Field(default_factory=list, description="The HarnessBudgets covering the run.")
+    reserved_usd: float | None = Field(
+        default=None,
+        alias="reservedUSD",
+        description="The run's effective maxCostUSD: counted as spent while it runs, and when its cost "
+        "stays unknown.",
+    )
+    admitted_at: str | None = Field(default=None, description="When it took its place in the budgets.")
+
+
 class HarnessRunStatus(Model):
     """Observed state, written only by the operator (or `harnessctl run --status-file`)."""
 
@@ -886,6 +899,7 @@ class HarnessRunStatus(Model):
     attempts: list[Attempt] = Field(default_factory=list, description="One entry per attempt.")
     usage: Usage | None = Field(default=None, description="Summed across attempts.")
     output: OutputStatus | None = Field(default=None, description="The output.")
+    budget: RunBudget | None = Field(default=None, description="Budget admission and reservation.")
 
 
 AcpHeader.model_rebuild()
@@ -975,7 +989,7 @@ class HarnessBudgetSpec(Model):
         "(the last windowSeconds)."
     )
     window_seconds: int | None = Field(
-        default=None, ge=60, le=31_622_400, description="The rolling window; only and always for rolling."
+        default=None, ge=10, le=31_622_400, description="The rolling window; only and always for rolling."
     )
     limits: BudgetLimits = Field(description="The period's limits.")
     selector: LabelSelector | None = Field(
