@@ -285,6 +285,10 @@ class Session:
                 )
             if outcome is None:
                 outcome = work.result()
+                # ACP reports tokens only as the turn ends: a cost computed from them is checked here.
+                if outcome.reason is None and (hit := compute_limit_hit(self.plan, self.state.report())):
+                    self.reporter.say(hit[1])
+                    outcome = Outcome(*hit, stopped=True)
         finally:
             if not work.done():
                 work.cancel()
