@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(finding.render(), file=sys.stderr)
     if errors:
         return 1
-    objects, problems = build_rendered_objects(docs, load_builtin_catalog(), OperatorConfig.from_env())
+    objects, problems = build_rendered_objects(
+        docs, load_builtin_catalog(), OperatorConfig.from_env(), datetime.now(UTC)
+    )
     for problem in problems:
         print(problem, file=sys.stderr)
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))

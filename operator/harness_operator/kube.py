@@ -154,6 +154,14 @@ class Kube:
         else:
             self.custom.patch_cluster_custom_object_status(GROUP, VERSION, plural, name, {"status": status})
 
+    def patch_budget_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch a HarnessBudget's status through its status subresource (gone: nothing to do)."""
+        _none_if_missing(
+            lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, "harnessbudgets", name, {"status": status}
+            )
+        )
+
     def delete_job(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a Job and its pods in the background; the pods get their termination grace period."""
         try:

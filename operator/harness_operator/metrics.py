@@ -1,4 +1,5 @@
-"""Prometheus metrics; labels are closed sets (provider, model, phase, reason, type), never names or UIDs."""
+"""Prometheus metrics; labels are closed sets (provider, model, phase, reason, type), never run names or
+UIDs; budget gauges carry the budget's namespace and name (a platform team has few)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from datetime import datetime
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
+from harness_operator.api.v1alpha1 import HarnessBudgetStatus, HarnessRun, HarnessRunStatus
 
 RUNS = Counter(
     "harness_runs_total", "Runs that ended, by provider, phase and reason.", ["provider", "phase", "reason"]
@@ -24,6 +25,26 @@ FALLBACKS = Counter(
 )
 IN_FLIGHT = Gauge("harness_runs_in_flight", "Runs with an attempt Job that has not ended.")
 RECONCILE_ERRORS = Counter("harness_reconcile_errors_total", "Reconciles that failed, by kind.", ["kind"])
+# Per budget: a platform team's few HarnessBudgets, not per run, so their names are a bounded label.
+_BUDGET = ["namespace", "budget"]
+BUDGET_SPENT = Gauge("harness_budget_spent_usd", "USD spent by finished runs this period.", _BUDGET)
+BUDGET_RESERVED = Gauge("harness_budget_reserved_usd", "USD reserved by runs in flight.", _BUDGET)
+BUDGET_REMAINING = Gauge("harness_budget_remaining_usd", "USD left this period (maxCostUSD only).", _BUDGET)
+BUDGET_TOKENS = Gauge("harness_budget_tokens", "Tokens of this period's runs.", _BUDGET)
+BUDGET_RUNS = Gauge("harness_budget_runs", "Runs started this period.", _BUDGET)
+
+
+def record_budget(namespace: str, name: str, status: HarnessBudgetStatus) -> None:
+    """The budget's current period, as its status shows it."""
+    for gauge, value in (
+        (BUDGET_SPENT, status.spent_usd),
+        (BUDGET_RESERVED, status.reserved_usd),
+        (BUDGET_REMAINING, status.remaining_usd),
+        (BUDGET_TOKENS, status.tokens),
+        (BUDGET_RUNS, status.runs),
+    ):
+        if value is not None:
+            gauge.labels(namespace=namespace, budget=name).set(value)
 
 
 def _seconds(start: str | None, end: str | None) -> float | None:

@@ -10,12 +10,28 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
 from harness_operator import metrics
-from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, HarnessRunStatus
+from harness_operator.api.v1alpha1 import (
+    HarnessBudgetStatus,
+    HarnessDefinitionSpec,
+    HarnessRun,
+    HarnessRunStatus,
+    Limits,
+    RunBudget,
+)
+from harness_operator.budget import (
+    BUDGET_EXHAUSTED,
+    ISO,
+    Admission,
+    BudgetRef,
+    RunCharge,
+    compute_budget_status,
+    compute_run_admission,
+)
 from harness_operator.conditions import FALSE, SUCCEEDED, TRUE, find_condition, is_finished
 from harness_operator.config import OperatorConfig
 from harness_operator.desired import (
@@ -70,6 +86,22 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class BudgetSource(Protocol):
+    """The watch caches of HarnessBudgets and of runs' weights, per namespace (kopf indexes)."""
+
+    def budgets(self, namespace: str) -> list[BudgetRef]: ...
+
+    def runs(self, namespace: str) -> list[RunCharge]: ...
+
+
+class NoBudgets:
+    def budgets(self, namespace: str) -> list[BudgetRef]:
+        return []
+
+    def runs(self, namespace: str) -> list[RunCharge]:
+        return []
+
+
 class Reconciler:
     """Reconciles runs; one lock per run and one per namespace keep concurrent events from racing."""
 
@@ -77,9 +109,13 @@ class Reconciler:
         self.kube = kube
         self.config = config
         self.clock = clock
+        self.budget_source: BudgetSource = NoBudgets()
         self._run_locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
         self._namespace_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._in_flight: set[tuple[str, str]] = set()
+        # Reservations made here that the watch cache may not show yet (its lag would let the next
+        # admission overspend); the cache's own copy wins once it has one.
+        self._reserved: dict[tuple[str, str], RunCharge] = {}
 
     # --- entry points --------------------------------------------------------------------------------
 
@@ -180,6 +216,7 @@ class Reconciler:
             patch = {**{key: None for key in old if key not in new}, **new}
             self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], patch)
             self._emit_lost(run, previous, status)
+            self._emit_cost_unknown(run, previous, status)
             self._emit_transition(run, previous, status)
         return status
 
@@ -192,6 +229,23 @@ class Reconciler:
             if attempt.reason == "JobLost" and attempt.index not in before:
                 body = run.model_dump(by_alias=True)
                 self.kube.create_event(body, "Warning", "JobLost", attempt.message or "")
+
+    def _emit_cost_unknown(
+        self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
+    ) -> None:
+        """A Warning Event for each attempt newly ended whose cost nobody knows under a cost limit."""
+        limits = run.spec.limits
+        if limits is None or limits.max_cost_usd is None:
+            return
+        before = {a.index for a in previous.attempts if a.usage} if previous else set()
+        for attempt in status.attempts:
+            if attempt.usage and attempt.usage.cost_source == "unknown" and attempt.index not in before:
+                message = (
+                    f"attempt {attempt.index} ({attempt.provider}, model {attempt.model or 'unknown'}): "
+                    f"neither the CLI nor a price knows its cost, so maxCostUSD {limits.max_cost_usd} "
+                    "could not be enforced; add spec.pricing for the model to the provider's definition"
+                )
+                self.kube.create_event(run.model_dump(by_alias=True), "Warning", "CostUnknown", message)
 
     def _emit_transition(
         self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
@@ -399,6 +453,60 @@ class Reconciler:
             )
         return None
 
+    def _admit(self, run: HarnessRun) -> tuple[Admission, list[str]]:
+        """Budget admission, from the watch caches: whether the run may start, its cap, and the names
+        of the budgets covering it (none: no budget applies)."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        budgets = self.budget_source.budgets(ns)
+        limits = run.spec.limits or Limits()
+        if not budgets:
+            return Admission(True, cap_usd=limits.max_cost_usd), []
+        labels = run.metadata.get("labels") or {}
+        return compute_run_admission(name, labels, limits.max_cost_usd, budgets, self._runs(ns), self.clock())
+
+    def _reserve(self, run: HarnessRun, admission: Admission, budgets: list[str]) -> HarnessRun:
+        """Record the run's cap in its status before its Job exists (a restart finds it there) and
+        return the run as planned: its maxCostUSD lowered to that cap, which the runner enforces."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        now = self.clock()
+        reservation = RunBudget(names=budgets, reserved_usd=admission.cap_usd, admitted_at=now.strftime(ISO))
+        self.kube.patch_run_status(ns, name, {"budget": reservation.to_api()})
+        run.status = (run.status or HarnessRunStatus()).model_copy(update={"budget": reservation})
+        self._reserved[(ns, name)] = RunCharge(
+            name, now, False, reserved_usd=admission.cap_usd, labels=run.metadata.get("labels") or {}
+        )
+        if admission.cap_usd is None:
+            return run
+        limits = (run.spec.limits or Limits()).model_copy(update={"max_cost_usd": admission.cap_usd})
+        return run.model_copy(update={"spec": run.spec.model_copy(update={"limits": limits})})
+
+    def _runs(self, namespace: str) -> list[RunCharge]:
+        """The watch cache's runs, with this process's reservations it does not show yet."""
+        cached = {r.name: r for r in self.budget_source.runs(namespace)}
+        for (ns, name), mine in list(self._reserved.items()):
+            if ns != namespace:
+                continue
+            seen = cached.get(name)
+            if seen is not None and (seen.reserved_usd is not None or seen.finished):
+                del self._reserved[(ns, name)]
+            else:
+                cached[name] = mine
+        return list(cached.values())
+
+    def reconcile_budget(
+        self, budget: BudgetRef, namespace: str, status: dict[str, Any] | None
+    ) -> list[tuple[str, str]]:
+        """Write a budget's status from the runs it covers if it changed; the runs waiting for budget
+        room, to reconcile now (the period may have rolled over)."""
+        with self._namespace_locks[namespace]:
+            runs = self._runs(namespace)
+        computed = compute_budget_status(budget.spec, runs, self.clock(), budget.generation)
+        metrics.record_budget(namespace, budget.name, computed)
+        old = HarnessBudgetStatus.model_validate(status or {})
+        if old != computed:
+            self.kube.patch_budget_status(namespace, budget.name, computed.to_api())
+        return [(namespace, r.name) for r in runs if r.waiting]
+
     def _start_attempt(
         self, run: HarnessRun, targets: list[AttemptTarget], index: int, attempts: list[ObservedAttempt]
     ) -> tuple[str, str] | None:
@@ -410,11 +518,17 @@ class Reconciler:
         prompt, stdin = self._resolve_inputs(run) if index == 1 else ("", None)
         with self._namespace_locks[ns]:  # counting and creating under one lock: no two runs take one slot
             if index == 1:
+                admission, budgets = self._admit(run)
+                if not admission.admitted:
+                    if admission.fail:
+                        raise RunFailure(BUDGET_EXHAUSTED, admission.message)
+                    return BUDGET_EXHAUSTED, admission.message
                 queued = self._queue_position(run)
                 if queued is not None:
                     return queued
+                planned = self._reserve(run, admission, budgets) if budgets else run
                 try:
-                    plans = build_plans(run, targets, prompt, stdin)
+                    plans = build_plans(planned, targets, prompt, stdin, self.clock())
                 except PlanError as exc:
                     raise Rejection(exc.reason, exc.message) from exc
                 self._create(run, build_plan_secret(run, plans))
@@ -445,6 +559,6 @@ class Reconciler:
             if is_finished(run.status.conditions if run.status else []):
                 continue
             succeeded = find_condition(run.status.conditions if run.status else [], SUCCEEDED)
-            if succeeded and succeeded.reason in ("Queued", "WaitingForRunOutput"):
+            if succeeded and succeeded.reason in ("Queued", "WaitingForRunOutput", BUDGET_EXHAUSTED):
                 woken.append((namespace, run.metadata["name"]))
         return woken

@@ -293,7 +293,9 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
     previous = run.status or HarnessRunStatus()
     generation = run.metadata.get("generation")
     conds = list(previous.conditions)
-    status = HarnessRunStatus(observed_generation=generation, start_time=previous.start_time)
+    status = HarnessRunStatus(
+        observed_generation=generation, start_time=previous.start_time, budget=previous.budget
+    )
 
     if observed.rejected:
         reason, message = observed.rejected

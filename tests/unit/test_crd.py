@@ -60,12 +60,14 @@ def test_names_short_names_and_category() -> None:
     assert names["HarnessRun"]["shortNames"] == ["hrun"]
     assert names["HarnessDefinition"]["shortNames"] == ["hdef"]
     assert names["ClusterHarnessDefinition"]["shortNames"] == ["chdef"]
+    assert names["HarnessBudget"]["shortNames"] == ["hbudget"]
     assert all(n["categories"] == ["harness"] for n in names.values())
     scopes = {c["spec"]["names"]["kind"]: c["spec"]["scope"] for c in CRDS.values()}
     assert scopes == {
         "HarnessRun": "Namespaced",
         "HarnessDefinition": "Namespaced",
         "ClusterHarnessDefinition": "Cluster",
+        "HarnessBudget": "Namespaced",
     }
 
 

@@ -174,6 +174,21 @@ def test_cost_limit_stops_the_turn() -> None:
     assert result.usage.cost_usd == 5.0 and not result.fallback_allowed
 
 
+PRICED = {"pricing": {"m": {"input": 100, "output": 100}}, "modelHint": "m"}  # USD per million tokens
+
+
+def test_computed_cost_is_checked_against_max_cost_when_the_turn_reports_tokens() -> None:
+    """ACP tokens arrive with end_turn; at 100 USD per million, 100 in and 50 out cost 0.015 USD."""
+    result, err = run(acp_plan("tokens", limits={"maxCostUSD": 0.01}, **PRICED))
+    assert (result.exit_code, result.reason) == (124, "CostLimitExceeded"), err
+    assert result.usage.cost_source == "computed" and result.usage.cost_usd is not None
+    assert result.usage.cost_usd > 0.01 and not result.fallback_allowed
+    assert "crossed maxCostUSD 0.01" in err
+    under, _ = run(acp_plan("tokens", limits={"maxCostUSD": 1}, **PRICED))
+    assert under.succeeded and under.usage.cost_source == "computed"
+    assert under.to_doc()["model"] == "m"  # no model from the agent: the one requested
+
+
 def test_a_disconnect_mid_turn_fails_and_allows_fallback() -> None:
     result, err = run(acp_plan("disconnect"))
     assert (result.exit_code, result.reason, result.output) == (1, "ProviderFailed", b"")

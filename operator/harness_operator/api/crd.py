@@ -12,6 +12,7 @@ from harness_operator.api.v1alpha1 import (
     GROUP,
     VERSION,
     ClusterHarnessDefinition,
+    HarnessBudget,
     HarnessDefinition,
     HarnessRun,
     Model,
@@ -84,6 +85,23 @@ KIND_SPECS = [
         scope="Cluster",
         status_subresource=True,
         printer_columns=_DEFINITION_COLUMNS,
+    ),
+    KindSpec(
+        model=HarnessBudget,
+        kind="HarnessBudget",
+        plural="harnessbudgets",
+        singular="harnessbudget",
+        short_names=["hbudget"],
+        scope="Namespaced",
+        status_subresource=True,
+        printer_columns=[
+            {"name": "Period", "type": "string", "jsonPath": ".spec.period"},
+            {"name": "Limit", "type": "number", "jsonPath": ".spec.limits.maxCostUSD"},
+            {"name": "Spent", "type": "number", "jsonPath": ".status.spentUSD"},
+            {"name": "Remaining", "type": "number", "jsonPath": ".status.remainingUSD"},
+            {"name": "Period End", "type": "string", "jsonPath": ".status.periodEnd"},
+            _AGE,
+        ],
     ),
 ]
 

@@ -47,6 +47,7 @@ from harness_operator.runner.attempt import (
     prepare,
     stop_exit_code,
     utc_now,
+    with_plan_identity,
 )
 from harness_operator.runner.cost import compute_usage
 from harness_operator.runner.parsers import Failure, Report, Tokens, classify_error
@@ -284,6 +285,10 @@ class Session:
                 )
             if outcome is None:
                 outcome = work.result()
+                # ACP reports tokens only as the turn ends: a cost computed from them is checked here.
+                if outcome.reason is None and (hit := compute_limit_hit(self.plan, self.state.report())):
+                    self.reporter.say(hit[1])
+                    outcome = Outcome(*hit, stopped=True)
         finally:
             if not work.done():
                 work.cancel()
@@ -389,6 +394,8 @@ def finish(
     plan: AttemptPlan, state: SessionState, outcome: Outcome, exit_code: int | None, reporter: Reporter
 ) -> AttemptResult:
     report = state.report()
+    usage = compute_usage(report, plan.prices, plan.model_hint)
+    report = with_plan_identity(plan, report)
     result = AttemptResult(
         plan.attempt,
         plan.provider,
@@ -396,7 +403,7 @@ def finish(
         outcome.reason,
         outcome.message,
         report=report,
-        usage=compute_usage(report, plan.pricing, plan.model_hint),
+        usage=usage,
         agent_exit_code=exit_code,
         start_time=reporter.start,
     )

@@ -171,17 +171,27 @@ def compute_limit_hit(plan: AttemptPlan, report: Report) -> tuple[str, str] | No
     """(reason, message) when the report so far crosses maxCostUSD or maxTurns, else None (pure)."""
     limits = plan.limits
     if limits.max_cost_usd is not None:
-        cost, source = compute_cost(report, plan.pricing, plan.model_hint)
-        if cost is not None and cost > limits.max_cost_usd:
+        cost = compute_cost(report, plan.prices, plan.model_hint)
+        if cost.usd is not None and cost.usd > limits.max_cost_usd:
             return (
                 Failure.cost_limit_exceeded.value,
-                f"harness: cost {cost:.6f} USD ({source}) crossed maxCostUSD {limits.max_cost_usd}; "
-                "stopped the agent",
+                f"harness: cost {cost.usd:.6f} USD ({cost.source}) crossed maxCostUSD "
+                f"{limits.max_cost_usd}; stopped the agent",
             )
     if limits.max_turns is not None and report.turns is not None and report.turns > limits.max_turns:
         message = f"harness: the agent passed maxTurns {limits.max_turns}; stopped it"
         return Failure.max_turns.value, message
     return None
+
+
+def with_plan_identity(plan: AttemptPlan, report: Report) -> Report:
+    """The report naming the model and CLI version the agent reported, else the plan's (pure).
+
+    Status names the model the agent used; only when it names none, the one requested. Likewise the
+    version: the agent's own word, else the pin of the image it ran in."""
+    return report.with_(
+        model=report.model or plan.model_hint, cli_version=report.cli_version or plan.cli_version
+    )
 
 
 def stop_exit_code(reason: str) -> int:

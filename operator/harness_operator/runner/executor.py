@@ -30,6 +30,7 @@ from harness_operator.runner.attempt import (
     prepare,
     stop_exit_code,
     utc_now,
+    with_plan_identity,
 )
 from harness_operator.runner.cost import compute_usage
 from harness_operator.runner.parsers import Failure, build_parser
@@ -191,7 +192,8 @@ def _finish(
     stdout = streams.stdout_bytes()
     streams.spool.close()
     report = streams.parser.finish(stdout.decode("utf-8", "replace"))
-    usage = compute_usage(report, plan.pricing, plan.model_hint)
+    usage = compute_usage(report, plan.prices, plan.model_hint)
+    report = with_plan_identity(plan, report)
     agent_code = returncode if returncode >= 0 else 128 - returncode
     result = AttemptResult(
         plan.attempt,

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import yaml
@@ -29,6 +30,7 @@ from harness_operator.inputs import (
     substitute_inputs,
 )
 from harness_operator.manifests import Document, load_documents
+from harness_operator.pricing import with_table_pricing
 from harness_operator.runner.executor import AttemptResult, execute
 from harness_operator.runner.plan import (
     AttemptPlan,
@@ -161,7 +163,12 @@ class LocalRunner:
         label = f"{doc.namespace}/{doc.name}"
         try:
             prompt, stdin = self.resolve_inputs(doc.namespace, run)
-            plans = build_attempt_plans(run, lambda n: self.catalog.resolve(doc.namespace, n), prompt, stdin)
+            resolve = partial(self.catalog.resolve, doc.namespace)
+            now = datetime.now(UTC)
+            plans = [
+                with_table_pricing(plan, definition, now) if (definition := resolve(plan.provider)) else plan
+                for plan in build_attempt_plans(run, resolve, prompt, stdin)
+            ]
         except UnknownProviderError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
             return rejected(run, "UnknownProvider", str(exc)), 1

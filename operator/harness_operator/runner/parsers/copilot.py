@@ -1,7 +1,8 @@
 """Parser for `copilot --output-format json` (GitHub Copilot CLI JSONL events) (pure).
 
 Text from assistant messages (the last one is the answer); `result` carries `sessionId` and the CLI's
-`exitCode`. Tokens are only written to `--usage-output-file`, so usage stays unknown here.
+`exitCode`; `model.call_start` and assistant messages name the model used. Tokens are only written to
+`--usage-output-file`, so usage stays unknown here.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class CopilotJsonParser(Parser):
         kind = str(event.get("type") or "")
         data = event.get("data") if isinstance(event.get("data"), dict) else event
         assert isinstance(data, dict)
+        if kind in ("model.call_start", "assistant.message") and (model := as_str(data.get("model"))):
+            self.state = self.state.with_(model=model)
         if kind == "assistant.message":
             content = data.get("content")
             if isinstance(content, str) and content:
