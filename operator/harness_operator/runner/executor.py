@@ -24,7 +24,8 @@ from typing import IO, Any
 
 from harness_operator.api.v1alpha1 import Usage
 from harness_operator.runner.cost import compute_cost, compute_usage
-from harness_operator.runner.parsers import Failure, Report, build_parser
+from harness_operator.runner.events import Event, encode_event_line, escape_agent_line
+from harness_operator.runner.parsers import Failure, Report, Tokens, build_parser
 from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.redact import Redactor, StreamRedactor
 from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED, NO_FALLBACK_REASONS, build_result_doc
@@ -113,15 +114,49 @@ def truncate_utf8(data: bytes, limit: int | None) -> tuple[bytes, bool]:
     return data[:cut], True
 
 
-class _Streams:
-    """Reader threads: stdout spooled and parsed; stderr redacted and forwarded live."""
+class LogSink:
+    """The runner's stderr (the pod log), shared by threads: the agent's stderr, escaped so that no agent
+    line reads as a runner event, and the runner's own lines, each starting a line of its own."""
 
-    def __init__(self, plan: AttemptPlan, redactor: Redactor, sink: IO[bytes], lock: threading.Lock) -> None:
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.lock = threading.Lock()
+        self.at_line_start = True
+
+    def agent(self, data: bytes) -> None:
+        with self.lock:
+            self._write(escape_agent_line(data, self.at_line_start))
+
+    def line(self, data: bytes) -> None:
+        """`data` (ending with a newline) on a line of its own."""
+        with self.lock:
+            self._write(data if self.at_line_start else b"\n" + data)
+
+    def _write(self, data: bytes) -> None:
+        if data:
+            self.raw.write(data)
+            self.raw.flush()
+            self.at_line_start = data.endswith(b"\n")
+
+
+def total_tokens(tokens: Tokens) -> int | None:
+    """All tokens processed (input, output, cache read and write); None when none is known."""
+    return sum(v or 0 for v in tokens.as_tuple()) if tokens.known else None
+
+
+class _Streams:
+    """Reader threads: stdout spooled and parsed into events; stderr redacted and forwarded live."""
+
+    def __init__(
+        self, plan: AttemptPlan, redactor: Redactor, sink: LogSink, emit: Callable[[Event], None]
+    ) -> None:
         self.plan = plan
         self.redactor = redactor
         self.sink = sink
-        self.lock = lock
+        self.emit = emit
         self.parser = build_parser(plan.output_format)
+        self.last_tool: str | None = None
+        self.figures: tuple[int | None, int | None, float | None] = (None, None, None)
         self.spool = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 (closed by owner)
         self.tail = b""
         self.limit_hit: tuple[str, str] | None = None
@@ -144,11 +179,27 @@ class _Streams:
         *lines, last = done.split(b"\n")
         for line in [*(line + b"\n" for line in lines), *([last] if last else [])]:
             self.parser.feed(line.decode("utf-8", "replace"))
+            self._emit_events()
             if self.limit_hit is None:
                 self.limit_hit = self._check_limits(self.parser.report())
                 if self.limit_hit:
                     self.wake.set()
         return rest
+
+    def _emit_events(self) -> None:
+        """The parser's events, then a `progress` event when turns, tokens or cost moved."""
+        for event in self.parser.take_events():
+            if event.kind == "tool":
+                self.last_tool = event.tool
+            self.emit(event)
+        report = self.parser.report()
+        live = report.with_(tokens=self.parser.live_tokens())
+        cost, _ = compute_cost(live, self.plan.pricing, self.plan.model_hint)
+        figures = (report.turns, total_tokens(live.tokens), cost)
+        if figures != self.figures and figures != (None, None, None):
+            self.figures = figures
+            turns, tokens, cost = figures
+            self.emit(Event("progress", turns=turns, tokens=tokens, cost_usd=cost, last_tool=self.last_tool))
 
     def _check_limits(self, report: Report) -> tuple[str, str] | None:
         limits = self.plan.limits
@@ -168,11 +219,7 @@ class _Streams:
     def read_stderr(self, pipe: IO[bytes]) -> None:
         stream = StreamRedactor(self.redactor)
         for raw in itertools.chain(iter(pipe.readline, b""), [b""]):  # b"" last: flush what was held
-            data = stream.feed(raw) if raw else stream.flush()
-            if data:
-                with self.lock:
-                    self.sink.write(data)
-                    self.sink.flush()
+            self.sink.agent(stream.feed(raw) if raw else stream.flush())
         pipe.close()
 
     def stdout_bytes(self) -> bytes:
@@ -195,23 +242,35 @@ def execute(
     stderr: IO[bytes] | None = None,
     cancel: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
+    on_event: Callable[[Event], None] | None = None,
+    events_to_log: bool = False,
 ) -> AttemptResult:
-    """Run one attempt to its end and say what happened. Never raises for the agent's failures."""
-    sink = stderr if stderr is not None else sys.stderr.buffer
-    lock = threading.Lock()
+    """Run one attempt to its end and say what happened. Never raises for the agent's failures.
+
+    Normalized events go to `on_event` and, with `events_to_log` (the pod), as marked lines to stderr."""
+    sink = LogSink(stderr if stderr is not None else sys.stderr.buffer)
     redactor = Redactor(v for k, v in credentials.items() if k in plan.credential_envs)
     start = utc_now()
 
     def say(text: str) -> None:
-        with lock:
-            sink.write(redactor.bytes(text.encode("utf-8")) + b"\n")
-            sink.flush()
+        sink.line(redactor.bytes(text.encode("utf-8")) + b"\n")
+
+    def emit(event: Event) -> None:
+        if events_to_log:
+            sink.line(redactor.bytes(encode_event_line(event).encode("utf-8")))
+        if on_event is not None:
+            with sink.lock:
+                on_event(event)
 
     def fail(reason: str, message: str, code: int = EXIT_SETUP) -> AttemptResult:
         say(message)
-        return AttemptResult(
+        failed = AttemptResult(
             plan.attempt, plan.provider, code, reason, message, start_time=start, completion_time=utc_now()
         )
+        emit(build_result_event(failed))
+        return failed
+
+    emit(Event("attempt", attempt=plan.attempt, total=plan.total_attempts, provider=plan.provider))
 
     try:
         env = build_env(plan, base_env if base_env is not None else os.environ, credentials)
@@ -226,7 +285,7 @@ def execute(
     if cancel is not None and cancel.is_set():
         return fail("Cancelled", "harness: cancelled before the agent started", EXIT_STOPPED)
 
-    streams = _Streams(plan, redactor, sink, lock)
+    streams = _Streams(plan, redactor, sink, emit)
     try:
         proc = subprocess.Popen(
             plan.argv,
@@ -279,7 +338,28 @@ def execute(
     stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
     for thread in threads:
         thread.join(timeout=5)
-    return _finish(plan, proc.returncode, stopped or streams.limit_hit, streams, redactor, say, start)
+    result = _finish(plan, proc.returncode, stopped or streams.limit_hit, streams, redactor, say, start)
+    emit(build_result_event(result))
+    return result
+
+
+def build_result_event(result: AttemptResult) -> Event:
+    """The `result` event of an attempt: its outcome and its final figures."""
+    usage = result.usage
+    tokens = Tokens(
+        usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+    )
+    return Event(
+        "result",
+        attempt=result.attempt,
+        provider=result.provider,
+        exit_code=result.exit_code,
+        reason=result.reason,
+        message=result.message or None,
+        turns=usage.turns,
+        tokens=total_tokens(tokens),
+        cost_usd=usage.cost_usd,
+    )
 
 
 def _finish(
