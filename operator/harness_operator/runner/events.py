@@ -26,7 +26,9 @@ class Event:
 
     kinds: `attempt` (attempt, total, provider), `session` (session, model), `turn` (turn), `tool`
     (tool, arg), `text` (text), `progress` (turns, tokens, cost_usd, last_tool: all so far, this
-    attempt), `result` (attempt, exit_code, reason, message, turns, tokens, cost_usd).
+    attempt), `result` (attempt, exit_code, reason, message, turns, tokens, cost_usd), and, from
+    `harnessctl logs` only, `run` (phase, reason, exit_code, message, turns, tokens, cost_usd: the run's
+    status).
     """
 
     kind: str
@@ -46,6 +48,7 @@ class Event:
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
+    phase: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {_camel(k): v for k, v in asdict(self).items() if v is not None}
@@ -170,6 +173,12 @@ def render_event(event: Event) -> str | None:
         line = f"■ attempt {event.attempt} {outcome} (exit {event.exit_code}); "
         line += _figures(event.turns, event.tokens, event.cost_usd)
         if event.reason and event.message:
+            line += f"\n  {short_text(event.message, 200)}"
+        return line
+    if event.kind == "run":
+        line = f"{event.phase} ({event.reason}, exit {event.exit_code}); "
+        line += _figures(event.turns, event.tokens, event.cost_usd)
+        if event.phase not in ("Succeeded", "Running", "Pending") and event.message:
             line += f"\n  {short_text(event.message, 200)}"
         return line
     return None
