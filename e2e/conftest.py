@@ -169,11 +169,11 @@ def git_repo(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], tuple[str, i
 
 @pytest.fixture
 def stub() -> Iterator[Callable[..., Any]]:
-    """Factory: stub(vendor, mode) -> a started vendor-API stub listening where pods reach it."""
+    """Factory: stub(vendor, mode, delay) -> a started vendor-API stub listening where pods reach it."""
     started: list[Any] = []
 
-    def make(vendor: str, mode: str = "ok") -> Any:
-        server = stub_class(vendor)(mode=mode, host=STUB_HOST).start()
+    def make(vendor: str, mode: str = "ok", delay: float = 0.0) -> Any:
+        server = stub_class(vendor)(mode=mode, host=STUB_HOST, delay=delay).start()
         started.append(server)
         return server
 
