@@ -424,7 +424,7 @@ def build_final_progress(status: HarnessRunStatus, previous: Progress | None) ->
     return Progress(
         attempt=status.attempts[-1].index if status.attempts else None,
         turns=usage.turns if usage else None,
-        tokens=_usage_tokens(usage),
+        tokens=total_usage_tokens(usage),
         cost_usd=usage.cost_usd if usage else None,
         last_tool=previous.last_tool if previous else None,
         duration=None if elapsed is None else format_duration(elapsed),
@@ -432,13 +432,13 @@ def build_final_progress(status: HarnessRunStatus, previous: Progress | None) ->
     )
 
 
-def _usage_tokens(usage: Usage | None) -> int | None:
+def total_usage_tokens(usage: Usage | None) -> int | None:
+    """All tokens of a Usage (input, output, cache read and write); None when none is known."""
     if usage is None:
         return None
-    total = None
-    for value in (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens):
-        total = value if total is None else _plus(total, value)
-    return total
+    values = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def compute_progress(status: HarnessRunStatus, attempt: int, latest: Event | None, now: datetime) -> Progress:
@@ -451,7 +451,7 @@ def compute_progress(status: HarnessRunStatus, attempt: int, latest: Event | Non
     return Progress(
         attempt=attempt,
         turns=_plus(done.turns if done else None, live.turns if live else None),
-        tokens=_plus(_usage_tokens(done), live.tokens if live else None),
+        tokens=_plus(total_usage_tokens(done), live.tokens if live else None),
         cost_usd=_plus(done.cost_usd if done else None, live.cost_usd if live else None),
         last_tool=(live.last_tool if live else None) or previous_tool,
         duration=None if elapsed is None else format_duration(elapsed),

@@ -5,20 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus, Usage
+from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus
 from harness_operator.naming import LABEL_ATTEMPT
 from harness_operator.runner.events import Event, text_event
+from harness_operator.status import total_usage_tokens
 
 LOG_STATES = ("running", "terminated")
-
-
-def total_usage_tokens(usage: Usage | None) -> int | None:
-    """All tokens of a Usage; None when none is known."""
-    if usage is None:
-        return None
-    values = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
 
 
 def build_pods_by_attempt(pods: Sequence[dict[str, Any]]) -> dict[int, dict[str, Any]]:
