@@ -162,14 +162,21 @@ def test_every_panel_and_alert_query_returns_series(
     empty = [(title, q) for title, q in queries if not prom.query(q)]
     assert not empty, f"queries with no series: {empty}"
 
-    def rules_evaluated() -> list[dict[str, Any]] | None:
-        rules = [r for g in prom.get("rules")["groups"] for r in g["rules"]]
-        return rules if rules and all(r.get("lastEvaluation", "").startswith("20") for r in rules) else None
+    def rules() -> list[dict[str, Any]]:
+        return [r for g in prom.get("rules")["groups"] for r in g["rules"]]
 
-    rules = wait_until(rules_evaluated, timeout=30, what="every alert rule to be evaluated")
-    assert {r["name"]: r["health"] for r in rules} == {name: "ok" for name, _ in rule_queries(rule)}
-    # With thresholds at 0 every alert's condition holds, so each is pending or firing.
-    assert all(r["state"] in ("pending", "firing") for r in rules), [(r["name"], r["state"]) for r in rules]
+    def all_active() -> list[dict[str, Any]] | None:
+        # With thresholds at 0 every alert's condition holds, so each becomes pending or firing.
+        current = rules()
+        return current if current and all(r["state"] in ("pending", "firing") for r in current) else None
+
+    evaluated = wait_until(
+        all_active,
+        timeout=30,
+        what="every alert rule to be pending or firing",
+        diagnose=lambda: str([(r["name"], r["state"], r["health"], r.get("lastError")) for r in rules()]),
+    )
+    assert {r["name"]: r["health"] for r in evaluated} == {name: "ok" for name, _ in rule_queries(rule)}
     print(
         f"\nmeasured: {len(queries)} queries ({len(dashboard_queries())} panel targets) all returned series"
     )
