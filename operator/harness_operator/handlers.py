@@ -11,12 +11,12 @@ import structlog
 from pydantic import ValidationError
 
 from harness_operator import metrics
-from harness_operator.api.v1alpha1 import GROUP, VERSION, HarnessBudgetSpec
+from harness_operator.api.v1alpha1 import GROUP, VERSION, HarnessBudgetSpec, HarnessRunStatus
 from harness_operator.budget import BudgetRef, RunCharge, build_run_charge
 from harness_operator.errors import Permanent, Temporary, classify
 from harness_operator.naming import ANNOTATION_RUN, LABEL_MANAGED_BY, MANAGED_BY
 from harness_operator.reconcile import Reconciler
-from harness_operator.status import is_job_finished
+from harness_operator.status import is_job_finished, is_progress_wanted
 
 log = structlog.get_logger("harness_operator")
 OURS = {LABEL_MANAGED_BY: MANAGED_BY}
@@ -56,6 +56,34 @@ def reconcile_and_wake(namespace: str, name: str, retry: int = 0) -> None:
             raise kopf.TemporaryError(verdict.message, delay=verdict.delay) from exc
 
 
+def install_progress_timer(interval: float) -> None:
+    """Every `interval` seconds, for each run whose attempt runs (and only those), refresh its progress."""
+    kopf.timer(GROUP, VERSION, "harnessruns", interval=interval, when=wants_progress)(progress_tick)
+
+
+def wants_progress(body: kopf.Body, **_: Any) -> bool:
+    return is_progress_wanted(_status_of(body))
+
+
+def _status_of(body: kopf.Body) -> HarnessRunStatus | None:
+    try:
+        return HarnessRunStatus.model_validate(dict(body.get("status") or {}))
+    except ValueError:
+        return None
+
+
+def progress_tick(namespace: str | None, name: str, **_: Any) -> None:
+    """Best effort: a failed read is counted and logged, and the next tick tries again."""
+    if not namespace:
+        return
+    try:
+        _state["reconciler"].refresh_progress(namespace, name)
+    except Exception as exc:
+        verdict = classify(exc)
+        metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
+        log.warning("Progress read failed", run=f"{namespace}/{name}", error=verdict.message)
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = f"{GROUP}/finalizer"
@@ -68,7 +96,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = 8
     settings.networking.request_timeout = 30
     settings.watching.server_timeout = 300
-    settings.batching.error_delays = [1, 2, 5, 10, 30, 60]
+    settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
 

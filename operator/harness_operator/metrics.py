@@ -1,5 +1,6 @@
-"""Prometheus metrics; labels are closed sets (provider, model, phase, reason, type), never run names or
-UIDs; budget gauges carry the budget's namespace and name (a platform team has few)."""
+"""Prometheus metrics; labels are closed sets (provider, model, phase, reason, type) or the run's namespace
+(the tenant, what cost is charged to), never run names or UIDs; budget gauges carry the budget's namespace
+and name (a platform team has few)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,12 @@ DURATION = Histogram(
     ["provider"],
     buckets=(5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
 )
-TOKENS = Counter("harness_tokens_total", "Tokens reported by agent CLIs.", ["provider", "model", "type"])
-COST = Counter("harness_cost_usd_total", "Cost in USD, reported or computed.", ["provider", "model"])
+TOKENS = Counter(
+    "harness_tokens_total", "Tokens reported by agent CLIs.", ["provider", "model", "type", "namespace"]
+)
+COST = Counter(
+    "harness_cost_usd_total", "Cost in USD, reported or computed.", ["provider", "model", "namespace"]
+)
 FALLBACKS = Counter(
     "harness_fallbacks_total", "Fallback attempts started, by the provider that failed.", ["provider"]
 )
@@ -47,6 +52,19 @@ def record_budget(namespace: str, name: str, status: HarnessBudgetStatus) -> Non
             gauge.labels(namespace=namespace, budget=name).set(value)
 
 
+for _kind in ("Temporary", "Permanent"):  # present at 0 from the start, so rates and alerts see a series
+    RECONCILE_ERRORS.labels(kind=_kind)
+QUEUED = Gauge("harness_runs_queued", "Runs waiting for a slot (maxRunsPerNamespace).")
+OLDEST_IN_FLIGHT = Gauge(
+    "harness_run_oldest_in_flight_seconds", "Age of the longest-running run in flight (0 when none)."
+)
+PROGRESS_READS = Counter(
+    "harness_progress_log_reads_total", "Pod log tails read to follow in-flight runs' progress."
+)
+PROGRESS_BYTES = Counter("harness_progress_log_bytes_total", "Bytes of those pod log tails.")
+PROGRESS_WRITES = Counter("harness_progress_writes_total", "status.progress writes (figures moved).")
+
+
 def _seconds(start: str | None, end: str | None) -> float | None:
     if not start or not end:
         return None
@@ -56,6 +74,7 @@ def _seconds(start: str | None, end: str | None) -> float | None:
 def record_finished(run: HarnessRun, status: HarnessRunStatus) -> None:
     """Count one ended run: outcome, duration, and each attempt's tokens and cost."""
     provider = run.spec.provider
+    namespace = str(run.metadata.get("namespace") or "")
     RUNS.labels(provider=provider, phase=str(status.phase), reason=status.reason or "").inc()
     duration = _seconds(status.start_time, status.completion_time)
     if duration is not None:
@@ -72,6 +91,8 @@ def record_finished(run: HarnessRun, status: HarnessRunStatus) -> None:
             ("cacheWrite", usage.cache_write_tokens),
         ):
             if value:
-                TOKENS.labels(provider=attempt.provider, model=model, type=kind).inc(value)
+                TOKENS.labels(provider=attempt.provider, model=model, type=kind, namespace=namespace).inc(
+                    value
+                )
         if usage.cost_usd:
-            COST.labels(provider=attempt.provider, model=model).inc(usage.cost_usd)
+            COST.labels(provider=attempt.provider, model=model, namespace=namespace).inc(usage.cost_usd)

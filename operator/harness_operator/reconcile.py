@@ -50,6 +50,7 @@ from harness_operator.kube import Kube
 from harness_operator.naming import LABEL_ATTEMPT, LABEL_RUN, job_name, label_value, output_config_map_name
 from harness_operator.ownership import describe_conflict, is_expected_child, is_owned_child, is_run_output
 from harness_operator.reasons import ReasonedError
+from harness_operator.runner.events import decode_events, latest_progress
 from harness_operator.runner.frame import FrameError, decode_frame
 from harness_operator.runner.plan import PlanError
 from harness_operator.runner.result import fallback_line
@@ -59,15 +60,21 @@ from harness_operator.status import (
     ObservedAttempt,
     compute_definition_status,
     compute_next_attempt,
+    compute_progress,
     compute_status,
     find_succeeded,
     is_job_finished,
+    is_progress_changed,
+    is_progress_wanted,
     merge_attempts,
     observe_attempt,
     recorded_attempts,
 )
 
 T = TypeVar("T")
+# One progress read: the last lines of the pod log, and never more than this many bytes of them.
+PROGRESS_TAIL_LINES = 40
+PROGRESS_TAIL_BYTES = 32 * 1024
 
 
 class Rejection(ReasonedError):
@@ -116,6 +123,13 @@ class Reconciler:
         # Reservations made here that the watch cache may not show yet (its lag would let the next
         # admission overspend); the cache's own copy wins once it has one.
         self._reserved: dict[tuple[str, str], RunCharge] = {}
+        self._queued: set[tuple[str, str]] = set()
+        self._started: dict[tuple[str, str], datetime] = {}
+        metrics.OLDEST_IN_FLIGHT.set_function(self._oldest_in_flight_seconds)
+
+    def _oldest_in_flight_seconds(self) -> float:
+        now = self.clock()
+        return max(((now - t).total_seconds() for t in list(self._started.values())), default=0.0)
 
     # --- entry points --------------------------------------------------------------------------------
 
@@ -140,9 +154,17 @@ class Reconciler:
             just_finished = is_finished(status.conditions)
             if status.phase == "Running":
                 self._in_flight.add((namespace, name))
+                start = datetime.fromisoformat(status.start_time) if status.start_time else self.clock()
+                self._started.setdefault((namespace, name), start)
             else:
                 self._in_flight.discard((namespace, name))
+                self._started.pop((namespace, name), None)
+            if status.reason == "Queued":
+                self._queued.add((namespace, name))
+            else:
+                self._queued.discard((namespace, name))
             metrics.IN_FLIGHT.set(len(self._in_flight))
+            metrics.QUEUED.set(len(self._queued))
             if just_finished:
                 metrics.record_finished(run, status)
         return self._runs_to_wake(namespace) if just_finished else []
@@ -157,6 +179,30 @@ class Reconciler:
         if old != status:
             patch = {**{key: None for key in old if key not in status}, **status}
             self.kube.patch_definition_status(plural, namespace, name, patch)
+
+    def refresh_progress(self, namespace: str, name: str) -> None:
+        """While a run's attempt runs, read the tail of its pod log (one bounded GET) and write
+        status.progress when the figures moved. Under the run's lock, so that a reconcile's final status
+        is never overwritten by figures read before it."""
+        with self._run_locks[(namespace, name)]:
+            raw = self.kube.fetch_run(namespace, name)
+            if raw is None:
+                return
+            status = HarnessRun.model_validate(raw).status
+            if status is None or not is_progress_wanted(status):
+                return
+            attempt = status.attempts[-1]
+            assert attempt.pod_name is not None
+            log = self.kube.fetch_pod_log_tail(
+                namespace, attempt.pod_name, PROGRESS_TAIL_LINES, PROGRESS_TAIL_BYTES
+            )
+            metrics.PROGRESS_READS.inc()
+            metrics.PROGRESS_BYTES.inc(len((log or "").encode("utf-8")))
+            latest = latest_progress(decode_events((log or "").splitlines()))
+            progress = compute_progress(status, attempt.index, latest, self.clock())
+            if is_progress_changed(status.progress, progress):
+                self.kube.patch_run_status(namespace, name, {"progress": progress.to_api()})
+                metrics.PROGRESS_WRITES.inc()
 
     # --- the reconcile path --------------------------------------------------------------------------
 

@@ -1009,6 +1009,21 @@ class OutputStatus(Model):
     config_map_name: str | None = Field(default=None, description="ConfigMap holding the full output.")
 
 
+class Progress(Model):
+    """The run so far, for `kubectl get -w`: finished attempts' usage plus the running attempt's figures,
+    which the operator reads from the sandbox's log while it runs; at the end, the run's totals."""
+
+    attempt: int | None = Field(default=None, description="The attempt these figures run up to.")
+    turns: int | None = Field(default=None, description="Agent turns so far.")
+    tokens: int | None = Field(
+        default=None, description="Tokens so far: input, output, cache read and cache write together."
+    )
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost so far in USD.")
+    last_tool: str | None = Field(default=None, description="The last tool the agent called.")
+    duration: str | None = Field(default=None, description="Time since the run started, e.g. 2m5s.")
+    update_time: str | None = Field(default=None, description="When these figures were read.")
+
+
 class Phase(StrEnum):
     pending = "Pending"
     running = "Running"
@@ -1048,6 +1063,8 @@ class HarnessRunStatus(Model):
     usage: Usage | None = Field(default=None, description="Summed across attempts.")
     output: OutputStatus | None = Field(default=None, description="The output.")
     budget: RunBudget | None = Field(default=None, description="Budget admission and reservation.")
+
+    progress: Progress | None = Field(default=None, description="Turns, tokens and cost so far.")
 
 
 class HarnessDefinitionStatus(Model):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness_operator.runner.events import Event, short_argument, text_event
 from harness_operator.runner.parsers.base import (
     Failure,
     Parser,
@@ -31,11 +32,18 @@ class CopilotJsonParser(Parser):
         assert isinstance(data, dict)
         if kind in ("model.call_start", "assistant.message") and (model := as_str(data.get("model"))):
             self.state = self.state.with_(model=model)
-        if kind == "assistant.message":
+        if kind == "assistant.turn_start":
+            self.emit_turn(self._turns + 1)
+        elif kind == "tool.execution_start":
+            name = as_str(data.get("toolName")) or "tool"
+            self.emit(Event("tool", tool=name, arg=short_argument(data.get("arguments"))))
+        elif kind == "assistant.message":
             content = data.get("content")
             if isinstance(content, str) and content:
                 self._turns += 1
                 self.state = self.state.with_(text=content, turns=self._turns)
+                self.emit_turn(self._turns)
+                self.emit(text_event(content))
         elif kind == "session.error" or kind == "error":
             message = str(data.get("message") or "the CLI reported an error")
             self.state = self.state.with_(
