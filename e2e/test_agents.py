@@ -37,6 +37,8 @@ class Route:
     env: dict[str, str]
     options: dict[str, Any] = field(default_factory=dict)
     cost_reported: bool = False
+    # The CLI reports tokens but no cost, for a model the pinned price table knows: status computes it.
+    cost_computed: bool = False
     # Tokens per model call the stub answered; None: the CLI reports no usage (status shows none).
     usage: dict[str, int] | None = field(default_factory=lambda: {"inputTokens": 1234, "outputTokens": 56})
     # The CLI reports the usage of its answer only, not of side calls it may make (a session title).
@@ -78,6 +80,7 @@ ROUTES: dict[str, Callable[[str], Route]] = {
         },
         {"model": "gemini-2.5-flash"},
         usage=NET_OF_CACHE,
+        cost_computed=True,
         files={
             ".gemini/settings.json": json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}})
         },
@@ -209,6 +212,8 @@ def test_builtin_runs_in_its_catalog_image(
         assert {k: usage.get(k) for k in route.usage} == {k: v * calls for k, v in route.usage.items()}, usage
     if route.cost_reported:
         assert usage["costSource"] == "reported" and usage["costUSD"] > 0, usage
+    elif route.cost_computed:
+        assert usage["costSource"] == "computed" and usage["costUSD"] > 0 and usage["priceSource"], usage
     else:
         assert usage.get("costSource", "unknown") == "unknown" and "costUSD" not in usage, usage
     chdef = client.CustomObjectsApi(kube).get_cluster_custom_object(

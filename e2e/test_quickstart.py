@@ -55,6 +55,23 @@ def user_kubeconfig(namespace: str, tmp_path: Path) -> str:
     return str(path)
 
 
+def forget_pulled_images() -> None:
+    """The local test cluster's node drops what it pulled from the registry before, as a node that never
+    saw these images: with `IfNotPresent` it would otherwise run the copy a previous run pushed under the
+    same tag. On other clusters (kind) the node is new anyway."""
+    sock = (
+        Path(os.environ.get("HARNESS_CLUSTER_STATE", "/var/lib/harness-operator-cluster"))
+        / "containerd/containerd.sock"
+    )
+    if not sock.exists():
+        return
+    ctr = ["ctr", "--address", str(sock), "--namespace", "k8s.io", "images"]
+    listed = subprocess.run([*ctr, "ls", "-q"], capture_output=True, text=True, check=True).stdout.split()
+    pulled = [ref for ref in listed if ref.startswith(f"{REGISTRY}/")]
+    if pulled:
+        subprocess.run([*ctr, "rm", *pulled], capture_output=True, check=True)
+
+
 @pytest.fixture
 def restore_defaults() -> Iterator[None]:
     yield
@@ -73,6 +90,7 @@ def test_readme_quick_start(
         "networkPolicy": "allowlist",
         "egress": [{"cidr": f"{STUB_HOST}/32", "ports": [server.port]}],
     }
+    forget_pulled_images()
     routed = tmp_path / "hello.yaml"
     routed.write_text(yaml.safe_dump(manifest))
     env = {

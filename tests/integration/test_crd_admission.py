@@ -158,6 +158,7 @@ def test_status_subresource_and_printer_columns(
                 "phase": "Succeeded",
                 "exitCode": 0,
                 "usage": {"costUSD": 0.25, "costSource": "reported"},
+                "progress": {"costUSD": 0.25},  # the Cost column: the run so far, then its totals
             }
         },
     )
