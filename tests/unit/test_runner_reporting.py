@@ -6,6 +6,7 @@ import json
 import pytest
 
 from harness_operator.api.v1alpha1 import ModelPricing, Usage
+from harness_operator.runner.attempt import agent_exit_code
 from harness_operator.runner.cost import PriceBook, compute_cost, compute_usage, sum_usage
 from harness_operator.runner.frame import FrameError, decode_frame, encode_frame
 from harness_operator.runner.parsers import Report, Tokens
@@ -152,3 +153,8 @@ def test_fallback_rule():
     for reason in ("Timeout", "Cancelled", "CostLimitExceeded"):
         assert not is_fallback_allowed({"exitCode": 124, "reason": reason})
     assert not is_fallback_allowed({"exitCode": 0})
+
+
+@pytest.mark.parametrize(("returncode", "expected"), [(0, 0), (1, 1), (124, 124), (-9, 137), (-15, 143)])
+def test_agent_exit_code_reports_a_signal_as_a_shell_does(returncode: int, expected: int) -> None:
+    assert agent_exit_code(returncode) == expected

@@ -44,6 +44,7 @@ from harness_operator.runner.acp_rules import OfferedOption, choose_permission, 
 from harness_operator.runner.attempt import (
     AttemptResult,
     Reporter,
+    agent_exit_code,
     compute_limit_hit,
     keep_output,
     prepare,
@@ -222,7 +223,7 @@ async def open_stdio(
 
     def exit_code() -> int | None:
         code = proc.poll()
-        return None if code is None else (code if code >= 0 else 128 - code)
+        return None if code is None else agent_exit_code(code)
 
     return Channel(conn, close, exit_code)
 

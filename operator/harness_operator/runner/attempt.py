@@ -295,6 +295,11 @@ def with_plan_identity(plan: AttemptPlan, report: Report) -> Report:
     )
 
 
+def agent_exit_code(returncode: int) -> int:
+    """The agent's exit code as a shell reports it: a death by signal N is 128 + N (Popen says -N)."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
 def stop_exit_code(reason: str) -> int:
     """The exit code of an attempt we stopped: maxTurns is the agent's failure (1), the rest 124."""
     return 1 if reason == Failure.max_turns.value else EXIT_STOPPED

@@ -25,6 +25,7 @@ from harness_operator.runner.attempt import (
     AttemptResult,
     Executor,
     Reporter,
+    agent_exit_code,
     compute_limit_hit,
     keep_output,
     prepare,
@@ -219,7 +220,7 @@ def _finish(
     report = streams.parser.finish(stdout.decode("utf-8", "replace"))
     usage = compute_usage(report, plan.prices, plan.model_hint)
     report = with_plan_identity(plan, report)
-    agent_code = returncode if returncode >= 0 else 128 - returncode
+    agent_code = agent_exit_code(returncode)
     result = AttemptResult(
         plan.attempt,
         plan.provider,
