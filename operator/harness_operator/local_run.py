@@ -163,7 +163,9 @@ class LocalRunner:
         if output is not None:
             self.files.outputs[(doc.namespace, doc.name)] = output
         attempts = [
-            ObservedAttempt(r.attempt, r.provider, state=FINISHED, start_time=r.start_time, result=r.to_doc())
+            ObservedAttempt(
+                r.attempt, r.provider, state=FINISHED, start_time=r.start_time, result=r.to_result()
+            )
             for r in results
         ]
         observed = Observed([p.provider for p in plans], attempts, output=output)

@@ -328,7 +328,7 @@ class Reconciler:
         last = attempts[-1] if attempts else None
         if last is None or not last.succeeded or last.pod_name is None:
             return None, None
-        expected = ((last.result or {}).get("output") or {}).get("sha256")
+        expected = last.result.output.sha256 if last.result and last.result.output else None
         log = self.kube.fetch_pod_log(ns, last.pod_name) or ""
         decoded = decode_frame(log, expected)
         if isinstance(decoded, FrameError):
