@@ -26,9 +26,11 @@ from harness_operator.config import OperatorConfig
 from harness_operator.desired import AttemptTarget, build_network_policy
 from harness_operator.naming import attempt_labels
 
-from .conftest import describe_namespace, wait_until
+from .conftest import Api, describe_namespace, wait_until
+from .operator_env import definition_body, run_body
 
 NODE_IP = "10.88.0.1"
+API_SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service: the API server, which no sandbox rule here allows
 ELSEWHERE_IP = "10.87.0.1"  # tests/cluster/lib/common.sh: a local address, neither the node nor a pod
 DNS_SERVICE_IP = "10.96.0.10"
 ENFORCER_HEALTH = "http://127.0.0.1:20244/healthz"  # kube-router, started by tests/cluster/up
@@ -38,7 +40,7 @@ PROVIDER = "probe"
 # Runs inside the pods (the sandbox image's python3). argv[1]: JSON list of [name, kind, target...].
 # Prints {name: result}: "open", an address for DNS answers, or "blocked: <error>".
 PROBE = r"""
-import json, socket, struct, sys
+import json, socket, struct, sys, time
 
 def tcp(host, port):
     with socket.create_connection((host, int(port)), timeout=3):
@@ -61,6 +63,18 @@ def dns(server, name, proto):
         return "rcode %d" % (r[3] & 0xF)
     return socket.inet_ntoa(r[-4:])  # one A record, last in the answer
 
+def wait(host, port, seconds):
+    # Until a connection the policy denies fails: the enforcer may program a new pod's rules after it starts.
+    start, tries = time.monotonic(), 0
+    while time.monotonic() - start < seconds:
+        tries += 1
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+        except OSError:
+            return "confined after %d tries, %.2fs" % (tries, time.monotonic() - start)
+        time.sleep(0.05)
+    return "open for %ds" % seconds
+
 def resolver(name):
     servers = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")]
     if servers != [sys.argv[2]]:
@@ -70,7 +84,7 @@ def resolver(name):
 out = {}
 for name, kind, *args in json.loads(sys.argv[1]):
     try:
-        out[name] = {"tcp": tcp, "dns": dns, "resolver": resolver}[kind](*args)
+        out[name] = {"tcp": tcp, "dns": dns, "wait": wait, "resolver": resolver}[kind](*args)
     except OSError as exc:
         out[name] = "blocked: %s" % exc
 print(json.dumps(out))
@@ -244,12 +258,21 @@ def _outcome(result: str) -> str:
 
 
 OPEN, BLOCKED = "open", "blocked"
-CHECKS = ("node:port", "node:other_port", "elsewhere:port", "peer-pod", "dns-udp", "dns-tcp", "resolver")
+CHECKS = (
+    "node:port",
+    "node:other_port",
+    "elsewhere:port",
+    "peer-pod",
+    "api-server",
+    "dns-udp",
+    "dns-tcp",
+    "resolver",
+)
 EXPECTED = {
-    "none": (BLOCKED, BLOCKED, BLOCKED, BLOCKED, BLOCKED, BLOCKED, BLOCKED),
-    "provider": (OPEN, BLOCKED, BLOCKED, BLOCKED, NODE_IP, NODE_IP, NODE_IP),
-    "allowlist": (BLOCKED, BLOCKED, OPEN, BLOCKED, NODE_IP, NODE_IP, NODE_IP),
-    "unrestricted": (OPEN, OPEN, OPEN, OPEN, NODE_IP, NODE_IP, NODE_IP),
+    "none": (BLOCKED, BLOCKED, BLOCKED, BLOCKED, BLOCKED, BLOCKED, BLOCKED, BLOCKED),
+    "provider": (OPEN, BLOCKED, BLOCKED, BLOCKED, BLOCKED, NODE_IP, NODE_IP, NODE_IP),
+    "allowlist": (BLOCKED, BLOCKED, OPEN, BLOCKED, BLOCKED, NODE_IP, NODE_IP, NODE_IP),
+    "unrestricted": (OPEN, OPEN, OPEN, OPEN, OPEN, NODE_IP, NODE_IP, NODE_IP),
 }
 
 
@@ -289,6 +312,7 @@ def test_sandbox_network_mode_is_enforced(
             ["node:other_port", "tcp", NODE_IP, listeners.other_port],
             ["elsewhere:port", "tcp", ELSEWHERE_IP, listeners.port],
             ["peer-pod", "tcp", peer_ip, SANDBOX_PORT],
+            ["api-server", "tcp", API_SERVICE_IP, 443],
             ["dns-udp", "dns", DNS_SERVICE_IP, name, "udp"],
             ["dns-tcp", "dns", DNS_SERVICE_IP, name, "tcp"],
             ["resolver", "resolver", name],
@@ -302,3 +326,38 @@ def test_sandbox_network_mode_is_enforced(
     # Ingress: the sandbox listens (the node connected to it above) but a pod under no policy is refused.
     ingress = _probe(kube, namespace, "peer", [["sandbox", "tcp", sandbox_ip, SANDBOX_PORT]])
     assert _outcome(ingress["sandbox"]) == BLOCKED, ingress
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("none", (BLOCKED, BLOCKED)), ("provider", (OPEN, BLOCKED))])
+def test_run_started_by_the_operator_is_confined(
+    api: Api,
+    images: dict[str, str],
+    enforcer: None,
+    listeners: Listeners,
+    mode: str,
+    expected: tuple[str, str],
+) -> None:
+    """A whole run: the operator makes the policy and the Job, the agent is the probe. It first waits until
+    the API server is refused (the enforcer programs a new pod's rules after the pod starts; the result
+    says whether its first try got through), then probes."""
+    checks = [
+        ["confined", "wait", API_SERVICE_IP, 443, 30],
+        ["node:port", "tcp", NODE_IP, listeners.port],
+        ["node:other_port", "tcp", NODE_IP, listeners.other_port],
+    ]
+    body = definition_body("prober", images["test"], "ok", output={"format": "text"})
+    body["spec"].update(
+        {
+            "binary": "python3",
+            "prefixArgs": ["-c", PROBE, json.dumps(checks), DNS_SERVICE_IP],
+            "egress": [{"cidr": f"{NODE_IP}/32", "ports": [listeners.port]}],
+        }
+    )
+    api.create(body)
+    api.create(run_body("probe", {"provider": "prober", "prompt": "p", "sandbox": {"networkPolicy": mode}}))
+    status = api.wait_finished("probe")
+    assert status["phase"] == "Succeeded", status
+    result = json.loads(status["output"]["excerpt"])
+    print(f"{mode}: {result['confined']}")
+    assert result["confined"].startswith("confined after"), result
+    assert (_outcome(result["node:port"]), _outcome(result["node:other_port"])) == expected, result
