@@ -253,11 +253,13 @@ def _probe(kube: client.ApiClient, namespace: str, pod: str, checks: list[list[A
     return result
 
 
-def _outcome(result: str) -> str:
-    return "blocked" if result.startswith("blocked:") else result
-
-
 OPEN, BLOCKED = "open", "blocked"
+
+
+def _outcome(result: str) -> str:
+    return BLOCKED if result.startswith("blocked:") else result
+
+
 CHECKS = (
     "node:port",
     "node:other_port",
