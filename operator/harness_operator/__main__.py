@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level)
     config = OperatorConfig.from_env()
     handlers.install(Reconciler(Kube(), config))
+    if config.progress_interval_seconds > 0:
+        handlers.install_progress_timer(config.progress_interval_seconds)
     start_http_server(config.metrics_port)
     asyncio.run(
         kopf.operator(

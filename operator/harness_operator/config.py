@@ -29,6 +29,7 @@ class OperatorConfig:
     metrics_port: int = 8080
     health_port: int = 8081
     namespaces: tuple[str, ...] = ()
+    progress_interval_seconds: int = 5  # 0: no in-flight progress (no pod log reads while runs run)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
