@@ -3,7 +3,7 @@
 # $RUN_DIR/<name>.pid. Only those pids (and the container shims bound to our
 # containerd socket) are ever signalled.
 
-COMPONENTS_START_ORDER=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy registry)
+COMPONENTS_START_ORDER=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy kube-router registry)
 
 # pid_of NAME: prints the pid if the recorded process is alive and is ours.
 pid_of() {
