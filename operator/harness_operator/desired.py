@@ -20,6 +20,16 @@ from harness_operator.api.v1alpha1 import (
     NetworkPolicyMode,
 )
 from harness_operator.config import OperatorConfig
+from harness_operator.egress import (
+    ROUTE_CILIUM,
+    ROUTE_GATEWAY,
+    build_cilium_policy,
+    build_gateway_egress_rule,
+    build_proxy_env,
+    compute_egress_rules,
+    compute_route,
+    with_gateway,
+)
 from harness_operator.naming import (
     ANNOTATION_CONTENT_SHA256,
     ANNOTATION_RUN,
@@ -70,17 +80,25 @@ class AttemptTarget:
 
 
 def build_plans(
-    run: HarnessRun, targets: Sequence[AttemptTarget], prompt: str, stdin: str | None
+    run: HarnessRun,
+    targets: Sequence[AttemptTarget],
+    prompt: str,
+    stdin: str | None,
+    config: OperatorConfig | None = None,
 ) -> list[dict[str, Any]]:
-    """Every attempt's plan as the plan Secret holds it; output bounded by what a ConfigMap holds."""
+    """Every attempt's plan as the plan Secret holds it; output bounded by what a ConfigMap holds.
+    With `config`, attempts whose host rules go through the egress gateway get its proxy variables."""
     options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
-    return [
-        with_output_limit(
+    plans = []
+    for t in targets:
+        plan = with_output_limit(
             build_plan(run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin),
             OUTPUT_CONFIG_MAP_LIMIT,
-        ).model_dump(by_alias=True, mode="json")
-        for t in targets
-    ]
+        )
+        if config is not None and compute_route(run, t.definition, config) == ROUTE_GATEWAY:
+            plan = with_gateway(plan, compute_egress_rules(run, t.definition))
+        plans.append(plan.model_dump(by_alias=True, mode="json"))
+    return plans
 
 
 def owner_reference(run: HarnessRun) -> dict[str, Any]:
@@ -109,10 +127,14 @@ def _meta(
     return meta
 
 
-def build_plan_secret(run: HarnessRun, plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The attempts' plans (prompt, stdin, argv, limits): prompts may be sensitive, so a Secret."""
+def build_plan_secret(
+    run: HarnessRun, plans: Sequence[Mapping[str, Any]], proxy_urls: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The attempts' plans (prompt, stdin, argv, limits): prompts may be sensitive, so a Secret. It also
+    holds the egress gateway's proxy URL of each attempt that uses it (`egress.build_proxy_urls`)."""
     name = run.metadata["name"]
     data = {f"attempt-{i}.json": json.dumps(plan, sort_keys=True) for i, plan in enumerate(plans, start=1)}
+    data.update(proxy_urls or {})
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -154,12 +176,13 @@ def build_network_policy(run: HarnessRun, target: AttemptTarget, config: Operato
     elif mode == NetworkPolicyMode.unrestricted:
         egress = [{}]
     else:
-        rules = (
-            target.definition.egress
-            if mode == NetworkPolicyMode.provider
-            else (sandbox.egress if sandbox else [])
-        )
+        rules = compute_egress_rules(run, target.definition)
+        route = compute_route(run, target.definition, config)
+        if route in (ROUTE_GATEWAY, ROUTE_CILIUM):  # names are enforced there, not by address here
+            rules = [r for r in rules if not r.host]
         egress = [_dns_rule(config), *(build_egress_rule(r) for r in rules)]
+        if route == ROUTE_GATEWAY:
+            egress.insert(1, build_gateway_egress_rule(config))
     selector = {**run_labels(name), LABEL_ATTEMPT: str(target.index)}
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -174,6 +197,17 @@ def build_network_policy(run: HarnessRun, target: AttemptTarget, config: Operato
             "egress": egress,
         },
     }
+
+
+def build_fqdn_policy(
+    run: HarnessRun, target: AttemptTarget, config: OperatorConfig
+) -> dict[str, Any] | None:
+    """Without an egress gateway, on Cilium: the attempt's host rules as a CiliumNetworkPolicy."""
+    name = run.metadata["name"]
+    meta = _meta(
+        run, network_policy_name(name, target.index), attempt_labels(name, target.index, target.provider)
+    )
+    return build_cilium_policy(run, target, config, meta)
 
 
 def workspace_claim(run: HarnessRun, provider: str) -> tuple[str, str] | None:
@@ -247,16 +281,23 @@ def _resources(run: HarnessRun, config: OperatorConfig) -> dict[str, Any]:
     return {"requests": requests, "limits": limits}
 
 
-def _env(run: HarnessRun, definition: HarnessDefinitionSpec) -> list[dict[str, Any]]:
+def _env(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> list[dict[str, Any]]:
     """Credentials, each only by secretKeyRef, then HOME. The plain env travels in the plan and the
-    runner sets it on the agent only: LD_PRELOAD or PYTHONPATH from a run never reach the runner."""
-    grants = merge_grants(run, definition)
+    runner sets it on the agent only: LD_PRELOAD or PYTHONPATH from a run never reach the runner.
+    Through the egress gateway, the proxy URLs come from the plan Secret, in place of any grant of
+    those names."""
+    grants = merge_grants(run, target.definition)
+    proxy: list[dict[str, Any]] = []
+    if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
+        proxy = build_proxy_env(plan_secret_name(run.metadata["name"]), target.index)
+        grants = {k: v for k, v in grants.items() if k not in {e["name"] for e in proxy}}
     env: list[dict[str, Any]] = []
     for name, grant in sorted(grants.items()):
         ref: dict[str, Any] = {"name": grant.secret_key_ref.name, "key": grant.secret_key_ref.key}
         if grant.optional:
             ref["optional"] = True
         env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+    env += proxy
     env.append({"name": "HOME", "value": SANDBOX_HOME})
     return env
 
@@ -394,7 +435,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                         f"{PLAN_DIR}/{PLAN_FILE}",
                     ],
                     "workingDir": workdir,
-                    "env": _env(run, target.definition),
+                    "env": _env(run, target, config),
                     "resources": _resources(run, config),
                     "securityContext": _container_security(config),
                     "terminationMessagePath": "/dev/termination-log",
