@@ -24,6 +24,7 @@ from harness_operator import __version__
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "probe.invalid"
 SETTINGS = json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}})
+PI_MODELS = json.dumps({"providers": {"anthropic": {"baseUrl": "{url}"}}})
 # name -> (argv after the executable, env): a one-shot prompt routed to the probe host.
 CLIS: dict[str, tuple[list[str], dict[str, str]]] = {
     "claude": (["-p", "hi"], {"ANTHROPIC_API_KEY": "sk-probe", "ANTHROPIC_BASE_URL": "{url}"}),
@@ -46,10 +47,12 @@ CLIS: dict[str, tuple[list[str], dict[str, str]]] = {
             "GEMINI_API_KEY": "probe",
             "GOOGLE_GEMINI_BASE_URL": "{url}",
             "GEMINI_CLI_TRUST_WORKSPACE": "true",
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": "/tmp/settings.json",
         },
     ),
-    "qwen": (["-p", "hi"], {"OPENAI_API_KEY": "sk-probe", "OPENAI_BASE_URL": "{url}/v1"}),
+    "qwen": (
+        ["-p", "hi", "--auth-type", "openai"],
+        {"OPENAI_API_KEY": "sk-probe", "OPENAI_BASE_URL": "{url}/v1"},
+    ),
     "copilot": (
         ["-p", "hi"],
         {
@@ -62,6 +65,14 @@ CLIS: dict[str, tuple[list[str], dict[str, str]]] = {
     "aider": (
         ["--message", "hi", "--model", "gpt-4o", "--no-git", "--yes-always"],
         {"OPENAI_API_KEY": "sk-probe", "OPENAI_API_BASE": "{url}/v1"},
+    ),
+    "pi": (
+        ["-p", "hi", "--provider", "anthropic", "--model", "claude-sonnet-4-5", "--mode", "json"],
+        {
+            "ANTHROPIC_API_KEY": "sk-probe",
+            "PI_OFFLINE": "1",
+            "PI_CODING_AGENT_DIR": "/home/sandbox/.pi/agent",
+        },
     ),
     "opencode": (
         ["run", "--model", "anthropic/claude-sonnet-4-5", "hi"],
@@ -106,10 +117,17 @@ def probe(name: str, port: int, scheme: str) -> list[str]:
         "NODE_USE_ENV_PROXY": "1",
     }
     argv = [a.replace("{url}", url) for a in argv]
-    docker = ["docker", "run", "--rm", "--network", "host", "--entrypoint", "sh"]
+    # HOME is an empty volume in the pod, as here.
+    docker = ["docker", "run", "--rm", "--network", "host", "--tmpfs", "/home/sandbox:uid=65532"]
+    docker += ["--entrypoint", "sh"]
     docker += [arg for k, v in variables.items() for arg in ("-e", f"{k}={v}")]
     executable = {"aider": "aider"}.get(name, name)
-    script = f"printf %s '{SETTINGS}' > /tmp/settings.json; exec timeout 45 {executable} \"$@\" </dev/null"
+    models = PI_MODELS.replace("{url}", url)
+    settings = (
+        f"mkdir -p ~/.gemini ~/.pi/agent; printf %s '{SETTINGS}' > ~/.gemini/settings.json; "
+        f"printf %s '{models}' > ~/.pi/agent/models.json"
+    )
+    script = f'{settings}; exec timeout 45 {executable} "$@" </dev/null'
     Recorder.seen = []
     done = subprocess.run(
         [*docker, f"harness.local/sandbox-{name}:{__version__}", "-c", script, name, *argv],
