@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import structlog
 from pydantic import ValidationError
 
 from harness_operator import metrics
@@ -60,6 +61,7 @@ from harness_operator.status import (
 )
 
 T = TypeVar("T")
+log = structlog.get_logger("harness_operator")
 
 
 class Rejection(ReasonedError):
@@ -117,7 +119,10 @@ class Reconciler:
             metrics.IN_FLIGHT.set(len(self._in_flight))
             if just_finished:
                 metrics.record_finished(run, status)
-                self.revoke_egress(namespace, name)
+                try:
+                    self.revoke_egress(namespace, name)
+                except Exception as exc:  # the status is written; the run's deletion revokes it again
+                    log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
         return self._runs_to_wake(namespace) if just_finished else []
 
     def revoke_egress(self, namespace: str, name: str) -> None:

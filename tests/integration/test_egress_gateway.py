@@ -72,12 +72,22 @@ def gateway_operator(
     )
     core = client.CoreV1Api(kube)
     apps = client.AppsV1Api(kube)
-    # hostAliases changed: wait for the new pods (helm --wait waited for a ready Deployment).
+    # The image was rebuilt under the same tag: roll the pods onto it, and wait for the new ones.
+    image_id = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Id}}", gateway_image],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    template = {"metadata": {"annotations": {"harness-operator.test/image": image_id.replace(":", "-")}}}
+    apps.patch_namespaced_deployment(GATEWAY, RELEASE_NAMESPACE, {"spec": {"template": template}})
     wait_until(
         lambda: (
             (d := apps.read_namespaced_deployment(GATEWAY, RELEASE_NAMESPACE)).status.updated_replicas
             == d.spec.replicas
             == d.status.ready_replicas
+            == d.status.replicas
+            and d.status.observed_generation == d.metadata.generation
         ),
         timeout=120,
         what="the gateway's pods",
@@ -115,9 +125,11 @@ def anthropic_stub() -> Iterator[AnthropicStub]:
 
 
 def gateway_pods(api: Api) -> list[Any]:
-    return api.core.list_namespaced_pod(
+    """The gateway's serving pods (not those on their way out after a rollout)."""
+    pods = api.core.list_namespaced_pod(
         RELEASE_NAMESPACE, label_selector="app.kubernetes.io/name=harness-egress-gateway"
     ).items
+    return [p for p in pods if p.metadata.deletion_timestamp is None and p.status.phase == "Running"]
 
 
 def gateway_logs(api: Api) -> str:
@@ -265,3 +277,22 @@ def test_one_runs_credential_opens_none_of_another_runs_hosts(
 def gateway_operator_key(kube: client.ApiClient) -> str:
     data = client.CoreV1Api(kube).read_namespaced_secret(f"{GATEWAY}-key", RELEASE_NAMESPACE).data
     return base64.b64decode(data["key"]).decode()
+
+
+def test_gateway_and_operator_rights_over_grants_stay_in_the_gateways_namespace(
+    gateway_operator: OperatorProcess, service_account_client: Any
+) -> None:
+    def allowed(account: str, verb: str, resource: str, namespace: str) -> bool:
+        authz = client.AuthorizationV1Api(service_account_client(RELEASE_NAMESPACE, account))
+        attributes = client.V1ResourceAttributes(verb=verb, resource=resource, namespace=namespace)
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
+        )
+        return bool(authz.create_self_subject_access_review(review).status.allowed)
+
+    assert allowed(GATEWAY, "list", "configmaps", RELEASE_NAMESPACE)
+    assert not allowed(GATEWAY, "list", "configmaps", "default")
+    assert not allowed(GATEWAY, "get", "secrets", RELEASE_NAMESPACE)
+    assert not allowed(GATEWAY, "create", "configmaps", RELEASE_NAMESPACE)
+    assert allowed("harness-operator", "delete", "configmaps", RELEASE_NAMESPACE)
+    assert not allowed("harness-operator", "delete", "configmaps", "default")

@@ -183,6 +183,7 @@ class FixedGrants:
         ("auth", f"team-a.other.1 {TOKEN_1}\n", "ERR"),
         ("auth", "garbage\n", "ERR"),
         ("acl", "team-a.review.1 api.anthropic.com 443\n", "OK"),
+        ("acl", "team-a.review.1 api.anthropic.com 443 -\n", "OK"),  # as Squid 5 sends it
         ("acl", "team-a.review.1 other.example 443\n", "ERR"),
         ("acl", "only-one-field\n", "BH message=bad-request"),
     ],

@@ -79,8 +79,8 @@ def answer(mode: str, store: Store, line: str) -> str:
     if mode == "auth" and len(fields) == 2:
         user, password = fields
         return "OK" if is_authentic(store.current(user), user, password) else "ERR"
-    if mode == "acl" and len(fields) == 3:
-        user, host, port = fields
+    if mode == "acl" and len(fields) >= 3:  # Squid appends the ACL's arguments ("-" for none)
+        user, host, port = fields[:3]
         return "OK" if is_granted(store.current(user), user, host, port) else "ERR"
     return "BH message=bad-request" if mode == "acl" else "ERR"
 
