@@ -220,6 +220,56 @@ def test_claude_is_refused_a_name_it_was_not_granted(gw: Api, anthropic_stub: An
     assert f'run="{gw.ns}/refused",host="{host}",verdict="refused"' in gateway_metrics(gw)
 
 
+# The agent of the bypass test: the granted name through the gateway (urllib reads http_proxy), then a
+# direct connection to the same listener, retried while it gets through: kube-router confines a pod only
+# once it runs (up to 0.31 s measured, tests/cluster/README.md), so "blocked" is what it settles to.
+BYPASS = r"""
+import json, socket, sys, time, urllib.request
+name, port, node = sys.argv[1].split()
+via = urllib.request.urlopen(f"http://{name}:{port}/v1/models", timeout=10).status
+direct, deadline = "open", time.monotonic() + 20
+while time.monotonic() < deadline:
+    try:
+        socket.create_connection((node, int(port)), timeout=1).close()
+    except OSError:
+        direct = "blocked"
+        break
+    time.sleep(0.2)
+print(json.dumps({"viaGateway": via, "direct": direct}))
+"""
+ENFORCER_HEALTH = "http://127.0.0.1:20244/healthz"  # kube-router, when tests/cluster/up runs it
+
+
+def test_a_probe_cannot_bypass_the_gateway_by_connecting_directly(
+    gw: Api, images: dict[str, str], anthropic_stub: AnthropicStub
+) -> None:
+    """Provider mode with a host rule: the definition's host opens through the gateway, and the same
+    listener by address stays closed (the policy allows only DNS and the gateway)."""
+    try:
+        urllib.request.urlopen(ENFORCER_HEALTH, timeout=5).close()
+    except OSError:
+        pytest.skip("no NetworkPolicy enforcer in this cluster (kube-router, issue 9 part 1)")
+    port = anthropic_stub.port
+    definition = {
+        "binary": "python3",
+        "prefixArgs": ["-c", BYPASS],
+        "image": images["sandbox"],
+        "egress": [{"host": STUB_NAME, "ports": [port]}],
+    }
+    gw.create(
+        {
+            "apiVersion": "agentharness.dev/v1alpha1",
+            "kind": "HarnessDefinition",
+            "metadata": {"name": "bypass"},
+            "spec": definition,
+        }
+    )
+    gw.create(run_body("bypass", {"provider": "bypass", "prompt": f"{STUB_NAME} {port} {NODE}"}))
+    status = gw.wait_finished("bypass")
+    assert status["phase"] == "Succeeded", status
+    assert json.loads(status["output"]["excerpt"]) == {"viaGateway": 200, "direct": "blocked"}
+
+
 def proxy_get(pod_ip: str, user: str, password: str, url: str) -> int:
     """The status of GET `url` through the gateway pod at `pod_ip` as proxy user `user`."""
     handler = urllib.request.ProxyHandler({"http": f"http://{user}:{password}@{pod_ip}:3128"})
