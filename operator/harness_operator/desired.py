@@ -21,10 +21,12 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.config import OperatorConfig
 from harness_operator.egress import (
+    NO_PROXY_ENVS,
     ROUTE_CILIUM,
     ROUTE_GATEWAY,
     build_cilium_policy,
     build_gateway_egress_rule,
+    build_no_proxy,
     build_proxy_env,
     compute_egress_rules,
     compute_route,
@@ -322,7 +324,9 @@ def grace_period(run: HarnessRun, config: OperatorConfig) -> int:
     return config.default_grace_period_seconds
 
 
-def _git_init_container(run: HarnessRun, image: str, config: OperatorConfig) -> dict[str, Any] | None:
+def _git_init_container(
+    run: HarnessRun, image: str, config: OperatorConfig, target: AttemptTarget
+) -> dict[str, Any] | None:
     workspace = run.spec.workspace
     git = workspace.git if workspace else None
     if git is None:
@@ -343,6 +347,11 @@ def _git_init_container(run: HarnessRun, image: str, config: OperatorConfig) -> 
     ]
     if git.ref:
         env.append({"name": "GIT_REF", "value": git.ref})
+    if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
+        # The clone, too, reaches a named host only through the gateway (git reads these variables).
+        env += build_proxy_env(plan_secret_name(run.metadata["name"]), target.index)
+        no_proxy = build_no_proxy(compute_egress_rules(run, target.definition))
+        env += [{"name": name, "value": no_proxy} for name in NO_PROXY_ENVS]
     if git.credentials_secret_ref:
         env += [
             {
@@ -403,7 +412,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
             pod_spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
     if config.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
-    init = _git_init_container(run, image, config)
+    init = _git_init_container(run, image, config, target)
     pod_spec.update(
         {
             "restartPolicy": "Never",
