@@ -2,7 +2,9 @@
 (Docker, host network) against a recording proxy on loopback; the catalog's `proxyEnv` capability says
 what this found (docs/cli-facts.md).
 
-    python -m tests.cli_proxy_probe [NAME ...]     # default: every CLI in sandbox-image/agents
+    python -m tests.cli_proxy_probe [--no-node-switch] [NAME ...]   # default: every CLI probed here
+
+`--no-node-switch` leaves NODE_USE_ENV_PROXY unset, to see which CLIs need it.
 
 Each CLI is pointed at a vendor base URL whose host name resolves nowhere (`probe.invalid`), with the
 proxy variables the operator sets for a run behind the egress gateway (NODE_USE_ENV_PROXY=1 included).
@@ -104,18 +106,16 @@ class Recorder(BaseHTTPRequestHandler):
         pass
 
 
-def probe(name: str, port: int, scheme: str) -> list[str]:
+def probe(name: str, port: int, scheme: str, node_switch: bool = True) -> list[str]:
     """The requests the proxy heard from `name` sent to scheme://probe.invalid."""
     argv, env = CLIS[name]
     url = f"{scheme}://{HOST}"
     proxy = f"http://probe.1:token@127.0.0.1:{port}"
     variables = {k: v.replace("{url}", url) for k, v in env.items()}
     variables |= {n: proxy for n in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")}
-    variables |= {
-        "NO_PROXY": "localhost,127.0.0.1",
-        "no_proxy": "localhost,127.0.0.1",
-        "NODE_USE_ENV_PROXY": "1",
-    }
+    variables |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
+    if node_switch:
+        variables["NODE_USE_ENV_PROXY"] = "1"
     argv = [a.replace("{url}", url) for a in argv]
     # HOME is an empty volume in the pod, as here.
     docker = ["docker", "run", "--rm", "--network", "host", "--tmpfs", "/home/sandbox:uid=65532"]
@@ -141,13 +141,15 @@ def probe(name: str, port: int, scheme: str) -> list[str]:
     return heard
 
 
-def main(names: list[str]) -> int:
+def main(args: list[str]) -> int:
+    node_switch = "--no-node-switch" not in args
+    names = [a for a in args if a != "--no-node-switch"]
     server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     for name in names or list(CLIS):
         for scheme in ("https", "http"):
-            heard = probe(name, port, scheme)
+            heard = probe(name, port, scheme, node_switch)
             verdict = "honours the proxy" if heard else "ignores the proxy"
             print(f"{name} {scheme}: {verdict} {heard[:2]}", flush=True)
     return 0
