@@ -118,7 +118,7 @@ def probe(name: str, port: int, scheme: str, node_switch: bool = True) -> list[s
         variables["NODE_USE_ENV_PROXY"] = "1"
     argv = [a.replace("{url}", url) for a in argv]
     # HOME is an empty volume in the pod, as here.
-    docker = ["docker", "run", "--rm", "--network", "host", "--tmpfs", "/home/sandbox:uid=65532"]
+    docker = ["docker", "run", "--rm", "--network", "host", "--tmpfs", "/home/sandbox:uid=65532,exec"]
     docker += ["--entrypoint", "sh"]
     docker += [arg for k, v in variables.items() for arg in ("-e", f"{k}={v}")]
     executable = {"aider": "aider"}.get(name, name)
