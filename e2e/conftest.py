@@ -83,7 +83,9 @@ def kubectl(*args: str, check: bool = True, stdin: str | None = None) -> subproc
 
 def install_chart(*extra: str) -> None:
     """`helm upgrade --install` of the chart with its defaults (plus `extra` helm arguments); without
-    --reset-values an upgrade given no values would keep the previous release's."""
+    --reset-values an upgrade given no values would keep the previous release's. The chart's CRDs are
+    applied first, as an upgrade must: helm installs them once and never upgrades them."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
     helm(
         "upgrade", "--install", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE, "--create-namespace",
         "--reset-values", "--wait", "--timeout", "180s", *extra,
@@ -169,11 +171,11 @@ def git_repo(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], tuple[str, i
 
 @pytest.fixture
 def stub() -> Iterator[Callable[..., Any]]:
-    """Factory: stub(vendor, mode) -> a started vendor-API stub listening where pods reach it."""
+    """Factory: stub(vendor, mode, delay) -> a started vendor-API stub listening where pods reach it."""
     started: list[Any] = []
 
-    def make(vendor: str, mode: str = "ok") -> Any:
-        server = stub_class(vendor)(mode=mode, host=STUB_HOST).start()
+    def make(vendor: str, mode: str = "ok", delay: float = 0.0) -> Any:
+        server = stub_class(vendor)(mode=mode, host=STUB_HOST, delay=delay).start()
         started.append(server)
         return server
 

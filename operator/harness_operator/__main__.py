@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
         found = FQDN_CILIUM if kube.fetch_serves_cilium_policies() else FQDN_NONE
         config = dataclasses.replace(config, fqdn_policy=found)
     handlers.install(Reconciler(kube, config))
+    if config.progress_interval_seconds > 0:
+        handlers.install_progress_timer(config.progress_interval_seconds)
     start_http_server(config.metrics_port)
     asyncio.run(
         kopf.operator(

@@ -1,9 +1,13 @@
-"""harnessctl: validate, run (local), render, crds, import-dagu (the command-line shell)."""
+"""harnessctl: validate, run (local), render, crds, import-dagu, logs (the command-line shell).
+
+Installed a second time as `kubectl-harness`, so `kubectl harness logs RUN` works as a kubectl plugin."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -90,15 +94,40 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(finding.render(), file=sys.stderr)
     if errors:
         return 1
-    objects, problems = build_rendered_objects(docs, load_builtin_catalog(), OperatorConfig.from_env())
+    objects, problems = build_rendered_objects(
+        docs, load_builtin_catalog(), OperatorConfig.from_env(), datetime.now(UTC)
+    )
     for problem in problems:
         print(problem, file=sys.stderr)
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 1 if problems else 0
 
 
+def cmd_logs(args: argparse.Namespace) -> int:
+    from harness_operator.follow import RunNotFound, follow_run
+    from harness_operator.kube import Kube
+    from harness_operator.runner.events import Event, render_event
+
+    def write(event: Event) -> None:
+        line = (
+            json.dumps(event.to_json(), ensure_ascii=False) if args.output == "jsonl" else render_event(event)
+        )
+        if line is not None:
+            print(line, flush=True)
+
+    try:
+        kube, namespace = Kube.from_kubeconfig(args.kubeconfig, args.context)
+        return follow_run(kube, args.namespace or namespace, args.run, args.follow, write)
+    except RunNotFound as exc:
+        print(f"harnessctl: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harnessctl", description="Run and check agent-harness manifests.")
+    prog = "kubectl harness" if Path(sys.argv[0]).name == "kubectl-harness" else "harnessctl"
+    parser = argparse.ArgumentParser(prog=prog, description="Run and check agent-harness manifests.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     validate = sub.add_parser("validate", help="check manifests offline (schema, CEL rules, references)")
@@ -126,12 +155,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--base", metavar="BASE.yaml", help="Dagu's base config, whose harnesses: the DAG inherits"
     )
     dagu.set_defaults(func=cmd_import_dagu)
+
+    logs = sub.add_parser("logs", help="show a run's progress: turns, tool calls, text, usage, outcome")
+    logs.add_argument("run", metavar="RUN", help="the HarnessRun's name")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow the run until it ends")
+    logs.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    logs.add_argument("--context", help="kubeconfig context to use")
+    logs.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    logs.add_argument(
+        "-o", "--output", choices=["text", "jsonl"], default="text", help="jsonl: the normalized events"
+    )
+    logs.set_defaults(func=cmd_logs)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "output", "unset") is None:
+    if args.command == "crds" and args.output is None:
         args.output = ["crds"]
     result: int = args.func(args)
     return result

@@ -34,6 +34,7 @@ class OperatorConfig:
     metrics_port: int = 8080
     health_port: int = 8081
     namespaces: tuple[str, ...] = ()
+    progress_interval_seconds: int = 5  # 0: no in-flight progress (no pod log reads while runs run)
     # The egress gateway (the chart's egressGateway): its Service's host name (empty: no gateway), port,
     # namespace (where the operator writes grants), pod labels (the sandbox policy's peer) and the key
     # the per-run proxy credentials are derived from.

@@ -10,6 +10,7 @@ import json
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from harness_operator.api.v1alpha1 import (
@@ -48,6 +49,7 @@ from harness_operator.naming import (
     workspace_claim_name,
 )
 from harness_operator.ownership import compute_data_hash
+from harness_operator.pricing import with_table_pricing
 from harness_operator.runner.plan import build_plan, merge_grants, with_output_limit
 
 PLAN_DIR = "/etc/harness"
@@ -86,20 +88,27 @@ def build_plans(
     targets: Sequence[AttemptTarget],
     prompt: str,
     stdin: str | None,
+    now: datetime,
     config: OperatorConfig | None = None,
 ) -> list[dict[str, Any]]:
-    """Every attempt's plan as the plan Secret holds it; output bounded by what a ConfigMap holds.
+    """Every attempt's plan as the plan Secret holds it: output bounded by what a ConfigMap holds, list
+    prices of `now` from the pinned table. Fields at their defaults are left out, so a sandbox image
+    older than the operator (pinned by a definition) still reads every plan that uses nothing new.
     With `config`, attempts whose host rules go through the egress gateway get its proxy variables."""
     options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
     plans = []
     for t in targets:
-        plan = with_output_limit(
-            build_plan(run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin),
-            OUTPUT_CONFIG_MAP_LIMIT,
+        plan = with_table_pricing(
+            with_output_limit(
+                build_plan(run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin),
+                OUTPUT_CONFIG_MAP_LIMIT,
+            ),
+            t.definition,
+            now,
         )
         if config is not None and compute_route(run, t.definition, config) == ROUTE_GATEWAY:
             plan = with_gateway(plan, compute_egress_rules(run, t.definition))
-        plans.append(plan.model_dump(by_alias=True, mode="json"))
+        plans.append(plan.model_dump(by_alias=True, mode="json", exclude_defaults=True))
     return plans
 
 

@@ -8,17 +8,20 @@ from typing import Any
 
 import kopf
 import structlog
+from pydantic import ValidationError
 
 from harness_operator import metrics
-from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.api.v1alpha1 import GROUP, VERSION, HarnessBudgetSpec, HarnessRunStatus
+from harness_operator.budget import BudgetRef, RunCharge, build_run_charge
 from harness_operator.errors import Permanent, Temporary, classify
 from harness_operator.naming import ANNOTATION_RUN, LABEL_MANAGED_BY, MANAGED_BY
 from harness_operator.reconcile import Reconciler
-from harness_operator.status import is_job_finished
+from harness_operator.status import is_job_finished, is_progress_wanted
 
 log = structlog.get_logger("harness_operator")
 OURS = {LABEL_MANAGED_BY: MANAGED_BY}
 MAX_CHILD_EVENT_RETRIES = 6
+BUDGET_RESYNC_SECONDS = 5.0
 # Left out of kopf's diff base: they are immutable, so no diff needs them, and they may be as large as the
 # CRD allows; a second copy in an annotation would push the run past the API server's 256 KiB limit on
 # all annotations together, and kopf's own patch would fail with 422.
@@ -53,6 +56,34 @@ def reconcile_and_wake(namespace: str, name: str, retry: int = 0) -> None:
             raise kopf.TemporaryError(verdict.message, delay=verdict.delay) from exc
 
 
+def install_progress_timer(interval: float) -> None:
+    """Every `interval` seconds, for each run whose attempt runs (and only those), refresh its progress."""
+    kopf.timer(GROUP, VERSION, "harnessruns", interval=interval, when=wants_progress)(progress_tick)
+
+
+def wants_progress(body: kopf.Body, **_: Any) -> bool:
+    return is_progress_wanted(_status_of(body))
+
+
+def _status_of(body: kopf.Body) -> HarnessRunStatus | None:
+    try:
+        return HarnessRunStatus.model_validate(dict(body.get("status") or {}))
+    except ValueError:
+        return None
+
+
+def progress_tick(namespace: str | None, name: str, **_: Any) -> None:
+    """Best effort: a failed read is counted and logged, and the next tick tries again."""
+    if not namespace:
+        return
+    try:
+        _state["reconciler"].refresh_progress(namespace, name)
+    except Exception as exc:
+        verdict = classify(exc)
+        metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
+        log.warning("Progress read failed", run=f"{namespace}/{name}", error=verdict.message)
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = f"{GROUP}/finalizer"
@@ -65,14 +96,52 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = 8
     settings.networking.request_timeout = 30
     settings.watching.server_timeout = 300
-    settings.batching.error_delays = [1, 2, 5, 10, 30, 60]
+    settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+
+
+class IndexBudgets:
+    """The reconciler's view of the two watch caches below: no LIST per admission."""
+
+    def __init__(self, budgets: kopf.Index[str, BudgetRef], runs: kopf.Index[str, RunCharge]) -> None:
+        self._budgets = budgets
+        self._runs = runs
+
+    def budgets(self, namespace: str) -> list[BudgetRef]:
+        return list(self._budgets.get(namespace, []))
+
+    def runs(self, namespace: str) -> list[RunCharge]:
+        return list(self._runs.get(namespace, []))
+
+
+@kopf.index(GROUP, VERSION, "harnessbudgets")
+def budget_index(namespace: str | None, name: str, spec: Any, meta: Any, **_: Any) -> dict[str, BudgetRef]:
+    """Every valid HarnessBudget, by namespace (kopf fills it before any handler runs)."""
+    try:
+        parsed = HarnessBudgetSpec.model_validate(dict(spec))
+    except ValidationError:
+        return {}  # the CRD's schema and CEL rules keep these out; an old object is skipped, not fatal
+    return {namespace or "": BudgetRef(name, parsed, meta.get("generation"))}
+
+
+@kopf.index(GROUP, VERSION, "harnessruns")
+def run_index(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, RunCharge]:
+    """Every run's weight in budgets (start, cost, reservation), by namespace."""
+    return {namespace or "": build_run_charge(body)}
+
+
+def _use_indexes(kwargs: dict[str, Any]) -> None:
+    reconciler = _state["reconciler"]
+    if isinstance(reconciler.budget_source, IndexBudgets):
+        return
+    reconciler.budget_source = IndexBudgets(kwargs["budget_index"], kwargs["run_index"])
 
 
 @kopf.on.resume(GROUP, VERSION, "harnessruns")
 @kopf.on.create(GROUP, VERSION, "harnessruns")
 @kopf.on.update(GROUP, VERSION, "harnessruns", field="spec")
-def run_changed(namespace: str | None, name: str, retry: int, **_: Any) -> None:
+def run_changed(namespace: str | None, name: str, retry: int, **kwargs: Any) -> None:
+    _use_indexes(kwargs)
     if namespace:
         reconcile_and_wake(namespace, name, retry)
 
@@ -90,8 +159,9 @@ def run_event(namespace: str | None, name: str, type: str | None, **_: Any) -> N
 
 @kopf.on.event("batch", "v1", "jobs", labels=OURS)
 @kopf.on.event("", "v1", "pods", labels=OURS)
-def child_changed(body: kopf.Body, **_: Any) -> None:
+def child_changed(body: kopf.Body, **kwargs: Any) -> None:
     """Every change, deletion included: a Job or pod deleted mid-run ends its attempt as lost."""
+    _use_indexes(kwargs)
     run = (body.metadata.annotations or {}).get(ANNOTATION_RUN)
     if run and body.metadata.namespace:
         reconcile_after_child_event(body.metadata.namespace, run)
@@ -107,6 +177,21 @@ def wake_waiting_runs(namespace: str) -> None:
         log.warning("Listing the runs waiting for a slot failed", namespace=namespace, error=str(exc))
         return
     for key in woken:
+        reconcile_after_child_event(*key)
+
+
+@kopf.timer(GROUP, VERSION, "harnessbudgets", interval=BUDGET_RESYNC_SECONDS)
+def budget_tick(namespace: str | None, name: str, spec: Any, meta: Any, status: Any, **kwargs: Any) -> None:
+    """Keep the budget's status current and start the runs waiting for it when the period rolled over
+    (no event marks that moment; a tick does)."""
+    _use_indexes(kwargs)
+    if not namespace:
+        return
+    try:
+        budget = BudgetRef(name, HarnessBudgetSpec.model_validate(dict(spec)), meta.get("generation"))
+    except ValidationError:
+        return
+    for key in _state["reconciler"].reconcile_budget(budget, namespace, dict(status or {})):
         reconcile_after_child_event(*key)
 
 

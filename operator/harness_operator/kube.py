@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,18 @@ class Kube:
         self.net = client.NetworkingV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None, context: str | None) -> tuple[Kube, str]:
+        """A client as kubectl would make it (file, context), and that context's namespace."""
+        config.load_kube_config(config_file=path, context=context)
+        _, active = config.list_kube_config_contexts(config_file=path)
+        chosen = active
+        if context:
+            contexts, _ = config.list_kube_config_contexts(config_file=path)
+            chosen = next((c for c in contexts if c.get("name") == context), active)
+        namespace = str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+        return cls(client.ApiClient()), namespace
 
     # --- reads -------------------------------------------------------------------------------------
 
@@ -99,6 +112,35 @@ class Kube:
                 pod, namespace, container=container, _preload_content=True
             )
         )
+
+    def fetch_pod_log_tail(
+        self, namespace: str, pod: str, tail_lines: int, limit_bytes: int, container: str = "agent"
+    ) -> str | None:
+        """At most the last `tail_lines` lines of a pod's log, cut at `limit_bytes`: one bounded read."""
+        return _none_if_missing(
+            lambda: self.core.read_namespaced_pod_log(
+                pod, namespace, container=container, tail_lines=tail_lines, limit_bytes=limit_bytes
+            )
+        )
+
+    def fetch_pod_log_lines(
+        self, namespace: str, pod: str, follow: bool, container: str = "agent"
+    ) -> Iterator[str]:
+        """A pod's log line by line, as the API server streams it; with `follow`, until the container ends."""
+        response: Any = self.core.read_namespaced_pod_log(
+            pod, namespace, container=container, follow=follow, _preload_content=False
+        )
+        pending = b""
+        try:
+            for chunk in response.stream(64 * 1024):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace")
+            if pending:
+                yield pending.decode("utf-8", "replace")
+        finally:
+            response.release_conn()
 
     # --- writes ------------------------------------------------------------------------------------
 
@@ -187,6 +229,14 @@ class Kube:
             )
         else:
             self.custom.patch_cluster_custom_object_status(GROUP, VERSION, plural, name, {"status": status})
+
+    def patch_budget_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch a HarnessBudget's status through its status subresource (gone: nothing to do)."""
+        _none_if_missing(
+            lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, "harnessbudgets", name, {"status": status}
+            )
+        )
 
     def delete_job(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a Job and its pods in the background; the pods get their termination grace period."""

@@ -1,4 +1,6 @@
-"""Prometheus metrics; labels are closed sets (provider, model, phase, reason, type), never names or UIDs."""
+"""Prometheus metrics; labels are closed sets (provider, model, phase, reason, type) or the run's namespace
+(the tenant, what cost is charged to), never run names or UIDs; budget gauges carry the budget's namespace
+and name (a platform team has few)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from datetime import datetime
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
+from harness_operator.api.v1alpha1 import HarnessBudgetStatus, HarnessRun, HarnessRunStatus
 
 RUNS = Counter(
     "harness_runs_total", "Runs that ended, by provider, phase and reason.", ["provider", "phase", "reason"]
@@ -17,13 +19,50 @@ DURATION = Histogram(
     ["provider"],
     buckets=(5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
 )
-TOKENS = Counter("harness_tokens_total", "Tokens reported by agent CLIs.", ["provider", "model", "type"])
-COST = Counter("harness_cost_usd_total", "Cost in USD, reported or computed.", ["provider", "model"])
+TOKENS = Counter(
+    "harness_tokens_total", "Tokens reported by agent CLIs.", ["provider", "model", "type", "namespace"]
+)
+COST = Counter(
+    "harness_cost_usd_total", "Cost in USD, reported or computed.", ["provider", "model", "namespace"]
+)
 FALLBACKS = Counter(
     "harness_fallbacks_total", "Fallback attempts started, by the provider that failed.", ["provider"]
 )
 IN_FLIGHT = Gauge("harness_runs_in_flight", "Runs with an attempt Job that has not ended.")
 RECONCILE_ERRORS = Counter("harness_reconcile_errors_total", "Reconciles that failed, by kind.", ["kind"])
+# Per budget: a platform team's few HarnessBudgets, not per run, so their names are a bounded label.
+_BUDGET = ["namespace", "budget"]
+BUDGET_SPENT = Gauge("harness_budget_spent_usd", "USD spent by finished runs this period.", _BUDGET)
+BUDGET_RESERVED = Gauge("harness_budget_reserved_usd", "USD reserved by runs in flight.", _BUDGET)
+BUDGET_REMAINING = Gauge("harness_budget_remaining_usd", "USD left this period (maxCostUSD only).", _BUDGET)
+BUDGET_TOKENS = Gauge("harness_budget_tokens", "Tokens of this period's runs.", _BUDGET)
+BUDGET_RUNS = Gauge("harness_budget_runs", "Runs started this period.", _BUDGET)
+
+
+def record_budget(namespace: str, name: str, status: HarnessBudgetStatus) -> None:
+    """The budget's current period, as its status shows it."""
+    for gauge, value in (
+        (BUDGET_SPENT, status.spent_usd),
+        (BUDGET_RESERVED, status.reserved_usd),
+        (BUDGET_REMAINING, status.remaining_usd),
+        (BUDGET_TOKENS, status.tokens),
+        (BUDGET_RUNS, status.runs),
+    ):
+        if value is not None:
+            gauge.labels(namespace=namespace, budget=name).set(value)
+
+
+for _kind in ("Temporary", "Permanent"):  # present at 0 from the start, so rates and alerts see a series
+    RECONCILE_ERRORS.labels(kind=_kind)
+QUEUED = Gauge("harness_runs_queued", "Runs waiting for a slot (maxRunsPerNamespace).")
+OLDEST_IN_FLIGHT = Gauge(
+    "harness_run_oldest_in_flight_seconds", "Age of the longest-running run in flight (0 when none)."
+)
+PROGRESS_READS = Counter(
+    "harness_progress_log_reads_total", "Pod log tails read to follow in-flight runs' progress."
+)
+PROGRESS_BYTES = Counter("harness_progress_log_bytes_total", "Bytes of those pod log tails.")
+PROGRESS_WRITES = Counter("harness_progress_writes_total", "status.progress writes (figures moved).")
 
 
 def _seconds(start: str | None, end: str | None) -> float | None:
@@ -35,6 +74,7 @@ def _seconds(start: str | None, end: str | None) -> float | None:
 def record_finished(run: HarnessRun, status: HarnessRunStatus) -> None:
     """Count one ended run: outcome, duration, and each attempt's tokens and cost."""
     provider = run.spec.provider
+    namespace = str(run.metadata.get("namespace") or "")
     RUNS.labels(provider=provider, phase=str(status.phase), reason=status.reason or "").inc()
     duration = _seconds(status.start_time, status.completion_time)
     if duration is not None:
@@ -51,6 +91,8 @@ def record_finished(run: HarnessRun, status: HarnessRunStatus) -> None:
             ("cacheWrite", usage.cache_write_tokens),
         ):
             if value:
-                TOKENS.labels(provider=attempt.provider, model=model, type=kind).inc(value)
+                TOKENS.labels(provider=attempt.provider, model=model, type=kind, namespace=namespace).inc(
+                    value
+                )
         if usage.cost_usd:
-            COST.labels(provider=attempt.provider, model=model).inc(usage.cost_usd)
+            COST.labels(provider=attempt.provider, model=model, namespace=namespace).inc(usage.cost_usd)

@@ -99,6 +99,17 @@ REASONS: dict[str, tuple[str, str, str]] = {
         "False",
         "the spec does not parse (a rule the CRD schema cannot express); Stalled is True too",
     ),
+    "BudgetExhausted": (
+        "Succeeded",
+        "Unknown",
+        "a HarnessBudget covering the run is spent this period: the run waits Queued until it rolls over "
+        "(or fails, Succeeded=False, under whenExhausted: Fail)",
+    ),
+    "CostUnknown": (
+        "Event",
+        "Warning",
+        "an attempt under maxCostUSD ended with costSource unknown: no reported cost, no price for its model",
+    ),
 }
 
 

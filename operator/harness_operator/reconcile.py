@@ -10,13 +10,29 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from pydantic import ValidationError
 
 from harness_operator import metrics
-from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, HarnessRunStatus
+from harness_operator.api.v1alpha1 import (
+    HarnessBudgetStatus,
+    HarnessDefinitionSpec,
+    HarnessRun,
+    HarnessRunStatus,
+    Limits,
+    RunBudget,
+)
+from harness_operator.budget import (
+    BUDGET_EXHAUSTED,
+    ISO,
+    Admission,
+    BudgetRef,
+    RunCharge,
+    compute_budget_status,
+    compute_run_admission,
+)
 from harness_operator.conditions import FALSE, SUCCEEDED, TRUE, find_condition, is_finished
 from harness_operator.config import OperatorConfig
 from harness_operator.desired import (
@@ -43,6 +59,7 @@ from harness_operator.kube import Kube
 from harness_operator.naming import LABEL_ATTEMPT, LABEL_RUN, job_name, label_value, output_config_map_name
 from harness_operator.ownership import describe_conflict, is_expected_child, is_owned_child, is_run_output
 from harness_operator.reasons import ReasonedError
+from harness_operator.runner.events import decode_events, latest_progress
 from harness_operator.runner.frame import FrameError, decode_frame
 from harness_operator.runner.plan import PlanError
 from harness_operator.runner.result import fallback_line
@@ -52,9 +69,12 @@ from harness_operator.status import (
     ObservedAttempt,
     compute_definition_status,
     compute_next_attempt,
+    compute_progress,
     compute_status,
     find_succeeded,
     is_job_finished,
+    is_progress_changed,
+    is_progress_wanted,
     merge_attempts,
     observe_attempt,
     recorded_attempts,
@@ -62,6 +82,9 @@ from harness_operator.status import (
 
 T = TypeVar("T")
 log = structlog.get_logger("harness_operator")
+# One progress read: the last lines of the pod log, and never more than this many bytes of them.
+PROGRESS_TAIL_LINES = 40
+PROGRESS_TAIL_BYTES = 32 * 1024
 
 
 class Rejection(ReasonedError):
@@ -80,6 +103,22 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class BudgetSource(Protocol):
+    """The watch caches of HarnessBudgets and of runs' weights, per namespace (kopf indexes)."""
+
+    def budgets(self, namespace: str) -> list[BudgetRef]: ...
+
+    def runs(self, namespace: str) -> list[RunCharge]: ...
+
+
+class NoBudgets:
+    def budgets(self, namespace: str) -> list[BudgetRef]:
+        return []
+
+    def runs(self, namespace: str) -> list[RunCharge]:
+        return []
+
+
 class Reconciler:
     """Reconciles runs; one lock per run and one per namespace keep concurrent events from racing."""
 
@@ -87,9 +126,20 @@ class Reconciler:
         self.kube = kube
         self.config = config
         self.clock = clock
+        self.budget_source: BudgetSource = NoBudgets()
         self._run_locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
         self._namespace_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._in_flight: set[tuple[str, str]] = set()
+        # Reservations made here that the watch cache may not show yet (its lag would let the next
+        # admission overspend); the cache's own copy wins once it has one.
+        self._reserved: dict[tuple[str, str], RunCharge] = {}
+        self._queued: set[tuple[str, str]] = set()
+        self._started: dict[tuple[str, str], datetime] = {}
+        metrics.OLDEST_IN_FLIGHT.set_function(self._oldest_in_flight_seconds)
+
+    def _oldest_in_flight_seconds(self) -> float:
+        now = self.clock()
+        return max(((now - t).total_seconds() for t in list(self._started.values())), default=0.0)
 
     # --- entry points --------------------------------------------------------------------------------
 
@@ -114,9 +164,17 @@ class Reconciler:
             just_finished = is_finished(status.conditions)
             if status.phase == "Running":
                 self._in_flight.add((namespace, name))
+                start = datetime.fromisoformat(status.start_time) if status.start_time else self.clock()
+                self._started.setdefault((namespace, name), start)
             else:
                 self._in_flight.discard((namespace, name))
+                self._started.pop((namespace, name), None)
+            if status.reason == "Queued":
+                self._queued.add((namespace, name))
+            else:
+                self._queued.discard((namespace, name))
             metrics.IN_FLIGHT.set(len(self._in_flight))
+            metrics.QUEUED.set(len(self._queued))
             if just_finished:
                 metrics.record_finished(run, status)
                 try:
@@ -140,6 +198,30 @@ class Reconciler:
         if old != status:
             patch = {**{key: None for key in old if key not in status}, **status}
             self.kube.patch_definition_status(plural, namespace, name, patch)
+
+    def refresh_progress(self, namespace: str, name: str) -> None:
+        """While a run's attempt runs, read the tail of its pod log (one bounded GET) and write
+        status.progress when the figures moved. Under the run's lock, so that a reconcile's final status
+        is never overwritten by figures read before it."""
+        with self._run_locks[(namespace, name)]:
+            raw = self.kube.fetch_run(namespace, name)
+            if raw is None:
+                return
+            status = HarnessRun.model_validate(raw).status
+            if status is None or not is_progress_wanted(status):
+                return
+            attempt = status.attempts[-1]
+            assert attempt.pod_name is not None
+            log = self.kube.fetch_pod_log_tail(
+                namespace, attempt.pod_name, PROGRESS_TAIL_LINES, PROGRESS_TAIL_BYTES
+            )
+            metrics.PROGRESS_READS.inc()
+            metrics.PROGRESS_BYTES.inc(len((log or "").encode("utf-8")))
+            latest = latest_progress(decode_events((log or "").splitlines()))
+            progress = compute_progress(status, attempt.index, latest, self.clock())
+            if is_progress_changed(status.progress, progress):
+                self.kube.patch_run_status(namespace, name, {"progress": progress.to_api()})
+                metrics.PROGRESS_WRITES.inc()
 
     # --- the reconcile path --------------------------------------------------------------------------
 
@@ -199,6 +281,7 @@ class Reconciler:
             patch = {**{key: None for key in old if key not in new}, **new}
             self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], patch)
             self._emit_lost(run, previous, status)
+            self._emit_cost_unknown(run, previous, status)
             self._emit_transition(run, previous, status)
         return status
 
@@ -211,6 +294,23 @@ class Reconciler:
             if attempt.reason == "JobLost" and attempt.index not in before:
                 body = run.model_dump(by_alias=True)
                 self.kube.create_event(body, "Warning", "JobLost", attempt.message or "")
+
+    def _emit_cost_unknown(
+        self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
+    ) -> None:
+        """A Warning Event for each attempt newly ended whose cost nobody knows under a cost limit."""
+        limits = run.spec.limits
+        if limits is None or limits.max_cost_usd is None:
+            return
+        before = {a.index for a in previous.attempts if a.usage} if previous else set()
+        for attempt in status.attempts:
+            if attempt.usage and attempt.usage.cost_source == "unknown" and attempt.index not in before:
+                message = (
+                    f"attempt {attempt.index} ({attempt.provider}, model {attempt.model or 'unknown'}): "
+                    f"neither the CLI nor a price knows its cost, so maxCostUSD {limits.max_cost_usd} "
+                    "could not be enforced; add spec.pricing for the model to the provider's definition"
+                )
+                self.kube.create_event(run.model_dump(by_alias=True), "Warning", "CostUnknown", message)
 
     def _emit_transition(
         self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
@@ -418,6 +518,60 @@ class Reconciler:
             )
         return None
 
+    def _admit(self, run: HarnessRun) -> tuple[Admission, list[str]]:
+        """Budget admission, from the watch caches: whether the run may start, its cap, and the names
+        of the budgets covering it (none: no budget applies)."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        budgets = self.budget_source.budgets(ns)
+        limits = run.spec.limits or Limits()
+        if not budgets:
+            return Admission(True, cap_usd=limits.max_cost_usd), []
+        labels = run.metadata.get("labels") or {}
+        return compute_run_admission(name, labels, limits.max_cost_usd, budgets, self._runs(ns), self.clock())
+
+    def _reserve(self, run: HarnessRun, admission: Admission, budgets: list[str]) -> HarnessRun:
+        """Record the run's cap in its status before its Job exists (a restart finds it there) and
+        return the run as planned: its maxCostUSD lowered to that cap, which the runner enforces."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        now = self.clock()
+        reservation = RunBudget(names=budgets, reserved_usd=admission.cap_usd, admitted_at=now.strftime(ISO))
+        self.kube.patch_run_status(ns, name, {"budget": reservation.to_api()})
+        run.status = (run.status or HarnessRunStatus()).model_copy(update={"budget": reservation})
+        self._reserved[(ns, name)] = RunCharge(
+            name, now, False, reserved_usd=admission.cap_usd, labels=run.metadata.get("labels") or {}
+        )
+        if admission.cap_usd is None:
+            return run
+        limits = (run.spec.limits or Limits()).model_copy(update={"max_cost_usd": admission.cap_usd})
+        return run.model_copy(update={"spec": run.spec.model_copy(update={"limits": limits})})
+
+    def _runs(self, namespace: str) -> list[RunCharge]:
+        """The watch cache's runs, with this process's reservations it does not show yet."""
+        cached = {r.name: r for r in self.budget_source.runs(namespace)}
+        for (ns, name), mine in list(self._reserved.items()):
+            if ns != namespace:
+                continue
+            seen = cached.get(name)
+            if seen is not None and (seen.reserved_usd is not None or seen.finished):
+                del self._reserved[(ns, name)]
+            else:
+                cached[name] = mine
+        return list(cached.values())
+
+    def reconcile_budget(
+        self, budget: BudgetRef, namespace: str, status: dict[str, Any] | None
+    ) -> list[tuple[str, str]]:
+        """Write a budget's status from the runs it covers if it changed; the runs waiting for budget
+        room, to reconcile now (the period may have rolled over)."""
+        with self._namespace_locks[namespace]:
+            runs = self._runs(namespace)
+        computed = compute_budget_status(budget.spec, runs, self.clock(), budget.generation)
+        metrics.record_budget(namespace, budget.name, computed)
+        old = HarnessBudgetStatus.model_validate(status or {})
+        if old != computed:
+            self.kube.patch_budget_status(namespace, budget.name, computed.to_api())
+        return [(namespace, r.name) for r in runs if r.waiting]
+
     def _start_attempt(
         self, run: HarnessRun, targets: list[AttemptTarget], index: int, attempts: list[ObservedAttempt]
     ) -> tuple[str, str] | None:
@@ -429,11 +583,17 @@ class Reconciler:
         prompt, stdin = self._resolve_inputs(run) if index == 1 else ("", None)
         with self._namespace_locks[ns]:  # counting and creating under one lock: no two runs take one slot
             if index == 1:
+                admission, budgets = self._admit(run)
+                if not admission.admitted:
+                    if admission.fail:
+                        raise RunFailure(BUDGET_EXHAUSTED, admission.message)
+                    return BUDGET_EXHAUSTED, admission.message
                 queued = self._queue_position(run)
                 if queued is not None:
                     return queued
+                planned = self._reserve(run, admission, budgets) if budgets else run
                 try:
-                    plans = build_plans(run, targets, prompt, stdin, self.config)
+                    plans = build_plans(planned, targets, prompt, stdin, self.clock(), self.config)
                 except PlanError as exc:
                     raise Rejection(exc.reason, exc.message) from exc
                 grant = build_egress_grant(run, targets, self.config)
@@ -478,6 +638,6 @@ class Reconciler:
             if is_finished(run.status.conditions if run.status else []):
                 continue
             succeeded = find_condition(run.status.conditions if run.status else [], SUCCEEDED)
-            if succeeded and succeeded.reason in ("Queued", "WaitingForRunOutput"):
+            if succeeded and succeeded.reason in ("Queued", "WaitingForRunOutput", BUDGET_EXHAUSTED):
                 woken.append((namespace, run.metadata["name"]))
         return woken

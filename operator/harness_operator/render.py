@@ -7,6 +7,7 @@ ConfigMap, Secret or another run (directly or as an input) shows as a placeholde
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from harness_operator.api.v1alpha1 import ClusterHarnessDefinition, HarnessRun, RunInput, ValueSource
@@ -40,7 +41,10 @@ def describe_source(source: ValueSource | RunInput) -> str:
 
 
 def build_rendered_objects(
-    docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition], config: OperatorConfig
+    docs: Sequence[Document],
+    builtins: Iterable[ClusterHarnessDefinition],
+    config: OperatorConfig,
+    now: datetime,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(objects, problems): every child of every HarnessRun in `docs`, in the order the operator applies
     them; a run whose provider is unknown is listed as a problem instead."""
@@ -76,7 +80,7 @@ def build_rendered_objects(
         prompt = inline_prompt if inline_prompt is not None else describe_source(spec.prompt_from)  # type: ignore[arg-type]
         stdin = inline_stdin if spec.stdin_from is None else describe_source(spec.stdin_from)
         try:
-            plans = build_plans(run, targets, prompt, stdin)
+            plans = build_plans(run, targets, prompt, stdin, now)
         except PlanError as exc:
             problems.append(f"{doc.path}: HarnessRun/{doc.name}: {exc.reason}: {exc.message}")
             continue

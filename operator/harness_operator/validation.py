@@ -24,7 +24,9 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.cel import check_rules
 from harness_operator.inputs import DependencyCycle, compute_dependencies, compute_run_order
+from harness_operator.invocation import merge_options
 from harness_operator.manifests import Document
+from harness_operator.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
 from harness_operator.runner.plan import PlanError, check_arguments
 
 ERROR = "error"
@@ -252,13 +254,20 @@ def _warnings(
                 warn("spec.prompt" if problem.reason == "PromptTooLarge" else field, problem.message)
             )
         caps = definition.capabilities
-        can_cost = caps.cost_reporting or (caps.usage_reporting and bool(definition.pricing))
+        model = merge_options(definition, options[index - 1]).get("model")
+        if isinstance(model, str) and model:
+            table_knows = is_priced_by_table(definition, model)
+        else:  # the CLI picks its model: the runner prices it if the vendor's table has it
+            table_knows = find_vendor(definition, None) is not None
+        can_cost = caps.cost_reporting or (caps.usage_reporting and (bool(definition.pricing) or table_knows))
         if spec.limits and spec.limits.max_cost_usd is not None and not can_cost:
             found.append(
                 warn(
                     "spec.limits.maxCostUSD",
-                    f'provider "{name}" cannot report usage or cost, so the cost limit cannot be enforced; '
-                    "use a provider with costReporting, or add pricing and usageReporting to its definition",
+                    f'provider "{name}" reports no cost and neither its pricing nor the price table '
+                    f"({PRICE_TABLE}) knows model {model or '(the CLI default)'!r}, so the cost limit cannot "
+                    "be enforced; request a model the table prices, or add pricing (and usageReporting) to "
+                    "its definition",
                 )
             )
         missing = [

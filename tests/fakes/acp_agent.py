@@ -16,6 +16,7 @@ ACP_MODE selects the script:
   expensive          report cost 5 USD, then hang like `hang`
   disconnect         send one chunk, then exit 0 mid-turn
   malformed          write a line that is not JSON before the answer, then answer as ok
+  tokens             answer as ok, but report no cost: only the token usage at end_turn
   invalid-answer     answer session/prompt with a result that has no stopReason
   secret             put $FAKE_TOKEN in the answer and on stderr
 """
@@ -88,7 +89,7 @@ class ScriptedAgent(Agent):
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse | Any:
         assert self.client is not None
         text = "".join(getattr(block, "text", "") for block in prompt)
-        if self.mode in ("ok", "malformed"):
+        if self.mode in ("ok", "malformed", "tokens"):
             if self.mode == "malformed":
                 os.write(1, b"this is not json\n")
             await self.client.session_update(session_id, update_agent_thought_text("thinking hard"))
@@ -100,14 +101,9 @@ class ScriptedAgent(Agent):
             )
             await self.say(session_id, "answer from acp_agent: ")
             await self.say(session_id, text)
+            cost = None if self.mode == "tokens" else Cost(amount=0.0123, currency="USD")
             await self.client.session_update(
-                session_id,
-                UsageUpdate(
-                    session_update="usage_update",
-                    used=10,
-                    size=1000,
-                    cost=Cost(amount=0.0123, currency="USD"),
-                ),
+                session_id, UsageUpdate(session_update="usage_update", used=10, size=1000, cost=cost)
             )
             usage = Usage(
                 total_tokens=175,

@@ -14,9 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import ssl
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +22,12 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
+from tests.fakes.loop_server import LoopServer
+
 AGENT = str(Path(__file__).with_name("acp_agent.py"))
 
 
-class AcpWebSocketBridge:
+class AcpWebSocketBridge(LoopServer):
     def __init__(
         self,
         mode: str = "ok",
@@ -35,30 +35,13 @@ class AcpWebSocketBridge:
         tls: tuple[str, str] | None = None,
         redirect_to: str | None = None,
     ) -> None:
-        self.mode, self.frames, self.tls, self.redirect_to = mode, frames, tls, redirect_to
+        super().__init__(tls)
+        self.mode, self.frames, self.redirect_to = mode, frames, redirect_to
         self.seen: list[dict[str, Any]] = []
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._stop: asyncio.Future[None] | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     @property
     def url(self) -> str:
         return f"{'wss' if self.tls else 'ws'}://127.0.0.1:{self.port}/acp"
-
-    def __enter__(self) -> AcpWebSocketBridge:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set_result, None)
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        self._loop.run_until_complete(self._serve())
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         self.seen.append({"headers": dict(request.headers.raw_items()), "path": request.path})
@@ -67,21 +50,15 @@ class AcpWebSocketBridge:
         return None
 
     async def _serve(self) -> None:
-        context = None
-        if self.tls:
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.load_cert_chain(*self.tls)
-        self._stop = self._loop.create_future()
         async with serve(
             self._handle,
             "127.0.0.1",
             0,
-            ssl=context,
+            ssl=self._tls_context(),
             subprotocols=["acp.v1"],  # type: ignore[list-item]
             process_request=self._process_request,
         ) as server:
-            self.port = next(iter(server.sockets)).getsockname()[1]
-            self._ready.set()
+            self._listening(next(iter(server.sockets)).getsockname()[1])
             await self._stop
 
     async def _handle(self, ws: ServerConnection) -> None:

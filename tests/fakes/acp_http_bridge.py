@@ -13,11 +13,8 @@ and a body holding SECRET_BODY.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
-import ssl
-import threading
 from typing import Any
 
 from acp.http.protocol import CONNECTION_ID_HEADER, SESSION_ID_HEADER
@@ -25,12 +22,13 @@ from acp.http.server import AcpServer
 from aiohttp import web
 
 from tests.fakes.acp_agent import ScriptedAgent
+from tests.fakes.loop_server import LoopServer
 
 SECRET_BODY = "internal detail 5e1f"
 COOKIE = "acp-affinity"
 
 
-class AcpHttpBridge:
+class AcpHttpBridge(LoopServer):
     def __init__(
         self,
         mode: str = "ok",
@@ -38,15 +36,11 @@ class AcpHttpBridge:
         redirect_to: str | None = None,
         fail_status: int | None = None,
     ) -> None:
-        self.mode, self.tls, self.redirect_to, self.fail_status = mode, tls, redirect_to, fail_status
+        super().__init__(tls)
+        self.mode, self.redirect_to, self.fail_status = mode, redirect_to, fail_status
         self.seen: list[dict[str, Any]] = []
         self.deleted: list[str] = []
         self.cookie = secrets.token_hex(8)
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._stop: asyncio.Future[None] | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     @property
     def url(self) -> str:
@@ -55,34 +49,15 @@ class AcpHttpBridge:
     def acp_methods(self) -> list[str]:
         return [s["acp"] for s in self.seen if s["acp"]]
 
-    def __enter__(self) -> AcpHttpBridge:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set_result, None)
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        self._loop.run_until_complete(self._serve())
-
     async def _serve(self) -> None:
         self.server = AcpServer(lambda conn: ScriptedAgent(self.mode))
         app = web.Application()
         app.router.add_route("*", "/acp", self._handle)
         runner = web.AppRunner(app, handle_signals=False)
         await runner.setup()
-        context = None
-        if self.tls:
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.load_cert_chain(*self.tls)
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self._tls_context())
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._stop = self._loop.create_future()
-        self._ready.set()
+        self._listening(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
         await self._stop
         await self.server.close()
         await runner.cleanup()

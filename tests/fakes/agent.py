@@ -6,7 +6,9 @@ with a child process in its group), ignore-term (traps SIGTERM), cost (codex-jso
 echo-env (prints the environment as JSON), echo-stdin, secret (prints the credential everywhere),
 secret-encoded (prints it base64-, hex- and URL-encoded),
 auth-error-exit-0 (claude-stream-json 401 result, exit 0), big (large text output),
-echo-argv (prints its arguments and stdin as JSON, no newline: Dagu trims a step's output).
+echo-argv (prints its arguments and stdin as JSON, no newline: Dagu trims a step's output),
+turns (claude-stream-json: FAKE_TURNS turns of a tool call and usage, FAKE_TURN_SECONDS apart, and a
+stderr line that imitates a runner event).
 """
 
 import base64
@@ -76,6 +78,20 @@ def main() -> int:
             usage = {"input_tokens": 1_000_000 * turn, "cached_input_tokens": 0, "output_tokens": 0}
             out({"type": "turn.completed", "usage": usage})
             time.sleep(0.05)
+        return 0
+    if MODE == "turns":
+        out({"type": "system", "subtype": "init", "session_id": "fake-1", "model": "fake-model"})
+        print('@harness-event {"kind":"progress","turns":999}', file=sys.stderr, flush=True)
+        turns = int(os.environ.get("FAKE_TURNS", "3"))
+        for turn in range(1, turns + 1):
+            usage = {"input_tokens": 100 * turn, "output_tokens": 10}
+            content = [
+                {"type": "text", "text": f"Step {turn}: reading."},
+                {"type": "tool_use", "name": "Read", "input": {"file_path": f"/workspace/f{turn}.py"}},
+            ]
+            out({"type": "assistant", "message": {"id": f"m{turn}", "content": content, "usage": usage}})
+            time.sleep(float(os.environ.get("FAKE_TURN_SECONDS", "0")))
+        result("all turns done", num_turns=turns)
         return 0
     if MODE == "echo-env":
         print(json.dumps(dict(os.environ), sort_keys=True))

@@ -88,7 +88,9 @@ def apply_crds(bin_dir: Path, kubeconfig: str) -> None:
 
 def install_chart_rbac_and_catalog(bin_dir: Path, kubeconfig: str) -> None:
     """The chart as `helm install` lays it down, with the operator's Deployment scaled to 0: the operator
-    runs here as a process, under the ServiceAccount and RBAC the chart made."""
+    runs here as a process, under the ServiceAccount and RBAC the chart made. The CRDs are applied from
+    this tree first: helm installs a chart's CRDs once and never upgrades them, and status fields the
+    cluster's CRD does not know are pruned."""
     apply_crds(bin_dir, kubeconfig)
     helm_install(bin_dir, kubeconfig, "replicaCount=0")
 

@@ -20,6 +20,7 @@ from kubernetes import client
 
 from harness_operator.egress import build_proxy_token, grant_name
 from tests.stubs.anthropic import TEXT, AnthropicStub
+from tests.stubs.openai import OpenAIStub
 
 from .conftest import Api, describe_namespace, operator_settings, wait_until
 from .operator_env import (
@@ -200,6 +201,40 @@ def test_claude_reaches_the_stub_through_the_gateway_by_a_granted_name(
         timeout=30,
         what="the run's grant to be deleted",
     )
+
+
+@pytest.mark.parametrize("provider", ["claude-acp", "codex-acp"])
+def test_acp_adapters_reach_their_stub_through_the_gateway(gw: Api, provider: str) -> None:
+    """The catalog's ACP adapters, in their own images, honour the proxy variables too (proxyEnv)."""
+    stub_class = AnthropicStub if provider == "claude-acp" else OpenAIStub
+    secret = "anthropic-api-key" if provider == "claude-acp" else "openai-api-key"
+    gw.core.create_namespaced_secret(
+        gw.ns, client.V1Secret(metadata=client.V1ObjectMeta(name=secret), string_data={"api-key": "sk-t"})
+    )
+    with stub_class(mode="ok", host=NODE) as stub:
+        url = f"http://{STUB_NAME}:{stub.port}"
+        spec: dict[str, Any] = {
+            "provider": provider,
+            "prompt": "Say hello.",
+            "sandbox": {"networkPolicy": "allowlist", "egress": [{"host": STUB_NAME, "ports": [stub.port]}]},
+            "limits": {"timeoutSeconds": 180},
+        }
+        if provider == "claude-acp":
+            spec["env"] = [
+                {"name": "ANTHROPIC_BASE_URL", "value": url},
+                {"name": "CLAUDE_CODE_MAX_RETRIES", "value": "0"},
+            ]
+        else:
+            provider_config = (
+                f'{{name="stub", base_url="{url}/v1", env_key="OPENAI_API_KEY", wire_api="responses"}}'
+            )
+            spec["with"] = {"config": ["model_provider=stub", f"model_providers.stub={provider_config}"]}
+        gw.create(run_body("acp", spec))
+        status = gw.wait_finished("acp", timeout=240)
+        assert status["phase"] == "Succeeded", f"{status}\n{describe_namespace(gw.core.api_client, gw.ns)}"
+        assert stub.model_calls()
+    host = f"{STUB_NAME}:{stub.port}"
+    assert f'run="{gw.ns}/acp",host="{host}",verdict="allowed"' in gateway_metrics(gw)
 
 
 def test_claude_is_refused_a_name_it_was_not_granted(gw: Api, anthropic_stub: AnthropicStub) -> None:

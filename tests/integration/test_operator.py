@@ -51,7 +51,10 @@ def test_run_succeeds_with_usage_cost_and_output(
     assert status["observedGeneration"] == 1
     metrics = operator.metrics()
     assert 'harness_runs_total{phase="Succeeded",provider="fake",reason="Succeeded"}' in metrics
-    assert 'harness_tokens_total{model="fake-model",provider="fake",type="input"}' in metrics
+    assert (
+        f'harness_tokens_total{{model="fake-model",namespace="{api.ns}",provider="fake",type="input"}}'
+        in metrics
+    )
     reasons = [
         e.reason
         for e in api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=hello").items

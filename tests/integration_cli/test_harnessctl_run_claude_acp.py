@@ -5,26 +5,16 @@ fallback and no process left behind."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from tests.integration_cli.harnessctl import harnessctl_run, require_cli
 from tests.stubs.anthropic import TEXT, AnthropicStub
 
 pytestmark = pytest.mark.cli
 
-ROOT = Path(__file__).resolve().parents[2]
-ADAPTER = shutil.which("claude-code-acp")
-# CI installs the adapter (tests/run-all.sh); there a missing binary is a failure, not a skip.
-if ADAPTER is None and not os.environ.get("CI"):
-    pytest.skip(
-        "`claude-code-acp` is not on PATH (bash tests/cli-tools.sh claude-acp prints the folder to add)",
-        allow_module_level=True,
-    )
+ADAPTER = require_cli("claude-code-acp", "claude-acp")
 
 MANIFEST = """
 apiVersion: agentharness.dev/v1alpha1
@@ -44,46 +34,17 @@ spec:
 """
 
 
-def harnessctl_run(
-    tmp_path: Path, mode: str, timeout: int = 120
-) -> tuple[subprocess.CompletedProcess[str], dict, list]:
-    assert ADAPTER is not None, "claude-code-acp must be on PATH in CI"
+def run(tmp_path: Path, mode: str, timeout: int = 120) -> tuple[subprocess.CompletedProcess[str], dict, list]:
     home = tmp_path / "home"
     home.mkdir()
     with AnthropicStub(mode=mode) as stub:
-        manifest = tmp_path / "run.yaml"
-        manifest.write_text(
-            MANIFEST.format(workdir=tmp_path / "work", base_url=stub.base_url, timeout=timeout)
-        )
-        env = {
-            "PATH": f"{Path(ADAPTER).parent}:{Path(sys.executable).parent}:/usr/bin:/bin",
-            "HOME": str(home),
-            "ANTHROPIC_API_KEY": "sk-test-acp-secret",
-        }
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "harness_operator.cli",
-                "run",
-                str(manifest),
-                "--status-file",
-                str(tmp_path / "status.yaml"),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=ROOT,
-            timeout=300,
-            check=False,
-        )
-        calls = stub.model_calls()
-    status = next(yaml.safe_load_all((tmp_path / "status.yaml").read_text()))
-    return result, status, calls
+        manifest = MANIFEST.format(workdir=tmp_path / "work", base_url=stub.base_url, timeout=timeout)
+        result, status = harnessctl_run(manifest, ADAPTER, home, {"ANTHROPIC_API_KEY": "sk-test-acp-secret"})
+        return result, status, stub.model_calls()
 
 
 def test_real_claude_acp_adapter_answers_through_harnessctl_run(tmp_path: Path) -> None:
-    result, status, calls = harnessctl_run(tmp_path, "ok")
+    result, status, calls = run(tmp_path, "ok")
     assert calls, "the adapter never reached the stub"
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == TEXT
@@ -96,13 +57,13 @@ def test_real_claude_acp_adapter_answers_through_harnessctl_run(tmp_path: Path) 
 
 
 def test_a_refused_key_fails_the_run(tmp_path: Path) -> None:
-    result, status, _ = harnessctl_run(tmp_path, "unauthorized")
+    result, status, _ = run(tmp_path, "unauthorized")
     assert result.returncode != 0
     assert status["phase"] == "Failed" and status["attempts"][0]["exitCode"] == 1
     assert "sk-test-acp-secret" not in result.stdout + result.stderr
 
 
 def test_a_hung_model_times_out_without_fallback(tmp_path: Path) -> None:
-    result, status, _ = harnessctl_run(tmp_path, "hang", timeout=10)
+    result, status, _ = run(tmp_path, "hang", timeout=10)
     assert result.returncode == 124, result.stderr
     assert status["reason"] == "Timeout" and len(status["attempts"]) == 1

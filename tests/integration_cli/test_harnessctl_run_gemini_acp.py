@@ -4,28 +4,18 @@ stdio against the local Gemini stub: the answer is the output; a refused key fai
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from tests.fixtures.cli.capture import gemini_home
+from tests.integration_cli.harnessctl import harnessctl_run, require_cli
 from tests.stubs.gemini import TEXT, GeminiStub
 
 pytestmark = pytest.mark.cli
 
-ROOT = Path(__file__).resolve().parents[2]
-GEMINI = shutil.which("gemini")
-# CI installs the CLI (tests/run-all.sh); there a missing binary is a failure, not a skip.
-if GEMINI is None and not os.environ.get("CI"):
-    pytest.skip(
-        "`gemini` is not on PATH (bash tests/cli-tools.sh gemini prints the folder to add)",
-        allow_module_level=True,
-    )
+GEMINI = require_cli("gemini", "gemini")
 
 MANIFEST = """
 apiVersion: agentharness.dev/v1alpha1
@@ -42,43 +32,20 @@ spec:
 """
 
 
-def harnessctl_run(tmp_path: Path, mode: str) -> tuple[subprocess.CompletedProcess[str], dict, list[Any]]:
-    assert GEMINI is not None, "gemini must be on PATH in CI"
+def run(tmp_path: Path, mode: str) -> tuple[subprocess.CompletedProcess[str], dict, list[Any]]:
     home = tmp_path / "home"
     home.mkdir()
     with GeminiStub(mode=mode) as stub:
         gemini_home(str(home), stub)
-        manifest = tmp_path / "run.yaml"
-        manifest.write_text(MANIFEST.format(workdir=tmp_path / "work", base_url=stub.base_url))
-        env = {
-            "PATH": f"{Path(GEMINI).parent}:{Path(sys.executable).parent}:/usr/bin:/bin",
-            "HOME": str(home),
-            "GEMINI_API_KEY": "sk-test-gemini-acp-secret",
-        }
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "harness_operator.cli",
-                "run",
-                str(manifest),
-                "--status-file",
-                str(tmp_path / "status.yaml"),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=ROOT,
-            timeout=300,
-            check=False,
+        manifest = MANIFEST.format(workdir=tmp_path / "work", base_url=stub.base_url)
+        result, status = harnessctl_run(
+            manifest, GEMINI, home, {"GEMINI_API_KEY": "sk-test-gemini-acp-secret"}
         )
-        calls = stub.model_calls()
-    status = next(yaml.safe_load_all((tmp_path / "status.yaml").read_text()))
-    return result, status, calls
+        return result, status, stub.model_calls()
 
 
 def test_real_gemini_acp_mode_answers_through_harnessctl_run(tmp_path: Path) -> None:
-    result, status, calls = harnessctl_run(tmp_path, "ok")
+    result, status, calls = run(tmp_path, "ok")
     assert calls, "the CLI never reached the stub"
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == TEXT
@@ -91,7 +58,7 @@ def test_real_gemini_acp_mode_answers_through_harnessctl_run(tmp_path: Path) -> 
 
 
 def test_a_refused_key_fails_the_run(tmp_path: Path) -> None:
-    result, status, _ = harnessctl_run(tmp_path, "unauthorized")
+    result, status, _ = run(tmp_path, "unauthorized")
     assert result.returncode == 1
     assert status["phase"] == "Failed" and status["reason"] == "AuthFailed"
     assert "sk-test-gemini-acp-secret" not in result.stdout + result.stderr

@@ -9,7 +9,8 @@ Modes shared by every stub:
   ``ok``            a fixed short text answer with fixed usage numbers
   ``unauthorized``  HTTP 401 in the vendor's error shape
   ``hang``          hold model calls unanswered until the stub stops (dropped) or ``release()`` (answered)
-Vendor stubs may add their own (for example ``tool_use``).
+Vendor stubs may add their own (for example ``tool_use``). ``delay`` (seconds) slows every model call
+down, as a real model is, so that a run can be watched turn by turn.
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ class _Handler(BaseHTTPRequestHandler):
             if stub._stopping:
                 self.close_connection = True
                 return
+        if stub.delay and stub.is_model_call(req):
+            time.sleep(stub.delay)  # a model that takes its time
         try:
             resp = stub.handle(req)
         except Exception as exc:  # answer something instead of dropping the connection
@@ -211,7 +214,14 @@ class StubServer:
     name = "stub"
     modes: tuple[str, ...] = ("ok", "unauthorized", "hang")
 
-    def __init__(self, mode: str = "ok", host: str = "127.0.0.1", port: int = 0, verbose: bool = False):
+    def __init__(
+        self,
+        mode: str = "ok",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        verbose: bool = False,
+        delay: float = 0.0,
+    ):
         if mode not in self.modes:
             raise ValueError(
                 "unknown mode {!r} for {} stub (one of {})".format(mode, self.name, ", ".join(self.modes))
@@ -220,6 +230,7 @@ class StubServer:
         self.host = host
         self.port = port
         self.verbose = verbose
+        self.delay = delay
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._hang = threading.Event()

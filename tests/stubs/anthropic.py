@@ -13,6 +13,8 @@ Modes:
   tool_use      the first call that offers tools answers a tool_use block (a harmless Glob /
                 Read / LS call, whichever is offered); later calls answer TEXT. With
                 ``--max-turns 1`` this drives Claude Code to ``error_max_turns``.
+  tool_turns    the first TOOL_TURNS calls that offer tools each answer a tool_use block (the safe
+                tools in turn), later calls answer TEXT: a run of several turns to watch
   unauthorized  every /v1/messages call answers 401 authentication_error
   overloaded    every /v1/messages call answers 529 overloaded_error (a provider down: fallback)
   hang          /v1/messages calls are accepted and never answered (until the stub stops)
@@ -38,6 +40,7 @@ USAGE = {
     "cache_read_input_tokens": 100,
     "cache_creation_input_tokens": 10,
 }
+TOOL_TURNS = 3
 # Tools the tool_use mode may call, in order of preference, with inputs that touch nothing.
 _SAFE_TOOLS = (
     ("Glob", {"pattern": "**/*.no-such-extension-harness-stub"}),
@@ -48,13 +51,14 @@ _SAFE_TOOLS = (
 
 class AnthropicStub(StubServer):
     name = "anthropic"
-    modes = ("ok", "tool_use", "unauthorized", "overloaded", "hang")
+    modes = ("ok", "tool_use", "tool_turns", "unauthorized", "overloaded", "hang")
     text = TEXT
     usage = USAGE
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._tool_use_sent = False
+        self._tool_turns_sent = 0
 
     def is_model_call(self, req: RecordedRequest) -> bool:
         return req.method == "POST" and req.path.rstrip("/") == "/v1/messages"
@@ -131,6 +135,16 @@ class AnthropicStub(StubServer):
         )
 
     def _content_for(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        offered_tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        if self.mode == "tool_turns" and offered_tools:
+            safe = [(n, i) for n, i in _SAFE_TOOLS if n in offered_tools]
+            with self._lock:
+                turn = self._tool_turns_sent
+                self._tool_turns_sent += 1 if safe and turn < TOOL_TURNS else 0
+            if safe and turn < TOOL_TURNS:
+                name, tool_input = safe[turn % len(safe)]
+                tool_id = "toolu_stub_" + uuid.uuid4().hex[:12]
+                return [{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}]
         if self.mode == "tool_use" and not self._tool_use_sent:
             offered = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
             for name, tool_input in _SAFE_TOOLS:

@@ -60,20 +60,27 @@ def test_names_short_names_and_category() -> None:
     assert names["HarnessRun"]["shortNames"] == ["hrun"]
     assert names["HarnessDefinition"]["shortNames"] == ["hdef"]
     assert names["ClusterHarnessDefinition"]["shortNames"] == ["chdef"]
+    assert names["HarnessBudget"]["shortNames"] == ["hbudget"]
     assert all(n["categories"] == ["harness"] for n in names.values())
     scopes = {c["spec"]["names"]["kind"]: c["spec"]["scope"] for c in CRDS.values()}
     assert scopes == {
         "HarnessRun": "Namespaced",
         "HarnessDefinition": "Namespaced",
         "ClusterHarnessDefinition": "Cluster",
+        "HarnessBudget": "Namespaced",
     }
 
 
 def test_run_has_status_subresource_and_printer_columns() -> None:
     version = CRDS["agentharness.dev_harnessruns.yaml"]["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
-    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
     assert columns == ["Provider", "Phase", "Exit", "Cost", "Age"]
+    wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority") == 1]
+    assert wide == ["Reason", "Turns", "Tokens", "Duration", "Tool"]
+    # Cost moves while the run is in flight: it reads the progress, which ends as the run's total.
+    cost = next(c for c in version["additionalPrinterColumns"] if c["name"] == "Cost")
+    assert cost["jsonPath"] == ".status.progress.costUSD"
 
 
 def test_cel_rules_are_in_the_crd() -> None:

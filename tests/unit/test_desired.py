@@ -4,6 +4,7 @@ Regenerate the golden files after an intended change with UPDATE_GOLDEN=1 and re
 """
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from harness_operator.ownership import compute_data_hash
 
 GOLDEN = Path(__file__).parent / "golden"
 CONFIG = OperatorConfig()
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
 DEFINITION = HarnessDefinitionSpec.model_validate(
     {
         "binary": "claude",
@@ -243,7 +245,7 @@ def test_plain_env_travels_in_the_plan_never_on_the_container() -> None:
     run = make_run({"env": loaders})
     env = pod(build_job(run, target(), CONFIG))["containers"][0]["env"]
     assert [e["name"] for e in env] == ["ANTHROPIC_API_KEY", "HOME"]
-    (plan,) = build_plans(run, [target()], "p", None)
+    (plan,) = build_plans(run, [target()], "p", None, NOW)
     assert {e["name"]: e["value"] for e in plan["env"]} == {
         "DISABLE_TELEMETRY": "1",
         "LD_PRELOAD": "/tmp/x",
@@ -265,3 +267,11 @@ def test_plan_secret_and_output_carry_the_hash_of_their_data() -> None:
     }
     assert cm["metadata"]["annotations"] == {"agentharness.dev/content-sha256": compute_data_hash(cm["data"])}
     assert cm["immutable"] is True
+
+
+def test_plans_leave_out_fields_at_their_defaults() -> None:
+    """A sandbox image older than the operator rejects unknown plan fields: a plan that uses nothing
+    new (no table prices, no pinned CLI version) carries none of the newer keys."""
+    (plan,) = build_plans(make_run(), [target()], "p", None, NOW)
+    assert not {"tablePricing", "priceTable", "cliVersion"} & set(plan)
+    assert {"attempt", "totalAttempts", "provider", "binary"} <= set(plan)

@@ -3,6 +3,7 @@ Cilium's FQDN policy; golden YAML where an object is built."""
 
 import hashlib
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -40,6 +41,7 @@ GATEWAY = OperatorConfig(
     egress_gateway_key="k3y",
 )
 CILIUM = OperatorConfig(fqdn_policy="cilium")
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
 PLAIN = OperatorConfig(fqdn_policy="none")
 DEFINITION = HarnessDefinitionSpec.model_validate(
     {
@@ -163,18 +165,18 @@ def test_a_runs_own_proxy_grant_cannot_replace_the_gateways() -> None:
     assert https == [
         {"name": "HTTPS_PROXY", "valueFrom": {"secretKeyRef": {"name": "review-plan", "key": "proxy-url-1"}}}
     ]
-    plan = load_plan(json.dumps(build_plans(run, [target()], "Review.", None, GATEWAY)[0]))
+    plan = load_plan(json.dumps(build_plans(run, [target()], "Review.", None, NOW, GATEWAY)[0]))
     assert set(PROXY_URL_ENVS) <= set(plan.credential_envs)  # passed to the agent, and redacted
     assert not set(PROXY_URL_ENVS) & set(plan.optional_credential_envs)
 
 
 def test_plan_through_the_gateway_sets_no_proxy_and_nodes_switch() -> None:
     run = make_run(env=[{"name": "NO_PROXY", "value": "*"}])
-    plan = load_plan(json.dumps(build_plans(run, [target()], "Review.", None, GATEWAY)[0]))
+    plan = load_plan(json.dumps(build_plans(run, [target()], "Review.", None, NOW, GATEWAY)[0]))
     env = {e.name: e.value for e in plan.env}
     assert env["NO_PROXY"] == env["no_proxy"] == "localhost,127.0.0.1,::1,10.20.0.0/16"
     assert env["NODE_USE_ENV_PROXY"] == "1"
-    direct = load_plan(json.dumps(build_plans(run, [target()], "Review.", None, PLAIN)[0]))
+    direct = load_plan(json.dumps(build_plans(run, [target()], "Review.", None, NOW, PLAIN)[0]))
     assert {e.name: e.value for e in direct.env}["NO_PROXY"] == "*"
     assert "HTTPS_PROXY" not in direct.credential_envs
 

@@ -96,6 +96,7 @@ class WakingReconciler:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
+        self.budget_source: Any = None  # the handlers put kopf's indexes here, as on a Reconciler
 
     def reconcile(self, namespace: str, name: str) -> list[Any]:
         self.calls.append((namespace, name))
@@ -124,7 +125,8 @@ def test_a_finished_job_wakes_the_runs_waiting_for_a_slot() -> None:
     """Its run may have ended before the Job controller marked the Job complete, which woke them early."""
     waking = WakingReconciler()
     handlers.install(waking)  # type: ignore[arg-type]
-    handlers.child_changed(job_body([]))
+    indexes = {"budget_index": {}, "run_index": {}}  # what kopf passes every handler
+    handlers.child_changed(job_body([]), **indexes)
     assert waking.calls == [("ns", "done")]
-    handlers.child_changed(job_body([{"type": "Complete", "status": "True"}]))
+    handlers.child_changed(job_body([{"type": "Complete", "status": "True"}]), **indexes)
     assert waking.calls == [("ns", "done"), ("ns", "done"), ("ns", "queued")]

@@ -1,6 +1,7 @@
 """Named inputs: substitution, unknown references (pure and CEL offline), dependencies and run order."""
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,6 +22,8 @@ from harness_operator.inputs import (
 from harness_operator.manifests import parse_documents
 from harness_operator.render import build_rendered_objects
 from harness_operator.validation import ERROR, validate_documents
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -217,7 +220,7 @@ def test_render_substitutes_values_and_names_what_it_cannot_read() -> None:
         ),
     }
     docs = parse_documents(yaml.safe_dump(run), "run.yaml")
-    objects, problems = build_rendered_objects(docs, load_builtin_catalog(), OperatorConfig())
+    objects, problems = build_rendered_objects(docs, load_builtin_catalog(), OperatorConfig(), NOW)
     assert problems == []
     plan = json.loads(objects[0]["stringData"]["attempt-1.json"])
     assert plan["args"][:2] == ["-p", "Implement this plan: <output of HarnessRun plan> for team-a"]

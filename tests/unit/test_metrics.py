@@ -12,7 +12,10 @@ def value(name: str, **labels: str) -> float:
 
 def test_record_finished() -> None:
     run = HarnessRun.model_validate(
-        {"metadata": {"name": "r"}, "spec": {"provider": "metrics-test", "prompt": "p"}}
+        {
+            "metadata": {"name": "r", "namespace": "team-a"},
+            "spec": {"provider": "metrics-test", "prompt": "p"},
+        }
     )
     status = HarnessRunStatus.model_validate(
         {
@@ -41,6 +44,9 @@ def test_record_finished() -> None:
         value("harness_runs_total", provider="metrics-test", phase="Succeeded", reason="Succeeded")
         == before + 1
     )
-    assert value("harness_tokens_total", provider="metrics-test", model="m1", type="input") >= 100
-    assert value("harness_cost_usd_total", provider="metrics-test", model="m1") >= 0.5
+    tokens = value(
+        "harness_tokens_total", provider="metrics-test", model="m1", type="input", namespace="team-a"
+    )
+    assert tokens >= 100
+    assert value("harness_cost_usd_total", provider="metrics-test", model="m1", namespace="team-a") >= 0.5
     assert value("harness_run_duration_seconds_sum", provider="metrics-test") >= 30

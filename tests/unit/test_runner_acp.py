@@ -14,6 +14,7 @@ from tests.unit.test_runner_executor import all_gone, wait_for
 
 from harness_operator.runner.acp_rules import OfferedOption, PermissionChoice, choose_permission, stop_outcome
 from harness_operator.runner.attempt import AttemptResult
+from harness_operator.runner.events import Event, decode_events
 from harness_operator.runner.executor import execute
 from harness_operator.runner.plan import AttemptPlan
 
@@ -174,6 +175,21 @@ def test_cost_limit_stops_the_turn() -> None:
     assert result.usage.cost_usd == 5.0 and not result.fallback_allowed
 
 
+PRICED = {"pricing": {"m": {"input": 100, "output": 100}}, "modelHint": "m"}  # USD per million tokens
+
+
+def test_computed_cost_is_checked_against_max_cost_when_the_turn_reports_tokens() -> None:
+    """ACP tokens arrive with end_turn; at 100 USD per million, 100 in and 50 out cost 0.015 USD."""
+    result, err = run(acp_plan("tokens", limits={"maxCostUSD": 0.01}, **PRICED))
+    assert (result.exit_code, result.reason) == (124, "CostLimitExceeded"), err
+    assert result.usage.cost_source == "computed" and result.usage.cost_usd is not None
+    assert result.usage.cost_usd > 0.01 and not result.fallback_allowed
+    assert "crossed maxCostUSD 0.01" in err
+    under, _ = run(acp_plan("tokens", limits={"maxCostUSD": 1}, **PRICED))
+    assert under.succeeded and under.usage.cost_source == "computed"
+    assert under.to_doc()["model"] == "m"  # no model from the agent: the one requested
+
+
 def test_a_disconnect_mid_turn_fails_and_allows_fallback() -> None:
     result, err = run(acp_plan("disconnect"))
     assert (result.exit_code, result.reason, result.output) == (1, "ProviderFailed", b"")
@@ -207,3 +223,29 @@ def test_a_missing_adapter_is_binary_not_found() -> None:
     result, err = run(p)
     assert (result.exit_code, result.reason) == (1, "BinaryNotFound")
     assert "no-such-acp-adapter" in err
+
+
+def test_an_acp_run_emits_the_same_events_as_a_cli_run() -> None:
+    seen: list[Event] = []
+    result, err = run(acp_plan("ok"), on_event=seen.append, events_to_log=True)
+    assert result.succeeded, err
+    shown = [
+        (e.kind, e.tool or e.text, e.tokens, e.cost_usd, e.last_tool) for e in seen if e.kind != "session"
+    ]
+    assert shown == [
+        ("attempt", None, None, None, None),
+        ("tool", "Read file", None, None, None),
+        ("progress", None, None, 0.0123, "Read file"),  # the usage_update
+        ("text", "answer from acp_agent: hi there", None, None, None),  # at the turn's end, whole
+        ("progress", None, 175, 0.0123, "Read file"),  # the prompt's usage
+        ("result", None, 175, 0.0123, None),
+    ]
+    assert [e.session for e in seen if e.kind == "session"] == [result.report.session_id]
+    assert decode_events(err.splitlines()) == seen  # the pod log carries the same events
+
+
+def test_an_acp_attempt_that_cannot_start_still_ends_with_a_result_event() -> None:
+    seen: list[Event] = []
+    p = acp_plan("ok").model_copy(update={"binary": "no-such-acp-adapter", "args": []})
+    run(p, on_event=seen.append)
+    assert [(e.kind, e.reason) for e in seen] == [("attempt", None), ("result", "BinaryNotFound")]

@@ -226,6 +226,29 @@ def test_cost_limit_stops_the_agent_from_streaming_usage():
     assert "crossed maxCostUSD 2.5" in err
 
 
+def test_cost_limit_stops_the_agent_on_table_prices():
+    """Codex reports no cost: the table prices the operator put in the plan make the limit bite."""
+    p = plan(
+        "cost",
+        "codex-jsonl",
+        table_pricing={"gpt-5.4": {"input": 1.0}},
+        price_table="genai-prices 0.2.3",
+        model_hint="gpt-5.4",
+        limits={"maxCostUSD": 2.5},
+    )
+    result, err = run(p)
+    assert (result.exit_code, result.reason) == (124, "CostLimitExceeded")
+    assert (result.usage.cost_source, result.usage.price_source) == ("computed", "genai-prices 0.2.3")
+    assert result.usage.cost_usd == pytest.approx(3.0)
+    assert "(computed) crossed maxCostUSD 2.5" in err
+
+
+def test_result_names_the_requested_model_and_pinned_version_when_the_cli_names_none():
+    p = plan("cost", "codex-jsonl", model_hint="gpt-5.4", cli_version="0.171.0", limits={"maxTurns": 1})
+    doc = run(p)[0].to_doc()
+    assert (doc["model"], doc["cliVersion"]) == ("gpt-5.4", "0.171.0")
+
+
 def test_max_turns_stops_the_agent_and_allows_fallback():
     result, _ = run(plan("cost", "codex-jsonl", limits={"maxTurns": 2}))
     assert (result.exit_code, result.reason) == (1, "MaxTurns")

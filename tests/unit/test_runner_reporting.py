@@ -6,7 +6,7 @@ import json
 import pytest
 
 from harness_operator.api.v1alpha1 import ModelPricing, Usage
-from harness_operator.runner.cost import compute_cost, compute_usage, sum_usage
+from harness_operator.runner.cost import PriceBook, compute_cost, compute_usage, sum_usage
 from harness_operator.runner.frame import FrameError, decode_frame, encode_frame
 from harness_operator.runner.parsers import Report, Tokens
 from harness_operator.runner.result import (
@@ -18,39 +18,40 @@ from harness_operator.runner.result import (
 )
 
 PRICING = {"m": ModelPricing(input=2, output=10, cache_read=0.5, cache_write=4)}
+BOOK = PriceBook(PRICING)
 
 
 # --- cost ---------------------------------------------------------------------------------------------
 
 
 def test_reported_cost_wins():
-    assert compute_cost(Report(cost_usd=0.5, tokens=Tokens(input=10)), PRICING) == (0.5, "reported")
+    assert compute_cost(Report(cost_usd=0.5, tokens=Tokens(input=10)), BOOK) == (0.5, "reported", None)
 
 
 def test_computed_cost_from_pricing():
     report = Report(model="m", tokens=Tokens(input=1_000_000, output=100_000, cache_read=2_000_000))
-    cost, source = compute_cost(report, PRICING)
-    assert source == "computed"
-    assert cost == pytest.approx(2 + 1 + 1)
+    cost = compute_cost(report, BOOK)
+    assert (cost.source, cost.price_source) == ("computed", "definition")
+    assert cost.usd == pytest.approx(2 + 1 + 1)
 
 
 def test_computed_cost_per_model():
-    pricing = {"a": ModelPricing(input=1), "b": ModelPricing(output=1)}
+    book = PriceBook({"a": ModelPricing(input=1), "b": ModelPricing(output=1)})
     report = Report(by_model={"a": Tokens(input=1_000_000), "b": Tokens(output=2_000_000)})
-    assert compute_cost(report, pricing) == (pytest.approx(3.0), "computed")
+    assert compute_cost(report, book) == (pytest.approx(3.0), "computed", "definition")
 
 
 def test_unknown_without_pricing_or_tokens():
-    assert compute_cost(Report(tokens=Tokens(input=5)), {}) == (None, "unknown")
-    assert compute_cost(Report(), PRICING) == (None, "unknown")
-    usage = compute_usage(Report(), {})
+    assert compute_cost(Report(tokens=Tokens(input=5)), PriceBook()) == (None, "unknown", None)
+    assert compute_cost(Report(), BOOK) == (None, "unknown", None)
+    usage = compute_usage(Report(), PriceBook())
     assert usage.cost_usd is None and usage.input_tokens is None and usage.cost_source == "unknown"
 
 
 def test_model_hint_picks_the_price_when_the_cli_names_no_model():
-    pricing = {"a": ModelPricing(input=1), "b": ModelPricing(input=100)}
-    assert compute_cost(Report(tokens=Tokens(input=1_000_000)), pricing, "b") == (100.0, "computed")
-    assert compute_cost(Report(tokens=Tokens(input=1_000_000)), pricing) == (None, "unknown")
+    book = PriceBook({"a": ModelPricing(input=1), "b": ModelPricing(input=100)})
+    assert compute_cost(Report(tokens=Tokens(input=1_000_000)), book, "b").usd == 100.0
+    assert compute_cost(Report(tokens=Tokens(input=1_000_000)), book) == (None, "unknown", None)
 
 
 def test_sum_usage_keeps_unknown_unknown():

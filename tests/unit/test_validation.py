@@ -1,7 +1,10 @@
 """validate_documents: cross-references, shadowing, warnings, and the spec-immutability transition rule."""
 
+import pytest
+
 from harness_operator.api.crd import crd_schema_for
 from harness_operator.api.v1alpha1 import ClusterHarnessDefinition
+from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cel import check_rules
 from harness_operator.manifests import parse_documents
 from harness_operator.validation import WARNING, Finding, validate_documents
@@ -80,7 +83,32 @@ spec: {binary: plain}
         )
     )
     assert len(messages(found, WARNING)) == 1
-    assert 'provider "plain" cannot report usage or cost' in messages(found, WARNING)[0]
+    assert (
+        'provider "plain" reports no cost and neither its pricing nor the price table'
+        in messages(found, WARNING)[0]
+    )
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "warned"),
+    [
+        ("codex", "gpt-5.4", False),  # the pinned table prices it
+        ("codex", "gpt-no-such-model", True),
+        ("gemini", None, False),  # the CLI picks; the vendor's table prices what it reports
+        ("qwen", "qwen3.7-max", True),  # no vendor, and the table does not know the model
+    ],
+)
+def test_cost_limit_warns_only_where_the_price_table_cannot_price(provider, model, warned) -> None:
+    with_ = f"  with: {{model: {model}}}\n" if model else ""
+    text = run_doc(
+        f"  provider: {provider}\n  prompt: hi\n  workspace: {{workingDir: /w}}\n  limits: {{maxCostUSD: 1}}\n"
+        + with_
+    )
+    found = validate_documents(parse_documents(text, "f.yaml"), load_builtin_catalog())
+    cost = [m for m in messages(found, WARNING) if "spec.limits.maxCostUSD" in m]
+    assert bool(cost) == warned, cost
+    if warned:
+        assert f"knows model {model!r}" in cost[0] and "genai-prices 0.2.3" in cost[0]
 
 
 def test_cost_limit_is_fine_with_pricing_and_usage() -> None:

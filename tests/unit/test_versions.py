@@ -77,3 +77,17 @@ def test_image_pins_are_the_verified_versions() -> None:
     for name, (kind, package, version) in agent_pins().items():
         expected = f"{package}@{version}" if kind == "npm" else f"{package}=={version}"
         assert verified[name] == expected, name
+
+
+def test_catalog_cli_versions_are_the_image_pins() -> None:
+    """status.attempts[].cliVersion falls back to the definition's cliVersion: it must be what the image has."""
+    pins = agent_pins()
+    # Another mode of a pinned CLI (gemini-acp) runs in that CLI's image, so it has that CLI's version.
+    pinned_cli = {f"{package}@{version}": version for _, package, version in pins.values()}
+    for definition in load_builtin_catalog():
+        name = definition.metadata["name"]
+        verified = definition.metadata["annotations"]["agentharness.dev/verified-cli"]
+        if name in pins:
+            assert definition.spec.cli_version == pins[name][2], name
+        elif verified in pinned_cli:
+            assert definition.spec.cli_version == pinned_cli[verified], name

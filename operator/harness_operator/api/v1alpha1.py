@@ -380,6 +380,20 @@ class HarnessDefinitionSpec(Model):
         description="Per model: USD per million tokens, used when the CLI does not report cost.",
         json_schema_extra={"maxProperties": 64},
     )
+    vendor: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^[a-z0-9][-_a-z0-9]*$",
+        description="Whose list prices apply to the models this CLI uses, as the pinned price table names "
+        "the vendor (e.g. openai, google, anthropic, github-copilot); empty: the model name decides "
+        "('vendor/model', else the table's own match). Only read when `pricing` has no entry.",
+    )
+    cli_version: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Version of the CLI the image pins, recorded in status.attempts[].cliVersion when the "
+        "CLI prints none itself.",
+    )
 
     model_config = ConfigDict(
         json_schema_extra=validations(
@@ -963,6 +977,11 @@ class Usage(Model):
     cost_source: CostSource = Field(
         default=CostSource.unknown, description="reported by the CLI, computed from pricing, or unknown."
     )
+    price_source: str | None = Field(
+        default=None,
+        description="Where the prices of a computed cost came from: `definition` (its `pricing`) or the "
+        "pinned price table and its version, e.g. `genai-prices 0.2.3`.",
+    )
 
 
 class Attempt(Model):
@@ -996,12 +1015,40 @@ class OutputStatus(Model):
     config_map_name: str | None = Field(default=None, description="ConfigMap holding the full output.")
 
 
+class Progress(Model):
+    """The run so far, for `kubectl get -w`: finished attempts' usage plus the running attempt's figures,
+    which the operator reads from the sandbox's log while it runs; at the end, the run's totals."""
+
+    attempt: int | None = Field(default=None, description="The attempt these figures run up to.")
+    turns: int | None = Field(default=None, description="Agent turns so far.")
+    tokens: int | None = Field(
+        default=None, description="Tokens so far: input, output, cache read and cache write together."
+    )
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost so far in USD.")
+    last_tool: str | None = Field(default=None, description="The last tool the agent called.")
+    duration: str | None = Field(default=None, description="Time since the run started, e.g. 2m5s.")
+    update_time: str | None = Field(default=None, description="When these figures were read.")
+
+
 class Phase(StrEnum):
     pending = "Pending"
     running = "Running"
     succeeded = "Succeeded"
     failed = "Failed"
     cancelled = "Cancelled"
+
+
+class RunBudget(Model):
+    """The budgets a run was admitted under and the cap it reserved from them."""
+
+    names: list[str] = Field(default_factory=list, description="The HarnessBudgets covering the run.")
+    reserved_usd: float | None = Field(
+        default=None,
+        alias="reservedUSD",
+        description="The run's effective maxCostUSD: counted as spent while it runs, and when its cost "
+        "stays unknown.",
+    )
+    admitted_at: str | None = Field(default=None, description="When it took its place in the budgets.")
 
 
 class HarnessRunStatus(Model):
@@ -1021,6 +1068,9 @@ class HarnessRunStatus(Model):
     attempts: list[Attempt] = Field(default_factory=list, description="One entry per attempt.")
     usage: Usage | None = Field(default=None, description="Summed across attempts.")
     output: OutputStatus | None = Field(default=None, description="The output.")
+    budget: RunBudget | None = Field(default=None, description="Budget admission and reservation.")
+
+    progress: Progress | None = Field(default=None, description="Turns, tokens and cost so far.")
 
 
 class HarnessDefinitionStatus(Model):
@@ -1069,8 +1119,121 @@ class HarnessRun(Model):
     status: HarnessRunStatus | None = Field(default=None, description="What happened.")
 
 
-KINDS: dict[str, type[HarnessRun] | type[HarnessDefinition] | type[ClusterHarnessDefinition]] = {
+# --- HarnessBudget -------------------------------------------------------------------------------
+
+
+class BudgetPeriod(StrEnum):
+    daily = "daily"
+    weekly = "weekly"
+    monthly = "monthly"
+    rolling = "rolling"
+
+
+class WhenExhausted(StrEnum):
+    wait = "Wait"
+    fail = "Fail"
+
+
+class LabelSelector(Model):
+    """Runs whose labels all match."""
+
+    match_labels: dict[str, str] = Field(
+        default_factory=dict, description="Label key -> value; every pair must match."
+    )
+
+
+class BudgetLimits(Model):
+    """What the runs of one period may spend together; unset: no limit on that figure."""
+
+    max_cost_usd: float | None = Field(
+        default=None, alias="maxCostUSD", gt=0, description="USD per period (reported or computed cost)."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Input + output + cache tokens per period."
+    )
+    max_runs: int | None = Field(default=None, ge=1, description="Runs started per period.")
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "has(self.maxCostUSD) || has(self.maxTokens) || has(self.maxRuns)",
+                "set at least one of maxCostUSD, maxTokens or maxRuns",
+            )
+        ),
+    )
+
+
+class HarnessBudgetSpec(Model):
+    """A spending limit for the runs of a namespace (or of a label selector in it), per period."""
+
+    period: BudgetPeriod = Field(
+        description="daily, weekly (from Monday), monthly (calendar months, UTC), or rolling "
+        "(the last windowSeconds)."
+    )
+    window_seconds: int | None = Field(
+        default=None, ge=10, le=31_622_400, description="The rolling window; only and always for rolling."
+    )
+    limits: BudgetLimits = Field(description="The period's limits.")
+    selector: LabelSelector | None = Field(
+        default=None, description="The runs it covers; unset: every run of the namespace."
+    )
+    when_exhausted: WhenExhausted = Field(
+        default=WhenExhausted.wait,
+        description="Wait: a run waits Queued (BudgetExhausted) until the period rolls over; Fail: it fails.",
+    )
+    default_reservation_usd: float | None = Field(
+        default=None,
+        alias="defaultReservationUSD",
+        gt=0,
+        description="USD reserved for a starting run without its own maxCostUSD; unset: what is left.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "(self.period == 'rolling') == has(self.windowSeconds)",
+                "spec.windowSeconds is required for period rolling, and only then",
+                field_path=".windowSeconds",
+            )
+        ),
+    )
+
+
+class HarnessBudgetStatus(Model):
+    """The current period's spend, derived from the covered runs' status (never a stored counter)."""
+
+    period_start: str | None = Field(default=None, description="Start of the current period.")
+    period_end: str | None = Field(default=None, description="When the current period rolls over.")
+    spent_usd: float | None = Field(default=None, alias="spentUSD", description="Cost of finished runs.")
+    reserved_usd: float | None = Field(
+        default=None, alias="reservedUSD", description="Caps reserved by runs in flight."
+    )
+    remaining_usd: float | None = Field(
+        default=None, alias="remainingUSD", description="maxCostUSD minus spent and reserved."
+    )
+    tokens: int | None = Field(default=None, description="Tokens of the period's runs.")
+    runs: int | None = Field(default=None, description="Runs started in the period.")
+    unknown_cost_runs: int | None = Field(
+        default=None, description="Finished runs of the period whose cost is unknown (counted at their cap)."
+    )
+    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
+
+
+class HarnessBudget(Model):
+    """A spending limit per team: USD, tokens and runs per period for the runs it covers."""
+
+    api_version: str = Field(default=API_VERSION, description="agentharness.dev/v1alpha1")
+    kind: str = Field(default="HarnessBudget", description="HarnessBudget")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
+    spec: HarnessBudgetSpec = Field(description="The limits and what they cover.")
+    status: HarnessBudgetStatus | None = Field(default=None, description="The current period's spend.")
+
+
+KINDS: dict[
+    str, type[HarnessRun] | type[HarnessDefinition] | type[ClusterHarnessDefinition] | type[HarnessBudget]
+] = {
     "HarnessRun": HarnessRun,
     "HarnessDefinition": HarnessDefinition,
     "ClusterHarnessDefinition": ClusterHarnessDefinition,
+    "HarnessBudget": HarnessBudget,
 }

@@ -3,7 +3,8 @@
     python -m harness_operator.runner --plan /etc/harness/plan.json
 
 Reports through what a pod without API credentials has: the exit code, the termination message (the
-result document, under 4 KiB) and the pod log (the agent's stderr, then the framed output last).
+result document, under 4 KiB) and the pod log (the agent's stderr and the normalized events of its
+stdout as they come, then the framed output last).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     credentials = credentials_from_env(plan)
     try:
-        result = execute(plan, credentials, cancel=cancel)
+        result = execute(plan, credentials, cancel=cancel, events_to_log=True)
     except Exception as exc:  # whatever goes wrong, the pod still ends with a result document
         text = Redactor(credentials.values()).text(f"{type(exc).__name__}: {exc}")
         message = f"harness: the runner failed: {text}".splitlines()[0]

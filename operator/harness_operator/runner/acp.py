@@ -2,7 +2,8 @@
 (I/O).
 
 The prompt goes out as one text block; assistant text chunks become the output (thoughts, tool events
-and protocol JSON do not); only stopReason end_turn succeeds. Permission requests are answered by
+and protocol JSON do not); only stopReason end_turn succeeds. Session, tool-call, text and usage updates
+become the same normalized events as a CLI run's (runner/events.py). Permission requests are answered by
 spec.acpPermission. A stop (cancel, timeout, cost) sends session/cancel and waits the grace period for
 the turn to end, then closes the transport: a local adapter's process group is killed.
 """
@@ -32,6 +33,7 @@ from acp.schema import (
     PermissionOption,
     RequestPermissionResponse,
     TextContentBlock,
+    ToolCallStart,
     UsageUpdate,
 )
 from pydantic import ValidationError
@@ -47,8 +49,10 @@ from harness_operator.runner.attempt import (
     prepare,
     stop_exit_code,
     utc_now,
+    with_plan_identity,
 )
 from harness_operator.runner.cost import compute_usage
+from harness_operator.runner.events import Event, short_argument, text_event
 from harness_operator.runner.parsers import Failure, Report, Tokens, classify_error
 from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED
@@ -71,6 +75,7 @@ class SessionState:
     """What the agent told us so far."""
 
     chunks: list[str] = field(default_factory=list)
+    shown_chunks: int = 0  # chunks already said in a `text` event
     session_id: str | None = None
     agent_version: str | None = None
     cost_usd: float | None = None
@@ -87,6 +92,12 @@ class SessionState:
             cli_version=self.agent_version,
             **extra,
         )
+
+    def take_text(self) -> Event | None:
+        """A `text` event of the assistant text since the last one (None: nothing new)."""
+        fresh = "".join(self.chunks[self.shown_chunks :])
+        self.shown_chunks = len(self.chunks)
+        return text_event(fresh)
 
 
 class HarnessClient:
@@ -122,9 +133,19 @@ class HarnessClient:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
             self.state.chunks.append(update.content.text)
+        elif isinstance(update, ToolCallStart):
+            self.say_text()
+            self.reporter.emit(Event("tool", tool=update.title, arg=short_argument(update.raw_input)))
         elif isinstance(update, UsageUpdate) and update.cost is not None and update.cost.currency == "USD":
             self.state.cost_usd = update.cost.amount
+            self.reporter.emit_progress(self.state.report(), self.state.tokens)
             self.wake.set()
+
+    def say_text(self) -> None:
+        """The assistant text so far as a `text` event, before what comes next (a tool call, the end)."""
+        event = self.state.take_text()
+        if event is not None:
+            self.reporter.emit(event)
 
 
 def as_client(client: HarnessClient) -> Client:
@@ -268,7 +289,7 @@ class Session:
         wake = asyncio.Event()
         client = HarnessClient(self.plan, self.state, self.reporter, wake)
         channel = await open_channel(self.plan, client, self.reporter, self.credentials, self.base_env)
-        work = asyncio.ensure_future(self.converse(channel.conn))
+        work = asyncio.ensure_future(self.converse(channel.conn, client))
         outcome: Outcome | None = None
         try:
             while not work.done():
@@ -284,6 +305,10 @@ class Session:
                 )
             if outcome is None:
                 outcome = work.result()
+                # ACP reports tokens only as the turn ends: a cost computed from them is checked here.
+                if outcome.reason is None and (hit := compute_limit_hit(self.plan, self.state.report())):
+                    self.reporter.say(hit[1])
+                    outcome = Outcome(*hit, stopped=True)
         finally:
             if not work.done():
                 work.cancel()
@@ -293,7 +318,7 @@ class Session:
             self.exit_code = channel.exit_code()
         return outcome
 
-    async def converse(self, conn: ClientSideConnection) -> Outcome:
+    async def converse(self, conn: ClientSideConnection, client: HarnessClient) -> Outcome:
         """initialize, session/new, one session/prompt; the stop reason decides."""
         init = await asyncio.wait_for(
             conn.initialize(
@@ -308,12 +333,15 @@ class Session:
         cwd = self.acp.cwd or os.path.abspath(self.plan.working_dir or os.getcwd())
         session = await asyncio.wait_for(conn.new_session(cwd=cwd, mcp_servers=[]), REQUEST_SECONDS)
         self.state.session_id = session.session_id
+        self.reporter.emit(Event("session", session=session.session_id))
         response = await conn.prompt(session_id=session.session_id, prompt=[text_block(self.acp.prompt)])
+        client.say_text()
         if response.usage is not None:
             u = response.usage
             self.state.tokens = Tokens(
                 u.input_tokens, u.output_tokens, u.cached_read_tokens, u.cached_write_tokens
             )
+            self.reporter.emit_progress(self.state.report(), self.state.tokens)
         failed = stop_outcome(response.stop_reason)
         if failed is not None:
             return Outcome(*failed)
@@ -363,9 +391,12 @@ def execute_acp(
     stderr: IO[bytes] | None = None,
     cancel: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
+    on_event: Callable[[Event], None] | None = None,
+    events_to_log: bool = False,
 ) -> AttemptResult:
     """Run one ACP attempt to its end and say what happened. Never raises for the agent's failures."""
-    reporter = Reporter(plan, credentials, stderr if stderr is not None else sys.stderr.buffer)
+    sink = stderr if stderr is not None else sys.stderr.buffer
+    reporter = Reporter(plan, credentials, sink, on_event, events_to_log)
     if cancel is not None and cancel.is_set():
         return reporter.fail("Cancelled", "harness: cancelled before the agent started", EXIT_STOPPED)
     session = Session(
@@ -382,13 +413,15 @@ def execute_acp(
         outcome = Outcome(*describe_error(exc))
     finally:
         root.removeHandler(skipped)
-    return finish(plan, session.state, outcome, session.exit_code, reporter)
+    return reporter.done(finish(plan, session.state, outcome, session.exit_code, reporter))
 
 
 def finish(
     plan: AttemptPlan, state: SessionState, outcome: Outcome, exit_code: int | None, reporter: Reporter
 ) -> AttemptResult:
     report = state.report()
+    usage = compute_usage(report, plan.prices, plan.model_hint)
+    report = with_plan_identity(plan, report)
     result = AttemptResult(
         plan.attempt,
         plan.provider,
@@ -396,7 +429,7 @@ def finish(
         outcome.reason,
         outcome.message,
         report=report,
-        usage=compute_usage(report, plan.pricing, plan.model_hint),
+        usage=usage,
         agent_exit_code=exit_code,
         start_time=reporter.start,
     )

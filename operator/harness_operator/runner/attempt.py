@@ -13,7 +13,8 @@ from typing import IO, Any, Protocol
 
 from harness_operator.api.v1alpha1 import Usage
 from harness_operator.runner.cost import compute_cost
-from harness_operator.runner.parsers import Failure, Report
+from harness_operator.runner.events import Event, encode_event_line, escape_agent_line
+from harness_operator.runner.parsers import Failure, Report, Tokens
 from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.redact import Redactor, StreamRedactor
 from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED, NO_FALLBACK_REASONS, build_result_doc
@@ -87,6 +88,8 @@ class Executor(Protocol):
         stderr: IO[bytes] | None = None,
         cancel: threading.Event | None = None,
         clock: Callable[[], float] = ...,
+        on_event: Callable[[Event], None] | None = None,
+        events_to_log: bool = False,
     ) -> AttemptResult: ...
 
 
@@ -127,61 +130,169 @@ def prepare(plan: AttemptPlan, credentials: Mapping[str, str], base_env: Mapping
     return Setup(env, workdir, executable)
 
 
-class Reporter:
-    """The attempt's voice on stderr: every line redacted, writes serialised with the agent's stderr."""
+class LogSink:
+    """The runner's stderr (the pod log), shared by threads: the agent's stderr, escaped so that no agent
+    line reads as a runner event, and the runner's own lines, each starting a line of its own."""
 
-    def __init__(self, plan: AttemptPlan, credentials: Mapping[str, str], sink: IO[bytes]) -> None:
-        self.plan = plan
-        self.sink = sink
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
         self.lock = threading.Lock()
+        self.at_line_start = True
+
+    def agent(self, data: bytes) -> None:
+        with self.lock:
+            self._write(escape_agent_line(data, self.at_line_start))
+
+    def line(self, data: bytes) -> None:
+        """`data` (ending with a newline) on a line of its own."""
+        with self.lock:
+            self._write(data if self.at_line_start else b"\n" + data)
+
+    def _write(self, data: bytes) -> None:
+        if data:
+            self.raw.write(data)
+            self.raw.flush()
+            self.at_line_start = data.endswith(b"\n")
+
+
+class Reporter:
+    """The attempt's voice on stderr: every line redacted, writes serialised with the agent's stderr;
+    normalized events go to `on_event` and, with `events_to_log` (the pod), as marked lines to stderr."""
+
+    def __init__(
+        self,
+        plan: AttemptPlan,
+        credentials: Mapping[str, str],
+        sink: IO[bytes],
+        on_event: Callable[[Event], None] | None = None,
+        events_to_log: bool = False,
+    ) -> None:
+        self.plan = plan
+        self.sink = LogSink(sink)
+        self.on_event = on_event
+        self.events_to_log = events_to_log
         self.redactor = Redactor(v for k, v in credentials.items() if k in plan.credential_envs)
         self.start = utc_now()
+        self.progress = Progress()
+        self.emit(Event("attempt", attempt=plan.attempt, total=plan.total_attempts, provider=plan.provider))
 
     def say(self, text: str) -> None:
-        with self.lock:
-            self.sink.write(self.redactor.bytes(text.encode("utf-8")) + b"\n")
-            self.sink.flush()
+        self.sink.line(self.redactor.bytes(text.encode("utf-8")) + b"\n")
+
+    def emit(self, event: Event) -> None:
+        if event.kind == "tool":
+            self.progress.last_tool = event.tool
+        if self.events_to_log:
+            self.sink.line(self.redactor.bytes(encode_event_line(event).encode("utf-8")))
+        if self.on_event is not None:
+            with self.sink.lock:
+                self.on_event(event)
+
+    def emit_progress(self, report: Report, tokens: Tokens) -> None:
+        """A `progress` event when turns, tokens (so far: `tokens`) or cost moved."""
+        event = self.progress.update(self.plan, report, tokens)
+        if event is not None:
+            self.emit(event)
+
+    def done(self, result: AttemptResult) -> AttemptResult:
+        """The attempt's end: its `result` event, and the result."""
+        self.emit(build_result_event(result))
+        return result
 
     def fail(self, reason: str, message: str, code: int = EXIT_SETUP) -> AttemptResult:
         """An attempt that ended before (or without) the agent: said, and its result."""
         self.say(message)
-        return AttemptResult(
-            self.plan.attempt,
-            self.plan.provider,
-            code,
-            reason,
-            self.redactor.text(message),
-            start_time=self.start,
-            completion_time=utc_now(),
+        return self.done(
+            AttemptResult(
+                self.plan.attempt,
+                self.plan.provider,
+                code,
+                reason,
+                self.redactor.text(message),
+                start_time=self.start,
+                completion_time=utc_now(),
+            )
         )
 
     def forward(self, pipe: IO[bytes]) -> None:
-        """Copy the agent's stderr to the sink live, redacted (a thread's target)."""
+        """Copy the agent's stderr to the sink live, redacted and escaped (a thread's target)."""
         stream = StreamRedactor(self.redactor)
         for raw in itertools.chain(iter(pipe.readline, b""), [b""]):  # b"" last: flush what was held
-            data = stream.feed(raw) if raw else stream.flush()
-            if data:
-                with self.lock:
-                    self.sink.write(data)
-                    self.sink.flush()
+            self.sink.agent(stream.feed(raw) if raw else stream.flush())
         pipe.close()
+
+
+def total_tokens(tokens: Tokens) -> int | None:
+    """All tokens processed (input, output, cache read and write); None when none is known."""
+    return sum(v or 0 for v in tokens.as_tuple()) if tokens.known else None
+
+
+@dataclass
+class Progress:
+    """An attempt's figures last said and its last tool, so a `progress` event comes only on a change."""
+
+    figures: tuple[int | None, int | None, float | None] = (None, None, None)
+    last_tool: str | None = None
+
+    def update(self, plan: AttemptPlan, report: Report, tokens: Tokens) -> Event | None:
+        """The `progress` event for `report` with `tokens` so far, or None when nothing moved."""
+        live = report.with_(tokens=tokens)
+        figures = (
+            report.turns,
+            total_tokens(live.tokens),
+            compute_cost(live, plan.prices, plan.model_hint).usd,
+        )
+        if figures == self.figures or figures == (None, None, None):
+            return None
+        self.figures = figures
+        turns, total, cost = figures
+        return Event("progress", turns=turns, tokens=total, cost_usd=cost, last_tool=self.last_tool)
+
+
+def build_result_event(result: AttemptResult) -> Event:
+    """The `result` event of an attempt: its outcome and its final figures."""
+    usage = result.usage
+    tokens = Tokens(
+        usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+    )
+    return Event(
+        "result",
+        attempt=result.attempt,
+        provider=result.provider,
+        exit_code=result.exit_code,
+        reason=result.reason,
+        message=result.message or None,
+        turns=usage.turns,
+        tokens=total_tokens(tokens),
+        cost_usd=usage.cost_usd,
+    )
 
 
 def compute_limit_hit(plan: AttemptPlan, report: Report) -> tuple[str, str] | None:
     """(reason, message) when the report so far crosses maxCostUSD or maxTurns, else None (pure)."""
     limits = plan.limits
     if limits.max_cost_usd is not None:
-        cost, source = compute_cost(report, plan.pricing, plan.model_hint)
-        if cost is not None and cost > limits.max_cost_usd:
+        cost = compute_cost(report, plan.prices, plan.model_hint)
+        if cost.usd is not None and cost.usd > limits.max_cost_usd:
             return (
                 Failure.cost_limit_exceeded.value,
-                f"harness: cost {cost:.6f} USD ({source}) crossed maxCostUSD {limits.max_cost_usd}; "
-                "stopped the agent",
+                f"harness: cost {cost.usd:.6f} USD ({cost.source}) crossed maxCostUSD "
+                f"{limits.max_cost_usd}; stopped the agent",
             )
     if limits.max_turns is not None and report.turns is not None and report.turns > limits.max_turns:
         message = f"harness: the agent passed maxTurns {limits.max_turns}; stopped it"
         return Failure.max_turns.value, message
     return None
+
+
+def with_plan_identity(plan: AttemptPlan, report: Report) -> Report:
+    """The report naming the model and CLI version the agent reported, else the plan's (pure).
+
+    Status names the model the agent used; only when it names none, the one requested. Likewise the
+    version: the agent's own word, else the pin of the image it ran in."""
+    return report.with_(
+        model=report.model or plan.model_hint, cli_version=report.cli_version or plan.cli_version
+    )
 
 
 def stop_exit_code(reason: str) -> int:

@@ -1,13 +1,20 @@
-"""Usage and cost of one attempt: reported by the CLI, else tokens x pricing, else unknown (pure)."""
+"""Usage and cost of one attempt: reported by the CLI, else tokens x prices, else unknown (pure).
+
+Prices come from the plan: the definition's `pricing`, then the pinned price table's list prices that
+the operator put there (the runner itself carries no table).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from harness_operator.api.v1alpha1 import CostSource, ModelPricing, Usage
 from harness_operator.runner.parsers.base import Report, Tokens
 
 PER_MILLION = 1_000_000
+DEFINITION = "definition"
 
 
 def find_pricing(
@@ -22,6 +29,47 @@ def find_pricing(
     return None
 
 
+def match_table(table: Mapping[str, ModelPricing], name: str) -> ModelPricing | None:
+    """The table's price for a model name as a CLI writes it: exact (any case, without a `vendor/`
+    prefix), else the longest table id it extends at a `-` or `.` (`gpt-5-2025-08-07` is `gpt-5`)."""
+    ref = name.lower().rsplit("/", 1)[-1]
+    if ref in table:
+        return table[ref]
+    best = max(
+        (key for key in table if ref.startswith(key) and ref[len(key) : len(key) + 1] in ("-", ".", "@")),
+        key=len,
+        default=None,
+    )
+    return None if best is None else table[best]
+
+
+@dataclass(frozen=True)
+class PriceBook:
+    """The prices an attempt may use: its definition's `pricing` first, then the pinned table's."""
+
+    definition: Mapping[str, ModelPricing] = field(default_factory=dict)
+    table: Mapping[str, ModelPricing] = field(default_factory=dict)
+    table_name: str | None = None
+
+    def find(self, model: str | None, model_hint: str | None = None) -> tuple[ModelPricing, str] | None:
+        """(price, where it came from) for the reported model, else the requested one."""
+        if (price := find_pricing(self.definition, model, model_hint)) is not None:
+            return price, DEFINITION
+        for name in (model, model_hint):
+            if name and (price := match_table(self.table, name)) is not None:
+                return price, self.table_name or "table"
+        return None
+
+
+class Cost(NamedTuple):
+    usd: float | None
+    source: CostSource
+    price_source: str | None = None
+
+
+UNKNOWN = Cost(None, CostSource.unknown)
+
+
 def price_tokens(tokens: Tokens, price: ModelPricing) -> float | None:
     """USD for these tokens; None when no token count is known."""
     if not tokens.known:
@@ -34,38 +82,36 @@ def price_tokens(tokens: Tokens, price: ModelPricing) -> float | None:
     ) / PER_MILLION
 
 
-def compute_cost(
-    report: Report, pricing: Mapping[str, ModelPricing], model_hint: str | None = None
-) -> tuple[float | None, CostSource]:
-    """(cost, source): `reported` when the CLI gave it, `computed` from pricing, else (None, unknown)."""
+def compute_cost(report: Report, prices: PriceBook, model_hint: str | None = None) -> Cost:
+    """`reported` when the CLI gave it, `computed` from the price book (each model priced apart when
+    the CLI splits its tokens by model), else unknown: never a zero for a model nobody prices."""
     if report.cost_usd is not None:
-        return report.cost_usd, CostSource.reported
-    if not pricing:
-        return None, CostSource.unknown
-    if report.by_model and all(name in pricing for name in report.by_model):
-        costs = [price_tokens(t, pricing[name]) for name, t in report.by_model.items()]
+        return Cost(report.cost_usd, CostSource.reported)
+    priced = {name: m for name in report.by_model if (m := prices.find(name)) is not None}
+    if priced and len(priced) == len(report.by_model):
+        costs = [price_tokens(report.by_model[name], m[0]) for name, m in priced.items()]
         if all(c is not None for c in costs):
-            return sum(c for c in costs if c is not None), CostSource.computed
-    price = find_pricing(pricing, report.model, model_hint)
-    if price is None:
-        return None, CostSource.unknown
-    cost = price_tokens(report.tokens, price)
-    return (cost, CostSource.computed) if cost is not None else (None, CostSource.unknown)
+            where = ", ".join(sorted({m[1] for m in priced.values()}))
+            return Cost(sum(c for c in costs if c is not None), CostSource.computed, where)
+    match = prices.find(report.model, model_hint)
+    if match is None:
+        return UNKNOWN
+    cost = price_tokens(report.tokens, match[0])
+    return UNKNOWN if cost is None else Cost(cost, CostSource.computed, match[1])
 
 
-def compute_usage(
-    report: Report, pricing: Mapping[str, ModelPricing], model_hint: str | None = None
-) -> Usage:
+def compute_usage(report: Report, prices: PriceBook, model_hint: str | None = None) -> Usage:
     """The attempt's Usage as the API shows it; unknown figures stay absent."""
-    cost, source = compute_cost(report, pricing, model_hint)
+    cost = compute_cost(report, prices, model_hint)
     return Usage(
         input_tokens=report.tokens.input,
         output_tokens=report.tokens.output,
         cache_read_tokens=report.tokens.cache_read,
         cache_write_tokens=report.tokens.cache_write,
         turns=report.turns,
-        cost_usd=None if cost is None else round(cost, 6),
-        cost_source=source,
+        cost_usd=None if cost.usd is None else round(cost.usd, 6),
+        cost_source=cost.source,
+        price_source=cost.price_source,
     )
 
 
@@ -86,6 +132,7 @@ def sum_usage(items: list[Usage]) -> Usage:
     else:
         cost = round(sum(c for c in costs if c is not None), 6)
         source = CostSource.reported if sources == {CostSource.reported} else CostSource.computed
+    where = ", ".join(sorted({u.price_source for u in items if u.price_source})) or None
     return Usage(
         input_tokens=total([u.input_tokens for u in items]),
         output_tokens=total([u.output_tokens for u in items]),
@@ -94,4 +141,5 @@ def sum_usage(items: list[Usage]) -> Usage:
         turns=total([u.turns for u in items]),
         cost_usd=cost,
         cost_source=source,
+        price_source=None if cost is None else where,
     )

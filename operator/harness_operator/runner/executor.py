@@ -30,8 +30,10 @@ from harness_operator.runner.attempt import (
     prepare,
     stop_exit_code,
     utc_now,
+    with_plan_identity,
 )
 from harness_operator.runner.cost import compute_usage
+from harness_operator.runner.events import Event
 from harness_operator.runner.parsers import Failure, build_parser
 from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.redact import StreamRedactor
@@ -50,6 +52,7 @@ class _Streams:
     def __init__(self, plan: AttemptPlan, reporter: Reporter) -> None:
         self.plan = plan
         self.redactor = reporter.redactor
+        self.reporter = reporter
         self.parser = build_parser(plan.output_format)
         self.spool = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 (closed by owner)
         self.tail = b""
@@ -73,11 +76,18 @@ class _Streams:
         *lines, last = done.split(b"\n")
         for line in [*(line + b"\n" for line in lines), *([last] if last else [])]:
             self.parser.feed(line.decode("utf-8", "replace"))
+            self._emit_events()
             if self.limit_hit is None:
                 self.limit_hit = compute_limit_hit(self.plan, self.parser.report())
                 if self.limit_hit:
                     self.wake.set()
         return rest
+
+    def _emit_events(self) -> None:
+        """The parser's events, then a `progress` event when turns, tokens or cost moved."""
+        for event in self.parser.take_events():
+            self.reporter.emit(event)
+        self.reporter.emit_progress(self.parser.report(), self.parser.live_tokens())
 
     def stdout_bytes(self) -> bytes:
         self.spool.seek(0)
@@ -99,10 +109,23 @@ def execute(
     stderr: IO[bytes] | None = None,
     cancel: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
+    on_event: Callable[[Event], None] | None = None,
+    events_to_log: bool = False,
 ) -> AttemptResult:
-    """Run one attempt with the executor of its protocol; the same result document either way."""
+    """Run one attempt with the executor of its protocol; the same result document and events either way.
+
+    Normalized events go to `on_event` and, with `events_to_log` (the pod), as marked lines to stderr."""
     executor: Executor = execute_cli if plan.acp is None else execute_acp
-    return executor(plan, credentials, base_env=base_env, stderr=stderr, cancel=cancel, clock=clock)
+    return executor(
+        plan,
+        credentials,
+        base_env=base_env,
+        stderr=stderr,
+        cancel=cancel,
+        clock=clock,
+        on_event=on_event,
+        events_to_log=events_to_log,
+    )
 
 
 def execute_cli(
@@ -113,9 +136,12 @@ def execute_cli(
     stderr: IO[bytes] | None = None,
     cancel: threading.Event | None = None,
     clock: Callable[[], float] = time.monotonic,
+    on_event: Callable[[Event], None] | None = None,
+    events_to_log: bool = False,
 ) -> AttemptResult:
     """Run one CLI attempt to its end and say what happened. Never raises for the agent's failures."""
-    reporter = Reporter(plan, credentials, stderr if stderr is not None else sys.stderr.buffer)
+    sink = stderr if stderr is not None else sys.stderr.buffer
+    reporter = Reporter(plan, credentials, sink, on_event, events_to_log)
     say, fail = reporter.say, reporter.fail
     try:
         setup = prepare(plan, credentials, base_env if base_env is not None else os.environ)
@@ -177,7 +203,7 @@ def execute_cli(
     stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
     for thread in threads:
         thread.join(timeout=5)
-    return _finish(plan, proc.returncode, stopped or streams.limit_hit, streams, reporter)
+    return reporter.done(_finish(plan, proc.returncode, stopped or streams.limit_hit, streams, reporter))
 
 
 def _finish(
@@ -191,7 +217,8 @@ def _finish(
     stdout = streams.stdout_bytes()
     streams.spool.close()
     report = streams.parser.finish(stdout.decode("utf-8", "replace"))
-    usage = compute_usage(report, plan.pricing, plan.model_hint)
+    usage = compute_usage(report, plan.prices, plan.model_hint)
+    report = with_plan_identity(plan, report)
     agent_code = returncode if returncode >= 0 else 128 - returncode
     result = AttemptResult(
         plan.attempt,

@@ -2,7 +2,8 @@
 
 Same plan builder, same executor as the pod. Definitions come from the files or the built-in catalog;
 `secretKeyRef` resolves from Secret manifests in the files, else from the grant's own variable in
-this environment (said on stderr). Output to stdout; progress and the agent's stderr to stderr.
+this environment (said on stderr). Output to stdout; progress and the agent's stderr to stderr; when
+stdout is a terminal, also the live view of `harnessctl logs` (turns, tool calls, text, usage).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import yaml
@@ -29,6 +31,8 @@ from harness_operator.inputs import (
     substitute_inputs,
 )
 from harness_operator.manifests import Document, load_documents
+from harness_operator.pricing import with_table_pricing
+from harness_operator.runner.events import Event, render_event
 from harness_operator.runner.executor import AttemptResult, execute
 from harness_operator.runner.plan import (
     AttemptPlan,
@@ -76,8 +80,15 @@ def collect_config_maps(docs: list[Document]) -> dict[Key, dict[str, str]]:
 class LocalRunner:
     """Runs one file set's HarnessRuns in order; later runs may read earlier runs' output."""
 
-    def __init__(self, docs: list[Document], catalog: Catalog, cancel: threading.Event) -> None:
+    def __init__(
+        self,
+        docs: list[Document],
+        catalog: Catalog,
+        cancel: threading.Event,
+        view: Callable[[Event], None] | None = None,
+    ) -> None:
         self.docs = docs
+        self.view = view
         self.catalog = catalog
         self.cancel = cancel
         self.secrets = collect_secrets(docs)
@@ -161,7 +172,12 @@ class LocalRunner:
         label = f"{doc.namespace}/{doc.name}"
         try:
             prompt, stdin = self.resolve_inputs(doc.namespace, run)
-            plans = build_attempt_plans(run, lambda n: self.catalog.resolve(doc.namespace, n), prompt, stdin)
+            resolve = partial(self.catalog.resolve, doc.namespace)
+            now = datetime.now(UTC)
+            plans = [
+                with_table_pricing(plan, definition, now) if (definition := resolve(plan.provider)) else plan
+                for plan in build_attempt_plans(run, resolve, prompt, stdin)
+            ]
         except UnknownProviderError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
             return rejected(run, "UnknownProvider", str(exc)), 1
@@ -180,7 +196,8 @@ class LocalRunner:
         results: list[AttemptResult] = []
         for plan in plans:
             say(f"harness: HarnessRun {label}: attempt {plan.attempt}/{plan.total_attempts}: {plan.provider}")
-            result = execute(plan, self.credentials_for(run, doc.namespace, plan), cancel=self.cancel)
+            credentials = self.credentials_for(run, doc.namespace, plan)
+            result = execute(plan, credentials, cancel=self.cancel, on_event=self.view)
             results.append(result)
             if result.succeeded or not result.fallback_allowed or plan.attempt == len(plans):
                 break
@@ -212,6 +229,13 @@ def build_run_order(runs: list[Document]) -> list[Document]:
         for label, doc in by_label.items()
     }
     return [by_label[label] for label in compute_run_order(graph)]
+
+
+def show_event(event: Event) -> None:
+    """The live view on stderr (stdout carries the output)."""
+    line = render_event(event)
+    if line is not None:
+        say(line)
 
 
 def rejected(run: HarnessRun, reason: str, message: str) -> HarnessRunStatus:
@@ -291,7 +315,9 @@ def run_paths(paths: list[str], status_file: str | None) -> int:
         return 1
     runs = build_run_order(runs)
     cancel = threading.Event()
-    runner = LocalRunner(docs, build_catalog(docs, builtins), cancel)
+    runner = LocalRunner(
+        docs, build_catalog(docs, builtins), cancel, show_event if sys.stdout.isatty() else None
+    )
     statuses: list[tuple[str, HarnessRunStatus]] = []
     code = 0
     with cancel_on_signals(cancel):

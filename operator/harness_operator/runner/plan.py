@@ -39,6 +39,7 @@ from harness_operator.invocation import (
     prompt_argument,
 )
 from harness_operator.reasons import ReasonedError
+from harness_operator.runner.cost import PriceBook
 
 DEFAULT_GRACE_SECONDS = 30
 PLAN_VERSION = 1
@@ -96,7 +97,18 @@ class AttemptPlan(Model):
         default_factory=list, description="The subset of credential_envs that may be absent."
     )
     output_format: OutputFormat = Field(default=OutputFormat.text, description="Parser for stdout.")
-    pricing: dict[str, ModelPricing] = Field(default_factory=dict, description="USD per million tokens.")
+    pricing: dict[str, ModelPricing] = Field(
+        default_factory=dict,
+        description="The definition's prices: USD per million tokens; win over the table.",
+    )
+    table_pricing: dict[str, ModelPricing] = Field(
+        default_factory=dict,
+        description="List prices per model id from the pinned price table (operator-filled).",
+    )
+    price_table: str | None = Field(default=None, description="The price table and its version.")
+    cli_version: str | None = Field(
+        default=None, description="The definition's pinned CLI version, for when the CLI prints none."
+    )
     model_hint: str | None = Field(default=None, description="The model requested with the `model` option.")
     limits: Limits = Field(default_factory=Limits, description="Time, cost, turn and output limits.")
     working_dir: str | None = Field(default=None, description="Working directory (created if missing).")
@@ -117,6 +129,10 @@ class AttemptPlan(Model):
     def grace_seconds(self) -> int:
         grace = self.limits.grace_period_seconds
         return DEFAULT_GRACE_SECONDS if grace is None else grace
+
+    @property
+    def prices(self) -> PriceBook:
+        return PriceBook(self.pricing, self.table_pricing, self.price_table)
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, mode="json"), sort_keys=True)
@@ -303,6 +319,7 @@ def build_plan(
         optional_credential_envs=sorted(k for k, g in grants.items() if g.optional),
         output_format=definition.output.format,
         pricing=dict(definition.pricing),
+        cli_version=definition.cli_version,
         model_hint=model if isinstance(model, str) and model else None,
         limits=spec.limits or Limits(),
         working_dir=spec.workspace.working_dir if spec.workspace else None,

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from harness_operator.runner.events import Event
+
 
 class Failure(StrEnum):
     """Why an attempt that the CLI itself reports on did not succeed."""
@@ -86,6 +88,28 @@ class Parser:
 
     def __init__(self) -> None:
         self.state = Report()
+        self._events: list[Event] = []
+        self._turn_seen = 0
+
+    def emit(self, event: Event | None) -> None:
+        """Queue a normalized event for the live view (None: nothing to show)."""
+        if event is not None:
+            self._events.append(event)
+
+    def emit_turn(self, turn: int) -> None:
+        """A `turn` event the first time the count reaches `turn`."""
+        if turn > self._turn_seen:
+            self._turn_seen = turn
+            self._events.append(Event("turn", turn=turn))
+
+    def take_events(self) -> list[Event]:
+        """The events since the last call, in order."""
+        taken, self._events = self._events, []
+        return taken
+
+    def live_tokens(self) -> Tokens:
+        """Tokens so far while the CLI runs; formats that report usage only at the end estimate it."""
+        return self.state.tokens
 
     def feed(self, line: str) -> None:
         """One line of stdout (without or with its newline)."""

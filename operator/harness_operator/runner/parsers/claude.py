@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness_operator.runner.events import Event, short_argument, text_event
 from harness_operator.runner.parsers.base import (
     Failure,
     Parser,
@@ -30,6 +31,7 @@ class ClaudeStreamJsonParser(Parser):
     def __init__(self) -> None:
         super().__init__()
         self._message_ids: set[str] = set()
+        self._live: dict[str, Tokens] = {}  # the last usage snapshot of each message, for live_tokens
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -39,24 +41,45 @@ class ClaudeStreamJsonParser(Parser):
                 model=as_str(event.get("model")) or self.state.model,
                 cli_version=as_str(event.get("claude_code_version")) or self.state.cli_version,
             )
+            self.emit(Event("session", session=self.state.session_id, model=self.state.model))
         elif kind == "assistant":
             message = event.get("message") or {}
-            msg_id = as_str(message.get("id")) if isinstance(message, dict) else None
+            if not isinstance(message, dict):
+                return
+            msg_id = as_str(message.get("id"))
             if msg_id and message.get("model") != "<synthetic>":
                 self._message_ids.add(msg_id)
                 self.state = self.state.with_(turns=len(self._message_ids))
+                self.emit_turn(len(self._message_ids))
+                if isinstance(message.get("usage"), dict):
+                    self._live[msg_id] = _tokens(message["usage"])
+            self._emit_content(message.get("content"))
         elif kind == "result":
             self._on_result(event)
+
+    def _emit_content(self, content: Any) -> None:
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                self.emit(text_event(block["text"]))
+            elif block.get("type") == "tool_use":
+                name = as_str(block.get("name")) or "tool"
+                self.emit(Event("tool", tool=name, arg=short_argument(block.get("input"))))
+
+    def live_tokens(self) -> Tokens:
+        """The result line's figures once it came; before, the sum of each message's last snapshot."""
+        if self.state.finished:
+            return self.state.tokens
+        total = Tokens()
+        for tokens in self._live.values():
+            total = total.plus(tokens)
+        return total
 
     def _on_result(self, event: dict[str, Any]) -> None:
         usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
         assert isinstance(usage, dict)
-        tokens = Tokens(
-            input=as_int(usage.get("input_tokens")),
-            output=as_int(usage.get("output_tokens")),
-            cache_read=as_int(usage.get("cache_read_input_tokens")),
-            cache_write=as_int(usage.get("cache_creation_input_tokens")),
-        )
+        tokens = _tokens(usage)
         by_model: dict[str, Tokens] = {}
         model_costs: list[float] = []
         model_usage = event.get("modelUsage")
@@ -92,6 +115,15 @@ class ClaudeStreamJsonParser(Parser):
             message=message,
             finished=True,
         )
+
+
+def _tokens(usage: dict[str, Any]) -> Tokens:
+    return Tokens(
+        input=as_int(usage.get("input_tokens")),
+        output=as_int(usage.get("output_tokens")),
+        cache_read=as_int(usage.get("cache_read_input_tokens")),
+        cache_write=as_int(usage.get("cache_creation_input_tokens")),
+    )
 
 
 def _outcome(event: dict[str, Any]) -> tuple[Failure | None, str | None]:

@@ -1,13 +1,15 @@
 """Parser for `copilot --output-format json` (GitHub Copilot CLI JSONL events) (pure).
 
 Text from assistant messages (the last one is the answer); `result` carries `sessionId` and the CLI's
-`exitCode`. Tokens are only written to `--usage-output-file`, so usage stays unknown here.
+`exitCode`; `model.call_start` and assistant messages name the model used. Tokens are only written to
+`--usage-output-file`, so usage stays unknown here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from harness_operator.runner.events import Event, short_argument, text_event
 from harness_operator.runner.parsers.base import (
     Failure,
     Parser,
@@ -28,11 +30,20 @@ class CopilotJsonParser(Parser):
         kind = str(event.get("type") or "")
         data = event.get("data") if isinstance(event.get("data"), dict) else event
         assert isinstance(data, dict)
-        if kind == "assistant.message":
+        if kind in ("model.call_start", "assistant.message") and (model := as_str(data.get("model"))):
+            self.state = self.state.with_(model=model)
+        if kind == "assistant.turn_start":
+            self.emit_turn(self._turns + 1)
+        elif kind == "tool.execution_start":
+            name = as_str(data.get("toolName")) or "tool"
+            self.emit(Event("tool", tool=name, arg=short_argument(data.get("arguments"))))
+        elif kind == "assistant.message":
             content = data.get("content")
             if isinstance(content, str) and content:
                 self._turns += 1
                 self.state = self.state.with_(text=content, turns=self._turns)
+                self.emit_turn(self._turns)
+                self.emit(text_event(content))
         elif kind == "session.error" or kind == "error":
             message = str(data.get("message") or "the CLI reported an error")
             self.state = self.state.with_(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness_operator.runner.events import Event, short_argument, text_event
 from harness_operator.runner.parsers.base import (
     Parser,
     Tokens,
@@ -32,6 +33,7 @@ class GeminiJsonParser(Parser):
     def __init__(self) -> None:
         super().__init__()
         self._parts: list[str] = []
+        self._pending: list[str] = []  # text not yet shown as an event
         self._turn_open = False
         self._turns = 0
 
@@ -41,22 +43,37 @@ class GeminiJsonParser(Parser):
             self.state = self.state.with_(
                 session_id=as_str(event.get("session_id")), model=as_str(event.get("model"))
             )
+            self.emit(Event("session", session=self.state.session_id, model=self.state.model))
         elif kind == "message":
             if event.get("role") == "assistant" and isinstance(event.get("content"), str):
                 if not self._turn_open:
                     self._turns += 1
                     self._turn_open = True
+                    self.emit_turn(self._turns)
                 if not event.get("delta"):
                     self._parts = []
                 self._parts.append(event["content"])
+                self._pending.append(event["content"])
                 self.state = self.state.with_(text="".join(self._parts), turns=self._turns)
             elif event.get("role") == "user":
+                self._close_text()
                 self._turn_open = False
         elif kind in ("tool_use", "tool_result"):
+            self._close_text()
             self._turn_open = False
             self._parts = []
+            if kind == "tool_use":
+                name = as_str(event.get("tool_name")) or "tool"
+                self.emit(Event("tool", tool=name, arg=short_argument(event.get("parameters"))))
         elif kind == "result":
+            self._close_text()
             self._on_result(event)
+
+    def _close_text(self) -> None:
+        """The assistant text streams as deltas: one `text` event when the text is complete."""
+        if self._pending:
+            self.emit(text_event("".join(self._pending)))
+            self._pending = []
 
     def _on_result(self, event: dict[str, Any]) -> None:
         stats = event.get("stats") if isinstance(event.get("stats"), dict) else {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness_operator.runner.events import Event, short_argument, text_event
 from harness_operator.runner.parsers.base import (
     Parser,
     Tokens,
@@ -34,11 +35,19 @@ class OpencodeJsonlParser(Parser):
         session = as_str(event.get("sessionID")) or as_str(part.get("sessionID"))
         if session and not self.state.session_id:
             self.state = self.state.with_(session_id=session)
+            self.emit(Event("session", session=session))
         if kind == "step_start":
             self._step_text = []
+            self.emit_turn(self._steps + 1)
         elif kind == "text" and isinstance(part.get("text"), str):
             self._step_text.append(part["text"])
             self.state = self.state.with_(text="".join(self._step_text))
+            self.emit(text_event(part["text"]))
+        elif kind == "tool_use":
+            state = part.get("state") if isinstance(part.get("state"), dict) else {}
+            assert isinstance(state, dict)
+            name = as_str(part.get("tool")) or "tool"
+            self.emit(Event("tool", tool=name, arg=short_argument(state.get("input"))))
         elif kind == "step_finish":
             self._steps += 1
             raw = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}

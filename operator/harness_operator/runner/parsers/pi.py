@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness_operator.runner.events import Event, short_argument, text_event
 from harness_operator.runner.parsers.base import (
     Failure,
     Parser,
@@ -41,6 +42,10 @@ class PiJsonlParser(Parser):
         kind = event.get("type")
         if kind == "session":
             self.state = self.state.with_(session_id=as_str(event.get("id")))
+            self.emit(Event("session", session=self.state.session_id))
+            return
+        if kind == "turn_start":
+            self.emit_turn(self._turns + 1)
             return
         if kind != "message_end":
             return
@@ -48,6 +53,8 @@ class PiJsonlParser(Parser):
         if not isinstance(message, dict) or message.get("role") != "assistant":
             return
         self._turns += 1
+        self.emit_turn(self._turns)
+        self._emit_content(message.get("content"))
         usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
         assert isinstance(usage, dict)
         step = Tokens(
@@ -80,3 +87,11 @@ class PiJsonlParser(Parser):
             message=detail,
             finished=True,
         )
+
+    def _emit_content(self, content: Any) -> None:
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "text":
+                self.emit(text_event(str(block.get("text", ""))))
+            elif isinstance(block, dict) and block.get("type") == "toolCall":
+                name = as_str(block.get("name")) or "tool"
+                self.emit(Event("tool", tool=name, arg=short_argument(block.get("arguments"))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from harness_operator.runner.events import text_event
 from harness_operator.runner.parsers.base import Failure, Parser, Report, Tokens, classify_error
 
 
@@ -14,7 +15,8 @@ class TextParser(Parser):
     structured = False
 
     def feed(self, line: str) -> None:
-        return None
+        """Each non-blank line is assistant text for the live view; the Report needs nothing."""
+        self.emit(text_event(line))
 
     def finish(self, stdout: str) -> Report:
         return self.state.with_(finished=True)
@@ -54,6 +56,7 @@ class AiderTextParser(Parser):
             self.state = self.state.with_(failure=failure, message=f"{name}: {detail}"[:500])
             return
         if not text.startswith("Tokens:"):
+            self.emit(text_event(text))
             return
         body = text[len("Tokens:") :].split("Cost:")[0]
         fields = {kind: _count(n, s) for n, s, kind in _PIECE.findall(body)}

@@ -1,0 +1,251 @@
+"""The operator against plain Jobs on the local test cluster, measured side by side in one run.
+
+    KUBECONFIG=/var/lib/harness-operator-cluster/admin.kubeconfig \\
+        .venv/bin/python bench/operator_scale.py latency [--runs 50]
+    KUBECONFIG=... .venv/bin/python bench/operator_scale.py burst [--runs 300]
+
+`latency` alternates one run and one plain Job of the same image and agent, each created only when the
+last has finished, and prints create -> Job exists and create -> done (p50/p95) for both. `burst` creates
+N runs labelled for Kueue (their Jobs are created suspended: pure controller work, no pods) and, in the
+same run, N plain suspended Jobs from the same client, and prints the Jobs-per-second of each, their
+ratio, and the operator's CPU and memory. The operator runs as a process under the chart's RBAC, as in
+tests/integration; both sides' Jobs are seen by one watch, so they are timed by the same clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config, watch
+from urllib3.exceptions import ProtocolError
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "operator"))
+
+from tests.integration.operator_env import (  # noqa: E402
+    OperatorProcess,
+    definition_body,
+    install_chart_rbac_and_catalog,
+    run_body,
+    service_account_kubeconfig,
+)
+
+from harness_operator.api.v1alpha1 import GROUP, VERSION  # noqa: E402
+from harness_operator.naming import KUEUE_QUEUE_LABEL, LABEL_RUN  # noqa: E402
+
+BIN = Path(os.environ.get("HARNESS_CLUSTER_CACHE", "/var/cache/harness-operator/cluster")) / "bin"
+PLAIN = "bench-plain"
+
+
+class JobClock:
+    """One watch on the namespace's Jobs: when each Job (by run name, or its own name for plain Jobs)
+    was first seen and when it completed."""
+
+    def __init__(self, batch: client.BatchV1Api, namespace: str) -> None:
+        self.seen: dict[str, float] = {}
+        self.done: dict[str, float] = {}
+        self._changed = threading.Condition()
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._follow, args=(batch, namespace), daemon=True)
+        self._thread.start()
+
+    def _follow(self, batch: client.BatchV1Api, namespace: str) -> None:
+        with contextlib.suppress(ProtocolError):  # the namespace goes at the end
+            self._record(self._watch.stream(batch.list_namespaced_job, namespace, timeout_seconds=0))
+
+    def _record(self, events: Any) -> None:
+        for event in events:
+            job = event["object"]
+            key = (job.metadata.labels or {}).get(LABEL_RUN) or job.metadata.name
+            now = time.monotonic()
+            with self._changed:
+                self.seen.setdefault(key, now)
+                if job.status and job.status.succeeded:
+                    self.done.setdefault(key, now)
+                self._changed.notify_all()
+
+    def wait(self, table: dict[str, float], keys: set[str], timeout: float) -> None:
+        with self._changed:
+            if not self._changed.wait_for(lambda: keys <= table.keys(), timeout):
+                raise SystemExit(f"timed out: {len(keys - table.keys())} of {len(keys)} never reached")
+
+    def stop(self) -> None:
+        self._watch.stop()
+
+
+def operator_cpu_and_rss(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) and resident MB of the operator process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    rss_pages = int(fields[21])
+    return (int(fields[11]) + int(fields[12])) / ticks, rss_pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def plain_job(name: str, image: str, suspend: bool) -> dict[str, Any]:
+    """What a user would write instead of a run: the same image and fake agent, restricted like a sandbox."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"app": PLAIN}},
+        "spec": {
+            "suspend": suspend,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 1000,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [
+                        {
+                            "name": "agent",
+                            "image": image,
+                            "command": ["fake-agent", "hi"],
+                            "env": [{"name": "FAKE_MODE", "value": "ok"}],
+                            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def row(what: str, operator: list[float], plain: list[float]) -> str:
+    op50, pl50 = statistics.median(operator) * 1e3, statistics.median(plain) * 1e3
+    op95, pl95 = percentile(operator, 0.95) * 1e3, percentile(plain, 0.95) * 1e3
+    return (
+        f"{what:<24} operator p50 {op50:7.0f} ms p95 {op95:7.0f} ms | plain Job p50 {pl50:7.0f} ms "
+        f"p95 {pl95:7.0f} ms | +{op50 - pl50:.0f} ms p50"
+    )
+
+
+def create_run(bench: Bench, name: str, labels: dict[str, str] | None = None) -> None:
+    body = run_body(name, {"provider": "fake", "prompt": "hi"})
+    body["metadata"]["labels"] = labels or {}
+    bench.custom.create_namespaced_custom_object(GROUP, VERSION, bench.ns, "harnessruns", body)
+
+
+def latency(bench: Bench, runs: int) -> None:
+    created: dict[str, float] = {}
+    for i in range(runs):
+        for key in (f"run-{i}", f"plain-{i}"):
+            created[key] = time.monotonic()
+            if key.startswith("run-"):
+                create_run(bench, key)
+            else:
+                bench.batch.create_namespaced_job(bench.ns, plain_job(key, bench.image, False))
+            bench.clock.wait(bench.clock.done, {key}, timeout=180)
+    for what, table in (("create -> Job exists", bench.clock.seen), ("create -> done", bench.clock.done)):
+        run, plain = (
+            [table[k] - created[k] for k in created if k.startswith(kind)] for kind in ("run-", "plain-")
+        )
+        print(row(what, run, plain))
+
+
+def burst(bench: Bench, runs: int) -> None:
+    rates = {}
+    for kind in ("run", "plain"):
+        keys = {f"{kind}-{i}" for i in range(runs)}
+        cpu_before, _ = operator_cpu_and_rss(bench.operator.proc.pid)  # type: ignore[union-attr]
+        start = time.monotonic()
+        for key in sorted(keys):
+            if kind == "run":
+                create_run(bench, key, {KUEUE_QUEUE_LABEL: "bench"})
+            else:
+                bench.batch.create_namespaced_job(bench.ns, plain_job(key, bench.image, True))
+        created = time.monotonic() - start
+        bench.clock.wait(bench.clock.seen, keys, timeout=max(600, runs * 2))
+        elapsed = max(bench.clock.seen[k] for k in keys) - start
+        cpu_after, rss = operator_cpu_and_rss(bench.operator.proc.pid)  # type: ignore[union-attr]
+        rates[kind] = runs / elapsed
+        print(
+            f"{kind:<6} {runs} created in {created:6.1f}s, all Jobs exist after {elapsed:6.1f}s: "
+            f"{rates[kind]:6.1f} Jobs/s; operator CPU {cpu_after - cpu_before:6.1f}s "
+            f"({(cpu_after - cpu_before) / runs * 1e3:.0f} ms per object), RSS {rss:.0f} MB"
+        )
+    print(f"ratio operator/plain Jobs per second: 1/{rates['plain'] / rates['run']:.1f}")
+
+
+class Bench:
+    """The cluster side of a benchmark: a fresh namespace, the fake provider, the operator process."""
+
+    def __init__(self, folder: Path) -> None:
+        kubeconfig = os.environ["KUBECONFIG"]
+        self.admin = config.new_client_from_config(config_file=kubeconfig)
+        self.custom, self.batch = client.CustomObjectsApi(self.admin), client.BatchV1Api(self.admin)
+        built = subprocess.run(
+            [str(ROOT / "sandbox-image" / "build"), "--test", "--only", "sandbox,test"],
+            stdout=subprocess.PIPE, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        self.image = next(tag for tag in built if "sandbox-test" in tag)
+        sandbox = next(tag for tag in built if "/sandbox:" in tag)
+        install_chart_rbac_and_catalog(BIN, kubeconfig)
+        self.ns = f"bench-{uuid.uuid4().hex[:6]}"
+        client.CoreV1Api(self.admin).create_namespace({"metadata": {"name": self.ns}})
+        self.operator = OperatorProcess(
+            kubeconfig=service_account_kubeconfig(self.admin, kubeconfig, folder / "kubeconfig"),
+            env={
+                "HARNESS_SANDBOX_IMAGE": sandbox,
+                "HARNESS_MAX_RUNS_PER_NAMESPACE": "100000",
+                "HARNESS_DEFAULT_CPU_REQUEST": "50m",
+                "HARNESS_DEFAULT_MEMORY_REQUEST": "64Mi",
+            },
+            log_path=folder / "operator.log",
+        )
+        self.operator.start()
+        self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.ns, "harnessdefinitions", definition_body("fake", self.image, "ok")
+        )
+        self.clock = JobClock(self.batch, self.ns)
+
+    def close(self) -> None:
+        self.clock.stop()
+        self.operator.stop()
+        client.CoreV1Api(self.admin).delete_namespace(self.ns)
+        print(f"operator log: {self.operator.log_path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("mode", choices=("latency", "burst"))
+    parser.add_argument("--runs", type=int, default=None, help="runs (and as many plain Jobs); 50 / 300")
+    args = parser.parse_args()
+    bench = Bench(Path(tempfile.mkdtemp(prefix="bench-")))
+    try:
+        if args.mode == "latency":
+            latency(bench, args.runs or 50)
+        else:
+            burst(bench, args.runs or 300)
+    finally:
+        bench.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""HarnessBudget on the real cluster, with the operator as a process under the chart's RBAC: a run waits
+while its budget is spent and starts when the rolling window moves on; two concurrent runs reserve caps
+that together stay within the budget; the spend survives a SIGKILL of the operator."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from harness_operator.api.v1alpha1 import GROUP, VERSION
+
+from .conftest import Api, wait_until
+from .operator_env import OperatorProcess, run_body
+from .test_crd_admission import apply_crds
+
+BUDGETS = "harnessbudgets"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crds(kube: client.ApiClient) -> Iterator[None]:
+    apply_crds(kube)  # the HarnessBudget kind and the runs' status.budget field
+    yield
+
+
+def create_budget(api: Api, name: str, spec: dict[str, Any]) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HarnessBudget",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    api.custom.create_namespaced_custom_object(GROUP, VERSION, api.ns, BUDGETS, body)
+
+
+def budget_status(api: Api, name: str) -> dict[str, Any]:
+    return api.custom.get_namespaced_custom_object(GROUP, VERSION, api.ns, BUDGETS, name).get("status") or {}
+
+
+def reason(api: Api, run: str) -> str | None:
+    return api.condition(run, "Succeeded").get("reason")
+
+
+def test_exhausted_budget_queues_a_run_until_the_window_rolls(
+    api: Api, fake: Callable[..., None], cluster_bin_dir: Path, kubeconfig_path: str
+) -> None:
+    fake("fake", "ok")
+    create_budget(api, "one-per-window", {"period": "rolling", "windowSeconds": 20, "limits": {"maxRuns": 1}})
+    wait_until(
+        lambda: budget_status(api, "one-per-window").get("periodEnd"), timeout=30, what="budget status"
+    )
+    api.create(run_body("first", {"provider": "fake", "prompt": "p"}))
+    assert api.wait_finished("first")["phase"] == "Succeeded"
+    api.create(run_body("second", {"provider": "fake", "prompt": "p"}))
+    wait_until(lambda: reason(api, "second") == "BudgetExhausted", timeout=30, what="second to wait")
+    assert api.jobs("second") == []
+    message = api.condition("second", "Succeeded")["message"]
+    assert "HarnessBudget one-per-window: 1 of maxRuns 1 runs started" in message, message
+    status = api.wait_finished("second", timeout=90)  # the window moves on 20 s after the first started
+    assert status["phase"] == "Succeeded", status
+    first, second = (api.status(n)["budget"]["admittedAt"] for n in ("first", "second"))
+    assert second > first
+    listed = subprocess.run(
+        [str(cluster_bin_dir / "kubectl"), "--kubeconfig", kubeconfig_path, "-n", api.ns, "get", BUDGETS],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    print("\n" + listed)
+    assert listed.split("\n")[0].split() == [
+        "NAME",
+        "PERIOD",
+        "LIMIT",
+        "SPENT",
+        "REMAINING",
+        "PERIOD",
+        "END",
+        "AGE",
+    ]
+
+
+def test_two_concurrent_runs_cannot_overspend_their_budget(
+    api: Api, fake: Callable[..., None], operator: OperatorProcess
+) -> None:
+    # The fake agent's `cost` mode streams codex-jsonl turns of 1M more input tokens each: $0.10 a turn.
+    fake(
+        "costly",
+        "cost",
+        output={"format": "codex-jsonl"},
+        capabilities={"usageReporting": True},
+        pricing={"gpt": {"input": 0.1}},
+    )
+    create_budget(api, "team", {"period": "daily", "limits": {"maxCostUSD": 1}})
+    wait_until(lambda: budget_status(api, "team").get("periodEnd"), timeout=30, what="budget status")
+    for name in ("a", "b"):
+        api.create(run_body(name, {"provider": "costly", "prompt": "p", "limits": {"maxCostUSD": 0.75}}))
+    statuses = [api.wait_finished(n) for n in ("a", "b")]
+    caps = sorted(s["budget"]["reservedUSD"] for s in statuses)
+    assert caps == [0.25, 0.75], caps  # the second admitted gets only what the first left
+    for status in statuses:
+        assert status["reason"] == "CostLimitExceeded", status
+        # Stopped at the first usage report over its cap: one $0.10 turn past it at most.
+        assert (
+            status["budget"]["reservedUSD"]
+            < status["usage"]["costUSD"]
+            <= status["budget"]["reservedUSD"] + 0.1
+        )
+    api.create(run_body("c", {"provider": "costly", "prompt": "p", "limits": {"maxCostUSD": 0.75}}))
+    wait_until(
+        lambda: reason(api, "c") == "BudgetExhausted",
+        timeout=30,
+        what="a third run to wait",
+        diagnose=lambda: f"c: {api.status('c')}\nbudget: {budget_status(api, 'team')}",
+    )
+    spent = sum(s["usage"]["costUSD"] for s in statuses)
+    wait_until(
+        lambda: budget_status(api, "team").get("spentUSD") == pytest.approx(spent),
+        timeout=30,
+        what="the budget to show the spend",
+    )
+    assert budget_status(api, "team")["remainingUSD"] == 0
+    metrics = operator.metrics()
+    assert f'harness_budget_spent_usd{{budget="team",namespace="{api.ns}"}}' in metrics
+    api.custom.patch_namespaced_custom_object(
+        GROUP, VERSION, api.ns, "harnessruns", "c", {"spec": {"cancel": True}}
+    )
+
+
+def test_budget_spend_survives_sigkill_of_the_operator(
+    api: Api, fake: Callable[..., None], operator: OperatorProcess
+) -> None:
+    fake("fake", "ok")
+    create_budget(api, "daily", {"period": "daily", "limits": {"maxCostUSD": 1}})
+    api.create(run_body("before", {"provider": "fake", "prompt": "p"}))
+    assert api.wait_finished("before")["usage"]["costUSD"] == 0.01
+    wait_until(
+        lambda: budget_status(api, "daily").get("runs") == 1, timeout=30, what="the budget to count it"
+    )
+    operator.kill()
+    # While the operator is down, someone with status rights writes nonsense: a counter would keep it.
+    api.custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, api.ns, BUDGETS, "daily", {"status": {"spentUSD": 99, "runs": 7}}
+    )
+    operator.start()
+    wait_until(
+        lambda: (
+            (budget_status(api, "daily").get("spentUSD"), budget_status(api, "daily").get("runs"))
+            == (0.01, 1)
+        ),
+        timeout=60,
+        what="the spend recomputed from the runs after the restart",
+    )
+    api.create(run_body("after", {"provider": "fake", "prompt": "p"}))
+    api.wait_finished("after")
+    wait_until(
+        lambda: (
+            (budget_status(api, "daily").get("spentUSD"), budget_status(api, "daily").get("runs"))
+            == (0.02, 2)
+        ),
+        timeout=30,
+        what="the second run counted once, the first not twice",
+    )
+    assert budget_status(api, "daily")["remainingUSD"] == pytest.approx(0.98)

@@ -1,0 +1,37 @@
+"""The chart's dashboard and alert queries, as PromQL a Prometheus can evaluate (shared by the unit check
+of names and labels and by the check against a real Prometheus)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CHART = Path(__file__).resolve().parents[1] / "charts" / "harness-operator"
+DASHBOARD = CHART / "dashboards" / "harness-operator.json"
+# What Grafana puts in place of $__rate_interval (at least four scrape intervals).
+RATE_INTERVAL = "5m"
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every target of every panel, Grafana's variables filled in."""
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    return [
+        (panel["title"], target["expr"].replace("$__rate_interval", RATE_INTERVAL))
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+    ]
+
+
+def rule_queries(prometheus_rule: dict[str, Any]) -> list[tuple[str, str]]:
+    """(alert name, PromQL) of a rendered PrometheusRule."""
+    return [
+        (rule["alert"], rule["expr"])
+        for group in prometheus_rule["spec"]["groups"]
+        for rule in group["rules"]
+    ]
+
+
+def rules_file(prometheus_rule: dict[str, Any]) -> str:
+    """The PrometheusRule's groups as a Prometheus rules file (what `promtool check rules` reads)."""
+    return json.dumps({"groups": prometheus_rule["spec"]["groups"]})
