@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 
 from harness_operator import __version__
 
+# OperatorConfig.fqdn_policy: how `host:` egress rules are enforced when there is no egress gateway.
+FQDN_AUTO = "auto"  # Cilium when its CiliumNetworkPolicy API is served, else none
+FQDN_CILIUM = "cilium"
+FQDN_NONE = "none"  # not by name: a Warning Event on the run says so
+
 
 @dataclass(frozen=True)
 class OperatorConfig:
@@ -30,6 +35,28 @@ class OperatorConfig:
     health_port: int = 8081
     namespaces: tuple[str, ...] = ()
     progress_interval_seconds: int = 5  # 0: no in-flight progress (no pod log reads while runs run)
+    # The egress gateway (the chart's egressGateway): its Service's host name (empty: no gateway), port,
+    # namespace (where the operator writes grants), pod labels (the sandbox policy's peer) and the key
+    # the per-run proxy credentials are derived from.
+    egress_gateway_service: str = ""
+    egress_gateway_port: int = 3128
+    egress_gateway_namespace: str = ""
+    egress_gateway_pod_labels: dict[str, str] = field(
+        default_factory=lambda: {"app.kubernetes.io/component": "egress-gateway"}
+    )
+    egress_gateway_key: str = field(default="", repr=False)
+    fqdn_policy: str = FQDN_AUTO
+
+    def __post_init__(self) -> None:
+        if self.egress_gateway_service and not (self.egress_gateway_key and self.egress_gateway_namespace):
+            raise ValueError(
+                "HARNESS_EGRESS_GATEWAY_SERVICE is set: HARNESS_EGRESS_GATEWAY_KEY and "
+                "HARNESS_EGRESS_GATEWAY_NAMESPACE must be set too (the chart sets all three)"
+            )
+        if self.fqdn_policy not in (FQDN_AUTO, FQDN_CILIUM, FQDN_NONE):
+            raise ValueError(
+                f"HARNESS_FQDN_POLICY={self.fqdn_policy!r} is not valid: use auto, cilium or none"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
