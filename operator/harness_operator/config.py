@@ -12,6 +12,18 @@ from harness_operator import __version__
 FQDN_AUTO = "auto"  # Cilium when its CiliumNetworkPolicy API is served, else none
 FQDN_CILIUM = "cilium"
 FQDN_NONE = "none"  # not by name: a Warning Event on the run says so
+# OperatorConfig.await_network_policy: what a sandbox does before its agent starts.
+AWAIT_REQUIRE = "require"  # wait until the API server is refused; fail the attempt when it never is
+AWAIT_WARN = "warn"  # wait the same, then start the agent anyway, saying so in the log
+AWAIT_OFF = "off"  # start the agent at once
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """`host:port` or `[v6]:port` into its parts; ValueError naming the address when it is neither."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{address!r} is not host:port")
+    return host.strip("[]"), int(port)
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,11 @@ class OperatorConfig:
     )
     egress_gateway_key: str = field(default="", repr=False)
     fqdn_policy: str = FQDN_AUTO
+    # Enforcers program a pod's policy after it starts: the runner waits until this host:port (the API
+    # server; empty: found at startup) is refused before starting the agent.
+    await_network_policy: str = AWAIT_REQUIRE
+    await_network_policy_seconds: int = 30
+    api_server_address: str = ""
 
     def __post_init__(self) -> None:
         if self.egress_gateway_service and not (self.egress_gateway_key and self.egress_gateway_namespace):
@@ -57,6 +74,18 @@ class OperatorConfig:
             raise ValueError(
                 f"HARNESS_FQDN_POLICY={self.fqdn_policy!r} is not valid: use auto, cilium or none"
             )
+        if self.await_network_policy not in (AWAIT_REQUIRE, AWAIT_WARN, AWAIT_OFF):
+            raise ValueError(
+                f"HARNESS_AWAIT_NETWORK_POLICY={self.await_network_policy!r} is not valid: "
+                "use require, warn or off"
+            )
+        if self.await_network_policy_seconds < 1:
+            raise ValueError("HARNESS_AWAIT_NETWORK_POLICY_SECONDS must be at least 1")
+        if self.api_server_address:
+            try:
+                split_address(self.api_server_address)
+            except ValueError as exc:
+                raise ValueError(f"HARNESS_API_SERVER_ADDRESS: {exc}") from exc
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:

@@ -21,6 +21,7 @@ from harness_operator.api.v1alpha1 import (
     NetworkPolicyMode,
 )
 from harness_operator.config import OperatorConfig
+from harness_operator.confinement import compute_confinement
 from harness_operator.egress import (
     NO_PROXY_ENVS,
     ROUTE_CILIUM,
@@ -94,7 +95,8 @@ def build_plans(
     """Every attempt's plan as the plan Secret holds it: output bounded by what a ConfigMap holds, list
     prices of `now` from the pinned table. Fields at their defaults are left out, so a sandbox image
     older than the operator (pinned by a definition) still reads every plan that uses nothing new.
-    With `config`, attempts whose host rules go through the egress gateway get its proxy variables."""
+    With `config`, attempts whose host rules go through the egress gateway get its proxy variables, and
+    attempts under a restricting policy the probe to wait on before the agent starts."""
     options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
     plans = []
     for t in targets:
@@ -108,6 +110,8 @@ def build_plans(
         )
         if config is not None and compute_route(run, t.definition, config) == ROUTE_GATEWAY:
             plan = with_gateway(plan, compute_egress_rules(run, t.definition))
+        if config is not None:
+            plan = plan.model_copy(update={"confinement": compute_confinement(run, t.definition, config)})
         plans.append(plan.model_dump(by_alias=True, mode="json", exclude_defaults=True))
     return plans
 

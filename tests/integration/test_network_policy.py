@@ -339,9 +339,9 @@ def test_run_started_by_the_operator_is_confined(
     mode: str,
     expected: tuple[str, str],
 ) -> None:
-    """A whole run: the operator makes the policy and the Job, the agent is the probe. It first waits until
-    the API server is refused (the enforcer programs a new pod's rules after the pod starts; the result
-    says whether its first try got through), then probes."""
+    """A whole run: the operator makes the policy and the Job, the agent is the probe. The runner starts it
+    only once the policy refuses the API server (the enforcer programs a new pod's rules after the pod
+    starts), so the agent's very first connection to the API server is refused; then it probes."""
     checks = [
         ["confined", "wait", API_SERVICE_IP, 443, 30],
         ["node:port", "tcp", NODE_IP, listeners.port],
@@ -361,5 +361,5 @@ def test_run_started_by_the_operator_is_confined(
     assert status["phase"] == "Succeeded", status
     result = json.loads(status["output"]["excerpt"])
     print(f"{mode}: {result['confined']}")
-    assert result["confined"].startswith("confined after"), result
+    assert result["confined"].startswith("confined after 1 tries"), result
     assert (_outcome(result["node:port"]), _outcome(result["node:other_port"])) == expected, result

@@ -23,7 +23,15 @@ start_proc() {
 	fi
 	log "starting $name"
 	mkdir -p "$LOG_DIR" "$RUN_DIR"
-	setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null 9>&- &
+	# Every descriptor above stderr is closed first: a daemon that inherited a lock (our updown lock, or
+	# a caller's `flock FILE tests/cluster/up`) would hold it for as long as the cluster runs.
+	(
+		for fd in /proc/"$BASHPID"/fd/*; do
+			fd=${fd##*/}
+			((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
+		done
+		exec setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null
+	) &
 	echo $! >"$RUN_DIR/$name.pid"
 }
 
