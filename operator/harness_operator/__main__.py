@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import os
 
 import kopf
 from prometheus_client import start_http_server
 
 from harness_operator import handlers
-from harness_operator.config import OperatorConfig
+from harness_operator.config import FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
+from harness_operator.confinement import find_api_server_address
 from harness_operator.kube import Kube
 from harness_operator.logs import setup_logging
 from harness_operator.reconcile import Reconciler
@@ -21,7 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
     config = OperatorConfig.from_env()
-    handlers.install(Reconciler(Kube(), config))
+    kube = Kube()
+    if config.fqdn_policy == FQDN_AUTO:
+        found = FQDN_CILIUM if kube.fetch_serves_cilium_policies() else FQDN_NONE
+        config = dataclasses.replace(config, fqdn_policy=found)
+    if not config.api_server_address:
+        address = find_api_server_address(os.environ, kube.api.configuration.host)
+        config = dataclasses.replace(config, api_server_address=address)
+    handlers.install(Reconciler(kube, config))
     if config.progress_interval_seconds > 0:
         handlers.install_progress_timer(config.progress_interval_seconds)
     start_http_server(config.metrics_port)

@@ -8,6 +8,23 @@ from dataclasses import dataclass, field
 
 from harness_operator import __version__
 
+# OperatorConfig.fqdn_policy: how `host:` egress rules are enforced when there is no egress gateway.
+FQDN_AUTO = "auto"  # Cilium when its CiliumNetworkPolicy API is served, else none
+FQDN_CILIUM = "cilium"
+FQDN_NONE = "none"  # not by name: a Warning Event on the run says so
+# OperatorConfig.await_network_policy: what a sandbox does before its agent starts.
+AWAIT_REQUIRE = "require"  # wait until the API server is refused; fail the attempt when it never is
+AWAIT_WARN = "warn"  # wait the same, then start the agent anyway, saying so in the log
+AWAIT_OFF = "off"  # start the agent at once
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """`host:port` or `[v6]:port` into its parts; ValueError naming the address when it is neither."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{address!r} is not host:port")
+    return host.strip("[]"), int(port)
+
 
 @dataclass(frozen=True)
 class OperatorConfig:
@@ -30,6 +47,45 @@ class OperatorConfig:
     health_port: int = 8081
     namespaces: tuple[str, ...] = ()
     progress_interval_seconds: int = 5  # 0: no in-flight progress (no pod log reads while runs run)
+    # The egress gateway (the chart's egressGateway): its Service's host name (empty: no gateway), port,
+    # namespace (where the operator writes grants), pod labels (the sandbox policy's peer) and the key
+    # the per-run proxy credentials are derived from.
+    egress_gateway_service: str = ""
+    egress_gateway_port: int = 3128
+    egress_gateway_namespace: str = ""
+    egress_gateway_pod_labels: dict[str, str] = field(
+        default_factory=lambda: {"app.kubernetes.io/component": "egress-gateway"}
+    )
+    egress_gateway_key: str = field(default="", repr=False)
+    fqdn_policy: str = FQDN_AUTO
+    # Enforcers program a pod's policy after it starts: the runner waits until this host:port (the API
+    # server; empty: found at startup) is refused before starting the agent.
+    await_network_policy: str = AWAIT_REQUIRE
+    await_network_policy_seconds: int = 30
+    api_server_address: str = ""
+
+    def __post_init__(self) -> None:
+        if self.egress_gateway_service and not (self.egress_gateway_key and self.egress_gateway_namespace):
+            raise ValueError(
+                "HARNESS_EGRESS_GATEWAY_SERVICE is set: HARNESS_EGRESS_GATEWAY_KEY and "
+                "HARNESS_EGRESS_GATEWAY_NAMESPACE must be set too (the chart sets all three)"
+            )
+        if self.fqdn_policy not in (FQDN_AUTO, FQDN_CILIUM, FQDN_NONE):
+            raise ValueError(
+                f"HARNESS_FQDN_POLICY={self.fqdn_policy!r} is not valid: use auto, cilium or none"
+            )
+        if self.await_network_policy not in (AWAIT_REQUIRE, AWAIT_WARN, AWAIT_OFF):
+            raise ValueError(
+                f"HARNESS_AWAIT_NETWORK_POLICY={self.await_network_policy!r} is not valid: "
+                "use require, warn or off"
+            )
+        if self.await_network_policy_seconds < 1:
+            raise ValueError("HARNESS_AWAIT_NETWORK_POLICY_SECONDS must be at least 1")
+        if self.api_server_address:
+            try:
+                split_address(self.api_server_address)
+            except ValueError as exc:
+                raise ValueError(f"HARNESS_API_SERVER_ADDRESS: {exc}") from exc
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:

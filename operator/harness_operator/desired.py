@@ -21,6 +21,19 @@ from harness_operator.api.v1alpha1 import (
     NetworkPolicyMode,
 )
 from harness_operator.config import OperatorConfig
+from harness_operator.confinement import compute_confinement
+from harness_operator.egress import (
+    NO_PROXY_ENVS,
+    ROUTE_CILIUM,
+    ROUTE_GATEWAY,
+    build_cilium_policy,
+    build_gateway_egress_rule,
+    build_no_proxy,
+    build_proxy_env,
+    compute_egress_rules,
+    compute_route,
+    with_gateway,
+)
 from harness_operator.naming import (
     ANNOTATION_CONTENT_SHA256,
     ANNOTATION_RUN,
@@ -72,23 +85,35 @@ class AttemptTarget:
 
 
 def build_plans(
-    run: HarnessRun, targets: Sequence[AttemptTarget], prompt: str, stdin: str | None, now: datetime
+    run: HarnessRun,
+    targets: Sequence[AttemptTarget],
+    prompt: str,
+    stdin: str | None,
+    now: datetime,
+    config: OperatorConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Every attempt's plan as the plan Secret holds it: output bounded by what a ConfigMap holds, list
     prices of `now` from the pinned table. Fields at their defaults are left out, so a sandbox image
-    older than the operator (pinned by a definition) still reads every plan that uses nothing new."""
+    older than the operator (pinned by a definition) still reads every plan that uses nothing new.
+    With `config`, attempts whose host rules go through the egress gateway get its proxy variables, and
+    attempts under a restricting policy the probe to wait on before the agent starts."""
     options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
-    return [
-        with_table_pricing(
+    plans = []
+    for t in targets:
+        plan = with_table_pricing(
             with_output_limit(
                 build_plan(run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin),
                 OUTPUT_CONFIG_MAP_LIMIT,
             ),
             t.definition,
             now,
-        ).model_dump(by_alias=True, mode="json", exclude_defaults=True)
-        for t in targets
-    ]
+        )
+        if config is not None and compute_route(run, t.definition, config) == ROUTE_GATEWAY:
+            plan = with_gateway(plan, compute_egress_rules(run, t.definition))
+        if config is not None:
+            plan = plan.model_copy(update={"confinement": compute_confinement(run, t.definition, config)})
+        plans.append(plan.model_dump(by_alias=True, mode="json", exclude_defaults=True))
+    return plans
 
 
 def owner_reference(run: HarnessRun) -> dict[str, Any]:
@@ -117,10 +142,14 @@ def _meta(
     return meta
 
 
-def build_plan_secret(run: HarnessRun, plans: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The attempts' plans (prompt, stdin, argv, limits): prompts may be sensitive, so a Secret."""
+def build_plan_secret(
+    run: HarnessRun, plans: Sequence[Mapping[str, Any]], proxy_urls: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The attempts' plans (prompt, stdin, argv, limits): prompts may be sensitive, so a Secret. It also
+    holds the egress gateway's proxy URL of each attempt that uses it (`egress.build_proxy_urls`)."""
     name = run.metadata["name"]
     data = {f"attempt-{i}.json": json.dumps(plan, sort_keys=True) for i, plan in enumerate(plans, start=1)}
+    data.update(proxy_urls or {})
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -162,12 +191,13 @@ def build_network_policy(run: HarnessRun, target: AttemptTarget, config: Operato
     elif mode == NetworkPolicyMode.unrestricted:
         egress = [{}]
     else:
-        rules = (
-            target.definition.egress
-            if mode == NetworkPolicyMode.provider
-            else (sandbox.egress if sandbox else [])
-        )
+        rules = compute_egress_rules(run, target.definition)
+        route = compute_route(run, target.definition, config)
+        if route in (ROUTE_GATEWAY, ROUTE_CILIUM):  # names are enforced there, not by address here
+            rules = [r for r in rules if not r.host]
         egress = [_dns_rule(config), *(build_egress_rule(r) for r in rules)]
+        if route == ROUTE_GATEWAY:
+            egress.insert(1, build_gateway_egress_rule(config))
     selector = {**run_labels(name), LABEL_ATTEMPT: str(target.index)}
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -182,6 +212,17 @@ def build_network_policy(run: HarnessRun, target: AttemptTarget, config: Operato
             "egress": egress,
         },
     }
+
+
+def build_fqdn_policy(
+    run: HarnessRun, target: AttemptTarget, config: OperatorConfig
+) -> dict[str, Any] | None:
+    """Without an egress gateway, on Cilium: the attempt's host rules as a CiliumNetworkPolicy."""
+    name = run.metadata["name"]
+    meta = _meta(
+        run, network_policy_name(name, target.index), attempt_labels(name, target.index, target.provider)
+    )
+    return build_cilium_policy(run, target, config, meta)
 
 
 def workspace_claim(run: HarnessRun, provider: str) -> tuple[str, str] | None:
@@ -255,16 +296,23 @@ def _resources(run: HarnessRun, config: OperatorConfig) -> dict[str, Any]:
     return {"requests": requests, "limits": limits}
 
 
-def _env(run: HarnessRun, definition: HarnessDefinitionSpec) -> list[dict[str, Any]]:
+def _env(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> list[dict[str, Any]]:
     """Credentials, each only by secretKeyRef, then HOME. The plain env travels in the plan and the
-    runner sets it on the agent only: LD_PRELOAD or PYTHONPATH from a run never reach the runner."""
-    grants = merge_grants(run, definition)
+    runner sets it on the agent only: LD_PRELOAD or PYTHONPATH from a run never reach the runner.
+    Through the egress gateway, the proxy URLs come from the plan Secret, in place of any grant of
+    those names."""
+    grants = merge_grants(run, target.definition)
+    proxy: list[dict[str, Any]] = []
+    if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
+        proxy = build_proxy_env(plan_secret_name(run.metadata["name"]), target.index)
+        grants = {k: v for k, v in grants.items() if k not in {e["name"] for e in proxy}}
     env: list[dict[str, Any]] = []
     for name, grant in sorted(grants.items()):
         ref: dict[str, Any] = {"name": grant.secret_key_ref.name, "key": grant.secret_key_ref.key}
         if grant.optional:
             ref["optional"] = True
         env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+    env += proxy
     env.append({"name": "HOME", "value": SANDBOX_HOME})
     return env
 
@@ -289,7 +337,9 @@ def grace_period(run: HarnessRun, config: OperatorConfig) -> int:
     return config.default_grace_period_seconds
 
 
-def _git_init_container(run: HarnessRun, image: str, config: OperatorConfig) -> dict[str, Any] | None:
+def _git_init_container(
+    run: HarnessRun, image: str, config: OperatorConfig, target: AttemptTarget
+) -> dict[str, Any] | None:
     workspace = run.spec.workspace
     git = workspace.git if workspace else None
     if git is None:
@@ -310,6 +360,11 @@ def _git_init_container(run: HarnessRun, image: str, config: OperatorConfig) -> 
     ]
     if git.ref:
         env.append({"name": "GIT_REF", "value": git.ref})
+    if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
+        # The clone, too, reaches a named host only through the gateway (git reads these variables).
+        env += build_proxy_env(plan_secret_name(run.metadata["name"]), target.index)
+        no_proxy = build_no_proxy(compute_egress_rules(run, target.definition))
+        env += [{"name": name, "value": no_proxy} for name in NO_PROXY_ENVS]
     if git.credentials_secret_ref:
         env += [
             {
@@ -370,7 +425,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
             pod_spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
     if config.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
-    init = _git_init_container(run, image, config)
+    init = _git_init_container(run, image, config, target)
     pod_spec.update(
         {
             "restartPolicy": "Never",
@@ -402,7 +457,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                         f"{PLAN_DIR}/{PLAN_FILE}",
                     ],
                     "workingDir": workdir,
-                    "env": _env(run, target.definition),
+                    "env": _env(run, target, config),
                     "resources": _resources(run, config),
                     "securityContext": _container_security(config),
                     "terminationMessagePath": "/dev/termination-log",

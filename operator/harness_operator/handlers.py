@@ -146,6 +146,17 @@ def run_changed(namespace: str | None, name: str, retry: int, **kwargs: Any) -> 
         reconcile_and_wake(namespace, name, retry)
 
 
+@kopf.on.event(GROUP, VERSION, "harnessruns")
+def run_event(namespace: str | None, name: str, type: str | None, **_: Any) -> None:
+    """A run deleted before it finished leaves its egress grant; its deletion revokes it (an event
+    handler: kopf calls deletion handlers only behind a finalizer, which runs do not get)."""
+    if type == "DELETED" and namespace:
+        try:
+            _state["reconciler"].revoke_egress(namespace, name)
+        except Exception as exc:  # left behind, the grant opens hosts only to the deleted plan Secret
+            log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
+
+
 @kopf.on.event("batch", "v1", "jobs", labels=OURS)
 @kopf.on.event("", "v1", "pods", labels=OURS)
 def child_changed(body: kopf.Body, **kwargs: Any) -> None:

@@ -41,6 +41,7 @@ class Kube:
         self.batch = client.BatchV1Api(api_client)
         self.net = client.NetworkingV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.extensions = client.ApiextensionsV1Api(api_client)
 
     @classmethod
     def from_kubeconfig(cls, path: str | None, context: str | None) -> tuple[Kube, str]:
@@ -150,6 +151,9 @@ class Kube:
             "ConfigMap": lambda: self.core.read_namespaced_config_map(name, ns),
             "PersistentVolumeClaim": lambda: self.core.read_namespaced_persistent_volume_claim(name, ns),
             "NetworkPolicy": lambda: self.net.read_namespaced_network_policy(name, ns),
+            "CiliumNetworkPolicy": lambda: self.custom.get_namespaced_custom_object(
+                "cilium.io", "v2", ns, "ciliumnetworkpolicies", name
+            ),
         }
         creators = {
             "Job": lambda: self.batch.create_namespaced_job(ns, body, field_manager=FIELD_MANAGER),
@@ -163,6 +167,9 @@ class Kube:
             "NetworkPolicy": lambda: self.net.create_namespaced_network_policy(
                 ns, body, field_manager=FIELD_MANAGER
             ),
+            "CiliumNetworkPolicy": lambda: self.custom.create_namespaced_custom_object(
+                "cilium.io", "v2", ns, "ciliumnetworkpolicies", body, field_manager=FIELD_MANAGER
+            ),
         }
         try:
             creators[kind]()
@@ -174,6 +181,33 @@ class Kube:
                 raise  # deleted in between: a conflict worth retrying
             return dict(self.api.sanitize_for_serialization(existing))
         return None
+
+    def fetch_serves_cilium_policies(self) -> bool:
+        """Whether the cluster serves Cilium's CiliumNetworkPolicy (its CRD exists)."""
+        crd = _none_if_missing(
+            lambda: self.extensions.read_custom_resource_definition("ciliumnetworkpolicies.cilium.io")
+        )
+        return crd is not None
+
+    def apply_egress_grant(self, grant: dict[str, Any]) -> None:
+        """Create the gateway's grant ConfigMap, or replace the one a deleted run of the same name left:
+        the gateway's namespace is the operator's own, so what holds the name there is ours."""
+        ns, name = grant["metadata"]["namespace"], grant["metadata"]["name"]
+        body: Any = grant  # the client serialises plain dicts as they are
+        try:
+            self.core.create_namespaced_config_map(ns, body, field_manager=FIELD_MANAGER)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.core.replace_namespaced_config_map(name, ns, body, field_manager=FIELD_MANAGER)
+
+    def delete_egress_grant(self, namespace: str, name: str) -> None:
+        """Delete a run's grant: the gateway refuses its credential from then on."""
+        try:
+            self.core.delete_namespaced_config_map(name, namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
     def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the run's status through the status subresource (spec is never touched)."""

@@ -79,6 +79,13 @@ REASONS: dict[str, tuple[str, str, str]] = {
         "False",
         "the runner could not prepare or start the attempt (plan, working directory, exec)",
     ),
+    "NetworkNotConfined": (
+        "Succeeded",
+        "False",
+        "the sandbox could still reach the API server, which its network policy denies, after "
+        "networkPolicy.awaitEnforcementSeconds: the CNI enforces no NetworkPolicy; the agent never "
+        "started, no fallback",
+    ),
     "OOMKilled": ("Succeeded", "False", "the sandbox container ran out of memory"),
     "PodFailed": ("Succeeded", "False", "the Job failed without a result from the runner"),
     "ResultUnreadable": (

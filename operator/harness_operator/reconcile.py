@@ -12,6 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import structlog
+
 from harness_operator import metrics
 from harness_operator.api.v1alpha1 import (
     HarnessBudgetStatus,
@@ -33,6 +35,7 @@ from harness_operator.conditions import SUCCEEDED, find_condition, is_finished
 from harness_operator.config import OperatorConfig
 from harness_operator.desired import (
     AttemptTarget,
+    build_fqdn_policy,
     build_job,
     build_network_policy,
     build_output_config_map,
@@ -40,6 +43,13 @@ from harness_operator.desired import (
     build_plans,
     build_workspace_claim,
     grace_period,
+)
+from harness_operator.egress import (
+    ROUTE_PUBLIC,
+    build_egress_grant,
+    build_proxy_urls,
+    compute_route,
+    grant_name,
 )
 from harness_operator.errors import Permanent, classify
 from harness_operator.kube import Kube, KubeReader
@@ -66,6 +76,7 @@ from harness_operator.status import (
     recorded_attempts,
 )
 
+log = structlog.get_logger("harness_operator")
 # One progress read: the last lines of the pod log, and never more than this many bytes of them.
 PROGRESS_TAIL_LINES = 40
 PROGRESS_TAIL_BYTES = 32 * 1024
@@ -149,7 +160,16 @@ class Reconciler:
             metrics.QUEUED.set(len(self._queued))
             if just_finished:
                 metrics.record_finished(run, status)
+                try:
+                    self.revoke_egress(namespace, name)
+                except Exception as exc:  # the status is written; the run's deletion revokes it again
+                    log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
         return self._runs_to_wake(namespace) if just_finished else []
+
+    def revoke_egress(self, namespace: str, name: str) -> None:
+        """Delete the run's gateway grant (if the gateway is on): its proxy credential opens nothing more."""
+        if self.config.egress_gateway_service:
+            self.kube.delete_egress_grant(self.config.egress_gateway_namespace, grant_name(namespace, name))
 
     def reconcile_definition(self, plural: str, namespace: str | None, name: str) -> None:
         """Write a definition's Ready condition when it changed."""
@@ -444,16 +464,30 @@ class Reconciler:
                     return queued
                 planned = self._reserve(run, admission, budgets) if budgets else run
                 try:
-                    plans = build_plans(planned, targets, prompt, stdin, self.clock())
+                    plans = build_plans(planned, targets, prompt, stdin, self.clock(), self.config)
                 except PlanError as exc:
                     raise Rejection(exc.reason, exc.message) from exc
-                self._create(run, build_plan_secret(run, plans))
+                grant = build_egress_grant(run, targets, self.config)
+                if grant is not None:  # before the Job: the gateway must know the credential first
+                    self.kube.apply_egress_grant(grant)
+                self._create(run, build_plan_secret(run, plans, build_proxy_urls(run, targets, self.config)))
             target = targets[index - 1]
             claim = build_workspace_claim(run, target.provider)
             if claim is not None:
                 self._create(run, claim)
             self._create(run, build_network_policy(run, target, self.config))
+            fqdn = build_fqdn_policy(run, target, self.config)
+            if fqdn is not None:
+                self._create(run, fqdn)
             created = self._create(run, build_job(run, target, self.config))
+        if created and compute_route(run, target.definition, self.config) == ROUTE_PUBLIC:
+            self.kube.create_event(
+                run.model_dump(by_alias=True),
+                "Warning",
+                "EgressNotEnforcedByName",
+                f"attempt {index} ({target.provider}): host egress rules are not enforced by name: no egress "
+                "gateway and no Cilium; the sandbox may reach their ports on every public address",
+            )
         if created and index > 1:
             failed = attempts[-1]
             metrics.FALLBACKS.labels(provider=failed.provider).inc()

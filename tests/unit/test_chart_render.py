@@ -38,8 +38,9 @@ def render(*settings: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
-def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = [d for d in docs if d["kind"] == kind]
+def one(docs: list[dict[str, Any]], kind: str, gateway: bool = False) -> dict[str, Any]:
+    """The one object of `kind`: the egress gateway's (named <release>-egress...) or else the other one."""
+    found = [d for d in docs if d["kind"] == kind and ("-egress" in d["metadata"]["name"]) == gateway]
     assert len(found) == 1, f"{len(found)} {kind} objects"
     return found[0]
 
@@ -50,7 +51,11 @@ def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in operator_container(docs)["env"]}
+    """Plain values; a value from a Secret (the gateway's key) stands as FROM_SECRET."""
+    return {e["name"]: e.get("value", FROM_SECRET) for e in operator_container(docs)["env"]}
+
+
+FROM_SECRET = "from-a-secret"
 
 
 EVERY_KNOB = (
@@ -142,3 +147,46 @@ def test_helm_applies_the_values_schema() -> None:
     result = helm("template", "x", str(CHART), "--set", "metrics.serviceMonitor.interval=soon")
     assert result.returncode != 0
     assert "interval" in result.stderr
+
+
+def test_egress_gateway_is_deployed_and_configures_the_operator() -> None:
+    """On by default: Squid behind a Service, its pods outside the operator's selector, the operator told
+    where it is, and the key from a Secret (never a plain value)."""
+    docs = render()
+    gateway = one(docs, "Deployment", gateway=True)
+    operator = one(docs, "Deployment")
+    gateway_labels = gateway["spec"]["template"]["metadata"]["labels"]
+    assert not set(operator["spec"]["selector"]["matchLabels"].items()) <= set(gateway_labels.items())
+    assert gateway["spec"]["replicas"] >= 2
+    env = env_of(docs)
+    config = OperatorConfig.from_env(env)
+    assert config.egress_gateway_service == "harness-operator-egress.harness-system.svc"
+    assert set(config.egress_gateway_pod_labels.items()) <= set(gateway_labels.items())
+    assert env["HARNESS_EGRESS_GATEWAY_KEY"] == FROM_SECRET
+    service = one(docs, "Service", gateway=True)
+    assert service["spec"]["selector"] == gateway["spec"]["selector"]["matchLabels"]
+    assert {p["port"] for p in service["spec"]["ports"]} == {config.egress_gateway_port, 9101}
+    policy = one(docs, "NetworkPolicy", gateway=True)
+    assert policy["spec"]["podSelector"]["matchLabels"] == gateway["spec"]["selector"]["matchLabels"]
+
+
+def test_gateway_reads_grants_only_in_its_namespace_and_the_operator_writes_them_there() -> None:
+    docs = render()
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Role"}
+    assert roles["harness-operator-egress"]["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}
+    ]
+    assert roles["harness-operator-egress-grants"]["rules"][0]["verbs"] == ["create", "update", "delete"]
+    assert all(r["metadata"]["namespace"] == "harness-system" for r in roles.values())
+
+
+def test_egress_gateway_can_be_switched_off_and_host_aliases_reach_its_pods() -> None:
+    off = render("egressGateway.enabled=false", "egressGateway.fqdnPolicy=cilium")
+    assert not [d for d in off if "-egress" in d["metadata"]["name"]]
+    config = OperatorConfig.from_env(env_of(off))
+    assert (config.egress_gateway_service, config.fqdn_policy) == ("", "cilium")
+    on = render(
+        "egressGateway.hostAliases[0].ip=10.88.0.1", "egressGateway.hostAliases[0].hostnames[0]=stub.test"
+    )
+    pod = one(on, "Deployment", gateway=True)["spec"]["template"]["spec"]
+    assert pod["hostAliases"] == [{"ip": "10.88.0.1", "hostnames": ["stub.test"]}]

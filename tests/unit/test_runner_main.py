@@ -5,11 +5,14 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from harness_operator.runner.frame import decode_frame
 from harness_operator.runner.plan import AttemptPlan
@@ -165,3 +168,37 @@ def test_the_plan_env_reaches_the_agent_only(tmp_path):
     assert proc.returncode == 0
     loaded = marker.read_text().splitlines()
     assert loaded == [f"{AGENT} hi"]
+
+
+def test_the_agent_starts_only_once_the_policy_refuses_the_probe(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        port = sock.getsockname()[1]  # closed again: refused, as a policy in force refuses
+    plan = write_plan(tmp_path, "ok", confinement={"host": "127.0.0.1", "port": port})
+    proc = start_runner(tmp_path, plan)
+    log, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, log
+    assert f"network policy enforced: 127.0.0.1:{port} refused" in log.decode()
+
+
+@pytest.mark.parametrize(("required", "code"), [(True, 1), (False, 0)])
+def test_an_unenforced_policy_fails_the_attempt_before_the_agent_or_warns(tmp_path, required, code):
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        sock.listen(64)  # still reachable: the policy is not enforced
+        probe = {
+            "host": "127.0.0.1",
+            "port": sock.getsockname()[1],
+            "timeout_seconds": 1,
+            "required": required,
+        }
+        plan = write_plan(tmp_path, "ok", confinement=probe)
+        proc = start_runner(tmp_path, plan)
+        log, _ = proc.communicate(timeout=60)
+    assert proc.returncode == code, log
+    assert b"does not enforce NetworkPolicy" in log
+    doc = parse_termination_message((tmp_path / "termination-log").read_text())
+    assert isinstance(doc, ResultDocument) and doc.output is not None
+    output = decode_frame(log.decode(), doc.output.sha256)
+    if required:
+        assert doc.reason == "NetworkNotConfined" and output == b""
+    else:
+        assert doc.exit_code == 0 and output == b"answer from agent.py: hi"

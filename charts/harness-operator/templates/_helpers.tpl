@@ -33,3 +33,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "harness-operator.sandboxImage" -}}
 {{- .Values.sandboxImage | default (printf "%s/sandbox:%s" .Values.imageRegistry .Chart.AppVersion) -}}
 {{- end -}}
+
+{{/* The egress gateway: its name, its pods' labels (never the operator's selector) and its image. */}}
+{{- define "harness-operator.gatewayName" -}}
+{{- printf "%s-egress" (include "harness-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "harness-operator.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: harness-egress-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: egress-gateway
+{{- end -}}
+
+{{- define "harness-operator.gatewayImage" -}}
+{{- $repository := .Values.egressGateway.image.repository | default (printf "%s/harness-gateway" .Values.imageRegistry) -}}
+{{- printf "%s:%s" $repository (.Values.egressGateway.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}

@@ -174,8 +174,9 @@ class EgressRule(Model):
     host: str | None = Field(
         default=None,
         max_length=253,
-        description="Destination host name. Plain NetworkPolicy cannot match names: the operator "
-        "resolves nothing itself; use a CNI with FQDN policies (e.g. Cilium) to enforce it.",
+        description="Destination host name, enforced by name through the chart's egress gateway (the "
+        "sandbox gets HTTPS_PROXY and a per-run credential), or as Cilium toFQDNs without it; with "
+        "neither, only its ports are opened, to every public address (a Warning Event says so).",
     )
     ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
         default_factory=list, max_length=32, description="TCP ports; empty means all ports."
@@ -273,6 +274,11 @@ class Capabilities(Model):
     model_selection: bool = Field(default=False, description="The model can be chosen with an option.")
     structured_output: bool = Field(default=False, description="The output is machine-readable.")
     permission_hooks: bool = Field(default=False, description="Tool permissions can be answered by policy.")
+    proxy_env: bool = Field(
+        default=False,
+        description="The CLI sends its API traffic through HTTPS_PROXY/HTTP_PROXY, as runs whose egress "
+        "names hosts need (the egress gateway).",
+    )
 
 
 class ModelPricing(Model):

@@ -17,11 +17,12 @@ import sys
 import threading
 from types import FrameType
 
+from harness_operator.runner.confinement import await_confinement, describe_confinement
 from harness_operator.runner.executor import AttemptResult, execute
 from harness_operator.runner.frame import encode_frame
 from harness_operator.runner.plan import AttemptPlan, load_plan
 from harness_operator.runner.redact import Redactor
-from harness_operator.runner.result import EXIT_SETUP, render_termination_message
+from harness_operator.runner.result import EXIT_SETUP, NETWORK_NOT_CONFINED, render_termination_message
 
 DEFAULT_PLAN = "/etc/harness/plan.json"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
@@ -89,6 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     credentials = credentials_from_env(plan)
+    if plan.confinement is not None:
+        found = await_confinement(plan.confinement, cancel=cancel)
+        line = describe_confinement(plan.confinement, found)
+        print(line, file=sys.stderr, flush=True)
+        if not found.confined and plan.confinement.required and not cancel.is_set():
+            failed = AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, NETWORK_NOT_CONFINED, line)
+            write_reports(failed, args.termination_log, args.result_file)
+            return EXIT_SETUP
     try:
         result = execute(plan, credentials, cancel=cancel, events_to_log=True)
     except Exception as exc:  # whatever goes wrong, the pod still ends with a result document

@@ -73,6 +73,15 @@ class AcpSessionPlan(Model):
     permission: AcpPermission = Field(default=AcpPermission.deny, description="spec.acpPermission.")
 
 
+class ConfinementProbe(Model):
+    """Before the agent starts, wait until this address (one its network policy denies) is refused."""
+
+    host: str = Field(min_length=1, description="An address the attempt's policy denies: the API server.")
+    port: int = Field(ge=1, le=65535, description="Its TCP port.")
+    timeout_seconds: int = Field(default=30, ge=1, description="How long to wait for the policy.")
+    required: bool = Field(default=True, description="Fail the attempt when never refused (else warn).")
+
+
 class AttemptPlan(Model):
     """One attempt, fully resolved: a CLI invocation (argv, stdin, parser) or an ACP session (`acp`;
     argv then starts a stdio adapter), with environment names, pricing and limits."""
@@ -113,6 +122,9 @@ class AttemptPlan(Model):
     limits: Limits = Field(default_factory=Limits, description="Time, cost, turn and output limits.")
     working_dir: str | None = Field(default=None, description="Working directory (created if missing).")
     acp: AcpSessionPlan | None = Field(default=None, description="Set for protocol acp: the session.")
+    confinement: ConfinementProbe | None = Field(
+        default=None, description="Wait for the network policy before starting the agent (operator-set)."
+    )
 
     @model_validator(mode="after")
     def _has_something_to_start(self) -> AttemptPlan:

@@ -16,8 +16,9 @@ TERMINATION_LIMIT = 4096
 RESULT_VERSION = 1
 EXIT_SETUP = 1
 EXIT_STOPPED = 124
-# Reasons after which no fallback runs (the user or a limit stopped the run, not the provider).
-NO_FALLBACK_REASONS = frozenset({"Timeout", "Cancelled", "CostLimitExceeded"})
+NETWORK_NOT_CONFINED = "NetworkNotConfined"
+# Reasons after which no fallback runs (the user, a limit or the cluster stopped the run, not the provider).
+NO_FALLBACK_REASONS = frozenset({"Timeout", "Cancelled", "CostLimitExceeded", NETWORK_NOT_CONFINED})
 
 
 class ResultOutput(BaseModel):

@@ -29,6 +29,13 @@ POD_CIDR=10.88.0.0/16
 SERVICE_CIDR=10.96.0.0/16
 SANDBOX_IMAGE=harness.local/pause:3.10
 REGISTRY_ADDR=127.0.0.1:5000   # tests/cluster/registry; containerd pulls from it over plain HTTP
+KUBE_ROUTER_VERSION=v2.1.0     # tests/cluster/netpol: the NetworkPolicy enforcer (firewall only)
+COREDNS_VERSION=v1.15.0        # tests/cluster/dns: cluster DNS
+DNS_SERVICE_IP=10.96.0.10
+# "Elsewhere": an address on this machine that is neither the node nor a pod (bridge $ELSEWHERE_LINK,
+# created by `up`), so connection tests have a second destination without leaving the machine.
+ELSEWHERE_IP=10.87.0.1
+ELSEWHERE_LINK=harness-else
 
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -58,6 +65,22 @@ node_has_image() {
 	[[ -S $CONTAINERD_SOCK ]] || return 1
 	images="$("${CTR[@]}" images ls -q 2>/dev/null)" || return 1
 	grep -qxF "$1" <<<"$images"
+}
+
+# go_install_cached BIN PKG@VERSION [LDFLAGS]: build a Go command from the module proxy into BIN (a path
+# in the build cache, keyed by version) unless it is already there.
+go_install_cached() {
+	local bin=$1 pkg=$2 ldflags="-s -w ${3:-}" start=$SECONDS
+	[[ -x $bin ]] && return 0
+	command -v go >/dev/null || die "go not found in PATH (needed to build $pkg)"
+	log "building $pkg from the Go module proxy"
+	mkdir -p "$(dirname "$bin")"
+	local tmp
+	tmp="$(mktemp -d "$(dirname "$bin")/.build-XXXXXX")"
+	GOBIN="$tmp" CGO_ENABLED=0 go install -trimpath -ldflags "$ldflags" "$pkg" >&2 || { rm -rf "$tmp"; return 1; }
+	mv "$tmp/$(basename "${pkg%@*}")" "$bin"
+	rm -rf "$tmp"
+	log "built $(basename "$bin") in $((SECONDS - start))s"
 }
 
 # Serialise up/down (e.g. several pytest workers calling `up` at once).

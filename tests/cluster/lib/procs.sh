@@ -3,7 +3,7 @@
 # $RUN_DIR/<name>.pid. Only those pids (and the container shims bound to our
 # containerd socket) are ever signalled.
 
-COMPONENTS_START_ORDER=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy registry)
+COMPONENTS_START_ORDER=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy kube-router registry)
 
 # pid_of NAME: prints the pid if the recorded process is alive and is ours.
 pid_of() {
@@ -23,7 +23,15 @@ start_proc() {
 	fi
 	log "starting $name"
 	mkdir -p "$LOG_DIR" "$RUN_DIR"
-	setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null 9>&- &
+	# Every descriptor above stderr is closed first: a daemon that inherited a lock (our updown lock, or
+	# a caller's `flock FILE tests/cluster/up`) would hold it for as long as the cluster runs.
+	(
+		for fd in /proc/"$BASHPID"/fd/*; do
+			fd=${fd##*/}
+			((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
+		done
+		exec setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null
+	) &
 	echo $! >"$RUN_DIR/$name.pid"
 }
 

@@ -1,0 +1,147 @@
+"""Waiting for the network policy before the agent starts: which attempts wait and on what address (pure),
+and the runner's wait against real loopback sockets."""
+
+import socket
+import threading
+from typing import Any
+
+import pytest
+from tests.unit.test_egress import CIDR_ONLY, DEFINITION, GATEWAY, PLAIN, make_run
+
+from harness_operator.api.v1alpha1 import HarnessDefinitionSpec
+from harness_operator.config import OperatorConfig
+from harness_operator.confinement import compute_confinement, find_api_server_address
+from harness_operator.runner.confinement import await_confinement, connects, describe_confinement
+from harness_operator.runner.plan import ConfinementProbe
+
+PRIVATE_API = "10.96.0.1:443"
+PUBLIC_API = "34.1.2.3:443"
+OPEN_ALL_10 = HarnessDefinitionSpec.model_validate({"binary": "x", "egress": [{"cidr": "10.0.0.0/8"}]})
+OPEN_6443 = HarnessDefinitionSpec.model_validate(
+    {"binary": "x", "egress": [{"cidr": "10.0.0.0/8", "ports": [6443]}]}
+)
+
+
+def config(base: OperatorConfig = PLAIN, **fields: Any) -> OperatorConfig:
+    return OperatorConfig(**{**base.__dict__, "api_server_address": PRIVATE_API, **fields})
+
+
+CASES = [
+    # (sandbox, definition, config, expected probe as (host, port, timeout, required) or None)
+    ({}, DEFINITION, config(), ("10.96.0.1", 443, 30, True)),
+    ({"networkPolicy": "none"}, DEFINITION, config(), ("10.96.0.1", 443, 30, True)),
+    ({"networkPolicy": "allowlist", "egress": []}, DEFINITION, config(), ("10.96.0.1", 443, 30, True)),
+    ({"networkPolicy": "unrestricted"}, DEFINITION, config(), None),
+    ({}, DEFINITION, config(await_network_policy="off"), None),
+    ({}, DEFINITION, config(api_server_address=""), None),  # nothing known to probe
+    ({}, DEFINITION, config(await_network_policy="warn"), ("10.96.0.1", 443, 30, False)),
+    ({}, DEFINITION, config(await_network_policy_seconds=5), ("10.96.0.1", 443, 5, True)),
+    # A rule that opens the API server's address and port: no refusal would ever come.
+    ({}, OPEN_ALL_10, config(), None),
+    ({}, OPEN_6443, config(), ("10.96.0.1", 443, 30, True)),  # opened, but not on 443
+    ({}, OPEN_6443, config(api_server_address="10.88.0.1:6443"), None),
+    ({}, CIDR_ONLY, config(), ("10.96.0.1", 443, 30, True)),  # 10.20.0.0/16 leaves 10.96.0.1 out
+    # A host rule without gateway or Cilium opens 443 to every public address: a public API server too.
+    ({}, DEFINITION, config(api_server_address=PUBLIC_API), None),
+    ({}, DEFINITION, config(GATEWAY, api_server_address=PUBLIC_API), ("34.1.2.3", 443, 30, True)),
+    ({}, DEFINITION, config(api_server_address="[fd00::1]:443"), ("fd00::1", 443, 30, True)),
+    # A name: the policy sees addresses only; a rule on its port might open it, one on no port cannot.
+    ({}, OPEN_ALL_10, config(api_server_address="api.cluster.example:443"), None),
+    (
+        {},
+        CIDR_ONLY,
+        config(api_server_address="api.cluster.example:443"),
+        ("api.cluster.example", 443, 30, True),
+    ),
+]
+
+
+@pytest.mark.parametrize(("sandbox", "definition", "cfg", "expected"), CASES)
+def test_which_attempts_wait_and_on_what(
+    sandbox: dict[str, Any], definition: HarnessDefinitionSpec, cfg: OperatorConfig, expected: Any
+) -> None:
+    probe = compute_confinement(make_run(sandbox), definition, cfg)
+    found = None if probe is None else (probe.host, probe.port, probe.timeout_seconds, probe.required)
+    assert found == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "host", "address"),
+    [
+        ({"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}, "", "10.96.0.1:443"),
+        ({"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}, "", "[fd00::1]:443"),
+        ({}, "https://10.88.0.1:6443", "10.88.0.1:6443"),
+        ({}, "https://api.example", "api.example:443"),
+        ({}, "http://[::1]:8080", "[::1]:8080"),
+        ({}, "", ""),
+    ],
+)
+def test_the_api_server_address_in_a_pod_and_outside(env: dict[str, str], host: str, address: str) -> None:
+    assert find_api_server_address(env, host) == address
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"HARNESS_AWAIT_NETWORK_POLICY": "maybe"}, "HARNESS_AWAIT_NETWORK_POLICY='maybe' is not valid"),
+        ({"HARNESS_AWAIT_NETWORK_POLICY_SECONDS": "0"}, "HARNESS_AWAIT_NETWORK_POLICY_SECONDS must be"),
+        ({"HARNESS_API_SERVER_ADDRESS": "10.96.0.1"}, "HARNESS_API_SERVER_ADDRESS: '10.96.0.1' is not"),
+        ({"HARNESS_API_SERVER_ADDRESS": "h:99999"}, "HARNESS_API_SERVER_ADDRESS"),
+    ],
+)
+def test_config_names_the_bad_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        OperatorConfig.from_env(env)
+
+
+class Listener:
+    """A real listener on loopback that accepts `open_for` connections, then closes (the policy lands)."""
+
+    def __init__(self, open_for: int) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._open_for = open_for
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while self.accepted < self._open_for:
+            conn, _ = self.sock.accept()
+            conn.close()
+            self.accepted += 1
+        self.sock.close()
+
+
+def test_the_wait_ends_at_the_first_refusal() -> None:
+    listener = Listener(open_for=3)
+    probe = ConfinementProbe(host="127.0.0.1", port=listener.port, timeout_seconds=20)
+    found = await_confinement(probe)
+    assert found.confined and found.tries == 4 and listener.accepted == 3
+    assert "refused after" in describe_confinement(probe, found)
+
+
+def test_a_port_nobody_listens_on_is_refused_at_once() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        port = sock.getsockname()[1]
+    assert not connects("127.0.0.1", port)
+    found = await_confinement(ConfinementProbe(host="127.0.0.1", port=port))
+    assert found.confined and found.tries == 1
+
+
+def test_never_refused_gives_up_at_the_deadline_and_says_how_to_fix_it() -> None:
+    listener = Listener(open_for=10_000)
+    ticks = iter(range(100))  # a clock one second per read: the wait ends after about two probes
+    probe = ConfinementProbe(host="127.0.0.1", port=listener.port, timeout_seconds=2)
+    found = await_confinement(probe, clock=lambda: float(next(ticks)))
+    assert not found.confined and listener.accepted >= 1
+    line = describe_confinement(probe, found)
+    assert "does not enforce NetworkPolicy" in line and "networkPolicy.awaitEnforcement" in line
+
+
+def test_cancel_ends_the_wait() -> None:
+    listener = Listener(open_for=10_000)
+    cancel = threading.Event()
+    cancel.set()
+    found = await_confinement(ConfinementProbe(host="127.0.0.1", port=listener.port), cancel=cancel)
+    assert not found.confined and found.tries == 1
