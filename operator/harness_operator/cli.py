@@ -79,7 +79,7 @@ def cmd_import_dagu(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness_operator.runner.local import run_paths
+    from harness_operator.local_run import run_paths
 
     return run_paths(args.paths, args.status_file)
 

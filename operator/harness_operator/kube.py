@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,7 +11,16 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
-from harness_operator.naming import LABEL_MANAGED_BY, LABEL_RUN, MANAGED_BY, label_value
+from harness_operator.errors import Permanent, classify
+from harness_operator.naming import (
+    LABEL_MANAGED_BY,
+    LABEL_RUN,
+    MANAGED_BY,
+    label_value,
+    output_config_map_name,
+)
+from harness_operator.ownership import is_run_output
+from harness_operator.resolution import NotTheOutput, Unreadable
 
 FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
@@ -56,19 +65,6 @@ class Kube:
     def fetch_runs(self, namespace: str) -> list[dict[str, Any]]:
         listed: Any = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, RUNS)
         return list(listed.get("items", []))
-
-    def fetch_definition(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """A namespaced HarnessDefinition, else the ClusterHarnessDefinition of that name."""
-        found = _none_if_missing(
-            lambda: self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, "harnessdefinitions", name
-            )
-        )
-        if found is not None:
-            return found
-        return _none_if_missing(
-            lambda: self.custom.get_cluster_custom_object(GROUP, VERSION, "clusterharnessdefinitions", name)
-        )
 
     def fetch_definition_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         """One HarnessDefinition (namespace given) or ClusterHarnessDefinition, as stored."""
@@ -271,6 +267,48 @@ class Kube:
             reporting_component=FIELD_MANAGER,
         )
         self.core.create_namespaced_event(meta["namespace"], body)
+
+
+class KubeReader:
+    """resolution.Reader over the API server. A refusal that retrying cannot change (403, 400, 422)
+    is Unreadable, so the run fails with the reason; other errors go back to the handler's retry."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def definition(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        plural = "harnessdefinitions" if namespace else "clusterharnessdefinitions"
+        return self.kube.fetch_definition_object(plural, namespace, name)
+
+    def config_map_key(self, namespace: str, name: str, key: str) -> str | None:
+        return _refusable(lambda: self.kube.fetch_config_map_key(namespace, name, key))
+
+    def secret_key(self, namespace: str, name: str, key: str) -> str | None:
+        return _refusable(lambda: self.kube.fetch_secret_key(namespace, name, key))
+
+    def run(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return _refusable(lambda: self.kube.fetch_run(namespace, name))
+
+    def run_output(self, run: Mapping[str, Any]) -> str | None:
+        """The run's output ConfigMap's text, only when the run owns it and its text is what the run's
+        status reports: a ConfigMap made by anyone else is never read."""
+        name = output_config_map_name(run["metadata"]["name"])
+        cm = _refusable(lambda: self.kube.fetch_config_map(run["metadata"]["namespace"], name))
+        if cm is None:
+            return None
+        if not is_run_output(cm, run):
+            raise NotTheOutput(name)
+        return str(cm["data"]["output"])
+
+
+def _refusable(call: Any) -> Any:
+    try:
+        return call()
+    except Exception as exc:
+        verdict = classify(exc)
+        if isinstance(verdict, Permanent):
+            raise Unreadable(verdict.message) from exc
+        raise
 
 
 def _none_if_missing(call: Any) -> Any:

@@ -88,6 +88,12 @@ REASONS: dict[str, tuple[str, str, str]] = {
     ),
     "OOMKilled": ("Succeeded", "False", "the sandbox container ran out of memory"),
     "PodFailed": ("Succeeded", "False", "the Job failed without a result from the runner"),
+    "ResultUnreadable": (
+        "Succeeded",
+        "False",
+        "the runner's result document is of a newer version than the operator reads, or malformed (exit 1 "
+        "unless the container's own, fallback follows)",
+    ),
     "JobLost": (
         "Succeeded",
         "False",

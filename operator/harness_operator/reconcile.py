@@ -10,15 +10,13 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import structlog
-from pydantic import ValidationError
 
 from harness_operator import metrics
 from harness_operator.api.v1alpha1 import (
     HarnessBudgetStatus,
-    HarnessDefinitionSpec,
     HarnessRun,
     HarnessRunStatus,
     Limits,
@@ -33,7 +31,7 @@ from harness_operator.budget import (
     compute_budget_status,
     compute_run_admission,
 )
-from harness_operator.conditions import FALSE, SUCCEEDED, TRUE, find_condition, is_finished
+from harness_operator.conditions import SUCCEEDED, find_condition, is_finished
 from harness_operator.config import OperatorConfig
 from harness_operator.desired import (
     AttemptTarget,
@@ -54,11 +52,10 @@ from harness_operator.egress import (
     grant_name,
 )
 from harness_operator.errors import Permanent, classify
-from harness_operator.inputs import compute_dependencies, compute_reference_problem, substitute_inputs
-from harness_operator.kube import Kube
+from harness_operator.kube import Kube, KubeReader
 from harness_operator.naming import LABEL_ATTEMPT, LABEL_RUN, job_name, label_value, output_config_map_name
-from harness_operator.ownership import describe_conflict, is_expected_child, is_owned_child, is_run_output
-from harness_operator.reasons import ReasonedError
+from harness_operator.ownership import describe_conflict, is_expected_child, is_owned_child
+from harness_operator.resolution import Rejection, RunFailure, Waiting, resolve_inputs, resolve_targets
 from harness_operator.runner.events import decode_events, latest_progress
 from harness_operator.runner.frame import FrameError, decode_frame
 from harness_operator.runner.plan import PlanError
@@ -71,7 +68,6 @@ from harness_operator.status import (
     compute_next_attempt,
     compute_progress,
     compute_status,
-    find_succeeded,
     is_job_finished,
     is_progress_changed,
     is_progress_wanted,
@@ -80,23 +76,10 @@ from harness_operator.status import (
     recorded_attempts,
 )
 
-T = TypeVar("T")
 log = structlog.get_logger("harness_operator")
 # One progress read: the last lines of the pod log, and never more than this many bytes of them.
 PROGRESS_TAIL_LINES = 40
 PROGRESS_TAIL_BYTES = 32 * 1024
-
-
-class Rejection(ReasonedError):
-    """The run cannot start: Accepted=False with this reason and message."""
-
-
-class Waiting(ReasonedError):
-    """The run cannot start yet: Succeeded=Unknown with this reason and message."""
-
-
-class RunFailure(ReasonedError):
-    """The run cannot go on (its spec was fine): Succeeded=False with this reason and message."""
 
 
 def _now() -> datetime:
@@ -328,123 +311,11 @@ class Reconciler:
 
     # --- resolution ----------------------------------------------------------------------------------
 
-    def _definition(self, namespace: str, provider: str) -> HarnessDefinitionSpec | None:
-        raw = self.kube.fetch_definition(namespace, provider)
-        if raw is None:
-            return None
-        try:
-            return HarnessDefinitionSpec.model_validate(raw.get("spec") or {})
-        except ValidationError as exc:
-            raise Rejection(
-                "InvalidProvider", f'provider "{provider}" is invalid: {exc.errors()[0]["msg"]}'
-            ) from exc
-
     def _resolve_targets(self, run: HarnessRun) -> list[AttemptTarget]:
-        ns = run.metadata["namespace"]
-        chain = [run.spec.provider] + [fb.provider for fb in run.spec.fallback]
-        targets = []
-        for index, provider in enumerate(chain, start=1):
-            definition = self._definition(ns, provider)
-            if definition is None:
-                message = f'unknown provider "{provider}"'
-                if index > 1:
-                    message = f"invalid fallback[{index - 2}]: {message}"
-                raise Rejection("UnknownProvider", message)
-            targets.append(AttemptTarget(index, provider, definition))
-        return targets
-
-    def _read_input(self, field: str, what: str, fetch: Callable[[], T]) -> T:
-        """One read of an input; an answer that retrying cannot change (403, 400, 422) fails the run
-        with the reason, rather than leaving it waiting with no status."""
-        try:
-            return fetch()
-        except Exception as exc:
-            verdict = classify(exc)
-            if isinstance(verdict, Permanent):
-                raise Rejection(
-                    "InputUnavailable", f"{field}: cannot read {what}: {verdict.message}"
-                ) from exc
-            raise
-
-    def _resolve_source(self, run: HarnessRun, field: str, source: Any) -> str:
-        ns = run.metadata["namespace"]
-        if source.config_map_key_ref:
-            ref = source.config_map_key_ref
-            what = f"ConfigMap {ref.name} key {ref.key}"
-            value = self._read_input(
-                field, what, lambda: self.kube.fetch_config_map_key(ns, ref.name, ref.key)
-            )
-        elif source.secret_key_ref:
-            ref = source.secret_key_ref
-            what = f"Secret {ref.name} key {ref.key}"
-            value = self._read_input(field, what, lambda: self.kube.fetch_secret_key(ns, ref.name, ref.key))
-        else:
-            other_name = source.run_output.name
-            value = self._read_run_output(field, self._succeeded_run(run, field, other_name))
-            what = f'the output of HarnessRun "{other_name}"'
-        if value is None:
-            raise Rejection("InputUnavailable", f"{field}: cannot read {what}")
-        return value
-
-    def _succeeded_run(self, run: HarnessRun, field: str, other_name: str) -> dict[str, Any]:
-        """The run named by `field` once it has succeeded: Waiting until then, Rejection if it failed."""
-        if other_name == run.metadata["name"]:
-            raise Rejection("DependsOnItself", f"{field}: names this run itself, which would wait forever")
-        what = f'HarnessRun "{other_name}"'
-        ns = run.metadata["namespace"]
-        other = self._read_input(field, what, lambda: self.kube.fetch_run(ns, other_name))
-        if other is None:
-            raise Waiting("WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to exist')
-        state = find_succeeded(HarnessRun.model_validate(other))
-        if state == FALSE:
-            raise Rejection("RunOutputFailed", f'{field}: HarnessRun "{other_name}" did not succeed')
-        if state != TRUE:
-            raise Waiting("WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to succeed')
-        return other
-
-    def _read_run_output(self, field: str, other: dict[str, Any]) -> str | None:
-        """The output of a succeeded run, from its output ConfigMap, only if the run owns that ConfigMap
-        and its text is what the run's status reports: a ConfigMap made by anyone else is never read."""
-        name = output_config_map_name(other["metadata"]["name"])
-        ns = other["metadata"]["namespace"]
-        what = f"ConfigMap {name}"
-        cm = self._read_input(field, what, lambda: self.kube.fetch_config_map(ns, name))
-        if cm is None:
-            return None
-        if not is_run_output(cm, other):
-            raise Rejection(
-                "InputUnavailable",
-                f'{field}: ConfigMap {name} is not the output of HarnessRun "{other["metadata"]["name"]}" '
-                "(not owned by it, or not the text its status reports); it was not read",
-            )
-        return str(cm["data"]["output"])
+        return resolve_targets(KubeReader(self.kube), run)
 
     def _resolve_inputs(self, run: HarnessRun) -> tuple[str, str | None]:
-        """The prompt and stdin, once every run this one depends on has succeeded; `$(inputs.NAME)` in
-        spec.prompt and spec.stdin replaced by the inputs' values (text from promptFrom/stdinFrom is
-        taken as it is)."""
-        spec = run.spec
-        problem = compute_reference_problem(spec)
-        if problem is not None:
-            raise Rejection("UnknownInput", problem)
-        for field, other_name in compute_dependencies(spec):
-            if field.startswith("spec.after"):
-                self._succeeded_run(run, field, other_name)
-        values = {
-            item.name: item.value
-            if item.value is not None
-            else self._resolve_source(run, f"spec.inputs[{index}]", item)
-            for index, item in enumerate(spec.inputs)
-        }
-        prompt = (
-            substitute_inputs(spec.prompt, values)
-            if spec.prompt is not None
-            else self._resolve_source(run, "spec.promptFrom", spec.prompt_from)
-        )
-        stdin = None if spec.stdin is None else substitute_inputs(spec.stdin, values)
-        if spec.stdin_from is not None:
-            stdin = self._resolve_source(run, "spec.stdinFrom", spec.stdin_from)
-        return prompt, stdin
+        return resolve_inputs(KubeReader(self.kube), run)
 
     # --- observation ---------------------------------------------------------------------------------
 
@@ -477,7 +348,7 @@ class Reconciler:
         last = attempts[-1] if attempts else None
         if last is None or not last.succeeded or last.pod_name is None:
             return None, None
-        expected = ((last.result or {}).get("output") or {}).get("sha256")
+        expected = last.result.output.sha256 if last.result and last.result.output else None
         log = self.kube.fetch_pod_log(ns, last.pod_name) or ""
         decoded = decode_frame(log, expected)
         if isinstance(decoded, FrameError):

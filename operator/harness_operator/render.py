@@ -13,15 +13,14 @@ from typing import Any
 from harness_operator.api.v1alpha1 import ClusterHarnessDefinition, HarnessRun, RunInput, ValueSource
 from harness_operator.config import OperatorConfig
 from harness_operator.desired import (
-    AttemptTarget,
     build_job,
     build_network_policy,
     build_plan_secret,
     build_plans,
     build_workspace_claim,
 )
-from harness_operator.inputs import InputReferenceError, substitute_inputs
 from harness_operator.manifests import Document
+from harness_operator.resolution import Rejection, check_references, compose_inputs, resolve_targets
 from harness_operator.runner.plan import PlanError
 from harness_operator.validation import build_catalog
 
@@ -47,7 +46,8 @@ def build_rendered_objects(
     now: datetime,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(objects, problems): every child of every HarnessRun in `docs`, in the order the operator applies
-    them; a run whose provider is unknown is listed as a problem instead."""
+    them; a run the operator would refuse (unknown provider or input, no way to pass its arguments) is
+    listed as a problem instead."""
     catalog = build_catalog(docs, builtins)
     objects: list[dict[str, Any]] = []
     problems: list[str] = []
@@ -59,29 +59,12 @@ def build_rendered_objects(
             "metadata": {**doc.obj.get("metadata", {}), "namespace": doc.namespace, "uid": UID_PLACEHOLDER},
         }
         run = HarnessRun.model_validate(raw)
-        spec = run.spec
-        chain = [spec.provider] + [fb.provider for fb in spec.fallback]
-        targets = []
-        for index, provider in enumerate(chain, start=1):
-            definition = catalog.resolve(doc.namespace, provider)
-            if definition is None:
-                problems.append(f'{doc.path}: HarnessRun/{doc.name}: unknown provider "{provider}"')
-                break
-            targets.append(AttemptTarget(index, provider, definition))
-        if len(targets) != len(chain):
-            continue
-        values = {item.name: describe_source(item) for item in spec.inputs}
         try:
-            inline_prompt = None if spec.prompt is None else substitute_inputs(spec.prompt, values)
-            inline_stdin = None if spec.stdin is None else substitute_inputs(spec.stdin, values)
-        except InputReferenceError as exc:
-            problems.append(f"{doc.path}: HarnessRun/{doc.name}: UnknownInput: {exc}")
-            continue
-        prompt = inline_prompt if inline_prompt is not None else describe_source(spec.prompt_from)  # type: ignore[arg-type]
-        stdin = inline_stdin if spec.stdin_from is None else describe_source(spec.stdin_from)
-        try:
+            targets = resolve_targets(catalog, run)
+            check_references(run.spec)
+            prompt, stdin = compose_inputs(run.spec, lambda _, source: describe_source(source))
             plans = build_plans(run, targets, prompt, stdin, now)
-        except PlanError as exc:
+        except (Rejection, PlanError) as exc:
             problems.append(f"{doc.path}: HarnessRun/{doc.name}: {exc.reason}: {exc.message}")
             continue
         objects.append(build_plan_secret(run, plans))

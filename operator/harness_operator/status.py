@@ -40,8 +40,9 @@ from harness_operator.runner.cost import sum_usage
 from harness_operator.runner.events import Event
 from harness_operator.runner.result import (
     EXIT_STOPPED,
+    ResultDocument,
+    ResultProblem,
     fallback_line,
-    is_fallback_allowed,
     parse_termination_message,
 )
 
@@ -57,21 +58,20 @@ def build_excerpt(output: bytes, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit]
 
 
-def build_attempt(doc: dict[str, Any]) -> Attempt:
+def build_attempt(doc: ResultDocument) -> Attempt:
     """status.attempts[] entry from one result document."""
-    usage = doc.get("usage")
     return Attempt(
-        index=int(doc.get("attempt", 0)),
-        provider=str(doc.get("provider", "")),
-        start_time=doc.get("startTime"),
-        completion_time=doc.get("completionTime"),
-        exit_code=doc.get("exitCode"),
-        reason=doc.get("reason"),
-        message=doc.get("message") or None,
-        model=doc.get("model"),
-        session_id=doc.get("sessionID"),
-        usage=Usage.model_validate(usage) if isinstance(usage, dict) else None,
-        cli_version=doc.get("cliVersion"),
+        index=doc.attempt,
+        provider=doc.provider,
+        start_time=doc.start_time,
+        completion_time=doc.completion_time,
+        exit_code=doc.exit_code,
+        reason=doc.reason,
+        message=doc.message or None,
+        model=doc.model,
+        session_id=doc.session_id,
+        usage=doc.usage,
+        cli_version=doc.cli_version,
     )
 
 
@@ -85,11 +85,11 @@ class ObservedAttempt:
     pod_name: str | None = None
     state: str = PENDING
     start_time: str | None = None
-    result: dict[str, Any] | None = None
+    result: ResultDocument | None = None
 
     @property
     def succeeded(self) -> bool:
-        return self.result is not None and self.result.get("exitCode") == 0 and not self.result.get("reason")
+        return self.result is not None and self.result.succeeded
 
 
 @dataclass(frozen=True)
@@ -123,28 +123,57 @@ def is_job_finished(job: dict[str, Any]) -> bool:
     return _job_condition(job, "Complete") is not None or _job_condition(job, "Failed") is not None
 
 
-def _lost(index: int, provider: str, what: str) -> dict[str, Any]:
+def _lost(index: int, provider: str, what: str) -> ResultDocument:
     """The result of an attempt whose Job or pod went away before it reported."""
-    return {
-        "attempt": index,
-        "provider": provider,
-        "exitCode": EXIT_LOST,
-        "reason": "JobLost",
-        "message": f"{what} before attempt {index} finished; the attempt is not run again",
-    }
+    return ResultDocument(
+        attempt=index,
+        provider=provider,
+        exit_code=EXIT_LOST,
+        reason="JobLost",
+        message=f"{what} before attempt {index} finished; the attempt is not run again",
+    )
 
 
 def _explain_stop(
-    result: dict[str, Any], failed: dict[str, Any] | None, cancelled: bool, job: str
-) -> dict[str, Any]:
+    result: ResultDocument, failed: dict[str, Any] | None, cancelled: bool, job: str
+) -> ResultDocument:
     """The runner reports Cancelled whenever it is sent SIGTERM; unless spec.cancel asked for it, the
     Job's deadline or someone deleting, evicting or draining the pod stopped it."""
-    if result.get("reason") != "Cancelled" or cancelled:
+    if result.reason != "Cancelled" or cancelled:
         return result
     if failed is not None and failed.get("reason") == "DeadlineExceeded":
-        return {**result, "reason": "Timeout", "message": f"Job {job} passed its activeDeadlineSeconds"}
-    lost = _lost(result["attempt"], result["provider"], f"the pod of Job {job} was stopped from outside")
-    return {**result, **lost}
+        return result.model_copy(
+            update={"reason": "Timeout", "message": f"Job {job} passed its activeDeadlineSeconds"}
+        )
+    lost = _lost(result.attempt, result.provider, f"the pod of Job {job} was stopped from outside")
+    return result.model_copy(update=lost.model_dump(include={"exit_code", "reason", "message"}))
+
+
+def _read_result(index: int, provider: str, terminated: dict[str, Any]) -> ResultDocument:
+    """The runner's result from the container's termination message, parsed once: without one, what
+    the container's end says; one this operator cannot use is ResultUnreadable, never a crash."""
+    parsed = parse_termination_message(terminated.get("message") or "")
+    exit_code = terminated.get("exitCode", 1)
+    if isinstance(parsed, ResultProblem):
+        return ResultDocument(
+            attempt=index,
+            provider=provider,
+            exit_code=exit_code or 1,
+            reason="ResultUnreadable",
+            message=parsed.message,
+        )
+    if parsed is None:
+        reason = "OOMKilled" if terminated.get("reason") == "OOMKilled" else "ProviderFailed"
+        return ResultDocument(
+            attempt=index,
+            provider=provider,
+            exit_code=exit_code,
+            reason=reason,
+            message=f"the sandbox container ended ({terminated.get('reason')}) without a result",
+        )
+    # The essentials-only form of a long message leaves out attempt and provider: ours fill them in.
+    unset = {"attempt": index, "provider": provider}.items()
+    return parsed.model_copy(update={k: v for k, v in unset if k not in parsed.model_fields_set})
 
 
 def observe_attempt(
@@ -165,30 +194,22 @@ def observe_attempt(
     failed = _job_condition(job, "Failed")
     complete = _job_condition(job, "Complete")
     if terminated:
-        result = parse_termination_message(terminated.get("message") or "")
-        if result is None:
-            reason = "OOMKilled" if terminated.get("reason") == "OOMKilled" else "ProviderFailed"
-            result = {
-                "exitCode": terminated.get("exitCode", 1),
-                "reason": reason,
-                "message": f"the sandbox container ended ({terminated.get('reason')}) without a result",
-            }
-        result = _explain_stop({"attempt": index, "provider": provider, **result}, failed, cancelled, name)
+        result = _explain_stop(_read_result(index, provider, terminated), failed, cancelled, name)
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
     if failed:
         deadline = failed.get("reason") == "DeadlineExceeded"
-        result = {
-            "attempt": index,
-            "provider": provider,
-            "exitCode": EXIT_STOPPED if deadline else 1,
-            "reason": "Timeout" if deadline else "PodFailed",
-            "message": failed.get("message") or failed.get("reason") or "the Job failed",
-        }
+        result = ResultDocument(
+            attempt=index,
+            provider=provider,
+            exit_code=EXIT_STOPPED if deadline else 1,
+            reason="Timeout" if deadline else "PodFailed",
+            message=failed.get("message") or failed.get("reason") or "the Job failed",
+        )
         if pod is None and not deadline:
             result = _lost(index, provider, f"the pod of Job {name} vanished")
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
     if complete:
-        result = {"attempt": index, "provider": provider, "exitCode": 0}
+        result = ResultDocument(attempt=index, provider=provider, exit_code=0)
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
     if (job.get("spec") or {}).get("suspend"):
         return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start)
@@ -196,22 +217,22 @@ def observe_attempt(
     return ObservedAttempt(index, provider, name, pod_name, RUNNING if running else PENDING, start)
 
 
-def build_result_from_attempt(attempt: Attempt) -> dict[str, Any]:
-    """The result document an attempt's status entry records (the inverse of build_attempt)."""
-    doc = {
-        "attempt": attempt.index,
-        "provider": attempt.provider,
-        "exitCode": attempt.exit_code,
-        "reason": attempt.reason,
-        "message": attempt.message,
-        "model": attempt.model,
-        "sessionID": attempt.session_id,
-        "usage": attempt.usage.to_api() if attempt.usage else None,
-        "cliVersion": attempt.cli_version,
-        "startTime": attempt.start_time,
-        "completionTime": attempt.completion_time,
-    }
-    return {k: v for k, v in doc.items() if v is not None}
+def build_result_from_attempt(attempt: Attempt) -> ResultDocument:
+    """The result document an ended attempt's status entry records (the inverse of build_attempt)."""
+    assert attempt.exit_code is not None
+    return ResultDocument(
+        attempt=attempt.index,
+        provider=attempt.provider,
+        exit_code=attempt.exit_code,
+        reason=attempt.reason,
+        message=attempt.message,
+        model=attempt.model,
+        session_id=attempt.session_id,
+        usage=attempt.usage,
+        cli_version=attempt.cli_version,
+        start_time=attempt.start_time,
+        completion_time=attempt.completion_time,
+    )
 
 
 def recorded_attempts(status: HarnessRunStatus | None) -> list[ObservedAttempt]:
@@ -252,16 +273,16 @@ def merge_attempts(
             out.append(record)
             continue
         if cancelled:
-            result = {
-                "attempt": index,
-                "provider": record.provider,
-                "exitCode": EXIT_STOPPED,
-                "reason": "Cancelled",
-                "message": "cancelled by spec.cancel",
-            }
+            result = ResultDocument(
+                attempt=index,
+                provider=record.provider,
+                exit_code=EXIT_STOPPED,
+                reason="Cancelled",
+                message="cancelled by spec.cancel",
+            )
         else:
             result = _lost(index, record.provider, f"Job {record.job_name} vanished")
-        result["completionTime"] = timestamp(now)
+        result = result.model_copy(update={"completion_time": timestamp(now)})
         out.append(
             ObservedAttempt(
                 index, record.provider, record.job_name, record.pod_name, FINISHED, record.start_time, result
@@ -279,15 +300,16 @@ def compute_next_attempt(observed: Observed) -> int | None:
     last = observed.attempts[-1]
     if last.state != FINISHED or last.result is None or last.succeeded:
         return None
-    if last.index < len(observed.providers) and is_fallback_allowed(last.result):
+    if last.index < len(observed.providers) and last.result.fallback_allowed:
         return last.index + 1
     return None
 
 
 def _final_reason(last: ObservedAttempt) -> str:
-    result = last.result or {}
-    reason = result.get("reason") or ("Succeeded" if result.get("exitCode") == 0 else "ProviderFailed")
-    return str(reason)
+    result = last.result
+    if result is not None and result.reason:
+        return result.reason
+    return "Succeeded" if result is not None and result.exit_code == 0 else "ProviderFailed"
 
 
 def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> HarnessRunStatus:
@@ -317,7 +339,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         conds, ACCEPTED, TRUE, "ProviderResolved", "spec valid, provider resolved", generation, now
     )
     attempts = [
-        build_attempt(a.result) if a.result else build_attempt({"attempt": a.index, "provider": a.provider})
+        build_attempt(a.result) if a.result else Attempt(index=a.index, provider=a.provider)
         for a in observed.attempts
     ]
     for model, seen in zip(attempts, observed.attempts, strict=True):
@@ -361,14 +383,14 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         message = (
             f"attempt {last.index}/{total} with {last.provider} succeeded"
             if ok
-            else str((last.result or {}).get("message") or reason)
+            else (last.result.message if last.result else None) or reason
         )
         conds = set_condition(conds, SUCCEEDED, TRUE if ok else FALSE, reason, message, generation, now)
         update |= {
             "phase": Phase.succeeded if ok else (Phase.cancelled if reason == "Cancelled" else Phase.failed),
             "reason": reason,
             "message": message,
-            "exit_code": (last.result or {}).get("exitCode"),
+            "exit_code": last.result.exit_code if last.result else None,
             "completion_time": previous.completion_time or timestamp(now),
         }
         if ok and observed.output is not None:
@@ -376,7 +398,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
                 excerpt=build_excerpt(observed.output),
                 bytes=len(observed.output),
                 sha256=hashlib.sha256(observed.output).hexdigest(),
-                truncated=bool(((last.result or {}).get("output") or {}).get("truncated", False)),
+                truncated=bool(last.result and last.result.output and last.result.output.truncated),
                 config_map_name=observed.output_config_map,
             )
     else:

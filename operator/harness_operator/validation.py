@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from harness_operator.inputs import DependencyCycle, compute_dependencies, compu
 from harness_operator.invocation import merge_options
 from harness_operator.manifests import Document
 from harness_operator.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
+from harness_operator.resolution import compute_provider_chain, resolve_definition
 from harness_operator.runner.plan import PlanError, check_arguments
 
 ERROR = "error"
@@ -114,9 +115,10 @@ class Catalog:
     namespaced: dict[tuple[str, str], HarnessDefinitionSpec]
     cluster: dict[str, HarnessDefinitionSpec]
 
-    def resolve(self, namespace: str, name: str) -> HarnessDefinitionSpec | None:
-        """A namespaced definition shadows a cluster one of the same name."""
-        return self.namespaced.get((namespace, name)) or self.cluster.get(name)
+    def definition(self, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        """resolution.DefinitionReader: the definitions here parsed already."""
+        spec = self.cluster.get(name) if namespace is None else self.namespaced.get((namespace, name))
+        return None if spec is None else {"spec": spec}
 
 
 def build_catalog(docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition]) -> Catalog:
@@ -139,21 +141,10 @@ def build_catalog(docs: Sequence[Document], builtins: Iterable[ClusterHarnessDef
 
 def _provider_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list[Finding]:
     found = []
-    if catalog.resolve(doc.namespace, run.spec.provider) is None:
-        found.append(
-            Finding(doc.path, doc.kind, doc.name, "spec.provider", f'unknown provider "{run.spec.provider}"')
-        )
-    for index, fb in enumerate(run.spec.fallback):
-        if catalog.resolve(doc.namespace, fb.provider) is None:
-            found.append(
-                Finding(
-                    doc.path,
-                    doc.kind,
-                    doc.name,
-                    f"spec.fallback[{index}].provider",
-                    f'unknown fallback provider "{fb.provider}"',
-                )
-            )
+    for index, (field, provider) in enumerate(compute_provider_chain(run.spec)):
+        if resolve_definition(catalog, doc.namespace, provider) is None:
+            what = "provider" if index == 0 else "fallback provider"
+            found.append(Finding(doc.path, doc.kind, doc.name, field, f'unknown {what} "{provider}"'))
     return found
 
 
@@ -239,13 +230,10 @@ def _warnings(
         found.append(warn("spec.sandbox.networkPolicy", "unrestricted: the agent may reach any address"))
     if sandbox and sandbox.egress and sandbox.network_policy != NetworkPolicyMode.allowlist:
         found.append(warn("spec.sandbox.egress", "ignored unless spec.sandbox.networkPolicy is allowlist"))
-    providers = [("spec.provider", spec.provider)] + [
-        (f"spec.fallback[{i}].provider", fb.provider) for i, fb in enumerate(spec.fallback)
-    ]
     granted_by_run = {c.env for c in spec.credentials}
     options = [spec.with_] + [fb.with_ for fb in spec.fallback]
-    for index, (field, name) in enumerate(providers, start=1):
-        definition = catalog.resolve(doc.namespace, name)
+    for index, (field, name) in enumerate(compute_provider_chain(spec), start=1):
+        definition = resolve_definition(catalog, doc.namespace, name)
         if definition is None:
             continue
         problem = _argument_problem(run, definition, index, name, options[index - 1])

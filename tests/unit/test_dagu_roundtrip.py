@@ -19,7 +19,7 @@ from tests.fakes.dagu import (
 )
 
 from harness_operator.api.v1alpha1 import HarnessRunStatus
-from harness_operator.runner.local import run_paths
+from harness_operator.local_run import run_paths
 
 AGENT = Path(__file__).parents[1] / "fakes" / "agent.py"
 LAUNCHER = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"

@@ -7,6 +7,7 @@ import pytest
 
 from harness_operator.api.v1alpha1 import Attempt, HarnessRun, HarnessRunStatus, Progress, Usage
 from harness_operator.runner.events import Event
+from harness_operator.runner.result import ResultDocument
 from harness_operator.status import (
     FINISHED,
     Observed,
@@ -114,7 +115,14 @@ def test_the_final_status_carries_the_totals_and_the_duration():
         "exitCode": 0,
         "usage": {"inputTokens": 100, "outputTokens": 20, "cacheReadTokens": 5, "turns": 3, "costUSD": 0.02},
     }
-    observed = Observed(["claude"], [ObservedAttempt(1, "claude", "r-1", "r-1-abc", FINISHED, result=result)])
+    observed = Observed(
+        ["claude"],
+        [
+            ObservedAttempt(
+                1, "claude", "r-1", "r-1-abc", FINISHED, result=ResultDocument.model_validate(result)
+            )
+        ],
+    )
     status = compute_status(run, observed, NOW)
     assert status.progress == Progress(
         attempt=1,

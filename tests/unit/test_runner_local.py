@@ -1,4 +1,4 @@
-"""`harnessctl run` (runner.local.run_paths) end to end with real fake-agent processes: fallback,
+"""`harnessctl run` (local_run.run_paths) end to end with real fake-agent processes: fallback,
 no fallback after timeout, missing fallback binary, secrets from manifests or the environment,
 validation first, chaining, the status file, and the demo."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from harness_operator.api.v1alpha1 import HarnessRunStatus
-from harness_operator.runner.local import run_paths
+from harness_operator.local_run import run_paths
 
 AGENT = str(Path(__file__).parents[1] / "fakes" / "agent.py")
 ROOT = Path(__file__).parents[2]
@@ -193,7 +193,7 @@ def test_chained_run_reads_the_earlier_output(tmp_path, capfd):
 def test_the_demo_prints_output_and_a_usage_summary(tmp_path, capfd, monkeypatch):
     shim = tmp_path / "bin" / "harness-demo-agent"
     shim.parent.mkdir()
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m harness_operator.runner.demo_agent "$@"\n')
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m harness_operator.demo_agent "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{shim.parent}:{os.environ['PATH']}")
     status_file = tmp_path / "status.yaml"

@@ -16,7 +16,7 @@ import pytest
 
 from harness_operator.runner.frame import decode_frame
 from harness_operator.runner.plan import AttemptPlan
-from harness_operator.runner.result import TERMINATION_LIMIT, parse_termination_message
+from harness_operator.runner.result import TERMINATION_LIMIT, ResultDocument, parse_termination_message
 
 AGENT = str(Path(__file__).parents[1] / "fakes" / "agent.py")
 ROOT = Path(__file__).parents[2]
@@ -71,9 +71,9 @@ def test_success_reports_through_termination_message_and_log(tmp_path):
     message = (tmp_path / "termination-log").read_text()
     assert len(message.encode()) <= TERMINATION_LIMIT
     doc = parse_termination_message(message)
-    assert doc is not None and doc["exitCode"] == 0 and doc["attempt"] == 2
-    assert doc["usage"]["costSource"] == "reported"
-    output = decode_frame(log.decode(), doc["output"]["sha256"])
+    assert isinstance(doc, ResultDocument) and doc.exit_code == 0 and doc.attempt == 2
+    assert doc.usage.cost_source == "reported"
+    output = decode_frame(log.decode(), doc.output.sha256)
     assert output == b"answer from agent.py: hi"
     assert (
         json.loads((tmp_path / "result.json").read_text())["output"]["sha256"]
@@ -87,8 +87,8 @@ def test_failure_exits_with_the_agents_code_and_an_empty_frame(tmp_path):
     log, _ = proc.communicate(timeout=60)
     assert proc.returncode == 3
     doc = parse_termination_message((tmp_path / "termination-log").read_text())
-    assert doc is not None and doc["reason"] == "ProviderFailed"
-    assert decode_frame(log.decode(), doc["output"]["sha256"]) == b""
+    assert isinstance(doc, ResultDocument) and doc.reason == "ProviderFailed"
+    assert decode_frame(log.decode(), doc.output.sha256) == b""
 
 
 def test_credentials_come_from_the_runners_env_and_are_redacted(tmp_path):
@@ -106,7 +106,7 @@ def test_unreadable_plan_is_a_setup_error(tmp_path):
     assert proc.returncode == 1
     assert b"cannot read the plan" in log
     doc = parse_termination_message((tmp_path / "termination-log").read_text())
-    assert doc is not None and doc["reason"] == "SetupFailed"
+    assert isinstance(doc, ResultDocument) and doc.reason == "SetupFailed"
 
 
 def test_sigterm_to_the_runner_cancels_the_agent(tmp_path):
@@ -127,7 +127,7 @@ def test_sigterm_to_the_runner_cancels_the_agent(tmp_path):
     assert proc.returncode == 124
     assert b"cancelled; stopping the agent" in log
     doc = parse_termination_message((tmp_path / "termination-log").read_text())
-    assert doc is not None and doc["reason"] == "Cancelled"
+    assert isinstance(doc, ResultDocument) and doc.reason == "Cancelled"
     pids = [int(x) for x in pidfile.read_text().split()]
     deadline = time.monotonic() + 10
     while any(alive(pid) for pid in pids):  # SIGKILL lands asynchronously: wait, bounded
@@ -149,8 +149,8 @@ def test_a_plan_that_cannot_be_executed_still_ends_with_a_result(tmp_path):
     log, _ = proc.communicate(timeout=60)
     assert proc.returncode == 1
     doc = parse_termination_message((tmp_path / "termination-log").read_text())
-    assert doc is not None and doc["reason"] == "SetupFailed"
-    assert decode_frame(log.decode(), doc["output"]["sha256"]) == b""
+    assert isinstance(doc, ResultDocument) and doc.reason == "SetupFailed"
+    assert decode_frame(log.decode(), doc.output.sha256) == b""
 
 
 def test_the_plan_env_reaches_the_agent_only(tmp_path):
@@ -196,9 +196,9 @@ def test_an_unenforced_policy_fails_the_attempt_before_the_agent_or_warns(tmp_pa
     assert proc.returncode == code, log
     assert b"does not enforce NetworkPolicy" in log
     doc = parse_termination_message((tmp_path / "termination-log").read_text())
-    assert doc is not None
-    output = decode_frame(log.decode(), doc["output"]["sha256"])
+    assert isinstance(doc, ResultDocument) and doc.output is not None
+    output = decode_frame(log.decode(), doc.output.sha256)
     if required:
-        assert doc["reason"] == "NetworkNotConfined" and output == b""
+        assert doc.reason == "NetworkNotConfined" and output == b""
     else:
-        assert doc["exitCode"] == 0 and output == b"answer from agent.py: hi"
+        assert doc.exit_code == 0 and output == b"answer from agent.py: hi"

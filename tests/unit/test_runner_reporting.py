@@ -12,8 +12,8 @@ from harness_operator.runner.frame import FrameError, decode_frame, encode_frame
 from harness_operator.runner.parsers import Report, Tokens
 from harness_operator.runner.result import (
     TERMINATION_LIMIT,
+    ResultDocument,
     build_result_doc,
-    is_fallback_allowed,
     parse_termination_message,
     render_termination_message,
 )
@@ -121,8 +121,9 @@ def doc(**overrides):
 
 def test_result_doc_fields():
     d = doc()
-    assert d["exitCode"] == 0 and d["output"]["sha256"] == hashlib.sha256(b"out").hexdigest()
-    assert "reason" not in d
+    assert d.output is not None
+    assert d.exit_code == 0 and d.output.sha256 == hashlib.sha256(b"out").hexdigest()
+    assert "reason" not in d.to_doc()
     assert parse_termination_message(render_termination_message(d)) == d
 
 
@@ -138,21 +139,23 @@ def test_termination_message_never_exceeds_4k():
     assert len(text.encode()) <= TERMINATION_LIMIT
     parsed = json.loads(text)
     assert parsed["exitCode"] == 3 and parsed["reason"] == "ProviderFailed"
-    assert parsed["output"]["sha256"] == huge["output"]["sha256"]
+    assert huge.output is not None and parsed["output"]["sha256"] == huge.output.sha256
 
 
 def test_termination_message_essentials_when_even_the_reason_is_huge():
-    text = render_termination_message(doc(exit_code=1, reason="R" * 10000, usage={"x": "y" * 10000}))
+    text = render_termination_message(
+        doc(exit_code=1, reason="R" * 10000, usage={"priceSource": "y" * 10000})
+    )
     assert len(text.encode()) <= TERMINATION_LIMIT
     assert json.loads(text)["exitCode"] == 1
 
 
 def test_fallback_rule():
-    assert is_fallback_allowed({"exitCode": 2, "reason": "ProviderFailed"})
-    assert is_fallback_allowed({"exitCode": 1, "reason": "AuthFailed"})
+    assert ResultDocument(exit_code=2, reason="ProviderFailed").fallback_allowed
+    assert ResultDocument(exit_code=1, reason="AuthFailed").fallback_allowed
     for reason in ("Timeout", "Cancelled", "CostLimitExceeded"):
-        assert not is_fallback_allowed({"exitCode": 124, "reason": reason})
-    assert not is_fallback_allowed({"exitCode": 0})
+        assert not ResultDocument(exit_code=124, reason=reason).fallback_allowed
+    assert not ResultDocument(exit_code=0).fallback_allowed
 
 
 @pytest.mark.parametrize(("returncode", "expected"), [(0, 0), (1, 1), (124, 124), (-9, 137), (-15, 143)])

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from harness_operator.api.v1alpha1 import HarnessRun
-from harness_operator.runner.result import build_result_doc, render_termination_message
+from harness_operator.runner.result import ResultDocument, build_result_doc, render_termination_message
 from harness_operator.status import (
     FINISHED,
     PENDING,
@@ -136,8 +136,8 @@ def test_observe_attempt(
 ) -> None:
     seen = observe_attempt(1, "claude", job_body, pods)
     assert seen.state == state
-    assert (seen.result or {}).get("exitCode") == exit_code
-    assert (seen.result or {}).get("reason") == reason
+    assert (seen.result.exit_code if seen.result else None) == exit_code
+    assert (seen.result.reason if seen.result else None) == reason
 
 
 def finished(
@@ -153,7 +153,13 @@ def finished(
     if reason:
         result["reason"] = reason
     return ObservedAttempt(
-        index, provider, f"r-a{index}", f"r-a{index}-p", FINISHED, "2026-11-29T11:59:00Z", result
+        index,
+        provider,
+        f"r-a{index}",
+        f"r-a{index}-p",
+        FINISHED,
+        "2026-11-29T11:59:00Z",
+        ResultDocument.model_validate(result),
     )
 
 
@@ -350,10 +356,10 @@ def test_a_runner_stopped_by_sigterm_is_explained(
     """The runner says Cancelled on any SIGTERM; only spec.cancel makes it a cancel."""
     seen = observe_attempt(1, "claude", job(conditions_), [pod("Failed", CANCELLED_RESULT)], cancelled)
     assert seen.result is not None
-    assert (seen.result["exitCode"], seen.result["reason"]) == (exit_code, reason)
+    assert (seen.result.exit_code, seen.result.reason) == (exit_code, reason)
     if reason == "JobLost":
-        assert "not run again" in seen.result["message"]
-        assert seen.result["model"] == "claude-x"  # what the runner reported is kept
+        assert "not run again" in (seen.result.message or "")
+        assert seen.result.model == "claude-x"  # what the runner reported is kept
 
 
 def recorded(index: int, provider: str = "claude", **fields: Any) -> dict[str, Any]:
@@ -406,19 +412,21 @@ def test_merge_attempts(
     expected: list[tuple[str, str | None]],
 ) -> None:
     merged = merge_attempts(recorded_attempts(status_with(*record)), seen, cancelled, NOW)
-    assert [(a.state, (a.result or {}).get("reason")) for a in merged] == expected
+    assert [(a.state, a.result.reason if a.result else None) for a in merged] == expected
 
 
 def test_a_lost_attempt_is_never_created_again_and_falls_back() -> None:
     merged = merge_attempts(recorded_attempts(status_with(recorded(1, startTime="x"))), {}, False, NOW)
-    assert merged[0].result == {
-        "attempt": 1,
-        "provider": "claude",
-        "exitCode": 1,
-        "reason": "JobLost",
-        "message": "Job r-a1 vanished before attempt 1 finished; the attempt is not run again",
-        "completionTime": "2026-11-29T12:00:00Z",
-    }
+    assert merged[0].result == ResultDocument.model_validate(
+        {
+            "attempt": 1,
+            "provider": "claude",
+            "exitCode": 1,
+            "reason": "JobLost",
+            "message": "Job r-a1 vanished before attempt 1 finished; the attempt is not run again",
+            "completionTime": "2026-11-29T12:00:00Z",
+        }
+    )
     assert merged[0].start_time == "x"
     assert compute_next_attempt(Observed(PROVIDERS, merged)) == 2  # a non-zero exit: fallback follows
     assert compute_next_attempt(Observed(PROVIDERS[:1], merged)) is None  # never attempt 1 again
@@ -439,7 +447,7 @@ def test_recorded_attempt_round_trips_through_its_result() -> None:
     }
     status = status_with(recorded(1, **fields))
     doc = build_result_from_attempt(status.attempts[0])
-    assert doc == {"attempt": 1, "provider": "claude", **fields}
+    assert doc == ResultDocument.model_validate({"attempt": 1, "provider": "claude", **fields})
     again = compute_status(run(), Observed(["claude"], recorded_attempts(status)), NOW)
     assert again.attempts[0].to_api() == status.attempts[0].to_api()
 

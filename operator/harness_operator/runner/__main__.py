@@ -51,10 +51,10 @@ def install_cancel_handler(cancel: threading.Event) -> None:
 
 
 def write_reports(result: AttemptResult, termination_log: str, result_file: str | None) -> None:
-    doc = result.to_doc()
+    doc = result.to_result()
     if result_file:
         with open(result_file, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=True)
+            json.dump(doc.to_doc(), fh, indent=2, sort_keys=True)
     if os.path.isdir(os.path.dirname(termination_log) or "."):
         try:
             with open(termination_log, "w", encoding="utf-8") as fh:

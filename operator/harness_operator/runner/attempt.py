@@ -17,7 +17,13 @@ from harness_operator.runner.events import Event, encode_event_line, escape_agen
 from harness_operator.runner.parsers import Failure, Report, Tokens
 from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.redact import Redactor, StreamRedactor
-from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED, NO_FALLBACK_REASONS, build_result_doc
+from harness_operator.runner.result import (
+    EXIT_SETUP,
+    EXIT_STOPPED,
+    NO_FALLBACK_REASONS,
+    ResultDocument,
+    build_result_doc,
+)
 from harness_operator.runner.stops import SetupError, resolve_binary
 
 ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM")
@@ -54,7 +60,7 @@ class AttemptResult:
         """Next provider only after a non-zero exit, never after timeout, cancel or cost stop."""
         return not self.succeeded and self.reason not in NO_FALLBACK_REASONS
 
-    def to_doc(self) -> dict[str, Any]:
+    def to_result(self) -> ResultDocument:
         """The result document (file and termination message)."""
         return build_result_doc(
             attempt=self.attempt,
@@ -62,7 +68,7 @@ class AttemptResult:
             exit_code=self.exit_code,
             reason=self.reason,
             message=self.message,
-            usage=self.usage.to_api() | {"costSource": str(self.usage.cost_source)},
+            usage=self.usage,
             model=self.report.model,
             session_id=self.report.session_id,
             output=self.output,
@@ -73,6 +79,10 @@ class AttemptResult:
             start_time=self.start_time,
             completion_time=self.completion_time,
         )
+
+    def to_doc(self) -> dict[str, Any]:
+        """The result document as written."""
+        return self.to_result().to_doc()
 
 
 class Executor(Protocol):

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from harness_operator.api.v1alpha1 import Usage
 
 TERMINATION_LIMIT = 4096
 RESULT_VERSION = 1
@@ -15,6 +21,61 @@ NETWORK_NOT_CONFINED = "NetworkNotConfined"
 NO_FALLBACK_REASONS = frozenset({"Timeout", "Cancelled", "CostLimitExceeded", NETWORK_NOT_CONFINED})
 
 
+class ResultOutput(BaseModel):
+    """What the runner kept of the agent's output; `sha256` covers the bytes kept."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    bytes: int | None = None
+    total_bytes: int | None = None
+    sha256: str | None = None
+    truncated: bool = False
+
+
+class ResultDocument(BaseModel):
+    """The result of one attempt, camelCase like the API: the runner writes it (file, termination
+    message), the operator and `harnessctl run` read it. Fields added within a version are optional and
+    ignored by older readers; a change they would misread bumps `version`."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    version: int = Field(default=RESULT_VERSION, ge=1)
+    attempt: int = 0
+    provider: str = ""
+    exit_code: int
+    reason: str | None = None
+    message: str | None = None
+    agent_exit_code: int | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    session_id: str | None = Field(default=None, alias="sessionID")
+    output: ResultOutput | None = None
+    cli_version: str | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 and not self.reason
+
+    @property
+    def fallback_allowed(self) -> bool:
+        """The operator's rule too: another provider only after a non-zero exit that no limit, timeout
+        or cancel caused."""
+        return self.exit_code != 0 and self.reason not in NO_FALLBACK_REASONS
+
+    def to_doc(self) -> dict[str, Any]:
+        """The document as written: unknown figures absent."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+@dataclass(frozen=True)
+class ResultProblem:
+    """A termination message that is a result document this reader cannot use; `message` says why."""
+
+    message: str
+
+
 def build_result_doc(
     *,
     attempt: int,
@@ -22,7 +83,7 @@ def build_result_doc(
     exit_code: int,
     reason: str | None,
     message: str,
-    usage: dict[str, Any],
+    usage: Usage,
     model: str | None,
     session_id: str | None,
     output: bytes,
@@ -32,30 +93,28 @@ def build_result_doc(
     cli_version: str | None = None,
     start_time: str | None = None,
     completion_time: str | None = None,
-) -> dict[str, Any]:
-    """The result of one attempt, camelCase like the API; `output.sha256` covers the bytes kept."""
-    doc: dict[str, Any] = {
-        "version": RESULT_VERSION,
-        "attempt": attempt,
-        "provider": provider,
-        "exitCode": exit_code,
-        "reason": reason,
-        "message": message,
-        "agentExitCode": agent_exit_code,
-        "usage": usage,
-        "model": model,
-        "sessionID": session_id,
-        "output": {
-            "bytes": len(output),
-            "totalBytes": output_bytes,
-            "sha256": hashlib.sha256(output).hexdigest(),
-            "truncated": truncated,
-        },
-        "cliVersion": cli_version,
-        "startTime": start_time,
-        "completionTime": completion_time,
-    }
-    return {k: v for k, v in doc.items() if v is not None}
+) -> ResultDocument:
+    """The result of one attempt; `output.sha256` covers the bytes kept."""
+    return ResultDocument(
+        attempt=attempt,
+        provider=provider,
+        exit_code=exit_code,
+        reason=reason,
+        message=message,
+        agent_exit_code=agent_exit_code,
+        usage=usage,
+        model=model,
+        session_id=session_id,
+        output=ResultOutput(
+            bytes=len(output),
+            total_bytes=output_bytes,
+            sha256=hashlib.sha256(output).hexdigest(),
+            truncated=truncated,
+        ),
+        cli_version=cli_version,
+        start_time=start_time,
+        completion_time=completion_time,
+    )
 
 
 def fallback_line(attempt: int, total: int, failed: str, next_provider: str) -> str:
@@ -64,12 +123,6 @@ def fallback_line(attempt: int, total: int, failed: str, next_provider: str) -> 
         f"harness: attempt {attempt}/{total} with {failed} failed; "
         f"trying fallback {attempt + 1}/{total} with {next_provider}"
     )
-
-
-def is_fallback_allowed(doc: dict[str, Any]) -> bool:
-    """The operator's rule too: another provider only after a non-zero exit that no limit, timeout or
-    cancel caused."""
-    return int(doc.get("exitCode", 1)) != 0 and doc.get("reason") not in NO_FALLBACK_REASONS
 
 
 def _dump(doc: dict[str, Any]) -> str:
@@ -84,9 +137,10 @@ def _fits(doc: dict[str, Any], limit: int) -> bool:
 _OPTIONAL = ("cliVersion", "startTime", "completionTime", "sessionID", "model", "agentExitCode", "usage")
 
 
-def render_termination_message(doc: dict[str, Any], limit: int = TERMINATION_LIMIT) -> str:
-    """Compact JSON of `doc`, never over `limit` bytes: the message is cut first, then optional fields
-    go, then only the essentials remain."""
+def render_termination_message(result: ResultDocument, limit: int = TERMINATION_LIMIT) -> str:
+    """Compact JSON of the document, never over `limit` bytes: the message is cut first, then optional
+    fields go, then only the essentials remain."""
+    doc = result.to_doc()
     out = dict(doc)
     if _fits(out, limit):
         return _dump(out)
@@ -110,10 +164,25 @@ def render_termination_message(doc: dict[str, Any], limit: int = TERMINATION_LIM
     return _dump({k: v for k, v in essentials.items() if v is not None})
 
 
-def parse_termination_message(text: str) -> dict[str, Any] | None:
-    """The result document from a pod's termination message; None when it is not ours."""
+def parse_termination_message(text: str) -> ResultDocument | ResultProblem | None:
+    """The result document from a pod's termination message, parsed once; None when the message is not
+    one (no JSON object with an exitCode), a ResultProblem when it is one of a newer version or
+    malformed."""
     try:
         doc = json.loads(text)
     except ValueError:
         return None
-    return doc if isinstance(doc, dict) and "exitCode" in doc else None
+    if not isinstance(doc, dict) or "exitCode" not in doc:
+        return None
+    version = doc.get("version", RESULT_VERSION)
+    if isinstance(version, int) and not isinstance(version, bool) and version > RESULT_VERSION:
+        return ResultProblem(
+            f"the runner wrote a result document of version {version}; this operator reads version "
+            f"{RESULT_VERSION}: use the sandbox image of the operator's version, or upgrade the operator"
+        )
+    try:
+        return ResultDocument.model_validate(doc)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        return ResultProblem(f"the runner's result document is malformed: {where}: {error['msg']}")

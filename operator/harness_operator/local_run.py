@@ -13,34 +13,23 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 import yaml
 
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, RunInput, Usage, ValueSource
+from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, HarnessRunStatus, Usage
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.inputs import (
-    InputReferenceError,
-    compute_dependencies,
-    compute_reference_problem,
-    compute_run_order,
-    substitute_inputs,
-)
+from harness_operator.inputs import compute_dependencies, compute_run_order
 from harness_operator.manifests import Document, load_documents
 from harness_operator.pricing import with_table_pricing
+from harness_operator.reasons import ReasonedError
+from harness_operator.resolution import resolve_inputs, resolve_targets
 from harness_operator.runner.events import Event, render_event
 from harness_operator.runner.executor import AttemptResult, execute
-from harness_operator.runner.plan import (
-    AttemptPlan,
-    PlanError,
-    UnknownProviderError,
-    build_attempt_plans,
-    merge_grants,
-)
+from harness_operator.runner.plan import build_attempt_plans, merge_grants
 from harness_operator.runner.result import fallback_line
 from harness_operator.status import FINISHED, Observed, ObservedAttempt, compute_status
 from harness_operator.validation import ERROR, Catalog, build_catalog, validate_documents
@@ -77,6 +66,33 @@ def collect_config_maps(docs: list[Document]) -> dict[Key, dict[str, str]]:
     }
 
 
+class FileReader:
+    """resolution.Reader over the files given to `harnessctl run` and the runs finished so far."""
+
+    def __init__(self, docs: list[Document], catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.secrets = collect_secrets(docs)
+        self.config_maps = collect_config_maps(docs)
+        self.runs: dict[Key, dict[str, Any]] = {}
+        self.outputs: dict[Key, bytes] = {}
+
+    def definition(self, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        return self.catalog.definition(namespace, name)
+
+    def config_map_key(self, namespace: str, name: str, key: str) -> str | None:
+        return self.config_maps.get((namespace, name), {}).get(key)
+
+    def secret_key(self, namespace: str, name: str, key: str) -> str | None:
+        return self.secrets.get((namespace, name), {}).get(key)
+
+    def run(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.runs.get((namespace, name))
+
+    def run_output(self, run: Mapping[str, Any]) -> str | None:
+        output = self.outputs.get((run["metadata"]["namespace"], run["metadata"]["name"]))
+        return None if output is None else output.decode("utf-8", "replace")
+
+
 class LocalRunner:
     """Runs one file set's HarnessRuns in order; later runs may read earlier runs' output."""
 
@@ -87,71 +103,17 @@ class LocalRunner:
         cancel: threading.Event,
         view: Callable[[Event], None] | None = None,
     ) -> None:
-        self.docs = docs
         self.view = view
-        self.catalog = catalog
         self.cancel = cancel
-        self.secrets = collect_secrets(docs)
-        self.config_maps = collect_config_maps(docs)
-        self.outputs: dict[Key, bytes] = {}
+        self.files = FileReader(docs, catalog)
 
-    def resolve_value(
-        self, namespace: str, inline: str | None, source: ValueSource | RunInput | None
-    ) -> str | None:
-        """A prompt, stdin or input: inline, or from a ConfigMap, Secret or earlier run in the files."""
-        if source is None:
-            return inline
-        if isinstance(source, RunInput) and source.value is not None:
-            return source.value
-        if source.config_map_key_ref:
-            ref = source.config_map_key_ref
-            value = self.config_maps.get((namespace, ref.name), {}).get(ref.key)
-            where = f"ConfigMap {namespace}/{ref.name} key {ref.key}"
-        elif source.secret_key_ref:
-            ref2 = source.secret_key_ref
-            value = self.secrets.get((namespace, ref2.name), {}).get(ref2.key)
-            where = f"Secret {namespace}/{ref2.name} key {ref2.key}"
-        else:
-            assert source.run_output is not None
-            output = self.outputs.get((namespace, source.run_output.name))
-            value = None if output is None else output.decode("utf-8", "replace")
-            where = f'the output of HarnessRun "{source.run_output.name}" (it must run earlier and succeed)'
-        if value is None:
-            raise LookupError(f"cannot read {where}")
-        return value
-
-    def resolve_inputs(self, namespace: str, run: HarnessRun) -> tuple[str, str | None]:
-        """The prompt and stdin as the operator resolves them: `$(inputs.NAME)` in spec.prompt and
-        spec.stdin replaced by the inputs' values; promptFrom/stdinFrom text taken as it is."""
-        spec = run.spec
-        problem = compute_reference_problem(spec)
-        if problem is not None:
-            raise InputReferenceError(problem)
-        for field, name in compute_dependencies(spec):
-            if field.startswith("spec.after") and (namespace, name) not in self.outputs:
-                raise LookupError(f'{field}: HarnessRun "{name}" has not succeeded (it must run earlier)')
-        values: dict[str, str] = {}
-        for index, item in enumerate(spec.inputs):
-            try:
-                values[item.name] = self.resolve_value(namespace, None, item) or ""
-            except LookupError as exc:
-                raise LookupError(f"spec.inputs[{index}] ({item.name}): {exc}") from exc
-        if spec.prompt is not None:
-            prompt = substitute_inputs(spec.prompt, values)
-        else:
-            prompt = self.resolve_value(namespace, None, spec.prompt_from) or ""
-        stdin = None if spec.stdin is None else substitute_inputs(spec.stdin, values)
-        if spec.stdin_from is not None:
-            stdin = self.resolve_value(namespace, None, spec.stdin_from)
-        return prompt, stdin
-
-    def credentials_for(self, run: HarnessRun, namespace: str, plan: AttemptPlan) -> dict[str, str]:
-        definition = self.catalog.resolve(namespace, plan.provider)
-        assert definition is not None
+    def credentials_for(
+        self, run: HarnessRun, namespace: str, definition: HarnessDefinitionSpec
+    ) -> dict[str, str]:
         values: dict[str, str] = {}
         for name, grant in sorted(merge_grants(run, definition).items()):
             ref = grant.secret_key_ref
-            secret = self.secrets.get((namespace, ref.name), {})
+            secret = self.files.secrets.get((namespace, ref.name), {})
             if ref.key in secret:
                 values[name] = secret[ref.key]
             elif name in os.environ:
@@ -168,26 +130,19 @@ class LocalRunner:
         return values
 
     def run(self, doc: Document) -> tuple[HarnessRunStatus, int]:
-        run = HarnessRun.model_validate(doc.obj)
+        obj = {**doc.obj, "metadata": {**doc.obj.get("metadata", {}), "namespace": doc.namespace}}
+        run = HarnessRun.model_validate(obj)
         label = f"{doc.namespace}/{doc.name}"
         try:
-            prompt, stdin = self.resolve_inputs(doc.namespace, run)
-            resolve = partial(self.catalog.resolve, doc.namespace)
+            targets = resolve_targets(self.files, run)
+            prompt, stdin = resolve_inputs(self.files, run)
+            definitions = {t.provider: t.definition for t in targets}
             now = datetime.now(UTC)
             plans = [
-                with_table_pricing(plan, definition, now) if (definition := resolve(plan.provider)) else plan
-                for plan in build_attempt_plans(run, resolve, prompt, stdin)
+                with_table_pricing(plan, definitions[plan.provider], now)
+                for plan in build_attempt_plans(run, definitions.get, prompt, stdin)
             ]
-        except UnknownProviderError as exc:
-            say(f"harness: HarnessRun {label}: {exc}")
-            return rejected(run, "UnknownProvider", str(exc)), 1
-        except InputReferenceError as exc:
-            say(f"harness: HarnessRun {label}: {exc}")
-            return rejected(run, "UnknownInput", str(exc)), 1
-        except LookupError as exc:
-            say(f"harness: HarnessRun {label}: {exc}")
-            return rejected(run, "InputUnavailable", str(exc)), 1
-        except PlanError as exc:
+        except ReasonedError as exc:  # the seam's Rejection or Waiting, or a PlanError
             say(f"harness: HarnessRun {label}: {exc.message}")
             return rejected(run, exc.reason, exc.message), 1
         except ValueError as exc:
@@ -196,7 +151,7 @@ class LocalRunner:
         results: list[AttemptResult] = []
         for plan in plans:
             say(f"harness: HarnessRun {label}: attempt {plan.attempt}/{plan.total_attempts}: {plan.provider}")
-            credentials = self.credentials_for(run, doc.namespace, plan)
+            credentials = self.credentials_for(run, doc.namespace, definitions[plan.provider])
             result = execute(plan, credentials, cancel=self.cancel, on_event=self.view)
             results.append(result)
             if result.succeeded or not result.fallback_allowed or plan.attempt == len(plans):
@@ -206,13 +161,16 @@ class LocalRunner:
         last = results[-1]
         output = last.output if last.succeeded else None
         if output is not None:
-            self.outputs[(doc.namespace, doc.name)] = output
+            self.files.outputs[(doc.namespace, doc.name)] = output
         attempts = [
-            ObservedAttempt(r.attempt, r.provider, state=FINISHED, start_time=r.start_time, result=r.to_doc())
+            ObservedAttempt(
+                r.attempt, r.provider, state=FINISHED, start_time=r.start_time, result=r.to_result()
+            )
             for r in results
         ]
         observed = Observed([p.provider for p in plans], attempts, output=output)
         status = compute_status(run, observed, datetime.now(UTC))
+        self.files.runs[(doc.namespace, doc.name)] = {**obj, "status": status.to_api()}
         say(summary_line(label, status))
         return status, last.exit_code
 
@@ -324,7 +282,7 @@ def run_paths(paths: list[str], status_file: str | None) -> int:
         for index, doc in enumerate(runs):
             status, code = runner.run(doc)
             statuses.append((f"{doc.namespace}/{doc.name}", status))
-            output = runner.outputs.get((doc.namespace, doc.name))
+            output = runner.files.outputs.get((doc.namespace, doc.name))
             if code == 0 and output is not None:
                 write_output(output)
             if code != 0:
