@@ -9,6 +9,7 @@ import kopf
 from prometheus_client import start_http_server
 
 from harness_operator import handlers
+from harness_operator.cache import KINDS, ChildStore, Watcher
 from harness_operator.config import OperatorConfig
 from harness_operator.kube import Kube
 from harness_operator.logs import setup_logging
@@ -21,7 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
     config = OperatorConfig.from_env()
-    handlers.install(Reconciler(Kube(), config))
+    kube = Kube()
+    children = ChildStore()
+    handlers.install(Reconciler(kube, config, children=children))
+    for kind in KINDS:
+        for namespace in config.namespaces or (None,):
+            Watcher(kube, children, kind, namespace, handlers.child_changed).start()
     if config.progress_interval_seconds > 0:
         handlers.install_progress_timer(config.progress_interval_seconds)
     start_http_server(config.metrics_port)

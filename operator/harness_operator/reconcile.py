@@ -32,7 +32,8 @@ from harness_operator.budget import (
     compute_budget_status,
     compute_run_admission,
 )
-from harness_operator.conditions import FALSE, SUCCEEDED, TRUE, find_condition, is_finished
+from harness_operator.cache import ChildStore
+from harness_operator.conditions import FALSE, TRUE, is_finished
 from harness_operator.config import OperatorConfig
 from harness_operator.desired import (
     AttemptTarget,
@@ -45,9 +46,16 @@ from harness_operator.desired import (
     grace_period,
 )
 from harness_operator.errors import Permanent, classify
+from harness_operator.fairqueue import (
+    QueueEntry,
+    build_queued_message,
+    compute_queue_position,
+    compute_runs_to_wake,
+    is_slot_free,
+)
 from harness_operator.inputs import compute_dependencies, compute_reference_problem, substitute_inputs
 from harness_operator.kube import Kube
-from harness_operator.naming import LABEL_ATTEMPT, LABEL_RUN, job_name, label_value, output_config_map_name
+from harness_operator.naming import LABEL_ATTEMPT, job_name, label_value, output_config_map_name
 from harness_operator.ownership import describe_conflict, is_expected_child, is_owned_child, is_run_output
 from harness_operator.reasons import ReasonedError
 from harness_operator.runner.events import decode_events, latest_progress
@@ -63,7 +71,6 @@ from harness_operator.status import (
     compute_progress,
     compute_status,
     find_succeeded,
-    is_job_finished,
     is_progress_changed,
     is_progress_wanted,
     merge_attempts,
@@ -109,14 +116,53 @@ class NoBudgets:
         return []
 
 
+class DefinitionReader(Protocol):
+    """Where the reconciler reads definitions: a namespaced HarnessDefinition, else the
+    ClusterHarnessDefinition of that name, as stored (None: neither exists)."""
+
+    def definition(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class ApiDefinitions:
+    """Definitions read from the API server, two GETs at most (before kopf's indexes are installed)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def definition(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.kube.fetch_definition(namespace, name)
+
+
+class QueueSource(Protocol):
+    """The watch cache of runs that have not started, per namespace (a kopf index)."""
+
+    def entries(self, namespace: str) -> list[QueueEntry]: ...
+
+
+class NoQueue:
+    def entries(self, namespace: str) -> list[QueueEntry]:
+        return []
+
+
 class Reconciler:
     """Reconciles runs; one lock per run and one per namespace keep concurrent events from racing."""
 
-    def __init__(self, kube: Kube, config: OperatorConfig, clock: Callable[[], datetime] = _now) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        config: OperatorConfig,
+        clock: Callable[[], datetime] = _now,
+        children: ChildStore | None = None,
+    ) -> None:
         self.kube = kube
         self.config = config
         self.clock = clock
+        self.children = children or ChildStore()
         self.budget_source: BudgetSource = NoBudgets()
+        self.definitions: DefinitionReader = ApiDefinitions(kube)
+        self.queue_source: QueueSource = NoQueue()
+        # Runs this process started whose start the run index may not show yet: not queued any more.
+        self._admitted: set[tuple[str, str]] = set()
         self._run_locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
         self._namespace_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._in_flight: set[tuple[str, str]] = set()
@@ -310,7 +356,7 @@ class Reconciler:
     # --- resolution ----------------------------------------------------------------------------------
 
     def _definition(self, namespace: str, provider: str) -> HarnessDefinitionSpec | None:
-        raw = self.kube.fetch_definition(namespace, provider)
+        raw = self.definitions.definition(namespace, provider)
         if raw is None:
             return None
         try:
@@ -432,12 +478,37 @@ class Reconciler:
     def _observe_attempts(self, run: HarnessRun, targets: list[AttemptTarget]) -> list[ObservedAttempt]:
         """The run's Jobs and the pods they control, merged with status.attempts[] (the durable record):
         an attempt recorded as started whose Job vanished is lost, never created again."""
-        ns, name, uid = run.metadata["namespace"], run.metadata["name"], run.metadata["uid"]
-        jobs = self.kube.fetch_jobs(ns, name)
-        pods = self.kube.fetch_pods(ns, name) if jobs else []
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        jobs = self.children.children("Job", ns, name)
+        pods = self.children.children("Pod", ns, name) if jobs else []
+        seen = self._observe_jobs(run, targets, jobs, pods)
+        recorded = recorded_attempts(run.status)
+        # The watch cache may lag a create or a pod: an attempt is called lost only after the API server
+        # itself says so (a GET of its Job, a LIST of the run's pods: reads on this rare path only).
+        for record in recorded:
+            if record.state != FINISHED and record.index not in seen and record.job_name:
+                job = self.kube.fetch_job(ns, record.job_name)
+                if job is not None:
+                    seen.update(self._observe_jobs(run, targets, [job], self.kube.fetch_pods(ns, name)))
+        lost = [i for i, a in seen.items() if (a.result or {}).get("reason") == "JobLost"]
+        if lost:
+            again = [j for j in jobs if j["metadata"]["name"] in {seen[i].job_name for i in lost}]
+            seen.update(self._observe_jobs(run, targets, again, self.kube.fetch_pods(ns, name)))
+        return merge_attempts(recorded, seen, run.spec.cancel, self.clock())
+
+    def _observe_jobs(
+        self,
+        run: HarnessRun,
+        targets: list[AttemptTarget],
+        jobs: list[dict[str, Any]],
+        pods: list[dict[str, Any]],
+    ) -> dict[int, ObservedAttempt]:
+        """The attempts these Jobs (and the pods they control) show, by index; a Job holding an
+        attempt's name that the run does not own fails the run (ChildConflict)."""
+        name, uid = run.metadata["name"], run.metadata["uid"]
         seen: dict[int, ObservedAttempt] = {}
         for job in jobs:
-            label = str(job["metadata"]["labels"].get(LABEL_ATTEMPT, ""))
+            label = str((job["metadata"].get("labels") or {}).get(LABEL_ATTEMPT, ""))
             index = int(label) if label.isdigit() else 0  # labels are anyone's to write
             if not 1 <= index <= len(targets):
                 continue
@@ -448,7 +519,7 @@ class Reconciler:
                 continue  # carries our labels but is not ours: not an attempt of this run
             mine = [p for p in pods if is_owned_child(p, job["metadata"]["uid"])]
             seen[index] = observe_attempt(index, targets[index - 1].provider, job, mine, run.spec.cancel)
-        return merge_attempts(recorded_attempts(run.status), seen, run.spec.cancel, self.clock())
+        return seen
 
     def _collect_output(
         self, run: HarnessRun, attempts: list[ObservedAttempt]
@@ -482,22 +553,25 @@ class Reconciler:
 
     # --- starting attempts ---------------------------------------------------------------------------
 
+    def _queue(self, namespace: str) -> list[QueueEntry]:
+        """The namespace's runs that have not started, from the run index, without those this process
+        started that the index does not show as started yet."""
+        entries = self.queue_source.entries(namespace)
+        indexed = {e.name for e in entries}
+        self._admitted = {k for k in self._admitted if k[0] != namespace or k[1] in indexed}
+        return [e for e in entries if (namespace, e.name) not in self._admitted]
+
     def _queue_position(self, run: HarnessRun) -> tuple[str, str] | None:
-        """Queued when the namespace already has its most runs in flight."""
+        """Queued while the runs in flight and the runs queued before this one fill the namespace's
+        slots: first come, first served (creation time, then name)."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
-        active = {
-            job["metadata"]["labels"].get(LABEL_RUN)
-            for job in self.kube.fetch_jobs(ns)
-            if not is_job_finished(job)
-        }
-        active.discard(label_value(name))
+        active = self.children.in_flight(ns) - {label_value(name)}
+        entry = QueueEntry(str(run.metadata.get("creationTimestamp") or ""), name)
+        position, total = compute_queue_position(self._queue(ns), entry)
         limit = self.config.max_runs_per_namespace
-        if len(active) >= limit:
-            return (
-                "Queued",
-                f"{len(active)} runs in flight in namespace {ns} (limit {limit}); waiting for one to end",
-            )
-        return None
+        if is_slot_free(position, len(active), limit):
+            return None
+        return "Queued", build_queued_message(ns, position, total, len(active), limit)
 
     def _admit(self, run: HarnessRun) -> tuple[Admission, list[str]]:
         """Budget admission, from the watch caches: whether the run may start, its cap, and the names
@@ -584,6 +658,8 @@ class Reconciler:
                 self._create(run, claim)
             self._create(run, build_network_policy(run, target, self.config))
             created = self._create(run, build_job(run, target, self.config))
+            self.children.note_started(ns, run.metadata["name"])
+            self._admitted.add((ns, run.metadata["name"]))
         if created and index > 1:
             failed = attempts[-1]
             metrics.FALLBACKS.labels(provider=failed.provider).inc()
@@ -598,13 +674,10 @@ class Reconciler:
         return self._runs_to_wake(namespace)
 
     def _runs_to_wake(self, namespace: str) -> list[tuple[str, str]]:
-        """Runs that may move now a run has ended: those queued, and those waiting for a run's output."""
-        woken = []
-        for raw in self.kube.fetch_runs(namespace):
-            run = HarnessRun.model_validate(raw)
-            if is_finished(run.status.conditions if run.status else []):
-                continue
-            succeeded = find_condition(run.status.conditions if run.status else [], SUCCEEDED)
-            if succeeded and succeeded.reason in ("Queued", "WaitingForRunOutput", BUDGET_EXHAUSTED):
-                woken.append((namespace, run.metadata["name"]))
-        return woken
+        """Runs that may move now a run has ended: the earliest queued, one per free slot, and those
+        waiting for a run's output or for budget room (from the caches: no LIST)."""
+        in_flight = len(self.children.in_flight(namespace))
+        with self._namespace_locks[namespace]:
+            queue = self._queue(namespace)
+        names = compute_runs_to_wake(queue, in_flight, self.config.max_runs_per_namespace)
+        return [(namespace, name) for name in names]

@@ -10,6 +10,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from harness_operator import handlers
+from harness_operator.cache import Change
 
 
 class FlakyReconciler:
@@ -96,37 +97,27 @@ class WakingReconciler:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
-        self.budget_source: Any = None  # the handlers put kopf's indexes here, as on a Reconciler
+        self.woken = threading.Event()
+        self.kube: Any = None
+        # the handlers put kopf's indexes here, as on a Reconciler
+        self.budget_source = self.definitions = self.queue_source = None
 
     def reconcile(self, namespace: str, name: str) -> list[Any]:
         self.calls.append((namespace, name))
+        if {("ns", "done"), ("ns", "queued")} <= set(self.calls):
+            self.woken.set()
         return []
 
     def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:
         return [(namespace, "queued")]
 
 
-def job_body(conditions: list[dict[str, str]]) -> kopf.Body:
-    return kopf.Body(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": "done-a1",
-                "namespace": "ns",
-                "annotations": {"agentharness.dev/run-name": "done"},
-            },
-            "status": {"conditions": conditions},
-        }
-    )
-
-
-def test_a_finished_job_wakes_the_runs_waiting_for_a_slot() -> None:
-    """Its run may have ended before the Job controller marked the Job complete, which woke them early."""
+def test_a_freed_slot_wakes_the_runs_waiting_for_it() -> None:
+    """A Job's change reconciles its run; a Job leaving flight also wakes the queue's first runs."""
     waking = WakingReconciler()
     handlers.install(waking)  # type: ignore[arg-type]
-    indexes = {"budget_index": {}, "run_index": {}}  # what kopf passes every handler
-    handlers.child_changed(job_body([]), **indexes)
-    assert waking.calls == [("ns", "done")]
-    handlers.child_changed(job_body([{"type": "Complete", "status": "True"}]), **indexes)
-    assert waking.calls == [("ns", "done"), ("ns", "done"), ("ns", "queued")]
+    indexes = {k: {} for k in ("budget_index", "run_index", "queue_index", "definition_index")}
+    handlers._use_indexes({**indexes, "cluster_definition_index": {}})  # what kopf passes every handler
+    handlers.child_changed(Change("ns", "done", slot_freed=False))
+    handlers.child_changed(Change("ns", "done", slot_freed=True))
+    assert waking.woken.wait(10)  # both the run of the Job and the run first in the queue
