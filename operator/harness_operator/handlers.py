@@ -198,7 +198,13 @@ def _use_indexes(kwargs: dict[str, Any]) -> None:
             _work["children"] = KeyedQueue(lambda key: reconcile_after_child_event(*key), CHILD_WORKERS)
 
 
-@kopf.on.resume(GROUP, VERSION, "harnessruns")
+def is_unfinished(body: kopf.Body, **_: Any) -> bool:
+    """Finished runs are left alone at startup: thousands of them cost no read and no reconcile."""
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return not any(c.get("type") == "Succeeded" and c.get("status") in ("True", "False") for c in conditions)
+
+
+@kopf.on.resume(GROUP, VERSION, "harnessruns", when=is_unfinished)
 @kopf.on.create(GROUP, VERSION, "harnessruns")
 @kopf.on.update(GROUP, VERSION, "harnessruns", field="spec")
 def run_changed(namespace: str | None, name: str, retry: int, **kwargs: Any) -> None:

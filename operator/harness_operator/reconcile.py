@@ -47,6 +47,7 @@ from harness_operator.desired import (
 )
 from harness_operator.errors import Permanent, classify
 from harness_operator.fairqueue import (
+    WAITING_REASONS,
     QueueEntry,
     build_queued_message,
     compute_queue_position,
@@ -198,6 +199,11 @@ class Reconciler:
             if status is None:
                 return []
             just_finished = is_finished(status.conditions)
+            # A run that leaves the queue to wait for an output or budget gives its place to the next.
+            left_queue = (
+                status.reason in WAITING_REASONS
+                and (run.status.reason if run.status else None) not in WAITING_REASONS
+            )
             if status.phase == "Running":
                 self._in_flight.add((namespace, name))
                 start = datetime.fromisoformat(status.start_time) if status.start_time else self.clock()
@@ -213,7 +219,7 @@ class Reconciler:
             metrics.QUEUED.set(len(self._queued))
             if just_finished:
                 metrics.record_finished(run, status)
-        return self._runs_to_wake(namespace) if just_finished else []
+        return self._runs_to_wake(namespace) if just_finished or left_queue else []
 
     def reconcile_definition(self, plural: str, namespace: str | None, name: str) -> None:
         """Write a definition's Ready condition when it changed."""
