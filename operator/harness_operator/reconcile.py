@@ -35,6 +35,7 @@ from harness_operator.budget import (
 from harness_operator.cache import ChildStore
 from harness_operator.conditions import FALSE, TRUE, is_finished
 from harness_operator.config import OperatorConfig
+from harness_operator.decide import decide, decide_deletions, decide_wake
 from harness_operator.desired import (
     AttemptTarget,
     build_job,
@@ -47,7 +48,6 @@ from harness_operator.desired import (
 )
 from harness_operator.errors import Permanent, classify
 from harness_operator.fairqueue import (
-    WAITING_REASONS,
     QueueEntry,
     build_queued_message,
     compute_queue_position,
@@ -199,11 +199,7 @@ class Reconciler:
             if status is None:
                 return []
             just_finished = is_finished(status.conditions)
-            # A run that leaves the queue to wait for an output or budget gives its place to the next.
-            left_queue = (
-                status.reason in WAITING_REASONS
-                and (run.status.reason if run.status else None) not in WAITING_REASONS
-            )
+            wake = decide_wake(run.status, status)
             if status.phase == "Running":
                 self._in_flight.add((namespace, name))
                 start = datetime.fromisoformat(status.start_time) if status.start_time else self.clock()
@@ -219,7 +215,7 @@ class Reconciler:
             metrics.QUEUED.set(len(self._queued))
             if just_finished:
                 metrics.record_finished(run, status)
-        return self._runs_to_wake(namespace) if just_finished or left_queue else []
+        return self._runs_to_wake(namespace) if wake else []
 
     def reconcile_definition(self, plural: str, namespace: str | None, name: str) -> None:
         """Write a definition's Ready condition when it changed."""
@@ -269,10 +265,8 @@ class Reconciler:
         try:
             attempts = self._observe_attempts(run, targets)
             cancelled = run.spec.cancel
-            if cancelled:
-                for attempt in attempts:
-                    if attempt.state != FINISHED and attempt.job_name:
-                        self.kube.delete_job(ns, attempt.job_name, grace_period(run, self.config))
+            for name in decide_deletions(attempts, cancelled):
+                self.kube.delete_job(ns, name, grace_period(run, self.config))
             output, output_cm = self._collect_output(run, attempts)
             observed = Observed(providers, attempts, output, output_cm, cancelled=cancelled)
             next_index = compute_next_attempt(observed)
@@ -301,63 +295,18 @@ class Reconciler:
         except Exception:
             # The handler logs the original error; an Event that cannot be posted either adds nothing.
             with contextlib.suppress(Exception):
-                body = run.model_dump(by_alias=True)
+                body = {"metadata": run.metadata}
                 self.kube.create_event(body, "Warning", verdict.reason, verdict.message)
             raise exc from None
 
     def _write(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
-        status = compute_status(run, observed, self.clock())
-        previous = run.status
-        old, new = (previous.to_api() if previous else {}), status.to_api()
-        if old != new:
-            # A merge patch keeps keys it does not name: null out what the new status no longer has.
-            patch = {**{key: None for key in old if key not in new}, **new}
-            self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], patch)
-            self._emit_lost(run, previous, status)
-            self._emit_cost_unknown(run, previous, status)
-            self._emit_transition(run, previous, status)
-        return status
-
-    def _emit_lost(
-        self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
-    ) -> None:
-        """A Warning Event for each attempt newly found lost: its Job or pod vanished mid-run."""
-        before = {a.index for a in previous.attempts if a.reason == "JobLost"} if previous else set()
-        for attempt in status.attempts:
-            if attempt.reason == "JobLost" and attempt.index not in before:
-                body = run.model_dump(by_alias=True)
-                self.kube.create_event(body, "Warning", "JobLost", attempt.message or "")
-
-    def _emit_cost_unknown(
-        self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
-    ) -> None:
-        """A Warning Event for each attempt newly ended whose cost nobody knows under a cost limit."""
-        limits = run.spec.limits
-        if limits is None or limits.max_cost_usd is None:
-            return
-        before = {a.index for a in previous.attempts if a.usage} if previous else set()
-        for attempt in status.attempts:
-            if attempt.usage and attempt.usage.cost_source == "unknown" and attempt.index not in before:
-                message = (
-                    f"attempt {attempt.index} ({attempt.provider}, model {attempt.model or 'unknown'}): "
-                    f"neither the CLI nor a price knows its cost, so maxCostUSD {limits.max_cost_usd} "
-                    "could not be enforced; add spec.pricing for the model to the provider's definition"
-                )
-                self.kube.create_event(run.model_dump(by_alias=True), "Warning", "CostUnknown", message)
-
-    def _emit_transition(
-        self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
-    ) -> None:
-        before = (previous.reason if previous else None, previous.phase if previous else None)
-        if before == (status.reason, status.phase):
-            return
-        failed = status.phase in ("Failed", "Cancelled") or status.reason == "FallingBack"
-        self.kube.create_event(
-            run.model_dump(by_alias=True),
-            "Warning" if failed else "Normal",
-            status.reason or "Updated",
-            status.message or "",
-        )
+        """Compute the status, decide (pure) what changes, and act: the status patch, then the Events."""
+        decision = decide(run, compute_status(run, observed, self.clock()))
+        if decision.patch is not None:
+            self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], decision.patch)
+        for event in decision.events:
+            self.kube.create_event({"metadata": run.metadata}, event.type, event.reason, event.message)
+        return decision.status
 
     # --- resolution ----------------------------------------------------------------------------------
 
@@ -540,7 +489,7 @@ class Reconciler:
         decoded = decode_frame(log, expected)
         if isinstance(decoded, FrameError):
             message = f"the output of attempt {last.index} cannot be read from its log: {decoded.message}"
-            self.kube.create_event(run.model_dump(by_alias=True), "Warning", "OutputUnavailable", message)
+            self.kube.create_event({"metadata": run.metadata}, "Warning", "OutputUnavailable", message)
             return None, None
         # What the ConfigMap holds is the output the status describes (its sha256 is checked by readers).
         text = decoded.decode("utf-8", "replace")
@@ -670,7 +619,7 @@ class Reconciler:
             failed = attempts[-1]
             metrics.FALLBACKS.labels(provider=failed.provider).inc()
             line = fallback_line(failed.index, len(targets), failed.provider, target.provider)
-            self.kube.create_event(run.model_dump(by_alias=True), "Warning", "FallingBack", line)
+            self.kube.create_event({"metadata": run.metadata}, "Warning", "FallingBack", line)
         return None
 
     def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:
