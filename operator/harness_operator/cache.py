@@ -126,10 +126,6 @@ class ChildStore:
         with self._lock:
             self._started[namespace].add(label_value(run))
 
-    def size(self) -> int:
-        with self._lock:
-            return sum(len(objects) for objects in self._objects.values())
-
     # --- writes (from the watch threads) -------------------------------------------------------------
 
     def apply(self, kind: str, type_: str, obj: dict[str, Any]) -> Change:
