@@ -16,6 +16,7 @@ from harness_operator.naming import LABEL_MANAGED_BY, LABEL_RUN, MANAGED_BY, lab
 
 FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
+CONNECTIONS = 32
 
 
 class Kube:
@@ -27,7 +28,11 @@ class Kube:
                 config.load_incluster_config()
             except config.ConfigException:
                 config.load_kube_config()
-            api_client = client.ApiClient()
+            settings = client.Configuration.get_default_copy()
+            # Every worker keeps its connection: with the default pool of 10, a burst's workers and
+            # watch threads discarded connections and paid a new TLS handshake per request.
+            settings.connection_pool_maxsize = CONNECTIONS
+            api_client = client.ApiClient(settings)
         self.api = api_client
         self.core = client.CoreV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
