@@ -8,7 +8,8 @@
 `latency` alternates one run and one plain Job of the same image and agent, each created only when the
 last has finished, and prints create -> Job exists and create -> done (p50/p95) for both. `burst` creates
 N runs labelled for Kueue (their Jobs are created suspended: pure controller work, no pods) and, in the
-same run, N plain suspended Jobs from the same client, and prints the Jobs-per-second of each, their
+same run, N plain suspended Jobs from the same client (each side once the operator's CPU has been flat
+for 3 s, so the runs' tail does not slow the plain side), and prints the Jobs-per-second of each, their
 ratio, and the operator's CPU and memory. `footprint` measures the operator's CPU per run and RSS for
 a batch of runs with suspended Jobs in an empty namespace, then again after `--finished` finished runs
 were added (created while the operator is stopped, their status patched to Cancelled: no reconcile
@@ -177,6 +178,7 @@ def burst(bench: Bench, runs: int) -> None:
     rates = {}
     for kind in ("run", "plain"):
         keys = {f"{kind}-{i}" for i in range(runs)}
+        settle(bench.operator.proc.pid)  # type: ignore[union-attr]  # the runs' tail is not the plain side's
         cpu_before, _ = operator_cpu_and_rss(bench.operator.proc.pid)  # type: ignore[union-attr]
         start = time.monotonic()
         for key in sorted(keys):
