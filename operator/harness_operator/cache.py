@@ -126,6 +126,11 @@ class ChildStore:
         with self._lock:
             self._started[namespace].add(label_value(run))
 
+    def forget_started(self, namespace: str, run: str) -> None:
+        """The Job noted as started was not created after all."""
+        with self._lock:
+            self._started.get(namespace, set()).discard(label_value(run))
+
     # --- writes (from the watch threads) -------------------------------------------------------------
 
     def apply(self, kind: str, type_: str, obj: dict[str, Any]) -> Change:

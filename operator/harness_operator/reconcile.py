@@ -589,9 +589,10 @@ class Reconciler:
 
         The first attempt also writes every attempt's plan, so the prompt and stdin are read only then:
         a run's inputs are consumed once, not on every event of its Jobs and Pods."""
-        ns = run.metadata["namespace"]
+        ns, name = run.metadata["namespace"], run.metadata["name"]
         prompt, stdin = self._resolve_inputs(run) if index == 1 else ("", None)
-        with self._namespace_locks[ns]:  # counting and creating under one lock: no two runs take one slot
+        planned = run
+        with self._namespace_locks[ns]:  # counting and taking the slot under one lock: no two runs take one
             if index == 1:
                 admission, budgets = self._admit(run)
                 if not admission.admitted:
@@ -602,6 +603,12 @@ class Reconciler:
                 if queued is not None:
                     return queued
                 planned = self._reserve(run, admission, budgets) if budgets else run
+            # The slot is taken before the lock is released; the creates run outside it, in parallel
+            # with other runs' admissions (under the lock they serialized a burst).
+            self.children.note_started(ns, name)
+            self._admitted.add((ns, name))
+        try:
+            if index == 1:
                 try:
                     plans = build_plans(planned, targets, prompt, stdin, self.clock())
                 except PlanError as exc:
@@ -613,8 +620,11 @@ class Reconciler:
                 self._create(run, claim)
             self._create(run, build_network_policy(run, target, self.config))
             created = self._create(run, build_job(run, target, self.config))
-            self.children.note_started(ns, run.metadata["name"])
-            self._admitted.add((ns, run.metadata["name"]))
+        except BaseException:
+            with self._namespace_locks[ns]:  # no Job: the slot is free again
+                self.children.forget_started(ns, name)
+                self._admitted.discard((ns, name))
+            raise
         if created and index > 1:
             failed = attempts[-1]
             metrics.FALLBACKS.labels(provider=failed.provider).inc()

@@ -4,6 +4,9 @@ never makes an attempt lost or run twice; the queue is first come, first served.
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+from kubernetes.client.exceptions import ApiException
+
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
 from harness_operator.cache import ChildStore
 from harness_operator.config import OperatorConfig
@@ -153,3 +156,22 @@ def test_a_run_waits_behind_earlier_queued_runs_and_a_freed_slot_wakes_the_first
         "position 2 of 3 in the queue of namespace ns (1 runs in flight, limit 2)",
     )
     assert r._runs_to_wake("ns") == [("ns", "first")]
+
+
+class RefusingApiServer(ApiServer):
+    """Refuses every create, as an API server that is restarting does."""
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        self.reads.append(f"create {obj['kind']}")
+        raise ApiException(status=503, reason="Service Unavailable")
+
+
+def test_a_slot_taken_for_a_job_that_was_not_created_is_free_again() -> None:
+    api = RefusingApiServer([], [])
+    r = reconciler(api, [], [])
+    run = queued_run("first", "07:00")
+    with pytest.raises(ApiException):
+        r._start_attempt(run, TARGETS[:1], 1, [])
+    assert api.reads == ["create Secret"]
+    assert r.children.in_flight("ns") == set()
+    assert r._queue_position(queued_run("second", "07:01")) is None  # the slot is free
