@@ -121,3 +121,43 @@ def test_a_freed_slot_wakes_the_runs_waiting_for_it() -> None:
     handlers.child_changed(Change("ns", "done", slot_freed=False))
     handlers.child_changed(Change("ns", "done", slot_freed=True))
     assert waking.woken.wait(10)  # both the run of the Job and the run first in the queue
+
+
+class DefinitionsApi:
+    """The API server's definitions, counting the GETs an index miss costs."""
+
+    def __init__(self) -> None:
+        self.gets: list[tuple[str, str]] = []
+
+    def fetch_definition(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.gets.append((namespace, name))
+        return {"spec": {"binary": "new"}} if name == "just-made" else None
+
+
+def test_definitions_come_from_the_indexes_and_a_miss_is_read_before_a_run_is_refused() -> None:
+    api = DefinitionsApi()
+    reader = handlers.IndexDefinitions(
+        {("team", "mine"): [{"binary": "ns"}]},  # type: ignore[arg-type]
+        {"mine": [{"binary": "cluster"}], "shared": [{"binary": "cluster"}]},  # type: ignore[arg-type]
+        api,  # type: ignore[arg-type]
+    )
+    assert reader.definition("team", "mine") == {"spec": {"binary": "ns"}}  # namespaced first
+    assert reader.definition("other", "mine") == {"spec": {"binary": "cluster"}}
+    assert reader.definition("team", "shared") == {"spec": {"binary": "cluster"}}
+    assert api.gets == []
+    assert reader.definition("team", "just-made") == {"spec": {"binary": "new"}}  # the index lags
+    assert reader.definition("team", "unknown") is None
+    assert api.gets == [("team", "just-made"), ("team", "unknown")]
+
+
+@pytest.mark.parametrize(
+    ("conditions", "resumed"),
+    [
+        ([], True),
+        ([{"type": "Succeeded", "status": "Unknown", "reason": "Queued"}], True),
+        ([{"type": "Succeeded", "status": "True", "reason": "Succeeded"}], False),
+        ([{"type": "Succeeded", "status": "False", "reason": "Cancelled"}], False),
+    ],
+)
+def test_only_unfinished_runs_are_resumed(conditions: list[dict[str, str]], resumed: bool) -> None:
+    assert handlers.is_unfinished(kopf.Body({"status": {"conditions": conditions}})) is resumed
