@@ -3,19 +3,27 @@
     KUBECONFIG=/var/lib/harness-operator-cluster/admin.kubeconfig \\
         .venv/bin/python bench/operator_scale.py latency [--runs 50]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py burst [--runs 300]
+    KUBECONFIG=... .venv/bin/python bench/operator_scale.py footprint [--runs 100] [--finished 5000]
 
 `latency` alternates one run and one plain Job of the same image and agent, each created only when the
 last has finished, and prints create -> Job exists and create -> done (p50/p95) for both. `burst` creates
 N runs labelled for Kueue (their Jobs are created suspended: pure controller work, no pods) and, in the
-same run, N plain suspended Jobs from the same client, and prints the Jobs-per-second of each, their
-ratio, and the operator's CPU and memory. The operator runs as a process under the chart's RBAC, as in
-tests/integration; both sides' Jobs are seen by one watch, so they are timed by the same clock.
+same run, N plain suspended Jobs from the same client (each side once the operator's CPU has been flat
+for 3 s, so the runs' tail does not slow the plain side), and prints the Jobs-per-second of each, their
+ratio, and the operator's CPU and memory. `footprint` measures the operator's CPU per run and RSS for
+a batch of runs with suspended Jobs in an empty namespace, then again after `--finished` finished runs
+were added (created while the operator is stopped with the annotations kopf writes on runs it handled,
+their status patched to Cancelled: no reconcile makes them), so the two batches show whether the cost
+per run is flat in the number of finished runs.
+The operator runs as a process under the chart's RBAC, as in tests/integration; both sides' Jobs are
+seen by one watch, so they are timed by the same clock.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import subprocess
@@ -24,6 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +180,7 @@ def burst(bench: Bench, runs: int) -> None:
     rates = {}
     for kind in ("run", "plain"):
         keys = {f"{kind}-{i}" for i in range(runs)}
+        settle(bench.operator.proc.pid)  # type: ignore[union-attr]  # the runs' tail is not the plain side's
         cpu_before, _ = operator_cpu_and_rss(bench.operator.proc.pid)  # type: ignore[union-attr]
         start = time.monotonic()
         for key in sorted(keys):
@@ -188,7 +198,92 @@ def burst(bench: Bench, runs: int) -> None:
             f"{rates[kind]:6.1f} Jobs/s; operator CPU {cpu_after - cpu_before:6.1f}s "
             f"({(cpu_after - cpu_before) / runs * 1e3:.0f} ms per object), RSS {rss:.0f} MB"
         )
-    print(f"ratio operator/plain Jobs per second: 1/{rates['plain'] / rates['run']:.1f}")
+    ratio = rates["plain"] / rates["run"]
+    verdict = "met" if ratio <= 5 else "missed"
+    print(f"ratio operator/plain Jobs per second: 1/{ratio:.1f} (goal at least 1/5: {verdict})")
+    jobs = bench.batch.list_namespaced_job(bench.ns, label_selector=LABEL_RUN).items
+    per_run: dict[str, int] = {}
+    for job in jobs:
+        key = job.metadata.labels[LABEL_RUN]
+        per_run[key] = per_run.get(key, 0) + 1
+    with_job = sum(1 for i in range(runs) if per_run.get(f"run-{i}"))
+    twice = sorted(k for k, n in per_run.items() if n > 1)
+    print(f"runs with their Job: {with_job}/{runs}; runs with more than one Job: {len(twice)} {twice[:5]}")
+
+
+def finished_runs(bench: Bench, count: int) -> None:
+    """`count` runs that ended, made without the operator: created, then their status patched."""
+    ended = {
+        "phase": "Cancelled",
+        "reason": "Cancelled",
+        "conditions": [{"type": "Succeeded", "status": "False", "reason": "Cancelled", "message": "bench"}],
+    }
+
+    # What kopf writes on a run it handled: without it, the restarted operator takes every one of
+    # them for a new run, which is not the case measured (runs that ended under the operator).
+    handled = {
+        f"{GROUP}/kopf-managed": "yes",
+        f"{GROUP}/last-handled-configuration": json.dumps(
+            {"spec": {"acpPermission": "deny", "cancel": False, "provider": "fake"}}, separators=(",", ":")
+        )
+        + "\n",
+    }
+
+    def make(index: int) -> None:
+        name = f"done-{index}"
+        body = run_body(name, {"provider": "fake", "prompt": "hi"})
+        body["metadata"]["annotations"] = handled
+        bench.custom.create_namespaced_custom_object(GROUP, VERSION, bench.ns, "harnessruns", body)
+        bench.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, bench.ns, "harnessruns", name, {"status": ended}
+        )
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(make, range(count)))
+
+
+def footprint_batch(bench: Bench, prefix: str, runs: int) -> tuple[float, float]:
+    """CPU ms per run and RSS MB for `runs` runs with suspended Jobs, until every Job exists."""
+    pid = bench.operator.proc.pid  # type: ignore[union-attr]
+    keys = {f"{prefix}-{i}" for i in range(runs)}
+    cpu_before, _ = operator_cpu_and_rss(pid)
+    for key in sorted(keys):
+        create_run(bench, key, {KUEUE_QUEUE_LABEL: "bench"})
+    bench.clock.wait(bench.clock.seen, keys, timeout=max(600, runs * 2))
+    cpu_after, rss = operator_cpu_and_rss(pid)
+    return (cpu_after - cpu_before) / runs * 1e3, rss
+
+
+def settle(pid: int) -> tuple[float, float]:
+    """Wait until the operator's CPU stays flat for 3 s (its startup done); its CPU and RSS then."""
+    last = operator_cpu_and_rss(pid)
+    while True:
+        time.sleep(3)
+        now = operator_cpu_and_rss(pid)
+        if now[0] - last[0] < 0.05:
+            return now
+        last = now
+
+
+def footprint(bench: Bench, runs: int, finished: int) -> None:
+    pid = bench.operator.proc.pid  # type: ignore[union-attr]
+    _, idle = settle(pid)
+    empty_cpu, empty_rss = footprint_batch(bench, "first", runs)
+    bench.operator.stop()
+    made = time.monotonic()
+    finished_runs(bench, finished)
+    print(f"{finished} finished runs made in {time.monotonic() - made:.0f}s (operator stopped)")
+    bench.operator.start()
+    pid = bench.operator.proc.pid  # type: ignore[union-attr]
+    startup_cpu, startup_rss = settle(pid)
+    full_cpu, full_rss = footprint_batch(bench, "second", runs)
+    print(f"operator idle RSS {idle:.0f} MB before any run")
+    print(f"{runs} runs, namespace empty:          {empty_cpu:5.1f} ms CPU per run, RSS {empty_rss:.0f} MB")
+    restart = f"restart with {finished} finished + {runs} in flight"
+    print(f"{restart}: {startup_cpu:5.1f} s CPU, RSS {startup_rss:.0f} MB")
+    print(f"{runs} runs beside {finished} finished: {full_cpu:5.1f} ms CPU per run, RSS {full_rss:.0f} MB")
+    verdict = "met" if full_rss < 200 and full_cpu < 30 else "missed"
+    print(f"goal RSS < 200 MB and CPU per run < 30 ms, flat in the finished runs: {verdict}")
 
 
 class Bench:
@@ -234,15 +329,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=("latency", "burst"))
-    parser.add_argument("--runs", type=int, default=None, help="runs (and as many plain Jobs); 50 / 300")
+    parser.add_argument("mode", choices=("latency", "burst", "footprint"))
+    parser.add_argument(
+        "--runs", type=int, default=None, help="runs (and as many plain Jobs); 50 / 300 / 100"
+    )
+    parser.add_argument("--finished", type=int, default=5000, help="footprint: finished runs to add")
     args = parser.parse_args()
     bench = Bench(Path(tempfile.mkdtemp(prefix="bench-")))
     try:
         if args.mode == "latency":
             latency(bench, args.runs or 50)
-        else:
+        elif args.mode == "burst":
             burst(bench, args.runs or 300)
+        else:
+            footprint(bench, args.runs or 100, args.finished)
     finally:
         bench.close()
 

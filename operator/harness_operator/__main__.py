@@ -11,6 +11,7 @@ import kopf
 from prometheus_client import start_http_server
 
 from harness_operator import handlers
+from harness_operator.cache import KINDS, ChildStore, Watcher
 from harness_operator.config import FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
 from harness_operator.confinement import find_api_server_address
 from harness_operator.kube import Kube
@@ -31,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     if not config.api_server_address:
         address = find_api_server_address(os.environ, kube.api.configuration.host)
         config = dataclasses.replace(config, api_server_address=address)
-    handlers.install(Reconciler(kube, config))
+    children = ChildStore()
+    handlers.install(Reconciler(kube, config, children=children))
+    for kind in KINDS:
+        for namespace in config.namespaces or (None,):
+            Watcher(kube, children, kind, namespace, handlers.child_changed).start()
     if config.progress_interval_seconds > 0:
         handlers.install_progress_timer(config.progress_interval_seconds)
     start_http_server(config.metrics_port)

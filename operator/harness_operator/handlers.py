@@ -1,7 +1,8 @@
-"""kopf registrations only: one reconcile path for runs, plus watches on our labelled Jobs and Pods."""
+"""kopf registrations only: one reconcile path for runs; our Jobs and Pods come from cache.py's watches."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from typing import Any
@@ -13,20 +14,24 @@ from pydantic import ValidationError
 from harness_operator import metrics
 from harness_operator.api.v1alpha1 import GROUP, VERSION, HarnessBudgetSpec, HarnessRunStatus
 from harness_operator.budget import BudgetRef, RunCharge, build_run_charge
+from harness_operator.cache import Change, KeyedQueue
 from harness_operator.errors import Permanent, Temporary, classify
-from harness_operator.naming import ANNOTATION_RUN, LABEL_MANAGED_BY, MANAGED_BY
+from harness_operator.fairqueue import QueueEntry, build_queue_entry
+from harness_operator.kube import Kube, KubeReader
 from harness_operator.reconcile import Reconciler
-from harness_operator.status import is_job_finished, is_progress_wanted
+from harness_operator.status import is_progress_wanted
 
 log = structlog.get_logger("harness_operator")
-OURS = {LABEL_MANAGED_BY: MANAGED_BY}
 MAX_CHILD_EVENT_RETRIES = 6
+CHILD_WORKERS = 4
 BUDGET_RESYNC_SECONDS = 5.0
 # Left out of kopf's diff base: they are immutable, so no diff needs them, and they may be as large as the
 # CRD allows; a second copy in an annotation would push the run past the API server's 256 KiB limit on
 # all annotations together, and kopf's own patch would fail with 422.
 DIFF_BASE_IGNORED_FIELDS = ("spec.prompt", "spec.stdin")
 _state: dict[str, Reconciler] = {}
+_work: dict[str, KeyedQueue] = {}
+_work_lock = threading.Lock()
 
 
 def install(reconciler: Reconciler) -> None:
@@ -130,14 +135,80 @@ def run_index(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Run
     return {namespace or "": build_run_charge(body)}
 
 
+@kopf.index(GROUP, VERSION, "harnessruns")
+def queue_index(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, QueueEntry]:
+    """Every run that has not started (queued, or waiting for an output or budget room), by namespace."""
+    entry = build_queue_entry(body)
+    return {} if entry is None else {namespace or "": entry}
+
+
+class IndexQueue:
+    """The reconciler's view of queue_index: who waits before a run, and whom a freed slot wakes."""
+
+    def __init__(self, index: kopf.Index[str, QueueEntry]) -> None:
+        self._index = index
+
+    def entries(self, namespace: str) -> list[QueueEntry]:
+        return list(self._index.get(namespace, []))
+
+
+@kopf.index(GROUP, VERSION, "harnessdefinitions")
+def definition_index(namespace: str | None, name: str, spec: Any, **_: Any) -> dict[Any, Any]:
+    """Every HarnessDefinition's spec, by (namespace, name)."""
+    return {(namespace, name): copy.deepcopy(dict(spec))}
+
+
+@kopf.index(GROUP, VERSION, "clusterharnessdefinitions")
+def cluster_definition_index(name: str, spec: Any, **_: Any) -> dict[Any, Any]:
+    """Every ClusterHarnessDefinition's spec, by name."""
+    return {name: copy.deepcopy(dict(spec))}
+
+
+class IndexDefinitions:
+    """Definitions from the two indexes above: no GET per reconcile. A name neither index holds is
+    read from the API server before a run is refused, since the indexes may lag a definition just made."""
+
+    def __init__(self, namespaced: kopf.Index[Any, Any], cluster: kopf.Index[Any, Any], kube: Kube) -> None:
+        self._namespaced = namespaced
+        self._cluster = cluster
+        self._api = KubeReader(kube)
+
+    def definition(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        if namespace:
+            for spec in self._namespaced.get((namespace, name), []):
+                return {"spec": spec}
+            if name in self._cluster:
+                return None  # the ClusterHarnessDefinition answers, from its index
+        else:
+            for spec in self._cluster.get(name, []):
+                return {"spec": spec}
+        return dict(self._api.definition(namespace, name) or {}) or None
+
+
 def _use_indexes(kwargs: dict[str, Any]) -> None:
+    """Hand kopf's indexes to the reconciler (the first handler call has them), then let the workers
+    reconcile what the watch caches of Jobs and Pods report."""
     reconciler = _state["reconciler"]
-    if isinstance(reconciler.budget_source, IndexBudgets):
+    if "children" in _work:
         return
+    reconciler.definitions = IndexDefinitions(
+        kwargs["definition_index"], kwargs["cluster_definition_index"], reconciler.kube
+    )
+    reconciler.queue_source = IndexQueue(kwargs["queue_index"])
     reconciler.budget_source = IndexBudgets(kwargs["budget_index"], kwargs["run_index"])
+    with _work_lock:
+        if "children" not in _work:
+            _work["wake"] = KeyedQueue(lambda key: wake_waiting_runs(key[0]), 1)
+            _work["children"] = KeyedQueue(lambda key: reconcile_after_child_event(*key), CHILD_WORKERS)
 
 
-@kopf.on.resume(GROUP, VERSION, "harnessruns")
+def is_unfinished(body: kopf.Body, **_: Any) -> bool:
+    """Finished runs are left alone at startup: thousands of them cost no read and no reconcile."""
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return not any(c.get("type") == "Succeeded" and c.get("status") in ("True", "False") for c in conditions)
+
+
+@kopf.on.resume(GROUP, VERSION, "harnessruns", when=is_unfinished)
 @kopf.on.create(GROUP, VERSION, "harnessruns")
 @kopf.on.update(GROUP, VERSION, "harnessruns", field="spec")
 def run_changed(namespace: str | None, name: str, retry: int, **kwargs: Any) -> None:
@@ -157,27 +228,22 @@ def run_event(namespace: str | None, name: str, type: str | None, **_: Any) -> N
             log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
 
 
-@kopf.on.event("batch", "v1", "jobs", labels=OURS)
-@kopf.on.event("", "v1", "pods", labels=OURS)
-def child_changed(body: kopf.Body, **kwargs: Any) -> None:
-    """Every change, deletion included: a Job or pod deleted mid-run ends its attempt as lost."""
-    _use_indexes(kwargs)
-    run = (body.metadata.annotations or {}).get(ANNOTATION_RUN)
-    if run and body.metadata.namespace:
-        reconcile_after_child_event(body.metadata.namespace, run)
-        if body.get("kind") == "Job" and is_job_finished(dict(body)):
-            wake_waiting_runs(body.metadata.namespace)
+def child_changed(change: Change) -> None:
+    """A watch cache's change of one of our Jobs or Pods, deletion included (a Job or pod deleted
+    mid-run ends its attempt as lost): its run is reconciled by a worker; a Job newly finished frees a
+    slot, so the runs first in the namespace's queue are woken too."""
+    if "children" not in _work:
+        return  # no kopf handler ran yet: kopf's resume handlers reconcile every run at startup
+    if change.run:
+        _work["children"].put((change.namespace, change.run))
+    if change.slot_freed:
+        _work["wake"].put((change.namespace, ""))
 
 
 def wake_waiting_runs(namespace: str) -> None:
-    """A finished Job frees a slot of its namespace: reconcile the runs queued (or waiting) there."""
-    try:
-        woken = _state["reconciler"].runs_waiting(namespace)
-    except Exception as exc:  # the next finished Job or the run's own events try again
-        log.warning("Listing the runs waiting for a slot failed", namespace=namespace, error=str(exc))
-        return
-    for key in woken:
-        reconcile_after_child_event(*key)
+    """Reconcile the runs a freed slot lets move: the earliest queued, and those waiting on a run."""
+    for key in _state["reconciler"].runs_waiting(namespace):
+        _work["children"].put(key)
 
 
 @kopf.timer(GROUP, VERSION, "harnessbudgets", interval=BUDGET_RESYNC_SECONDS)
@@ -214,9 +280,10 @@ def reconcile_after_child_event(namespace: str, name: str, retry: int = 0) -> No
 
 @kopf.on.event(GROUP, VERSION, "harnessdefinitions")
 @kopf.on.event(GROUP, VERSION, "clusterharnessdefinitions")
-def definition_changed(body: kopf.Body, resource: kopf.Resource, type: str | None, **_: Any) -> None:
+def definition_changed(body: kopf.Body, resource: kopf.Resource, type: str | None, **kwargs: Any) -> None:
     """An event handler, not create/update: kopf then keeps no annotations of its own on definitions.
     Our own status write comes back as an event and finds nothing to change."""
+    _use_indexes(kwargs)
     if type != "DELETED":
         check_definition(resource.plural, body.metadata.namespace, body.metadata.name)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -20,10 +21,11 @@ from harness_operator.naming import (
     output_config_map_name,
 )
 from harness_operator.ownership import is_run_output
-from harness_operator.resolution import NotTheOutput, Unreadable
+from harness_operator.resolution import DefinitionReader, NotTheOutput, Unreadable
 
 FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
+CONNECTIONS = 32
 
 
 class Kube:
@@ -35,7 +37,11 @@ class Kube:
                 config.load_incluster_config()
             except config.ConfigException:
                 config.load_kube_config()
-            api_client = client.ApiClient()
+            settings = client.Configuration.get_default_copy()
+            # Every worker keeps its connection: with the default pool of 10, a burst's workers and
+            # watch threads discarded connections and paid a new TLS handshake per request.
+            settings.connection_pool_maxsize = CONNECTIONS
+            api_client = client.ApiClient(settings)
         self.api = api_client
         self.core = client.CoreV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
@@ -62,10 +68,6 @@ class Kube:
             lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, RUNS, name)
         )
 
-    def fetch_runs(self, namespace: str) -> list[dict[str, Any]]:
-        listed: Any = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, RUNS)
-        return list(listed.get("items", []))
-
     def fetch_definition_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         """One HarnessDefinition (namespace given) or ClusterHarnessDefinition, as stored."""
         if namespace:
@@ -89,18 +91,60 @@ class Kube:
             return None
         return base64.b64decode(secret.data[key]).decode("utf-8", errors="replace")
 
-    def fetch_jobs(self, namespace: str, run: str | None = None) -> list[dict[str, Any]]:
-        """Our Jobs in a namespace (of one run when `run` is given), as plain dicts."""
-        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
-        if run is not None:
-            selector += f",{LABEL_RUN}={label_value(run)}"
-        jobs = self.batch.list_namespaced_job(namespace, label_selector=selector)
-        return [self.api.sanitize_for_serialization(j) for j in jobs.items]
-
     def fetch_pods(self, namespace: str, run: str) -> list[dict[str, Any]]:
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_RUN}={label_value(run)}"
         pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
         return [self.api.sanitize_for_serialization(p) for p in pods.items]
+
+    def fetch_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """One Job as stored (None when it does not exist): the check before an attempt is called lost."""
+        job = _none_if_missing(lambda: self.batch.read_namespaced_job(name, namespace))
+        return None if job is None else dict(self.api.sanitize_for_serialization(job))
+
+    def _lister(self, kind: str, namespace: str | None) -> Any:
+        if kind == "Job":
+            batch = self.batch
+            return batch.list_job_for_all_namespaces if namespace is None else batch.list_namespaced_job
+        core = self.core
+        return core.list_pod_for_all_namespaces if namespace is None else core.list_namespaced_pod
+
+    def list_objects(
+        self, kind: str, namespace: str | None, selector: str
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Jobs or Pods matching `selector` (server side), in one namespace or all, as raw JSON (no
+        model objects: decoding thousands of them is the cost a watch cache exists to avoid), with the
+        list's resourceVersion to watch from."""
+        args = () if namespace is None else (namespace,)
+        response = self._lister(kind, namespace)(*args, label_selector=selector, _preload_content=False)
+        listed = json.loads(response.data)
+        return list(listed.get("items") or []), str(listed["metadata"]["resourceVersion"])
+
+    def watch_objects(
+        self, kind: str, namespace: str | None, selector: str, resource_version: str, timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
+        """The watch events ({type, object}, raw JSON) of Jobs or Pods matching `selector` after
+        `resource_version`, until the server ends the watch (at most `timeout_seconds`)."""
+        args = () if namespace is None else (namespace,)
+        response = self._lister(kind, namespace)(
+            *args,
+            label_selector=selector,
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout_seconds,
+            _preload_content=False,
+            _request_timeout=(10, timeout_seconds + 30),
+        )
+        pending = b""
+        try:
+            for chunk in response.stream(64 * 1024):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
 
     def fetch_pod_log(self, namespace: str, pod: str, container: str = "agent") -> str | None:
         return _none_if_missing(
@@ -273,10 +317,14 @@ class KubeReader:
     """resolution.Reader over the API server. A refusal that retrying cannot change (403, 400, 422)
     is Unreadable, so the run fails with the reason; other errors go back to the handler's retry."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, definitions: DefinitionReader | None = None) -> None:
         self.kube = kube
+        self.definitions = definitions
 
-    def definition(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+    def definition(self, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        """From `definitions` (the operator's watch caches) when given, else one GET."""
+        if self.definitions is not None:
+            return self.definitions.definition(namespace, name)
         plural = "harnessdefinitions" if namespace else "clusterharnessdefinitions"
         return self.kube.fetch_definition_object(plural, namespace, name)
 

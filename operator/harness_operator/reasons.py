@@ -40,7 +40,11 @@ REASONS: dict[str, tuple[str, str, str]] = {
     ),
     "InvalidSpec": ("Accepted", "False", "`harnessctl run` only: the run cannot be planned"),
     "Pending": ("Succeeded", "Unknown", "the attempt's Job exists; its pod has not started"),
-    "Queued": ("Succeeded", "Unknown", "the namespace has its most runs in flight; this one waits"),
+    "Queued": (
+        "Succeeded",
+        "Unknown",
+        "the namespace has its most runs in flight; this one waits its turn (first come, first served)",
+    ),
     "WaitingForRunOutput": (
         "Succeeded",
         "Unknown",

@@ -31,8 +31,10 @@ from harness_operator.budget import (
     compute_budget_status,
     compute_run_admission,
 )
-from harness_operator.conditions import SUCCEEDED, find_condition, is_finished
+from harness_operator.cache import ChildStore
+from harness_operator.conditions import is_finished
 from harness_operator.config import OperatorConfig
+from harness_operator.decide import decide, decide_deletions, decide_wake
 from harness_operator.desired import (
     AttemptTarget,
     build_fqdn_policy,
@@ -52,10 +54,24 @@ from harness_operator.egress import (
     grant_name,
 )
 from harness_operator.errors import Permanent, classify
+from harness_operator.fairqueue import (
+    QueueEntry,
+    build_queued_message,
+    compute_queue_position,
+    compute_runs_to_wake,
+    is_slot_free,
+)
 from harness_operator.kube import Kube, KubeReader
-from harness_operator.naming import LABEL_ATTEMPT, LABEL_RUN, job_name, label_value, output_config_map_name
+from harness_operator.naming import LABEL_ATTEMPT, job_name, label_value, output_config_map_name
 from harness_operator.ownership import describe_conflict, is_expected_child, is_owned_child
-from harness_operator.resolution import Rejection, RunFailure, Waiting, resolve_inputs, resolve_targets
+from harness_operator.resolution import (
+    DefinitionReader,
+    Rejection,
+    RunFailure,
+    Waiting,
+    resolve_inputs,
+    resolve_targets,
+)
 from harness_operator.runner.events import decode_events, latest_progress
 from harness_operator.runner.frame import FrameError, decode_frame
 from harness_operator.runner.plan import PlanError
@@ -68,7 +84,6 @@ from harness_operator.status import (
     compute_next_attempt,
     compute_progress,
     compute_status,
-    is_job_finished,
     is_progress_changed,
     is_progress_wanted,
     merge_attempts,
@@ -102,14 +117,36 @@ class NoBudgets:
         return []
 
 
+class QueueSource(Protocol):
+    """The watch cache of runs that have not started, per namespace (a kopf index)."""
+
+    def entries(self, namespace: str) -> list[QueueEntry]: ...
+
+
+class NoQueue:
+    def entries(self, namespace: str) -> list[QueueEntry]:
+        return []
+
+
 class Reconciler:
     """Reconciles runs; one lock per run and one per namespace keep concurrent events from racing."""
 
-    def __init__(self, kube: Kube, config: OperatorConfig, clock: Callable[[], datetime] = _now) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        config: OperatorConfig,
+        clock: Callable[[], datetime] = _now,
+        children: ChildStore | None = None,
+    ) -> None:
         self.kube = kube
         self.config = config
         self.clock = clock
+        self.children = children or ChildStore()
         self.budget_source: BudgetSource = NoBudgets()
+        self.definitions: DefinitionReader = KubeReader(kube)
+        self.queue_source: QueueSource = NoQueue()
+        # Runs this process started whose start the run index may not show yet: not queued any more.
+        self._admitted: set[tuple[str, str]] = set()
         self._run_locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
         self._namespace_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._in_flight: set[tuple[str, str]] = set()
@@ -145,6 +182,7 @@ class Reconciler:
             if status is None:
                 return []
             just_finished = is_finished(status.conditions)
+            wake = decide_wake(run.status, status)
             if status.phase == "Running":
                 self._in_flight.add((namespace, name))
                 start = datetime.fromisoformat(status.start_time) if status.start_time else self.clock()
@@ -164,7 +202,7 @@ class Reconciler:
                     self.revoke_egress(namespace, name)
                 except Exception as exc:  # the status is written; the run's deletion revokes it again
                     log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
-        return self._runs_to_wake(namespace) if just_finished else []
+        return self._runs_to_wake(namespace) if wake else []
 
     def revoke_egress(self, namespace: str, name: str) -> None:
         """Delete the run's gateway grant (if the gateway is on): its proxy credential opens nothing more."""
@@ -219,10 +257,8 @@ class Reconciler:
         try:
             attempts = self._observe_attempts(run, targets)
             cancelled = run.spec.cancel
-            if cancelled:
-                for attempt in attempts:
-                    if attempt.state != FINISHED and attempt.job_name:
-                        self.kube.delete_job(ns, attempt.job_name, grace_period(run, self.config))
+            for name in decide_deletions(attempts, cancelled):
+                self.kube.delete_job(ns, name, grace_period(run, self.config))
             output, output_cm = self._collect_output(run, attempts)
             observed = Observed(providers, attempts, output, output_cm, cancelled=cancelled)
             next_index = compute_next_attempt(observed)
@@ -251,68 +287,23 @@ class Reconciler:
         except Exception:
             # The handler logs the original error; an Event that cannot be posted either adds nothing.
             with contextlib.suppress(Exception):
-                body = run.model_dump(by_alias=True)
+                body = {"metadata": run.metadata}
                 self.kube.create_event(body, "Warning", verdict.reason, verdict.message)
             raise exc from None
 
     def _write(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
-        status = compute_status(run, observed, self.clock())
-        previous = run.status
-        old, new = (previous.to_api() if previous else {}), status.to_api()
-        if old != new:
-            # A merge patch keeps keys it does not name: null out what the new status no longer has.
-            patch = {**{key: None for key in old if key not in new}, **new}
-            self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], patch)
-            self._emit_lost(run, previous, status)
-            self._emit_cost_unknown(run, previous, status)
-            self._emit_transition(run, previous, status)
-        return status
-
-    def _emit_lost(
-        self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
-    ) -> None:
-        """A Warning Event for each attempt newly found lost: its Job or pod vanished mid-run."""
-        before = {a.index for a in previous.attempts if a.reason == "JobLost"} if previous else set()
-        for attempt in status.attempts:
-            if attempt.reason == "JobLost" and attempt.index not in before:
-                body = run.model_dump(by_alias=True)
-                self.kube.create_event(body, "Warning", "JobLost", attempt.message or "")
-
-    def _emit_cost_unknown(
-        self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
-    ) -> None:
-        """A Warning Event for each attempt newly ended whose cost nobody knows under a cost limit."""
-        limits = run.spec.limits
-        if limits is None or limits.max_cost_usd is None:
-            return
-        before = {a.index for a in previous.attempts if a.usage} if previous else set()
-        for attempt in status.attempts:
-            if attempt.usage and attempt.usage.cost_source == "unknown" and attempt.index not in before:
-                message = (
-                    f"attempt {attempt.index} ({attempt.provider}, model {attempt.model or 'unknown'}): "
-                    f"neither the CLI nor a price knows its cost, so maxCostUSD {limits.max_cost_usd} "
-                    "could not be enforced; add spec.pricing for the model to the provider's definition"
-                )
-                self.kube.create_event(run.model_dump(by_alias=True), "Warning", "CostUnknown", message)
-
-    def _emit_transition(
-        self, run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
-    ) -> None:
-        before = (previous.reason if previous else None, previous.phase if previous else None)
-        if before == (status.reason, status.phase):
-            return
-        failed = status.phase in ("Failed", "Cancelled") or status.reason == "FallingBack"
-        self.kube.create_event(
-            run.model_dump(by_alias=True),
-            "Warning" if failed else "Normal",
-            status.reason or "Updated",
-            status.message or "",
-        )
+        """Compute the status, decide (pure) what changes, and act: the status patch, then the Events."""
+        decision = decide(run, compute_status(run, observed, self.clock()))
+        if decision.patch is not None:
+            self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], decision.patch)
+        for event in decision.events:
+            self.kube.create_event({"metadata": run.metadata}, event.type, event.reason, event.message)
+        return decision.status
 
     # --- resolution ----------------------------------------------------------------------------------
 
     def _resolve_targets(self, run: HarnessRun) -> list[AttemptTarget]:
-        return resolve_targets(KubeReader(self.kube), run)
+        return resolve_targets(KubeReader(self.kube, self.definitions), run)
 
     def _resolve_inputs(self, run: HarnessRun) -> tuple[str, str | None]:
         return resolve_inputs(KubeReader(self.kube), run)
@@ -322,12 +313,37 @@ class Reconciler:
     def _observe_attempts(self, run: HarnessRun, targets: list[AttemptTarget]) -> list[ObservedAttempt]:
         """The run's Jobs and the pods they control, merged with status.attempts[] (the durable record):
         an attempt recorded as started whose Job vanished is lost, never created again."""
-        ns, name, uid = run.metadata["namespace"], run.metadata["name"], run.metadata["uid"]
-        jobs = self.kube.fetch_jobs(ns, name)
-        pods = self.kube.fetch_pods(ns, name) if jobs else []
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        jobs = self.children.children("Job", ns, name)
+        pods = self.children.children("Pod", ns, name) if jobs else []
+        seen = self._observe_jobs(run, targets, jobs, pods)
+        recorded = recorded_attempts(run.status)
+        # The watch cache may lag a create or a pod: an attempt is called lost only after the API server
+        # itself says so (a GET of its Job, a LIST of the run's pods: reads on this rare path only).
+        for record in recorded:
+            if record.state != FINISHED and record.index not in seen and record.job_name:
+                job = self.kube.fetch_job(ns, record.job_name)
+                if job is not None:
+                    seen.update(self._observe_jobs(run, targets, [job], self.kube.fetch_pods(ns, name)))
+        lost = [i for i, a in seen.items() if a.result is not None and a.result.reason == "JobLost"]
+        if lost:
+            again = [j for j in jobs if j["metadata"]["name"] in {seen[i].job_name for i in lost}]
+            seen.update(self._observe_jobs(run, targets, again, self.kube.fetch_pods(ns, name)))
+        return merge_attempts(recorded, seen, run.spec.cancel, self.clock())
+
+    def _observe_jobs(
+        self,
+        run: HarnessRun,
+        targets: list[AttemptTarget],
+        jobs: list[dict[str, Any]],
+        pods: list[dict[str, Any]],
+    ) -> dict[int, ObservedAttempt]:
+        """The attempts these Jobs (and the pods they control) show, by index; a Job holding an
+        attempt's name that the run does not own fails the run (ChildConflict)."""
+        name, uid = run.metadata["name"], run.metadata["uid"]
         seen: dict[int, ObservedAttempt] = {}
         for job in jobs:
-            label = str(job["metadata"]["labels"].get(LABEL_ATTEMPT, ""))
+            label = str((job["metadata"].get("labels") or {}).get(LABEL_ATTEMPT, ""))
             index = int(label) if label.isdigit() else 0  # labels are anyone's to write
             if not 1 <= index <= len(targets):
                 continue
@@ -338,7 +354,7 @@ class Reconciler:
                 continue  # carries our labels but is not ours: not an attempt of this run
             mine = [p for p in pods if is_owned_child(p, job["metadata"]["uid"])]
             seen[index] = observe_attempt(index, targets[index - 1].provider, job, mine, run.spec.cancel)
-        return merge_attempts(recorded_attempts(run.status), seen, run.spec.cancel, self.clock())
+        return seen
 
     def _collect_output(
         self, run: HarnessRun, attempts: list[ObservedAttempt]
@@ -353,7 +369,7 @@ class Reconciler:
         decoded = decode_frame(log, expected)
         if isinstance(decoded, FrameError):
             message = f"the output of attempt {last.index} cannot be read from its log: {decoded.message}"
-            self.kube.create_event(run.model_dump(by_alias=True), "Warning", "OutputUnavailable", message)
+            self.kube.create_event({"metadata": run.metadata}, "Warning", "OutputUnavailable", message)
             return None, None
         # What the ConfigMap holds is the output the status describes (its sha256 is checked by readers).
         text = decoded.decode("utf-8", "replace")
@@ -372,22 +388,25 @@ class Reconciler:
 
     # --- starting attempts ---------------------------------------------------------------------------
 
+    def _queue(self, namespace: str) -> list[QueueEntry]:
+        """The namespace's runs that have not started, from the run index, without those this process
+        started that the index does not show as started yet."""
+        entries = self.queue_source.entries(namespace)
+        indexed = {e.name for e in entries}
+        self._admitted = {k for k in self._admitted if k[0] != namespace or k[1] in indexed}
+        return [e for e in entries if (namespace, e.name) not in self._admitted]
+
     def _queue_position(self, run: HarnessRun) -> tuple[str, str] | None:
-        """Queued when the namespace already has its most runs in flight."""
+        """Queued while the runs in flight and the runs queued before this one fill the namespace's
+        slots: first come, first served (creation time, then name)."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
-        active = {
-            job["metadata"]["labels"].get(LABEL_RUN)
-            for job in self.kube.fetch_jobs(ns)
-            if not is_job_finished(job)
-        }
-        active.discard(label_value(name))
+        active = self.children.in_flight(ns) - {label_value(name)}
+        entry = QueueEntry(str(run.metadata.get("creationTimestamp") or ""), name)
+        position, total = compute_queue_position(self._queue(ns), entry)
         limit = self.config.max_runs_per_namespace
-        if len(active) >= limit:
-            return (
-                "Queued",
-                f"{len(active)} runs in flight in namespace {ns} (limit {limit}); waiting for one to end",
-            )
-        return None
+        if is_slot_free(position, len(active), limit):
+            return None
+        return "Queued", build_queued_message(ns, position, total, len(active), limit)
 
     def _admit(self, run: HarnessRun) -> tuple[Admission, list[str]]:
         """Budget admission, from the watch caches: whether the run may start, its cap, and the names
@@ -450,9 +469,10 @@ class Reconciler:
 
         The first attempt also writes every attempt's plan, so the prompt and stdin are read only then:
         a run's inputs are consumed once, not on every event of its Jobs and Pods."""
-        ns = run.metadata["namespace"]
+        ns, name = run.metadata["namespace"], run.metadata["name"]
         prompt, stdin = self._resolve_inputs(run) if index == 1 else ("", None)
-        with self._namespace_locks[ns]:  # counting and creating under one lock: no two runs take one slot
+        planned = run
+        with self._namespace_locks[ns]:  # counting and taking the slot under one lock: no two runs take one
             if index == 1:
                 admission, budgets = self._admit(run)
                 if not admission.admitted:
@@ -463,6 +483,12 @@ class Reconciler:
                 if queued is not None:
                     return queued
                 planned = self._reserve(run, admission, budgets) if budgets else run
+            # The slot is taken before the lock is released; the creates run outside it, in parallel
+            # with other runs' admissions (under the lock they serialized a burst).
+            self.children.note_started(ns, name)
+            self._admitted.add((ns, name))
+        try:
+            if index == 1:
                 try:
                     plans = build_plans(planned, targets, prompt, stdin, self.clock(), self.config)
                 except PlanError as exc:
@@ -480,9 +506,14 @@ class Reconciler:
             if fqdn is not None:
                 self._create(run, fqdn)
             created = self._create(run, build_job(run, target, self.config))
+        except BaseException:
+            with self._namespace_locks[ns]:  # no Job: the slot is free again
+                self.children.forget_started(ns, name)
+                self._admitted.discard((ns, name))
+            raise
         if created and compute_route(run, target.definition, self.config) == ROUTE_PUBLIC:
             self.kube.create_event(
-                run.model_dump(by_alias=True),
+                {"metadata": run.metadata},
                 "Warning",
                 "EgressNotEnforcedByName",
                 f"attempt {index} ({target.provider}): host egress rules are not enforced by name: no egress "
@@ -492,7 +523,7 @@ class Reconciler:
             failed = attempts[-1]
             metrics.FALLBACKS.labels(provider=failed.provider).inc()
             line = fallback_line(failed.index, len(targets), failed.provider, target.provider)
-            self.kube.create_event(run.model_dump(by_alias=True), "Warning", "FallingBack", line)
+            self.kube.create_event({"metadata": run.metadata}, "Warning", "FallingBack", line)
         return None
 
     def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:
@@ -502,13 +533,10 @@ class Reconciler:
         return self._runs_to_wake(namespace)
 
     def _runs_to_wake(self, namespace: str) -> list[tuple[str, str]]:
-        """Runs that may move now a run has ended: those queued, and those waiting for a run's output."""
-        woken = []
-        for raw in self.kube.fetch_runs(namespace):
-            run = HarnessRun.model_validate(raw)
-            if is_finished(run.status.conditions if run.status else []):
-                continue
-            succeeded = find_condition(run.status.conditions if run.status else [], SUCCEEDED)
-            if succeeded and succeeded.reason in ("Queued", "WaitingForRunOutput", BUDGET_EXHAUSTED):
-                woken.append((namespace, run.metadata["name"]))
-        return woken
+        """Runs that may move now a run has ended: the earliest queued, one per free slot, and those
+        waiting for a run's output or for budget room (from the caches: no LIST)."""
+        in_flight = len(self.children.in_flight(namespace))
+        with self._namespace_locks[namespace]:
+            queue = self._queue(namespace)
+        names = compute_runs_to_wake(queue, in_flight, self.config.max_runs_per_namespace)
+        return [(namespace, name) for name in names]

@@ -3,6 +3,7 @@ sandbox image; the operator runs as a process under exactly the chart's RBAC."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -177,32 +178,34 @@ def test_chaining_through_run_output(api: Api, fake: Callable[..., None], images
     assert status["output"]["excerpt"].strip() == '{"stdin": "answer from fake-agent: plan"}'
 
 
-def test_queue_limit(api: Api, fake: Callable[..., None]) -> None:
+def test_queue_is_first_come_first_served(api: Api, fake: Callable[..., None]) -> None:
+    """At the limit of 2, the runs created first take the slots, the others wait in creation order with
+    their position, and each freed slot goes to the earliest waiting run."""
     fake("slow", "hang")
-    names = ("q1", "q2", "q3")
-    for name in names:
+    names = ("q1", "q2", "q3", "q4")
+    for name in names:  # one after the other: creation time, then the name, orders them
         api.create(run_body(name, {"provider": "slow", "prompt": "p", "limits": {"gracePeriodSeconds": 1}}))
 
-    def queued() -> list[str]:
-        return [n for n in names if api.condition(n, "Succeeded").get("reason") == "Queued"]
+    def queued() -> dict[str, str]:
+        conditions = {n: api.condition(n, "Succeeded") for n in names}
+        return {n: c.get("message", "") for n, c in conditions.items() if c.get("reason") == "Queued"}
 
-    # The three are created at once and reconciled concurrently: which one waits is not promised.
-    waiting = wait_until(queued, timeout=60, what="one run queued at the limit of 2")
-    assert len(waiting) == 1
-    assert api.jobs(waiting[0]) == []
-    assert sum(1 for n in names if api.jobs(n)) == 2
-    first_running = next(n for n in names if n not in waiting)
+    waiting = wait_until(lambda: len(queued()) == 2 and queued(), timeout=60, what="two runs queued")
+    assert sorted(waiting) == ["q3", "q4"]
+    # each message is as of that run's reconcile, which may have come before q1 or q2 took its slot
+    form = rf"position (\d) of \d in the queue of namespace {api.ns} \(\d runs in flight, limit 2\)"
+    assert all(re.fullmatch(form, message) for message in waiting.values()), waiting
+    assert [n for n in names if api.jobs(n)] == ["q1", "q2"]
     api.custom.patch_namespaced_custom_object(
-        GROUP, VERSION, api.ns, "harnessruns", first_running, {"spec": {"cancel": True}}
+        GROUP, VERSION, api.ns, "harnessruns", "q2", {"spec": {"cancel": True}}
     )
-    wait_until(
-        lambda: api.jobs(waiting[0]), timeout=60, what=f"{waiting[0]} to start once {first_running} ended"
-    )
+    wait_until(lambda: api.jobs("q3"), timeout=60, what="q3 to start once q2 ended")
+    assert api.jobs("q4") == []  # one slot freed: the earliest waiting run took it, not every one
+    assert "q4" in queued()  # its message keeps the position of its last reconcile: no write per move
     for name in names:
-        if name != first_running:
-            api.custom.patch_namespaced_custom_object(
-                GROUP, VERSION, api.ns, "harnessruns", name, {"spec": {"cancel": True}}
-            )
+        api.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, api.ns, "harnessruns", name, {"spec": {"cancel": True}}
+        )
 
 
 def test_operator_killed_and_restarted_mid_run(

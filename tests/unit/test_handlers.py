@@ -10,6 +10,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from harness_operator import handlers
+from harness_operator.cache import Change
+from harness_operator.resolution import resolve_definition
 
 
 class FlakyReconciler:
@@ -96,37 +98,76 @@ class WakingReconciler:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
-        self.budget_source: Any = None  # the handlers put kopf's indexes here, as on a Reconciler
+        self.woken = threading.Event()
+        self.kube: Any = None
+        # the handlers put kopf's indexes here, as on a Reconciler
+        self.budget_source = self.definitions = self.queue_source = None
 
     def reconcile(self, namespace: str, name: str) -> list[Any]:
         self.calls.append((namespace, name))
+        if {("ns", "done"), ("ns", "queued")} <= set(self.calls):
+            self.woken.set()
         return []
 
     def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:
         return [(namespace, "queued")]
 
 
-def job_body(conditions: list[dict[str, str]]) -> kopf.Body:
-    return kopf.Body(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": "done-a1",
-                "namespace": "ns",
-                "annotations": {"agentharness.dev/run-name": "done"},
-            },
-            "status": {"conditions": conditions},
-        }
-    )
-
-
-def test_a_finished_job_wakes_the_runs_waiting_for_a_slot() -> None:
-    """Its run may have ended before the Job controller marked the Job complete, which woke them early."""
+def test_a_freed_slot_wakes_the_runs_waiting_for_it() -> None:
+    """A Job's change reconciles its run; a Job leaving flight also wakes the queue's first runs."""
     waking = WakingReconciler()
     handlers.install(waking)  # type: ignore[arg-type]
-    indexes = {"budget_index": {}, "run_index": {}}  # what kopf passes every handler
-    handlers.child_changed(job_body([]), **indexes)
-    assert waking.calls == [("ns", "done")]
-    handlers.child_changed(job_body([{"type": "Complete", "status": "True"}]), **indexes)
-    assert waking.calls == [("ns", "done"), ("ns", "done"), ("ns", "queued")]
+    indexes = {k: {} for k in ("budget_index", "run_index", "queue_index", "definition_index")}
+    handlers._use_indexes({**indexes, "cluster_definition_index": {}})  # what kopf passes every handler
+    handlers.child_changed(Change("ns", "done", slot_freed=False))
+    handlers.child_changed(Change("ns", "done", slot_freed=True))
+    assert waking.woken.wait(10)  # both the run of the Job and the run first in the queue
+
+
+class DefinitionsApi:
+    """The API server's definitions, counting the GETs an index miss costs."""
+
+    def __init__(self) -> None:
+        self.gets: list[tuple[str, str | None, str]] = []
+
+    def fetch_definition_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        self.gets.append((plural, namespace, name))
+        return {"spec": {"binary": "new"}} if name == "just-made" and namespace else None
+
+
+def test_definitions_come_from_the_indexes_and_a_miss_is_read_before_a_run_is_refused() -> None:
+    api = DefinitionsApi()
+    reader = handlers.IndexDefinitions(
+        {("team", "mine"): [{"binary": "ns"}]},  # type: ignore[arg-type]
+        {"mine": [{"binary": "cluster"}], "shared": [{"binary": "cluster"}]},  # type: ignore[arg-type]
+        api,  # type: ignore[arg-type]
+    )
+
+    def binary(namespace: str, name: str) -> str | None:
+        found = resolve_definition(reader, namespace, name)
+        return None if found is None else found.binary
+
+    assert binary("team", "mine") == "ns"  # namespaced first
+    assert binary("other", "mine") == "cluster"
+    assert binary("team", "shared") == "cluster"
+    assert api.gets == []
+    assert binary("team", "just-made") == "new"  # the index lags
+    assert binary("team", "unknown") is None
+    assert api.gets == [
+        ("harnessdefinitions", "team", "just-made"),
+        ("harnessdefinitions", "team", "unknown"),
+        ("clusterharnessdefinitions", None, "unknown"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("conditions", "resumed"),
+    [
+        ([], True),
+        ([{"type": "Succeeded", "status": "Unknown", "reason": "Queued"}], True),
+        ([{"type": "Succeeded", "status": "True", "reason": "Succeeded"}], False),
+        ([{"type": "Succeeded", "status": "False", "reason": "Cancelled"}], False),
+    ],
+)
+def test_only_unfinished_runs_are_resumed(conditions: list[dict[str, str]], resumed: bool) -> None:
+    assert handlers.is_unfinished(kopf.Body({"status": {"conditions": conditions}})) is resumed
