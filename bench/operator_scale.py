@@ -4,6 +4,7 @@
         .venv/bin/python bench/operator_scale.py latency [--runs 50]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py burst [--runs 300]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py footprint [--runs 100] [--finished 5000]
+    KUBECONFIG=... .venv/bin/python bench/operator_scale.py pods [--runs 300]
 
 `latency` alternates one run and one plain Job of the same image and agent, each created only when the
 last has finished, and prints create -> Job exists and create -> done (p50/p95) for both. `burst` creates
@@ -14,7 +15,9 @@ ratio, and the operator's CPU and memory. `footprint` measures the operator's CP
 a batch of runs with suspended Jobs in an empty namespace, then again after `--finished` finished runs
 were added (created while the operator is stopped with the annotations kopf writes on runs it handled,
 their status patched to Cancelled: no reconcile makes them), so the two batches show whether the cost
-per run is flat in the number of finished runs.
+per run is flat in the number of finished runs. `pods` creates N runs whose pods really run, then N plain
+Jobs of the same image and agent, and prints how long each side took until every run's status said
+Succeeded (every plain Job completed), and their ratio.
 The operator runs as a process under the chart's RBAC, as in tests/integration; both sides' Jobs are
 seen by one watch, so they are timed by the same clock.
 """
@@ -211,6 +214,61 @@ def burst(bench: Bench, runs: int) -> None:
     print(f"runs with their Job: {with_job}/{runs}; runs with more than one Job: {len(twice)} {twice[:5]}")
 
 
+def succeeded_runs(bench: Bench, keys: set[str], timeout: float) -> float:
+    """Watch the runs until every one of `keys` reports phase Succeeded; the monotonic time it did."""
+    left = set(keys)
+    deadline = time.monotonic() + timeout
+    stream = watch.Watch()
+    while left and time.monotonic() < deadline:
+        listed = bench.custom.list_namespaced_custom_object(GROUP, VERSION, bench.ns, "harnessruns")
+        for item in listed["items"]:
+            if (item.get("status") or {}).get("phase") == "Succeeded":
+                left.discard(item["metadata"]["name"])
+        events = stream.stream(
+            bench.custom.list_namespaced_custom_object, GROUP, VERSION, bench.ns, "harnessruns",
+            resource_version=listed["metadata"]["resourceVersion"], timeout_seconds=60,
+        )  # fmt: skip
+        for event in events:
+            if (event["object"].get("status") or {}).get("phase") == "Succeeded":
+                left.discard(event["object"]["metadata"]["name"])
+            if not left:
+                stream.stop()
+    if left:
+        raise SystemExit(f"timed out: {len(left)} of {len(keys)} runs never Succeeded")
+    return time.monotonic()
+
+
+def pods(bench: Bench, runs: int) -> None:
+    elapsed = {}
+    for kind in ("run", "plain"):
+        keys = {f"{kind}-{i}" for i in range(runs)}
+        settle(bench.operator.proc.pid)  # type: ignore[union-attr]
+        start = time.monotonic()
+        for key in sorted(keys):
+            if kind == "run":
+                create_run(bench, key)
+            else:
+                bench.batch.create_namespaced_job(bench.ns, plain_job(key, bench.image, False))
+        timeout = max(1800, runs * 6)
+        if kind == "run":
+            done = succeeded_runs(bench, keys, timeout)
+            bench.clock.wait(bench.clock.done, keys, timeout)
+            pods_done = max(bench.clock.done[k] for k in keys) - start
+            lag = done - start - pods_done
+            print(
+                f"run    {runs}: every pod done after {pods_done:6.1f}s, every run Succeeded after "
+                f"{done - start:6.1f}s (status {lag:+.1f}s after the last pod)"
+            )
+            elapsed[kind] = done - start
+        else:
+            bench.clock.wait(bench.clock.done, keys, timeout)
+            elapsed[kind] = max(bench.clock.done[k] for k in keys) - start
+            print(f"plain  {runs}: every Job complete after {elapsed[kind]:6.1f}s")
+    ratio = elapsed["run"] / elapsed["plain"]
+    verdict = "met" if ratio <= 1.3 else "missed"
+    print(f"ratio operator/plain time to done: {ratio:.2f} (goal at most 1.3: {verdict})")
+
+
 def finished_runs(bench: Bench, count: int) -> None:
     """`count` runs that ended, made without the operator: created, then their status patched."""
     ended = {
@@ -329,9 +387,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=("latency", "burst", "footprint"))
+    parser.add_argument("mode", choices=("latency", "burst", "footprint", "pods"))
     parser.add_argument(
-        "--runs", type=int, default=None, help="runs (and as many plain Jobs); 50 / 300 / 100"
+        "--runs", type=int, default=None, help="runs (and as many plain Jobs); 50 / 300 / 100 / 300"
     )
     parser.add_argument("--finished", type=int, default=5000, help="footprint: finished runs to add")
     args = parser.parse_args()
@@ -341,6 +399,8 @@ def main() -> None:
             latency(bench, args.runs or 50)
         elif args.mode == "burst":
             burst(bench, args.runs or 300)
+        elif args.mode == "pods":
+            pods(bench, args.runs or 300)
         else:
             footprint(bench, args.runs or 100, args.finished)
     finally:
