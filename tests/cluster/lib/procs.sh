@@ -71,6 +71,8 @@ cluster_healthy() {
 		pid_of "$n" >/dev/null || return 1
 	done
 	[[ -s $PKI_DIR/admin.crt ]] || return 1
+	# A kubelet started by an older tree lacks cluster DNS: `up` must then rewrite its config and restart it.
+	grep -q "^clusterDNS: \[$DNS_SERVICE_IP\]" "$HARNESS_CLUSTER_STATE/kubelet/config.yaml" 2>/dev/null || return 1
 	curl -sf --max-time 5 --cacert "$PKI_DIR/ca.crt" --cert "$PKI_DIR/admin.crt" --key "$PKI_DIR/admin.key" \
 		"https://127.0.0.1:$APISERVER_PORT/readyz" >/dev/null || return 1
 	curl -sf --max-time 5 "http://127.0.0.1:10248/healthz" >/dev/null || return 1
