@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv test unit lint generate demo images cluster-up cluster-down flux-test
+.PHONY: venv test unit lint generate demo images cluster-up cluster-down flux-test reliability
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -56,3 +56,8 @@ cluster-down:
 ## module proxy on first use (about 11 minutes on 2 cores; cached), then runs the journey (about 30s)
 flux-test: venv
 	HARNESS_FLUX=1 $(PY) -m pytest tests/integration/test_flux_journey.py -q
+
+## every fault test (tests/reliability) on the test cluster, the slow ones included: the operator SIGKILLed
+## ten times in a burst of 200 runs, kube-apiserver and etcd restarted, the kubelet restarted (about 15 minutes)
+reliability: venv
+	HARNESS_RELIABILITY=1 $(PY) -m pytest tests/reliability -q -s

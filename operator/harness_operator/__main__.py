@@ -17,6 +17,7 @@ from harness_operator.confinement import find_api_server_address
 from harness_operator.kube import Kube
 from harness_operator.logs import setup_logging
 from harness_operator.reconcile import Reconciler
+from harness_operator.retention import ExpiryQueue
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     for kind in KINDS:
         for namespace in config.namespaces or (None,):
             Watcher(kube, children, kind, namespace, handlers.child_changed).start()
+    retention = ExpiryQueue(kube.delete_run, on_error=handlers.log_retention_error)
+    handlers.install_retention(retention, config.default_ttl_seconds_after_finished)
+    retention.start()
     if config.progress_interval_seconds > 0:
         handlers.install_progress_timer(config.progress_interval_seconds)
     start_http_server(config.metrics_port)

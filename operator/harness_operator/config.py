@@ -26,6 +26,9 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+OPTIONAL_INTS = frozenset({"default_ttl_seconds_after_finished"})  # empty or unset: None
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     """Settings of one operator process; every field has an env var HARNESS_<NAME>."""
@@ -64,6 +67,9 @@ class OperatorConfig:
     await_network_policy_seconds: int = 30
     api_server_address: str = ""
 
+    # Retention of finished runs without spec.ttlSecondsAfterFinished; None keeps them until deleted.
+    default_ttl_seconds_after_finished: int | None = None
+
     def __post_init__(self) -> None:
         if self.egress_gateway_service and not (self.egress_gateway_key and self.egress_gateway_namespace):
             raise ValueError(
@@ -100,7 +106,9 @@ class OperatorConfig:
             raw = env[key]
             current = getattr(defaults, name)
             try:
-                if isinstance(current, bool):
+                if name in OPTIONAL_INTS:
+                    values[name] = _seconds(raw) if raw.strip() else None
+                elif isinstance(current, bool):
                     values[name] = raw.lower() in ("1", "true", "yes")
                 elif isinstance(current, int):
                     values[name] = int(raw)
@@ -113,3 +121,10 @@ class OperatorConfig:
             except ValueError as exc:
                 raise ValueError(f"{key}={raw!r} is not valid: {exc}") from exc
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _seconds(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError("must be 0 or more seconds, or empty for none")
+    return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -19,6 +20,7 @@ from harness_operator.errors import Permanent, Temporary, classify
 from harness_operator.fairqueue import QueueEntry, build_queue_entry
 from harness_operator.kube import Kube, KubeReader
 from harness_operator.reconcile import Reconciler
+from harness_operator.retention import ExpiryQueue, compute_expiry
 from harness_operator.status import is_progress_wanted
 
 log = structlog.get_logger("harness_operator")
@@ -32,6 +34,7 @@ DIFF_BASE_IGNORED_FIELDS = ("spec.prompt", "spec.stdin")
 _state: dict[str, Reconciler] = {}
 _work: dict[str, KeyedQueue] = {}
 _work_lock = threading.Lock()
+_retention: dict[str, Any] = {}  # "queue": ExpiryQueue, "default": the chart's TTL (None: keep)
 
 
 def install(reconciler: Reconciler) -> None:
@@ -302,3 +305,28 @@ def check_definition(plural: str, namespace: str | None, name: str, retry: int =
             timer.start()
             return
         log.error("Definition status not written", definition=what, error=verdict.message)
+
+
+def install_retention(queue: ExpiryQueue, default_ttl: int | None) -> None:
+    """Give the run watch below its expiry heap and the operator's default TTL (set once by __main__)."""
+    _retention.update(queue=queue, default=default_ttl)
+
+
+@kopf.on.event(GROUP, VERSION, "harnessruns")
+def run_retention(type: str | None, body: kopf.Body, **_: Any) -> None:
+    """Every run is seen once when the operator starts and again on each change: a finished run with a
+    TTL gets its deletion scheduled; nothing is polled, and a run still in flight costs nothing here."""
+    queue: ExpiryQueue | None = _retention.get("queue")
+    namespace, name = body.metadata.namespace, body.metadata.name
+    if queue is None or not namespace or not name:
+        return
+    delay = None if type == "DELETED" else compute_expiry(body, _retention["default"], datetime.now(UTC))
+    if delay is None:
+        queue.forget(namespace, name)
+    else:
+        queue.schedule(namespace, name, body.metadata.uid or "", delay)
+
+
+def log_retention_error(namespace: str, name: str, exc: Exception) -> None:
+    verdict = classify(exc)
+    log.warning("Deleting an expired run failed; retrying", run=f"{namespace}/{name}", error=verdict.message)

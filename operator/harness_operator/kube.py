@@ -288,6 +288,24 @@ class Kube:
             if exc.status != 404:
                 raise
 
+    def delete_run(self, namespace: str, name: str, uid: str) -> None:
+        """Delete a run if it is still the one with `uid` (gone, or re-created under its name: nothing
+        done); the garbage collector then deletes its children through their ownerReferences."""
+        try:
+            self.custom.delete_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                RUNS,
+                name,
+                body=client.V1DeleteOptions(
+                    preconditions=client.V1Preconditions(uid=uid), propagation_policy="Background"
+                ),
+            )
+        except ApiException as exc:
+            if exc.status not in (404, 409):  # 409: the uid precondition failed
+                raise
+
     def create_event(self, run: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the run, as `kubectl describe hrun` shows them."""
         meta = run["metadata"]

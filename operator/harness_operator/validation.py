@@ -82,7 +82,11 @@ def schema_findings(doc: Document) -> list[Finding]:
 
 def cel_findings(doc: Document) -> list[Finding]:
     """The CRD's own CEL rules, evaluated offline."""
-    violations = check_rules(crd_schema_for(doc.kind), doc.obj)
+    try:
+        violations = check_rules(crd_schema_for(doc.kind), doc.obj)
+    except ValueError as exc:  # CEL's integers are 64-bit: a larger number cannot be checked (nor stored)
+        message = f"a number does not fit in a 64-bit integer ({exc}); the CEL rules could not be checked"
+        return [Finding(doc.path, doc.kind, doc.name, "spec", message)]
     return [Finding(doc.path, doc.kind, doc.name, v.path, v.message) for v in violations]
 
 

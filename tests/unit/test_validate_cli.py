@@ -116,3 +116,14 @@ def test_no_manifests_is_an_error(tmp_path: Path) -> None:
     result = harnessctl("validate", str(tmp_path))
     assert result.returncode == 1
     assert "no manifests found" in result.stderr
+
+
+def test_a_number_beyond_64_bits_is_a_finding_not_a_crash(tmp_path: Path) -> None:
+    """Found by tests/reliability/test_manifests.py: CEL's integers are 64-bit, and validate crashed."""
+    (tmp_path / "big.yaml").write_text(
+        "apiVersion: agentharness.dev/v1alpha1\nkind: HarnessRun\nmetadata: {name: big}\n"
+        "spec: {provider: claude, prompt: p, limits: {timeoutSeconds: 99999999999999999999}}\n"
+    )
+    result = harnessctl("validate", str(tmp_path / "big.yaml"))
+    assert (result.returncode, "Traceback" in result.stderr) == (1, False), result.stderr
+    assert "HarnessRun/big: spec: a number does not fit in a 64-bit integer" in result.stdout, result.stdout

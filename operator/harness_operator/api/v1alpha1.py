@@ -839,6 +839,9 @@ class AcpPermission(StrEnum):
     allow = "allow"
 
 
+TTL_MAX_SECONDS = 10 * 365 * 24 * 3600  # ten years: bounded, so an expiry is always a valid datetime
+
+
 class HarnessRunSpec(Model):
     """One run of an agent CLI. Immutable after creation, except `cancel`."""
 
@@ -908,6 +911,14 @@ class HarnessRunSpec(Model):
         default=AcpPermission.deny, description="ACP permission requests: deny, or allow (allow-once only)."
     )
     cancel: bool = Field(default=False, description="Set to true to stop the run gracefully; skips fallback.")
+    ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        ge=0,
+        le=TTL_MAX_SECONDS,
+        description="Seconds to keep the run once it has finished (status.completionTime); then the "
+        "operator deletes it, and its Jobs, pods, Secrets, ConfigMaps and NetworkPolicy go with it. Unset: "
+        "the operator's default (chart value runs.ttlSecondsAfterFinished; none: kept until deleted).",
+    )
 
     model_config = ConfigDict(
         json_schema_extra=validations(
