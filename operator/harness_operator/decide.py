@@ -14,16 +14,18 @@ from typing import Any
 from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
 from harness_operator.conditions import is_finished
 from harness_operator.fairqueue import WAITING_REASONS
+from harness_operator.naming import end_event_name
 from harness_operator.status import FINISHED, ObservedAttempt
 
 
 @dataclass(frozen=True)
 class EventSpec:
-    """A core/v1 Event to post on the run."""
+    """A core/v1 Event to post on the run; `name` set: the run's end, posted once, before the status."""
 
     type: str
     reason: str
     message: str
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,12 @@ def decide_events(
     before = (previous.reason if previous else None, previous.phase if previous else None)
     if before != (status.reason, status.phase):
         failed = status.phase in ("Failed", "Cancelled") or status.reason == "FallingBack"
+        ended = is_finished(status.conditions)
+        name = end_event_name(run.metadata["name"], run.metadata.get("uid", "")) if ended else None
         events.append(
-            EventSpec("Warning" if failed else "Normal", status.reason or "Updated", status.message or "")
+            EventSpec(
+                "Warning" if failed else "Normal", status.reason or "Updated", status.message or "", name
+            )
         )
     return events
 

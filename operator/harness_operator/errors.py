@@ -9,6 +9,9 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 MAX_DELAY_SECONDS = 60.0
+# A kube-apiserver that just started answers 403 to every client until its RBAC cache fills (seen twice,
+# 60 ms apart, by the fault tests): a 403 is retried this many times (1 + 2 + 4 s) before it stops a run.
+FORBIDDEN_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,8 @@ def _retry_after(exc: ApiException) -> float | None:
 
 
 def classify(exc: BaseException, attempt: int = 0) -> Temporary | Permanent:
-    """Conflicts, 429, 5xx and transport errors are temporary; invalid objects and denials permanent."""
+    """Conflicts, 429, 5xx and transport errors are temporary; invalid objects are permanent, and so
+    are denials from the `FORBIDDEN_RETRIES`th retry (`attempt` counts the retries so far)."""
     backoff = min(MAX_DELAY_SECONDS, 1.0 * (2 ** min(attempt, 6)))
     if isinstance(exc, ApiException):
         status = exc.status or 0
@@ -44,6 +48,8 @@ def classify(exc: BaseException, attempt: int = 0) -> Temporary | Permanent:
             return Temporary(min(MAX_DELAY_SECONDS, _retry_after(exc) or backoff), "API server throttled us")
         if status == 409 or status >= 500:
             return Temporary(backoff, f"API server answered {status} {exc.reason}")
+        if status == 403 and attempt < FORBIDDEN_RETRIES:
+            return Temporary(backoff, f"API server answered 403 {exc.reason} (retry {attempt + 1})")
         if status == 403:
             return Permanent(
                 "Forbidden", f"the operator is not allowed to do this: {exc.reason}; check its RBAC"

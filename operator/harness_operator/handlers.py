@@ -52,7 +52,7 @@ def reconcile_and_wake(namespace: str, name: str, retry: int = 0) -> None:
             continue
         seen.add(key)
         try:
-            pending += _state["reconciler"].reconcile(*key)
+            pending += _state["reconciler"].reconcile(*key, retry)
         except Exception as exc:  # every error goes through the one classifier
             verdict = classify(exc, retry)
             metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()

@@ -306,12 +306,16 @@ class Kube:
             if exc.status not in (404, 409):  # 409: the uid precondition failed
                 raise
 
-    def create_event(self, run: dict[str, Any], type_: str, reason: str, message: str) -> None:
-        """A core/v1 Event on the run, as `kubectl describe hrun` shows them."""
+    def create_event(
+        self, run: dict[str, Any], type_: str, reason: str, message: str, name: str | None = None
+    ) -> None:
+        """A core/v1 Event on the run, as `kubectl describe hrun` shows them; one `name`d is posted once
+        (it exists already: 409, ignored)."""
         meta = run["metadata"]
         now = datetime.now(UTC)
+        names = {"name": name} if name else {"generate_name": f"{meta['name']}."}
         body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta["namespace"]),
+            metadata=client.V1ObjectMeta(namespace=meta["namespace"], **names),
             involved_object=client.V1ObjectReference(
                 api_version=f"{GROUP}/{VERSION}",
                 kind="HarnessRun",
@@ -328,16 +332,22 @@ class Kube:
             source=client.V1EventSource(component=FIELD_MANAGER),
             reporting_component=FIELD_MANAGER,
         )
-        self.core.create_namespaced_event(meta["namespace"], body)
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except ApiException as exc:
+            if not (name and exc.status == 409):
+                raise
 
 
 class KubeReader:
-    """resolution.Reader over the API server. A refusal that retrying cannot change (403, 400, 422)
-    is Unreadable, so the run fails with the reason; other errors go back to the handler's retry."""
+    """resolution.Reader over the API server. A refusal that retrying cannot change (400, 422, a 403
+    at the handler's `retry` FORBIDDEN_RETRIES) is Unreadable, so the run fails with the reason; other
+    errors go back to the handler's retry."""
 
-    def __init__(self, kube: Kube, definitions: DefinitionReader | None = None) -> None:
+    def __init__(self, kube: Kube, definitions: DefinitionReader | None = None, retry: int = 0) -> None:
         self.kube = kube
         self.definitions = definitions
+        self.retry = retry
 
     def definition(self, namespace: str | None, name: str) -> Mapping[str, Any] | None:
         """From `definitions` (the operator's watch caches) when given, else one GET."""
@@ -347,19 +357,19 @@ class KubeReader:
         return self.kube.fetch_definition_object(plural, namespace, name)
 
     def config_map_key(self, namespace: str, name: str, key: str) -> str | None:
-        return _refusable(lambda: self.kube.fetch_config_map_key(namespace, name, key))
+        return _refusable(self.retry, lambda: self.kube.fetch_config_map_key(namespace, name, key))
 
     def secret_key(self, namespace: str, name: str, key: str) -> str | None:
-        return _refusable(lambda: self.kube.fetch_secret_key(namespace, name, key))
+        return _refusable(self.retry, lambda: self.kube.fetch_secret_key(namespace, name, key))
 
     def run(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return _refusable(lambda: self.kube.fetch_run(namespace, name))
+        return _refusable(self.retry, lambda: self.kube.fetch_run(namespace, name))
 
     def run_output(self, run: Mapping[str, Any]) -> str | None:
         """The run's output ConfigMap's text, only when the run owns it and its text is what the run's
         status reports: a ConfigMap made by anyone else is never read."""
         name = output_config_map_name(run["metadata"]["name"])
-        cm = _refusable(lambda: self.kube.fetch_config_map(run["metadata"]["namespace"], name))
+        cm = _refusable(self.retry, lambda: self.kube.fetch_config_map(run["metadata"]["namespace"], name))
         if cm is None:
             return None
         if not is_run_output(cm, run):
@@ -367,11 +377,11 @@ class KubeReader:
         return str(cm["data"]["output"])
 
 
-def _refusable(call: Any) -> Any:
+def _refusable(retry: int, call: Any) -> Any:
     try:
         return call()
     except Exception as exc:
-        verdict = classify(exc)
+        verdict = classify(exc, retry)
         if isinstance(verdict, Permanent):
             raise Unreadable(verdict.message) from exc
         raise

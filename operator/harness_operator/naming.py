@@ -58,6 +58,11 @@ def output_config_map_name(run: str) -> str:
     return fit_name(run, "-output", 253)
 
 
+def end_event_name(run: str, uid: str) -> str:
+    """The one Event that says a run ended: fixed per run, so posting it again is refused (409)."""
+    return fit_name(f"{run}.{uid}", ".end", 253)
+
+
 def network_policy_name(run: str, attempt: int) -> str:
     return fit_name(run, f"-a{attempt}", 253)
 

@@ -108,7 +108,11 @@ REASONS: dict[str, tuple[str, str, str]] = {
         "False",
         "a child's name is taken by an object the run does not own, or with other content; nothing more runs",
     ),
-    "Forbidden": ("Succeeded", "False", "the API server refused the operator (403); check its RBAC"),
+    "Forbidden": (
+        "Succeeded",
+        "False",
+        "the API server refused the operator (403, four times over 7 s); check its RBAC",
+    ),
     "InvalidObject": ("Succeeded", "False", "the API server refused an object the operator built (400/422)"),
     "Valid": ("Ready (definitions)", "True", "the definition parses and runs can use its protocol"),
     "InvalidDefinition": (

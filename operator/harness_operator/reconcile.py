@@ -163,8 +163,9 @@ class Reconciler:
 
     # --- entry points --------------------------------------------------------------------------------
 
-    def reconcile(self, namespace: str, name: str) -> list[tuple[str, str]]:
-        """Bring one run forward; returns other runs to reconcile now (dependents and queued runs)."""
+    def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[tuple[str, str]]:
+        """Bring one run forward; returns other runs to reconcile now (dependents and queued runs).
+        `retry`: how many times the handler has retried this run (errors.classify weighs it)."""
         with self._run_locks[(namespace, name)]:
             raw = self.kube.fetch_run(namespace, name)
             if raw is None:
@@ -173,9 +174,9 @@ class Reconciler:
             if is_finished(run.status.conditions if run.status else []):
                 return []
             try:
-                status = self._reconcile_run(run)
+                status = self._reconcile_run(run, retry)
             except Exception as exc:  # the one classifier decides; temporary errors go back to kopf
-                verdict = classify(exc)
+                verdict = classify(exc, retry)
                 if not isinstance(verdict, Permanent):
                     raise
                 status = self._fail_visibly(run, verdict, exc)
@@ -246,10 +247,10 @@ class Reconciler:
 
     # --- the reconcile path --------------------------------------------------------------------------
 
-    def _reconcile_run(self, run: HarnessRun) -> HarnessRunStatus | None:
+    def _reconcile_run(self, run: HarnessRun, retry: int) -> HarnessRunStatus | None:
         ns = run.metadata["namespace"]
         try:
-            targets = self._resolve_targets(run)
+            targets = self._resolve_targets(run, retry)
         except Rejection as rejection:
             return self._write(run, Observed(providers=[], rejected=(rejection.reason, rejection.message)))
         providers = [t.provider for t in targets]
@@ -264,7 +265,7 @@ class Reconciler:
             next_index = compute_next_attempt(observed)
             if next_index is None:
                 return self._write(run, observed)
-            queued = self._start_attempt(run, targets, next_index, attempts)
+            queued = self._start_attempt(run, targets, next_index, attempts, retry)
         except Rejection as rejection:
             return self._write(run, Observed(providers=[], rejected=(rejection.reason, rejection.message)))
         except Waiting as waiting:
@@ -292,21 +293,27 @@ class Reconciler:
             raise exc from None
 
     def _write(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
-        """Compute the status, decide (pure) what changes, and act: the status patch, then the Events."""
+        """Compute the status, decide (pure) what changes, and act: the run's end Event (named, so an
+        operator killed before the status patch posts it once on the retry), the patch, the others."""
         decision = decide(run, compute_status(run, observed, self.clock()))
+        body = {"metadata": run.metadata}
+        for event in decision.events:
+            if event.name is not None:
+                self.kube.create_event(body, event.type, event.reason, event.message, event.name)
         if decision.patch is not None:
             self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], decision.patch)
         for event in decision.events:
-            self.kube.create_event({"metadata": run.metadata}, event.type, event.reason, event.message)
+            if event.name is None:
+                self.kube.create_event(body, event.type, event.reason, event.message)
         return decision.status
 
     # --- resolution ----------------------------------------------------------------------------------
 
-    def _resolve_targets(self, run: HarnessRun) -> list[AttemptTarget]:
-        return resolve_targets(KubeReader(self.kube, self.definitions), run)
+    def _resolve_targets(self, run: HarnessRun, retry: int) -> list[AttemptTarget]:
+        return resolve_targets(KubeReader(self.kube, self.definitions, retry), run)
 
-    def _resolve_inputs(self, run: HarnessRun) -> tuple[str, str | None]:
-        return resolve_inputs(KubeReader(self.kube), run)
+    def _resolve_inputs(self, run: HarnessRun, retry: int) -> tuple[str, str | None]:
+        return resolve_inputs(KubeReader(self.kube, retry=retry), run)
 
     # --- observation ---------------------------------------------------------------------------------
 
@@ -463,14 +470,19 @@ class Reconciler:
         return [(namespace, r.name) for r in runs if r.waiting]
 
     def _start_attempt(
-        self, run: HarnessRun, targets: list[AttemptTarget], index: int, attempts: list[ObservedAttempt]
+        self,
+        run: HarnessRun,
+        targets: list[AttemptTarget],
+        index: int,
+        attempts: list[ObservedAttempt],
+        retry: int,
     ) -> tuple[str, str] | None:
         """Create what attempt `index` needs; for the first, only if the namespace has room (else Queued).
 
         The first attempt also writes every attempt's plan, so the prompt and stdin are read only then:
         a run's inputs are consumed once, not on every event of its Jobs and Pods."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
-        prompt, stdin = self._resolve_inputs(run) if index == 1 else ("", None)
+        prompt, stdin = self._resolve_inputs(run, retry) if index == 1 else ("", None)
         planned = run
         with self._namespace_locks[ns]:  # counting and taking the slot under one lock: no two runs take one
             if index == 1:

@@ -15,6 +15,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.kube import Kube
+from harness_operator.naming import end_event_name
 
 from .conftest import Api, wait_until
 from .operator_env import OperatorProcess, definition_body, free_port, run_body
@@ -56,11 +58,18 @@ def test_run_succeeds_with_usage_cost_and_output(
         f'harness_tokens_total{{model="fake-model",namespace="{api.ns}",provider="fake",type="input"}}'
         in metrics
     )
-    reasons = [
-        e.reason
+    run = api.run("hello")
+    ended = [
+        e
         for e in api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=hello").items
+        if e.reason == "Succeeded"
     ]
-    assert "Succeeded" in reasons
+    assert [e.metadata.name for e in ended] == [end_event_name("hello", run["metadata"]["uid"])]
+    # An operator killed after posting the end but before the status patch posts it again: refused (409)
+    # and ignored, so the run still has one end Event.
+    Kube(api.core.api_client).create_event(run, "Normal", "Succeeded", "again", ended[0].metadata.name)
+    again = api.core.list_namespaced_event(api.ns, field_selector="involvedObject.name=hello").items
+    assert [e.message for e in again if e.reason == "Succeeded"] == [ended[0].message]
 
 
 def test_sandbox_pod_is_locked_down(api: Api, fake: Callable[..., None]) -> None:

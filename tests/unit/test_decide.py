@@ -70,12 +70,12 @@ WAITING = status("Pending", "WaitingForRunOutput")
             {},
             [
                 EventSpec("Warning", "JobLost", "Job r-a1 vanished"),
-                EventSpec("Warning", "JobLost", "JobLost detail"),
+                EventSpec("Warning", "JobLost", "JobLost detail", "r.u.end"),
             ],
             True,
         ),
         (LOST, LOST, {}, None, False),  # lost once, said once
-        (RUNNING_S, SUCCEEDED, {}, [EventSpec("Normal", "Succeeded", "Succeeded detail")], True),
+        (RUNNING_S, SUCCEEDED, {}, [EventSpec("Normal", "Succeeded", "Succeeded detail", "r.u.end")], True),
         (
             RUNNING_S,
             SUCCEEDED,
@@ -87,7 +87,7 @@ WAITING = status("Pending", "WaitingForRunOutput")
                     "attempt 1 (claude, model m): neither the CLI nor a price knows its cost, so maxCostUSD 1.0 "
                     "could not be enforced; add spec.pricing for the model to the provider's definition",
                 ),
-                EventSpec("Normal", "Succeeded", "Succeeded detail"),
+                EventSpec("Normal", "Succeeded", "Succeeded detail", "r.u.end"),
             ],
             True,
         ),

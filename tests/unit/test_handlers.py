@@ -23,7 +23,7 @@ class FlakyReconciler:
         self.calls: list[tuple[str, str]] = []
         self.done = threading.Event()
 
-    def reconcile(self, namespace: str, name: str) -> list[Any]:
+    def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[Any]:
         self.calls.append((namespace, name))
         if len(self.calls) <= self.failures:
             raise ApiException(status=self.status, reason="Service Unavailable")
@@ -59,8 +59,16 @@ def test_retries_are_bounded() -> None:
     assert len(flaky.calls) == 3
 
 
+def test_a_403_just_after_an_api_server_restart_is_retried() -> None:
+    flaky = FlakyReconciler(failures=1, status=403)
+    handlers.install(flaky)  # type: ignore[arg-type]
+    handlers.reconcile_after_child_event("ns", "run")
+    assert flaky.done.wait(timeout=10), flaky.calls
+    assert flaky.calls == [("ns", "run")] * 2
+
+
 def test_a_permanent_failure_is_not_retried() -> None:
-    flaky = FlakyReconciler(failures=100, status=403)
+    flaky = FlakyReconciler(failures=100, status=422)
     handlers.install(flaky)  # type: ignore[arg-type]
     handlers.reconcile_after_child_event("ns", "run")
     join_retry_timers()
@@ -103,7 +111,7 @@ class WakingReconciler:
         # the handlers put kopf's indexes here, as on a Reconciler
         self.budget_source = self.definitions = self.queue_source = None
 
-    def reconcile(self, namespace: str, name: str) -> list[Any]:
+    def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[Any]:
         self.calls.append((namespace, name))
         if {("ns", "done"), ("ns", "queued")} <= set(self.calls):
             self.woken.set()

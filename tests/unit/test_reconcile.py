@@ -171,7 +171,7 @@ def test_a_slot_taken_for_a_job_that_was_not_created_is_free_again() -> None:
     r = reconciler(api, [], [])
     run = queued_run("first", "07:00")
     with pytest.raises(ApiException):
-        r._start_attempt(run, TARGETS[:1], 1, [])
+        r._start_attempt(run, TARGETS[:1], 1, [], 0)
     assert api.reads == ["create Secret"]
     assert r.children.in_flight("ns") == set()
     assert r._queue_position(queued_run("second", "07:01")) is None  # the slot is free
