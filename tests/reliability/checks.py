@@ -15,7 +15,7 @@ from kubernetes import client, watch
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 
-from ..integration.conftest import Api
+from ..integration.conftest import Api, wait_until
 from ..integration.operator_env import definition_body, run_body
 
 TERMINAL = ("Succeeded", "Failed", "Cancelled")
@@ -161,6 +161,20 @@ def burst_losses(api: Api, names: Iterable[str]) -> list[str]:
         if (cm.data or {}).get("output") != want:
             found.append(f"run {name}: ConfigMap output {(cm.data or {}).get('output')!r}")
     return found
+
+
+def finished(recorder: Recorder, names: list[str]) -> int:
+    """How many of `names` the run watch has seen end."""
+    return sum(1 for n in names if (h := recorder.run_history.get(n)) and h[-1][0] in ("Succeeded", "Failed"))
+
+
+def wait_all_ended(recorder: Recorder, names: list[str]) -> None:
+    wait_until(
+        lambda: finished(recorder, names) == len(names),
+        timeout=900,
+        what=f"all {len(names)} runs to end",
+        diagnose=lambda: f"{finished(recorder, names)} ended",
+    )
 
 
 def exactly_once(api: Api, recorder: Recorder, names: list[str], jobs_per_run: int) -> list[str]:

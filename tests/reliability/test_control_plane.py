@@ -12,9 +12,17 @@ import pytest
 
 from ..integration.conftest import Api, wait_until
 from ..integration.operator_env import OperatorProcess
-from .checks import Recorder, burst_losses, create_burst, exactly_once, log_problems, make_fallback_providers
+from .checks import (
+    Recorder,
+    burst_losses,
+    create_burst,
+    exactly_once,
+    finished,
+    log_problems,
+    make_fallback_providers,
+    wait_all_ended,
+)
 from .cluster import bring_up, pid_of, stop
-from .test_operator_kills import finished
 
 RUNS = int(os.environ.get("HARNESS_RELIABILITY_CONTROL_PLANE_RUNS", "40"))
 
@@ -40,12 +48,7 @@ def test_apiserver_restart_and_etcd_stop_during_a_burst(
                 bring_up()
                 outages[component] = time.monotonic() - down
                 assert pid_of(component) not in (None, old), f"{component} was not restarted"
-            wait_until(
-                lambda: finished(recorder, names) == RUNS,
-                timeout=900,
-                what=f"all {RUNS} runs to end",
-                diagnose=lambda: f"{finished(recorder, names)} ended",
-            )
+            wait_all_ended(recorder, names)
             problems = exactly_once(api, recorder, names, jobs_per_run=2)
     finally:
         bring_up()  # a healthy cluster for whoever comes next, even when the test failed midway

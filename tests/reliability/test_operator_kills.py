@@ -12,16 +12,21 @@ import pytest
 
 from ..integration.conftest import Api, wait_until
 from ..integration.operator_env import OperatorProcess
-from .checks import Recorder, burst_losses, create_burst, exactly_once, log_problems, make_fallback_providers
+from .checks import (
+    Recorder,
+    burst_losses,
+    create_burst,
+    exactly_once,
+    finished,
+    log_problems,
+    make_fallback_providers,
+    wait_all_ended,
+)
 
 RUNS = int(os.environ.get("HARNESS_RELIABILITY_RUNS", "200"))
 KILLS = 10
 
 pytestmark = pytest.mark.reliability
-
-
-def finished(recorder: Recorder, names: list[str]) -> int:
-    return sum(1 for n in names if (h := recorder.run_history.get(n)) and h[-1][0] in ("Succeeded", "Failed"))
 
 
 def test_operator_killed_ten_times_during_a_burst(
@@ -44,12 +49,7 @@ def test_operator_killed_ten_times_during_a_burst(
             )
             operator.kill()
             operator.start()
-        wait_until(
-            lambda: finished(recorder, names) == RUNS,
-            timeout=900,
-            what=f"all {RUNS} runs to end",
-            diagnose=lambda: f"{finished(recorder, names)} ended",
-        )
+        wait_all_ended(recorder, names)
         problems = exactly_once(api, recorder, names, jobs_per_run=2)
     print(
         f"\nmeasured: {RUNS} runs, {KILLS} SIGKILLs at {thresholds} runs ended, "
