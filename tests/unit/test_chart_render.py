@@ -68,6 +68,7 @@ EVERY_KNOB = (
     "metrics.serviceMonitor.enabled=true",
     "metrics.serviceMonitor.interval=30s",
     "metrics.serviceMonitor.labels.release=prometheus",
+    "runs.ttlSecondsAfterFinished=86400",
 )
 
 
@@ -104,6 +105,12 @@ def test_pod_labels_cannot_override_the_selector_labels() -> None:
 def test_sandbox_pull_secrets_reach_the_operator_as_a_setting_it_reads() -> None:
     env = env_of(render(*EVERY_KNOB))
     assert OperatorConfig.from_env(env).image_pull_secrets == ("registry-a", "registry-b")
+
+
+def test_finished_runs_are_kept_unless_the_chart_sets_a_default_ttl() -> None:
+    assert "HARNESS_DEFAULT_TTL_SECONDS_AFTER_FINISHED" not in env_of(render())
+    env = env_of(render(*EVERY_KNOB))
+    assert OperatorConfig.from_env(env).default_ttl_seconds_after_finished == 86400
 
 
 def test_every_env_var_the_chart_sets_is_an_operator_setting() -> None:
