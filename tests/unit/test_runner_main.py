@@ -202,3 +202,10 @@ def test_an_unenforced_policy_fails_the_attempt_before_the_agent_or_warns(tmp_pa
         assert doc.reason == "NetworkNotConfined" and output == b""
     else:
         assert doc.exit_code == 0 and output == b"answer from agent.py: hi"
+
+
+def test_a_cli_attempt_never_imports_the_acp_sdk() -> None:
+    """The SDK's schema was most of the runner's start-up CPU in every sandbox (0.8 s -> 0.25 s)."""
+    code = "import sys, harness_operator.runner.__main__; print(sorted(m for m in sys.modules if m == 'acp'))"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"

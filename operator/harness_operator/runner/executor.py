@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO
 
-from harness_operator.runner.acp import execute_acp
 from harness_operator.runner.attempt import (
     ALLOWED_ENV,
     AttemptResult,
@@ -116,7 +115,13 @@ def execute(
     """Run one attempt with the executor of its protocol; the same result document and events either way.
 
     Normalized events go to `on_event` and, with `events_to_log` (the pod), as marked lines to stderr."""
-    executor: Executor = execute_cli if plan.acp is None else execute_acp
+    executor: Executor = execute_cli
+    if plan.acp is not None:
+        # Imported for ACP plans only: the ACP SDK's schema takes most of the runner's start-up CPU,
+        # which every CLI sandbox paid before (bench/RESULTS.md, real pods).
+        from harness_operator.runner.acp import execute_acp
+
+        executor = execute_acp
     return executor(
         plan,
         credentials,
