@@ -16,8 +16,8 @@ a batch of runs with suspended Jobs in an empty namespace, then again after `--f
 were added (created while the operator is stopped with the annotations kopf writes on runs it handled,
 their status patched to Cancelled: no reconcile makes them), so the two batches show whether the cost
 per run is flat in the number of finished runs. `pods` creates N runs whose pods really run, then N plain
-Jobs of the same image and agent, and prints how long each side took until every run's status said
-Succeeded (every plain Job completed), and their ratio.
+Jobs of the same image, agent and resource requests, and prints how long each side took until every
+run's status said Succeeded (every plain Job completed), and their ratio.
 The operator runs as a process under the chart's RBAC, as in tests/integration; both sides' Jobs are
 seen by one watch, so they are timed by the same clock.
 """
@@ -105,6 +105,11 @@ def operator_cpu_and_rss(pid: int) -> tuple[float, float]:
     return (int(fields[11]) + int(fields[12])) / ticks, rss_pages * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+# Both sides' pods request the same, so the scheduler packs as many of each on the node (a run's
+# default, 250m and 1 GiB, fits five times fewer pods at once).
+REQUESTS = {"cpu": "50m", "memory": "64Mi"}
+
+
 def plain_job(name: str, image: str, suspend: bool) -> dict[str, Any]:
     """What a user would write instead of a run: the same image and fake agent, restricted like a sandbox."""
     return {
@@ -129,7 +134,7 @@ def plain_job(name: str, image: str, suspend: bool) -> dict[str, Any]:
                             "image": image,
                             "command": ["fake-agent", "hi"],
                             "env": [{"name": "FAKE_MODE", "value": "ok"}],
-                            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+                            "resources": {"requests": REQUESTS},
                             "securityContext": {
                                 "allowPrivilegeEscalation": False,
                                 "capabilities": {"drop": ["ALL"]},
@@ -157,7 +162,8 @@ def row(what: str, operator: list[float], plain: list[float]) -> str:
 
 
 def create_run(bench: Bench, name: str, labels: dict[str, str] | None = None) -> None:
-    body = run_body(name, {"provider": "fake", "prompt": "hi"})
+    spec = {"provider": "fake", "prompt": "hi", "sandbox": {"resources": {"requests": REQUESTS}}}
+    body = run_body(name, spec)
     body["metadata"]["labels"] = labels or {}
     bench.custom.create_namespaced_custom_object(GROUP, VERSION, bench.ns, "harnessruns", body)
 
