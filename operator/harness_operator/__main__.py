@@ -12,7 +12,7 @@ from prometheus_client import start_http_server
 
 from harness_operator import handlers
 from harness_operator.cache import KINDS, ChildStore, Watcher
-from harness_operator.config import FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
+from harness_operator.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
 from harness_operator.confinement import find_api_server_address
 from harness_operator.kube import Kube
 from harness_operator.logs import setup_logging
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     if config.fqdn_policy == FQDN_AUTO:
         found = FQDN_CILIUM if kube.fetch_serves_cilium_policies() else FQDN_NONE
         config = dataclasses.replace(config, fqdn_policy=found)
-    if not config.api_server_address:
+    if not config.api_server_address and config.await_network_policy != AWAIT_OFF:
         address = find_api_server_address(os.environ, kube.api.configuration.host)
         config = dataclasses.replace(config, api_server_address=address)
     children = ChildStore()

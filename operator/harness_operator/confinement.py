@@ -26,8 +26,23 @@ def find_api_server_address(env: Mapping[str, str], kubeconfig_host: str) -> str
     parts = urlsplit(kubeconfig_host)
     if not parts.hostname:
         return ""
+    if parts.hostname == "localhost" or _is_loopback(parts.hostname):
+        # A pod's loopback is its own: a probe there is refused at once, confined or not.
+        raise ValueError(
+            f"the kubeconfig names the API server at {parts.hostname}, a loopback address sandbox pods "
+            "cannot reach, so it cannot show their network policy is enforced: set "
+            "HARNESS_API_SERVER_ADDRESS to host:port as pods reach it (the `kubernetes` Service's, "
+            "e.g. 10.96.0.1:443), or HARNESS_AWAIT_NETWORK_POLICY=off"
+        )
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return f"{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def is_opened_by(rule: EgressRule, route: str, host: str, port: int) -> bool:

@@ -128,6 +128,9 @@ def service_account_kubeconfig(
     return str(path)
 
 
+TEST_CLUSTER_API_SERVICE = "10.96.0.1:443"
+
+
 @dataclass
 class OperatorProcess:
     """The operator as a real process (`python -m harness_operator`), restartable."""
@@ -142,6 +145,8 @@ class OperatorProcess:
     def start(self) -> None:
         env = {
             **os.environ,
+            # The admin kubeconfig names 127.0.0.1, which pods cannot reach: the `kubernetes` Service.
+            "HARNESS_API_SERVER_ADDRESS": TEST_CLUSTER_API_SERVICE,
             **self.env,
             "KUBECONFIG": self.kubeconfig,
             "HARNESS_HEALTH_PORT": str(self.health_port),

@@ -72,12 +72,21 @@ def test_which_attempts_wait_and_on_what(
         ({"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}, "", "[fd00::1]:443"),
         ({}, "https://10.88.0.1:6443", "10.88.0.1:6443"),
         ({}, "https://api.example", "api.example:443"),
-        ({}, "http://[::1]:8080", "[::1]:8080"),
+        ({}, "http://[fd00::2]:8080", "[fd00::2]:8080"),
         ({}, "", ""),
     ],
 )
 def test_the_api_server_address_in_a_pod_and_outside(env: dict[str, str], host: str, address: str) -> None:
     assert find_api_server_address(env, host) == address
+
+
+@pytest.mark.parametrize("host", ["https://127.0.0.1:6443", "https://localhost:6443", "http://[::1]:8080"])
+def test_a_loopback_api_server_is_refused_with_the_fix(host: str) -> None:
+    """From a pod, loopback is the pod's own: the probe would be refused at once, confined or not."""
+    with pytest.raises(
+        ValueError, match=r"loopback address sandbox pods cannot reach.*HARNESS_API_SERVER_ADDRESS"
+    ):
+        find_api_server_address({}, host)
 
 
 @pytest.mark.parametrize(
