@@ -262,7 +262,7 @@ class Runs:
         for pod in pods:
             lines.append(f"pod {pod.metadata.name}: {pod.status.phase} {pod.status.container_statuses}")
             try:
-                log = self.core.read_namespaced_pod_log(pod.metadata.name, self.ns, container="agent")
+                log = self.core.read_namespaced_pod_log(pod.metadata.name, self.ns, container="runner")
                 lines.append(f"log: {log[-3000:]}")
             except ApiException as exc:
                 lines.append(f"log unavailable: {exc.reason}")

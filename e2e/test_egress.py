@@ -36,5 +36,5 @@ def test_claude_reaches_its_stub_by_name_through_the_gateway(
     assert env["HTTP_PROXY"].value_from.secret_key_ref.key == "proxy-url-1"
     policy = client.NetworkingV1Api(kube).read_namespaced_network_policy("by-name-a1", runs.ns).to_dict()
     assert "10.88.0.1" not in json.dumps(policy, default=str), "the node itself must not be opened"
-    log = client.CoreV1Api(kube).read_namespaced_pod_log(pod.metadata.name, runs.ns, container="agent")
+    log = client.CoreV1Api(kube).read_namespaced_pod_log(pod.metadata.name, runs.ns, container="runner")
     assert "network policy enforced" in log, log[-2000:]

@@ -23,7 +23,15 @@ from typing import Any
 import structlog
 
 from harness_operator.kube import Kube
-from harness_operator.naming import ANNOTATION_RUN, LABEL_MANAGED_BY, LABEL_RUN, MANAGED_BY, label_value
+from harness_operator.naming import (
+    AGENT_CONTAINER,
+    ANNOTATION_RUN,
+    LABEL_MANAGED_BY,
+    LABEL_RUN,
+    MANAGED_BY,
+    RUNNER_CONTAINER,
+    label_value,
+)
 from harness_operator.status import is_job_finished
 
 log = structlog.get_logger("harness_operator")
@@ -61,12 +69,13 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """What the reconciler reads of a Pod: identity, owner, phase and the agent container's state."""
+    """What the reconciler reads of a Pod: identity, owner, phase and the states of the runner's and
+    the agent's containers."""
     status = pod.get("status") or {}
     agent = [
-        {"name": "agent", "state": s.get("state") or {}}
+        {"name": s["name"], "state": s.get("state") or {}}
         for s in status.get("containerStatuses") or []
-        if s.get("name") == "agent"
+        if s.get("name") in (RUNNER_CONTAINER, AGENT_CONTAINER)
     ]
     return {
         "kind": "Pod",

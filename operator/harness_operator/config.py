@@ -42,6 +42,8 @@ class OperatorConfig:
     default_memory_limit: str = "2Gi"
     default_grace_period_seconds: int = 30
     sandbox_uid: int = 65532
+    # The runner's container runs as another user than the agent's, so the agent cannot write its report.
+    runner_uid: int = 65531
     dns_namespace_labels: dict[str, str] = field(
         default_factory=lambda: {"kubernetes.io/metadata.name": "kube-system"}
     )

@@ -96,7 +96,10 @@ def decide(run: HarnessRun, status: HarnessRunStatus) -> Decision:
 
 
 def decide_deletions(attempts: Sequence[ObservedAttempt], cancelled: bool) -> list[str]:
-    """The Jobs to delete: under spec.cancel, those of the attempts not finished."""
-    if not cancelled:
-        return []
-    return [a.job_name for a in attempts if a.state != FINISHED and a.job_name]
+    """The Jobs to delete: those of ended attempts whose agent container still runs (the runner could
+    not stop it, or died), and under spec.cancel those of the attempts not finished."""
+    return [
+        a.job_name
+        for a in attempts
+        if a.job_name and ((a.state == FINISHED and a.agent_running) or (cancelled and a.state != FINISHED))
+    ]

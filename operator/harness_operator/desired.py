@@ -35,12 +35,14 @@ from harness_operator.egress import (
     with_gateway,
 )
 from harness_operator.naming import (
+    AGENT_CONTAINER,
     ANNOTATION_CONTENT_SHA256,
     ANNOTATION_RUN,
     KUEUE_QUEUE_LABEL,
     LABEL_ATTEMPT,
     LABEL_USER,
     LABEL_WORKSPACE,
+    RUNNER_CONTAINER,
     attempt_labels,
     job_name,
     network_policy_name,
@@ -55,6 +57,11 @@ from harness_operator.runner.plan import build_plan, merge_grants, with_output_l
 
 PLAN_DIR = "/etc/harness"
 PLAN_FILE = "plan.json"
+# The runner's channel to the launcher (runner/channel.py): an emptyDir both containers mount.
+CHANNEL_DIR = "/run/harness"
+CHANNEL = f"{CHANNEL_DIR}/channel"
+# The runner's own needs: the agent's stdout spooled past 8 MiB to its /tmp, parsing, redaction.
+RUNNER_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
 DEFAULT_WORKING_DIR = "/workspace"
 # The sandbox user's home (sandbox-image/Dockerfile), an emptyDir: the root file system is read-only and
 # agent CLIs keep config, caches and sessions there.
@@ -274,13 +281,14 @@ def _workspace_volume(run: HarnessRun, provider: str) -> dict[str, Any]:
     return {"name": "workspace", "emptyDir": volume.empty_dir.to_api() if volume and volume.empty_dir else {}}
 
 
-def _container_security(config: OperatorConfig) -> dict[str, Any]:
+def _container_security(config: OperatorConfig, uid: int | None = None) -> dict[str, Any]:
+    uid = config.sandbox_uid if uid is None else uid
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "runAsNonRoot": True,
-        "runAsUser": config.sandbox_uid,
-        "runAsGroup": config.sandbox_uid,
+        "runAsUser": uid,
+        "runAsGroup": uid,
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
@@ -346,9 +354,15 @@ def _git_init_container(
         return None
     workdir = working_dir(run)
     # The URL and ref travel as env, never in argv; a token is read by git's credential helper from env.
+    # A repository already in the workspace (a shared claim) has a config and hooks the last agent could
+    # write (hooks, fsmonitor, filters, credential helpers all run code): it starts from a clean config.
     script = (
         "set -eu\n"
-        'if [ -d "$WORKDIR/.git" ]; then git -C "$WORKDIR" fetch --depth 1 origin "${GIT_REF:-HEAD}"\n'
+        'if [ -d "$WORKDIR/.git" ]; then\n'
+        "  printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' >\"$WORKDIR/.git/config\"\n"
+        '  rm -rf "$WORKDIR/.git/hooks" "$WORKDIR/.git/info/attributes"\n'
+        '  git -C "$WORKDIR" remote add origin "$GIT_URL"\n'
+        '  git -C "$WORKDIR" fetch --depth 1 origin "${GIT_REF:-HEAD}"\n'
         '  git -C "$WORKDIR" checkout --detach FETCH_HEAD\n'
         'else git clone --depth 1 ${GIT_REF:+--branch "$GIT_REF"} "$GIT_URL" "$WORKDIR"; fi\n'
     )
@@ -365,8 +379,9 @@ def _git_init_container(
         env += build_proxy_env(plan_secret_name(run.metadata["name"]), target.index)
         no_proxy = build_no_proxy(compute_egress_rules(run, target.definition))
         env += [{"name": name, "value": no_proxy} for name in NO_PROXY_ENVS]
+    config_entries = [("core.hooksPath", "/dev/null"), ("core.fsmonitor", "false")]
     if git.credentials_secret_ref:
-        env += [
+        env.append(
             {
                 "name": "GIT_TOKEN",
                 "valueFrom": {
@@ -375,13 +390,18 @@ def _git_init_container(
                         "key": git.credentials_secret_ref.key,
                     }
                 },
-            },
-            {"name": "GIT_CONFIG_COUNT", "value": "1"},
-            {"name": "GIT_CONFIG_KEY_0", "value": "credential.helper"},
-            {
-                "name": "GIT_CONFIG_VALUE_0",
-                "value": '!f() { echo username=x-access-token; echo "password=$GIT_TOKEN"; }; f',
-            },
+            }
+        )
+        # An empty helper first clears any helper configured before ours.
+        config_entries += [
+            ("credential.helper", ""),
+            ("credential.helper", '!f() { echo username=x-access-token; echo "password=$GIT_TOKEN"; }; f'),
+        ]
+    env.append({"name": "GIT_CONFIG_COUNT", "value": str(len(config_entries))})
+    for i, (key, value) in enumerate(config_entries):
+        env += [
+            {"name": f"GIT_CONFIG_KEY_{i}", "value": key},
+            {"name": f"GIT_CONFIG_VALUE_{i}", "value": value},
         ]
     return {
         "name": "git-clone",
@@ -392,6 +412,75 @@ def _git_init_container(
         "securityContext": _container_security(config),
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "volumeMounts": [
+            {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "home", "mountPath": SANDBOX_HOME},
+        ],
+    }
+
+
+def _runner_container(
+    run: HarnessRun, target: AttemptTarget, config: OperatorConfig, image: str
+) -> dict[str, Any]:
+    """The runner: its own user, isolated interpreter, working directory outside the workspace (which
+    it does not mount), the credentials (for the agent's environment and for redaction) and the plan.
+    tini forwards signals to it; its exit code and termination message are the attempt's report."""
+    return {
+        "name": RUNNER_CONTAINER,
+        "image": image,
+        "imagePullPolicy": config.image_pull_policy,
+        "command": [
+            "tini",
+            "--",
+            "python3",
+            "-I",
+            "-m",
+            "harness_operator.runner",
+            "--plan",
+            f"{PLAN_DIR}/{PLAN_FILE}",
+            "--channel",
+            CHANNEL,
+            "--workdir",
+            working_dir(run),
+        ],
+        "workingDir": "/",
+        "env": _env(run, target, config),
+        "resources": RUNNER_RESOURCES,
+        "securityContext": _container_security(config, config.runner_uid),
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "volumeMounts": [
+            {"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
+            {"name": "channel", "mountPath": CHANNEL_DIR},
+            {"name": "runner-tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def _agent_container(run: HarnessRun, config: OperatorConfig, image: str) -> dict[str, Any]:
+    """The agent: the launcher (isolated interpreter, outside the workspace) starts the CLI with the
+    environment the runner sends; no secret of the pod spec, no plan, the run's resources. tini reaps
+    the agent's orphans; its exit code is the agent's, which the operator checks against the report."""
+    workdir = working_dir(run)
+    return {
+        "name": AGENT_CONTAINER,
+        "image": image,
+        "imagePullPolicy": config.image_pull_policy,
+        "command": [
+            "tini",
+            "--",
+            "python3",
+            "-I",
+            "-m",
+            "harness_operator.runner.launcher",
+            "--channel",
+            CHANNEL,
+        ],
+        "workingDir": "/",
+        "resources": _resources(run, config),
+        "securityContext": _container_security(config),
+        "volumeMounts": [
+            {"name": "channel", "mountPath": CHANNEL_DIR},
             {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "home", "mountPath": SANDBOX_HOME},
@@ -414,7 +503,6 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
     if queue:
         job_labels[KUEUE_QUEUE_LABEL] = queue
     grace = grace_period(run, config)
-    workdir = working_dir(run)
     pod_spec: dict[str, Any] = {}
     if sandbox:
         if sandbox.runtime_class_name:
@@ -441,34 +529,8 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
             },
             "initContainers": [init] if init else [],
             "containers": [
-                {
-                    "name": "agent",
-                    "image": image,
-                    "imagePullPolicy": config.image_pull_policy,
-                    # tini (in every image built from sandbox-image/Dockerfile) reaps the agent's
-                    # orphans and forwards signals; the runner stops the agent's process group.
-                    "command": [
-                        "tini",
-                        "--",
-                        "python3",
-                        "-m",
-                        "harness_operator.runner",
-                        "--plan",
-                        f"{PLAN_DIR}/{PLAN_FILE}",
-                    ],
-                    "workingDir": workdir,
-                    "env": _env(run, target, config),
-                    "resources": _resources(run, config),
-                    "securityContext": _container_security(config),
-                    "terminationMessagePath": "/dev/termination-log",
-                    "terminationMessagePolicy": "File",
-                    "volumeMounts": [
-                        {"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
-                        {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
-                        {"name": "tmp", "mountPath": "/tmp"},
-                        {"name": "home", "mountPath": SANDBOX_HOME},
-                    ],
-                }
+                _runner_container(run, target, config, image),
+                _agent_container(run, config, image),
             ],
             "volumes": [
                 {
@@ -482,6 +544,8 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                 _workspace_volume(run, target.provider),
                 {"name": "tmp", "emptyDir": {}},
                 {"name": "home", "emptyDir": {}},
+                {"name": "channel", "emptyDir": {}},
+                {"name": "runner-tmp", "emptyDir": {}},
             ],
         }
     )
@@ -492,7 +556,16 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
     job_spec: dict[str, Any] = {
         "backoffLimit": 0,
         "podReplacementPolicy": "Failed",
-        "template": {"metadata": {"labels": labels, "annotations": {ANNOTATION_RUN: name}}, "spec": pod_spec},
+        "template": {
+            "metadata": {
+                "labels": labels,
+                "annotations": {
+                    ANNOTATION_RUN: name,
+                    "kubectl.kubernetes.io/default-container": RUNNER_CONTAINER,
+                },
+            },
+            "spec": pod_spec,
+        },
     }
     limits = run.spec.limits
     if limits and limits.timeout_seconds:

@@ -17,6 +17,7 @@ from harness_operator.naming import (
     LABEL_MANAGED_BY,
     LABEL_RUN,
     MANAGED_BY,
+    RUNNER_CONTAINER,
     label_value,
     output_config_map_name,
 )
@@ -146,7 +147,7 @@ class Kube:
         finally:
             response.release_conn()
 
-    def fetch_pod_log(self, namespace: str, pod: str, container: str = "agent") -> str | None:
+    def fetch_pod_log(self, namespace: str, pod: str, container: str = RUNNER_CONTAINER) -> str | None:
         return _none_if_missing(
             lambda: self.core.read_namespaced_pod_log(
                 pod, namespace, container=container, _preload_content=True
@@ -154,7 +155,7 @@ class Kube:
         )
 
     def fetch_pod_log_tail(
-        self, namespace: str, pod: str, tail_lines: int, limit_bytes: int, container: str = "agent"
+        self, namespace: str, pod: str, tail_lines: int, limit_bytes: int, container: str = RUNNER_CONTAINER
     ) -> str | None:
         """At most the last `tail_lines` lines of a pod's log, cut at `limit_bytes`: one bounded read."""
         return _none_if_missing(
@@ -164,7 +165,7 @@ class Kube:
         )
 
     def fetch_pod_log_lines(
-        self, namespace: str, pod: str, follow: bool, container: str = "agent"
+        self, namespace: str, pod: str, follow: bool, container: str = RUNNER_CONTAINER
     ) -> Iterator[str]:
         """A pod's log line by line, as the API server streams it; with `follow`, until the container ends."""
         response: Any = self.core.read_namespaced_pod_log(

@@ -19,6 +19,10 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 ANNOTATION_RUN = f"{GROUP}/run-name"
 # sha256 of the data the operator wrote into a child (plan Secret, output ConfigMap): checked on read.
 ANNOTATION_CONTENT_SHA256 = f"{GROUP}/content-sha256"
+# An attempt's pod: the runner's container (its log and termination message are the report the operator
+# reads) and the agent's (the launcher and the CLI, another user, another process namespace).
+RUNNER_CONTAINER = "runner"
+AGENT_CONTAINER = "agent"
 
 MAX_NAME = 63
 

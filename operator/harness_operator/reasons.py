@@ -92,6 +92,12 @@ REASONS: dict[str, tuple[str, str, str]] = {
     ),
     "OOMKilled": ("Succeeded", "False", "the sandbox container ran out of memory"),
     "PodFailed": ("Succeeded", "False", "the Job failed without a result from the runner"),
+    "ResultContradicted": (
+        "Succeeded",
+        "False",
+        "the runner's report disagrees with what the kubelet recorded of the pod's containers (a success "
+        "whose agent container did not exit 0, or a runner whose exit code is not its report's)",
+    ),
     "ResultUnreadable": (
         "Succeeded",
         "False",

@@ -36,6 +36,7 @@ from harness_operator.conditions import (
     set_condition,
     timestamp,
 )
+from harness_operator.naming import AGENT_CONTAINER, RUNNER_CONTAINER
 from harness_operator.runner.cost import sum_usage
 from harness_operator.runner.events import Event
 from harness_operator.runner.result import (
@@ -86,6 +87,8 @@ class ObservedAttempt:
     state: str = PENDING
     start_time: str | None = None
     result: ResultDocument | None = None
+    # Ended, but the agent's container still runs (the runner gave up on it, or died): the Job goes.
+    agent_running: bool = False
 
     @property
     def succeeded(self) -> bool:
@@ -106,9 +109,10 @@ class Observed:
     cancelled: bool = False
 
 
-def _container_status(pod: dict[str, Any], name: str = "agent") -> dict[str, Any]:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return next((s for s in statuses if s.get("name") == name), {})
+def _container_state(pod: dict[str, Any] | None, name: str) -> dict[str, Any]:
+    statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
+    found: dict[str, Any] = next((s for s in statuses if s.get("name") == name), {})
+    return dict(found.get("state") or {})
 
 
 def _job_condition(job: dict[str, Any], type_: str) -> dict[str, Any] | None:
@@ -149,31 +153,63 @@ def _explain_stop(
     return result.model_copy(update=lost.model_dump(include={"exit_code", "reason", "message"}))
 
 
-def _read_result(index: int, provider: str, terminated: dict[str, Any]) -> ResultDocument:
-    """The runner's result from the container's termination message, parsed once: without one, what
-    the container's end says; one this operator cannot use is ResultUnreadable, never a crash."""
+def _read_result(
+    index: int, provider: str, terminated: dict[str, Any], agent: dict[str, Any] | None
+) -> tuple[ResultDocument, bool]:
+    """The runner's result from its container's termination message, parsed once, checked against
+    the kubelet's record of both containers (`agent`: the agent container's terminated state, if it
+    ended); and whether it was the runner's report. Without one, what the container's end says; one
+    this operator cannot use is ResultUnreadable, never a crash."""
     parsed = parse_termination_message(terminated.get("message") or "")
     exit_code = terminated.get("exitCode", 1)
     if isinstance(parsed, ResultProblem):
-        return ResultDocument(
+        unreadable = ResultDocument(
             attempt=index,
             provider=provider,
             exit_code=exit_code or 1,
             reason="ResultUnreadable",
             message=parsed.message,
         )
+        return unreadable, False
     if parsed is None:
         reason = "OOMKilled" if terminated.get("reason") == "OOMKilled" else "ProviderFailed"
-        return ResultDocument(
+        ended = ResultDocument(
             attempt=index,
             provider=provider,
             exit_code=exit_code,
             reason=reason,
-            message=f"the sandbox container ended ({terminated.get('reason')}) without a result",
+            message=f"the runner's container ended ({terminated.get('reason')}) without a result",
         )
+        return ended, False
     # The essentials-only form of a long message leaves out attempt and provider: ours fill them in.
     unset = {"attempt": index, "provider": provider}.items()
-    return parsed.model_copy(update={k: v for k, v in unset if k not in parsed.model_fields_set})
+    result = parsed.model_copy(update={k: v for k, v in unset if k not in parsed.model_fields_set})
+    return compute_checked_result(result, exit_code, agent), True
+
+
+def compute_checked_result(
+    result: ResultDocument, runner_exit: int, agent: dict[str, Any] | None
+) -> ResultDocument:
+    """The runner's report as the kubelet's record allows it: the runner's container's own exit code
+    must be the report's, and a success needs the agent's container to have exited 0; otherwise
+    ResultContradicted (exit 1, fallback follows). An agent container the kernel killed for memory
+    makes a failed attempt OOMKilled."""
+    problems = []
+    if runner_exit != result.exit_code:
+        problems.append(f"the runner's container exited {runner_exit} but its report says {result.exit_code}")
+    agent_exit = None if agent is None else agent.get("exitCode")
+    if result.succeeded and agent_exit != 0:
+        seen = "had not ended" if agent is None else f"exited {agent_exit} ({agent.get('reason')})"
+        problems.append(f"the report says the agent succeeded, but its container {seen}")
+    if problems:
+        message = "; ".join(problems) + ": the attempt is not trusted as a success"
+        return result.model_copy(
+            update={"exit_code": runner_exit or 1, "reason": "ResultContradicted", "message": message}
+        )
+    if not result.succeeded and agent is not None and agent.get("reason") == "OOMKilled":
+        limit = "the agent's container ran out of memory (sandbox.resources.limits.memory)"
+        return result.model_copy(update={"reason": "OOMKilled", "message": limit})
+    return result
 
 
 def observe_attempt(
@@ -188,14 +224,20 @@ def observe_attempt(
     name = job["metadata"]["name"]
     pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
     pod_name = pod["metadata"]["name"] if pod else None
-    container = _container_status(pod) if pod else {}
-    terminated = (container.get("state") or {}).get("terminated")
+    runner = _container_state(pod, RUNNER_CONTAINER).get("terminated")
+    agent = _container_state(pod, AGENT_CONTAINER)
     start = normalize_time((job.get("status") or {}).get("startTime"))
     failed = _job_condition(job, "Failed")
     complete = _job_condition(job, "Complete")
-    if terminated:
-        result = _explain_stop(_read_result(index, provider, terminated), failed, cancelled, name)
-        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
+    if runner:
+        result, reported = _read_result(index, provider, runner, agent.get("terminated"))
+        agent_running = "running" in agent
+        if agent_running and reported and not result.agent_left_running and not failed:
+            # The runner ends once the agent's processes are gone; the kubelet records the agent's
+            # container a moment later, and its exit is what the report is checked against.
+            return ObservedAttempt(index, provider, name, pod_name, RUNNING, start)
+        result = _explain_stop(result, failed, cancelled, name)
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result, agent_running)
     if failed:
         deadline = failed.get("reason") == "DeadlineExceeded"
         result = ResultDocument(

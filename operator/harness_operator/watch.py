@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus
-from harness_operator.naming import LABEL_ATTEMPT
+from harness_operator.naming import LABEL_ATTEMPT, RUNNER_CONTAINER
 from harness_operator.runner.events import Event, text_event
 from harness_operator.status import total_usage_tokens
 
@@ -23,20 +23,20 @@ def build_pods_by_attempt(pods: Sequence[dict[str, Any]]) -> dict[int, dict[str,
     return found
 
 
-def _agent_state(pod: dict[str, Any]) -> dict[str, Any]:
+def _runner_state(pod: dict[str, Any]) -> dict[str, Any]:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    agent: dict[str, Any] = next((s for s in statuses if s.get("name") == "agent"), {})
-    return dict(agent.get("state") or {})
+    runner: dict[str, Any] = next((s for s in statuses if s.get("name") == RUNNER_CONTAINER), {})
+    return dict(runner.get("state") or {})
 
 
 def is_log_readable(pod: dict[str, Any]) -> bool:
-    """The agent container started, so the API server can serve its log."""
-    return any(key in _agent_state(pod) for key in LOG_STATES)
+    """The runner's container started, so the API server can serve its log (the attempt's)."""
+    return any(key in _runner_state(pod) for key in LOG_STATES)
 
 
 def is_attempt_over(pod: dict[str, Any]) -> bool:
-    """The agent container terminated: its log is complete."""
-    return "terminated" in _agent_state(pod)
+    """The runner's container terminated: its log is complete."""
+    return "terminated" in _runner_state(pod)
 
 
 def build_attempt_events(attempt: Attempt, total: int, output: str | None = None) -> list[Event]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,3 +221,40 @@ def definition_body(name: str, image: str, mode: str, **spec: Any) -> dict[str, 
         "metadata": {"name": name},
         "spec": body,
     }
+
+
+# The node's bridge address: a test host of our own, reachable from pods.
+NODE_ADDRESS = "10.88.0.1"
+
+
+@contextlib.contextmanager
+def serve_git(tmp_path: Path, files: dict[str, str]) -> Iterator[tuple[str, int]]:
+    """A repository of `files` in one commit on branch main, served by `git daemon` on the node's
+    bridge; yields its git:// URL and the port (for the run's egress rule)."""
+    work, repo = tmp_path / "work", tmp_path / "repo.git"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+    for name, text in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repo)], check=True)
+    port = free_port()
+    daemon = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--export-all",
+            f"--base-path={tmp_path}",
+            f"--listen={NODE_ADDRESS}",
+            f"--port={port}",
+            "--reuseaddr",
+            str(tmp_path),
+        ]
+    )
+    try:
+        yield f"git://{NODE_ADDRESS}:{port}/repo.git", port
+    finally:
+        daemon.terminate()
+        daemon.wait()

@@ -4,7 +4,6 @@ sandbox image; the operator runs as a process under exactly the chart's RBAC."""
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from harness_operator.kube import Kube
 from harness_operator.naming import end_event_name
 
 from .conftest import Api, wait_until
-from .operator_env import OperatorProcess, definition_body, free_port, run_body
+from .operator_env import NODE_ADDRESS, OperatorProcess, definition_body, run_body, serve_git
 
 
 def test_run_succeeds_with_usage_cost_and_output(
@@ -265,54 +264,26 @@ def test_operator_rbac_is_least_privilege(kube: client.ApiClient, service_accoun
 def test_git_workspace_is_cloned_into_the_working_dir(
     api: Api, images: dict[str, str], tmp_path: Path
 ) -> None:
-    repo = tmp_path / "repo.git"
-    work = tmp_path / "work"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
-    (work / "README.md").write_text("hello from git\n")
-    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "add", "README.md"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
-    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repo)], check=True)
-    port = free_port()
-    # A git server on the node's bridge address: a test host of our own, reachable from pods.
-    daemon = subprocess.Popen(
-        [
-            "git",
-            "daemon",
-            "--export-all",
-            f"--base-path={tmp_path}",
-            "--listen=10.88.0.1",
-            f"--port={port}",
-            "--reuseaddr",
-            str(tmp_path),
-        ]
+    body = definition_body("reader", images["test"], "ok", output={"format": "text"})
+    body["spec"].update(
+        {"binary": "/bin/sh", "prefixArgs": ["-c", "cat README.md; git log --format=%s", "sh"]}
     )
-    try:
-        body = definition_body("reader", images["test"], "ok", output={"format": "text"})
-        body["spec"].update(
-            {"binary": "/bin/sh", "prefixArgs": ["-c", "cat README.md; git log --format=%s", "sh"]}
-        )
-        api.create(body)
+    api.create(body)
+    with serve_git(tmp_path, {"README.md": "hello from git\n"}) as (url, port):
         api.create(
             run_body(
                 "cloned",
                 {
                     "provider": "reader",
                     "prompt": "p",
-                    "workspace": {
-                        "workingDir": "/workspace/repo",
-                        "git": {"url": f"git://10.88.0.1:{port}/repo.git", "ref": "main"},
-                    },
+                    "workspace": {"workingDir": "/workspace/repo", "git": {"url": url, "ref": "main"}},
                     "sandbox": {
                         "networkPolicy": "allowlist",
-                        "egress": [{"cidr": "10.88.0.1/32", "ports": [port]}],
+                        "egress": [{"cidr": f"{NODE_ADDRESS}/32", "ports": [port]}],
                     },
                 },
             )
         )
         status = api.wait_finished("cloned")
-    finally:
-        daemon.terminate()
-        daemon.wait()
     assert status["phase"] == "Succeeded", status
     assert status["output"]["excerpt"] == "hello from git\nfirst\n"

@@ -39,6 +39,9 @@ def job(conditions: list[dict[str, str]] | None = None) -> dict[str, Any]:
     }
 
 
+AGENT_EXITED_0 = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+
+
 def pod(state: dict[str, Any]) -> dict[str, Any]:
     return {
         "kind": "Pod",
@@ -49,7 +52,13 @@ def pod(state: dict[str, Any]) -> dict[str, Any]:
             "labels": {**LABELS, "agentharness.dev/attempt": "1"},
             "ownerReferences": [{"uid": "job-uid", "controller": True}],
         },
-        "status": {"phase": "Running", "containerStatuses": [{"name": "agent", "state": state}]},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {"name": "runner", "state": state},
+                {"name": "agent", "state": AGENT_EXITED_0 if "terminated" in state else state},
+            ],
+        },
     }
 
 

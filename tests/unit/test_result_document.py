@@ -140,7 +140,10 @@ def pod_ended_with(message: str, exit_code: int) -> dict[str, Any]:
         "metadata": {"name": "r-a1-xyz", "creationTimestamp": "2026-11-29T11:59:00Z"},
         "status": {
             "phase": "Failed",
-            "containerStatuses": [{"name": "agent", "state": {"terminated": terminated}}],
+            "containerStatuses": [
+                {"name": "runner", "state": {"terminated": terminated}},
+                {"name": "agent", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+            ],
         },
     }
 

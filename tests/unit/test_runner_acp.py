@@ -1,6 +1,7 @@
 """The ACP executor against a scripted agent on the SDK's agent side (tests/fakes/acp_agent.py): output
 from assistant text only, usage, stop reasons, permissions, cancel, timeout, cost stop, disconnects,
-malformed messages, redaction; and the pure permission and stop-reason rules."""
+malformed messages, redaction; and the pure permission and stop-reason rules. Each test runs with the
+agent as the runner's child and started by a real launcher through its channel (the pod)."""
 
 import io
 import os
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.unit.launcher_process import spawn, spawn_both_ways  # noqa: F401 (the fixture runs each test twice)
 from tests.unit.test_runner_executor import all_gone, wait_for
 
 from harness_operator.runner.acp_rules import OfferedOption, PermissionChoice, choose_permission, stop_outcome
@@ -46,7 +48,7 @@ class CancelOnLine(io.BytesIO):
 
 def run(p: AttemptPlan, credentials: dict[str, str] | None = None, **kw: Any) -> tuple[AttemptResult, str]:
     err = kw.pop("stderr", None) or io.BytesIO()
-    result = execute(p, credentials or {}, base_env=BASE_ENV, stderr=err, **kw)
+    result = execute(p, credentials or {}, base_env=BASE_ENV, stderr=err, spawn=spawn, **kw)
     return result, err.getvalue().decode()
 
 

@@ -1,5 +1,7 @@
 """The executor with real processes (tests/fakes/agent.py): env, argv0, stdin, workdir, binary
-resolution, exit codes, honest success, timeout, cancel, cost and turn stops, redaction, truncation."""
+resolution, exit codes, honest success, timeout, cancel, cost and turn stops, redaction, truncation.
+Every test runs twice: the agent as the runner's child (harnessctl run), and the agent started by the
+real launcher process through the channel's FIFOs (the pod)."""
 
 import io
 import json
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.unit.launcher_process import spawn, spawn_both_ways  # noqa: F401 (the fixture runs each test twice)
 
 from harness_operator.runner.executor import ALLOWED_ENV, AttemptResult, execute
 from harness_operator.runner.plan import AttemptPlan
@@ -31,7 +34,9 @@ def plan(mode: str, fmt: str = "claude-stream-json", **fields: Any) -> AttemptPl
 
 def run(p: AttemptPlan, credentials: dict[str, str] | None = None, **kw: Any) -> tuple[AttemptResult, str]:
     err = io.BytesIO()
-    result = execute(p, credentials or {}, base_env=kw.pop("base_env", BASE_ENV), stderr=err, **kw)
+    result = execute(
+        p, credentials or {}, base_env=kw.pop("base_env", BASE_ENV), stderr=err, spawn=spawn, **kw
+    )
     return result, err.getvalue().decode()
 
 

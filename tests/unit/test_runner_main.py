@@ -1,5 +1,7 @@
 """The sandbox entrypoint as a real process: plan in, termination message and framed output out,
-exit code; SIGTERM to the runner cancels (exit 124, Cancelled, no process left)."""
+exit code; SIGTERM to the runner cancels (exit 124, Cancelled, no process left). Every test runs twice:
+the agent as the runner's child, and (`--channel`, the pod) started by a real launcher process beside
+the runner, which must end by itself once the runner is done, with the agent's exit code."""
 
 import hashlib
 import json
@@ -41,13 +43,39 @@ def write_plan(tmp_path: Path, mode: str, **fields: Any) -> Path:
     return path
 
 
+LAUNCHERS: list[subprocess.Popen[bytes]] = []
+MODE: list[str] = ["local"]
+
+
+@pytest.fixture(autouse=True, params=["local", "channel"])
+def through(request):
+    """Without or with the launcher; afterwards, every launcher started has ended by itself."""
+    MODE[0] = request.param
+    yield request.param
+    while LAUNCHERS:
+        launcher = LAUNCHERS.pop()
+        try:
+            launcher.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            raise AssertionError("the launcher did not end after the runner") from None
+
+
 def start_runner(
     tmp_path: Path, plan: Path, extra_env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
     env = {**os.environ, **(extra_env or {})}
+    channel: list[str] = []
+    if MODE[0] == "channel":
+        folder = tmp_path / "run" / "channel"
+        folder.parent.mkdir()
+        channel = ["--channel", str(folder)]
+        launcher = [sys.executable, "-I", "-m", "harness_operator.runner.launcher", *channel]
+        LAUNCHERS.append(subprocess.Popen(launcher, cwd="/", stdin=subprocess.DEVNULL))
     return subprocess.Popen(
         [
             sys.executable,
+            "-I",
             "-m",
             "harness_operator.runner",
             "--plan",
@@ -56,6 +84,7 @@ def start_runner(
             str(tmp_path / "termination-log"),
             "--result-file",
             str(tmp_path / "result.json"),
+            *channel,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.decide import decide_deletions
 from harness_operator.runner.result import ResultDocument, build_result_doc, render_termination_message
 from harness_operator.status import (
     FINISHED,
@@ -46,11 +47,21 @@ def job(conditions: list[dict[str, str]] | None = None, suspend: bool = False) -
     }
 
 
-def pod(phase: str, terminated: dict[str, Any] | None = None) -> dict[str, Any]:
+AGENT_EXITED_0 = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+
+
+def pod(
+    phase: str, terminated: dict[str, Any] | None = None, agent: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A pod whose runner container is `terminated` (else running in phase Running); its agent
+    container is `agent`, by default ended with exit 0 once the runner ended, else running."""
     state = {"terminated": terminated} if terminated else ({"running": {}} if phase == "Running" else {})
+    if agent is None:
+        agent = AGENT_EXITED_0 if terminated else state
+    statuses = [{"name": "runner", "state": state}, {"name": "agent", "state": agent}]
     return {
         "metadata": {"name": "r-a1-xyz", "creationTimestamp": "2026-11-29T11:59:00Z"},
-        "status": {"phase": phase, "containerStatuses": [{"name": "agent", "state": state}]},
+        "status": {"phase": phase, "containerStatuses": statuses},
     }
 
 
@@ -601,3 +612,85 @@ def test_a_fixed_definition_drops_stalled_and_keeps_ready_time_until_it_flips() 
     ]
     same = compute_definition_status({**fixed, "status": again.to_api()}, LATER.replace(hour=13))
     assert same.conditions[0].last_transition_time == "2026-11-29T12:05:00Z"
+
+
+def left_running_message() -> str:
+    doc = build_result_doc(
+        attempt=1,
+        provider="claude",
+        exit_code=124,
+        reason="Timeout",
+        message="timed out",
+        usage={},
+        model=None,
+        session_id=None,
+        output=b"",
+        output_bytes=0,
+        truncated=False,
+        agent_left_running=True,
+    )
+    return render_termination_message(doc)
+
+
+AGENT_RUNNING = {"running": {}}
+
+
+@pytest.mark.parametrize(
+    ("runner", "agent", "state", "exit_code", "reason", "agent_running"),
+    [
+        # The agent wrote a success document to its own termination message: only the runner's counts.
+        (
+            {"exitCode": 1, "message": message(1, "ProviderFailed")},
+            {"terminated": {"exitCode": 0, "message": message(0)}},
+            FINISHED,
+            1,
+            "ProviderFailed",
+            False,
+        ),
+        (
+            {"exitCode": 0, "message": message(0)},
+            {"terminated": {"exitCode": 1}},
+            FINISHED,
+            1,
+            "ResultContradicted",
+            False,
+        ),
+        ({"exitCode": 1, "message": message(0)}, AGENT_EXITED_0, FINISHED, 1, "ResultContradicted", False),
+        ({"exitCode": 0, "message": message(0)}, {"waiting": {}}, FINISHED, 1, "ResultContradicted", False),
+        ({"exitCode": 0, "message": message(0)}, AGENT_RUNNING, RUNNING, None, None, False),
+        ({"exitCode": 124, "message": left_running_message()}, AGENT_RUNNING, FINISHED, 124, "Timeout", True),
+        ({"exitCode": 1, "reason": "Error"}, AGENT_RUNNING, FINISHED, 1, "ProviderFailed", True),
+        (
+            {"exitCode": 137, "message": message(137, "ProviderFailed")},
+            {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+            FINISHED,
+            137,
+            "OOMKilled",
+            False,
+        ),
+    ],
+    ids=[
+        "agent's own termination message is ignored",
+        "success, agent container exited 1",
+        "success, runner container exited 1",
+        "success, agent container never started",
+        "success, agent container not yet recorded: wait",
+        "runner gave up on the agent: ended, pod to delete",
+        "runner died, agent runs: ended, pod to delete",
+        "agent container out of memory",
+    ],
+)
+def test_the_report_is_checked_against_the_kubelet(
+    runner: dict[str, Any],
+    agent: dict[str, Any],
+    state: str,
+    exit_code: int | None,
+    reason: str | None,
+    agent_running: bool,
+) -> None:
+    seen = observe_attempt(1, "claude", job(), [pod("Running", runner, agent)])
+    assert seen.state == state
+    assert (seen.result.exit_code if seen.result else None) == exit_code
+    assert (seen.result.reason if seen.result else None) == reason
+    assert seen.agent_running == agent_running
+    assert decide_deletions([seen], cancelled=False) == (["r-a1"] if agent_running else [])

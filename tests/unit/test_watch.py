@@ -22,7 +22,7 @@ ROOT = Path(__file__).parents[2]
 
 
 def pod(name: str, attempt: str, created: str, state: dict | None = None) -> dict:
-    statuses = [{"name": "agent", "state": state}] if state is not None else []
+    statuses = [{"name": "runner", "state": state}] if state is not None else []
     return {
         "metadata": {"name": name, "labels": {LABEL_ATTEMPT: attempt}, "creationTimestamp": created},
         "status": {"containerStatuses": statuses},
@@ -39,7 +39,7 @@ def test_pods_by_attempt_keeps_the_newest_and_ignores_foreign_labels():
     assert {i: p["metadata"]["name"] for i, p in build_pods_by_attempt(pods).items()} == {1: "b", 2: "c"}
 
 
-def test_a_log_is_readable_once_the_agent_container_started():
+def test_a_log_is_readable_once_the_runner_container_started():
     assert not is_log_readable(pod("p", "1", "t"))
     assert not is_log_readable(pod("p", "1", "t", {"waiting": {"reason": "ContainerCreating"}}))
     assert is_log_readable(pod("p", "1", "t", {"running": {}}))

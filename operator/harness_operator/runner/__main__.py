@@ -1,10 +1,12 @@
 """The sandbox entrypoint: run the one attempt in the plan file, report, exit with its code (I/O).
 
-    python -m harness_operator.runner --plan /etc/harness/plan.json
+    python3 -I -m harness_operator.runner --plan /etc/harness/plan.json --channel /run/harness/channel
 
 Reports through what a pod without API credentials has: the exit code, the termination message (the
 result document, under 4 KiB) and the pod log (the agent's stderr and the normalized events of its
-stdout as they come, then the framed output last).
+stdout as they come, then the framed output last). With `--channel` (the pod) the agent runs in a
+container of its own, started by the launcher there (`channel`), so nothing the agent does can write
+this process's report; without it (tests, by hand) the agent is a child of this process.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import sys
 import threading
 from types import FrameType
 
+from harness_operator.runner.channel import Spawner, create_channel
 from harness_operator.runner.confinement import await_confinement, describe_confinement
 from harness_operator.runner.executor import AttemptResult, execute
 from harness_operator.runner.frame import encode_frame
+from harness_operator.runner.launch import LocalAgent, Spawn
 from harness_operator.runner.plan import AttemptPlan, load_plan
 from harness_operator.runner.redact import Redactor
 from harness_operator.runner.result import EXIT_SETUP, NETWORK_NOT_CONFINED, render_termination_message
@@ -32,6 +36,12 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness-runner", description="Run one attempt of a HarnessRun.")
     parser.add_argument("--plan", default=DEFAULT_PLAN, help=f"the attempt's plan (default {DEFAULT_PLAN})")
     parser.add_argument("--result-file", default=None, help="also write the full result document here")
+    parser.add_argument(
+        "--channel", default=None, help="create the launcher's channel here and run the agent through it"
+    )
+    parser.add_argument(
+        "--workdir", default=None, help="the agent's working directory when the plan names none"
+    )
     parser.add_argument(
         "--termination-log",
         default=DEFAULT_TERMINATION_LOG,
@@ -75,15 +85,33 @@ def main(argv: list[str] | None = None) -> int:
     args = build_arg_parser().parse_args(argv)
     cancel = threading.Event()
     install_cancel_handler(cancel)
+    spawner = Spawner(args.channel) if args.channel else None
+    try:
+        if args.channel:
+            create_channel(args.channel)
+        result = run_attempt(args, cancel, spawner or LocalAgent)
+    except Exception as exc:  # whatever goes wrong, the pod still ends with a result document
+        message = f"harness: the runner failed: {type(exc).__name__}: {exc}".splitlines()[0]
+        print(message, file=sys.stderr)
+        result = AttemptResult(0, "", EXIT_SETUP, "SetupFailed", message)
+    finally:
+        if spawner is not None:
+            spawner.release()  # a launcher given nothing to run ends its container
+    write_reports(result, args.termination_log, args.result_file)
+    return result.exit_code
+
+
+def run_attempt(args: argparse.Namespace, cancel: threading.Event, spawn: Spawn) -> AttemptResult:
+    """Read the plan, wait for confinement, execute; every failure is a result, never a raise."""
     try:
         with open(args.plan, encoding="utf-8") as fh:
             plan = load_plan(fh.read())
     except (OSError, ValueError) as exc:
         message = f"harness: cannot read the plan {args.plan}: {exc}".splitlines()[0]
         print(message, file=sys.stderr)
-        failed = AttemptResult(0, "", EXIT_SETUP, "SetupFailed", message)
-        write_reports(failed, args.termination_log, args.result_file)
-        return EXIT_SETUP
+        return AttemptResult(0, "", EXIT_SETUP, "SetupFailed", message)
+    if plan.working_dir is None and args.workdir:
+        plan = plan.model_copy(update={"working_dir": args.workdir})
     print(
         f"harness: attempt {plan.attempt}/{plan.total_attempts} with {plan.provider}",
         file=sys.stderr,
@@ -95,18 +123,14 @@ def main(argv: list[str] | None = None) -> int:
         line = describe_confinement(plan.confinement, found)
         print(line, file=sys.stderr, flush=True)
         if not found.confined and plan.confinement.required and not cancel.is_set():
-            failed = AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, NETWORK_NOT_CONFINED, line)
-            write_reports(failed, args.termination_log, args.result_file)
-            return EXIT_SETUP
+            return AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, NETWORK_NOT_CONFINED, line)
     try:
-        result = execute(plan, credentials, cancel=cancel, events_to_log=True)
+        return execute(plan, credentials, cancel=cancel, events_to_log=True, spawn=spawn)
     except Exception as exc:  # whatever goes wrong, the pod still ends with a result document
         text = Redactor(credentials.values()).text(f"{type(exc).__name__}: {exc}")
         message = f"harness: the runner failed: {text}".splitlines()[0]
         print(message, file=sys.stderr)
-        result = AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, "SetupFailed", message)
-    write_reports(result, args.termination_log, args.result_file)
-    return result.exit_code
+        return AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, "SetupFailed", message)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -45,19 +44,21 @@ from harness_operator.runner.attempt import (
     AttemptResult,
     Reporter,
     agent_exit_code,
+    build_launch,
     compute_limit_hit,
     keep_output,
-    prepare,
+    mark_left_running,
     stop_exit_code,
     utc_now,
     with_plan_identity,
 )
 from harness_operator.runner.cost import compute_usage
 from harness_operator.runner.events import Event, short_argument, text_event
+from harness_operator.runner.launch import LocalAgent, Spawn
 from harness_operator.runner.parsers import Failure, Report, Tokens, classify_error
 from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED
-from harness_operator.runner.stops import SetupError, stop_process_group
+from harness_operator.runner.stops import SetupError
 
 # initialize and session/new must answer within this; the turn itself has only timeoutSeconds.
 REQUEST_SECONDS = 60.0
@@ -177,6 +178,7 @@ class Channel:
     conn: ClientSideConnection
     close: Callable[[], Any]  # async: end the transport (a local adapter: close stdin, kill its group)
     exit_code: Callable[[], int | None] = lambda: None
+    left_running: Callable[[], bool] = lambda: False
 
 
 async def open_stdio(
@@ -185,24 +187,12 @@ async def open_stdio(
     reporter: Reporter,
     credentials: Mapping[str, str],
     base_env: Mapping[str, str],
+    spawn: Spawn,
 ) -> Channel:
     """Start the adapter in its own process group; its stdout/stdin carry the protocol, its stderr is
     forwarded redacted."""
-    setup = prepare(plan, credentials, base_env)
-    try:
-        proc = subprocess.Popen(
-            plan.argv,
-            executable=setup.executable,
-            cwd=setup.workdir,
-            env=setup.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except (ValueError, OSError) as exc:
-        raise SetupError("SetupFailed", f'harness: cannot start "{plan.binary}": {exc}') from exc
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc = spawn(build_launch(plan, credentials, base_env, True))
+    assert proc.stdin is not None
     threading.Thread(target=reporter.forward, args=(proc.stderr,), daemon=True).start()
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=STREAM_LIMIT)
@@ -219,13 +209,13 @@ async def open_stdio(
         deadline = time.monotonic() + EXIT_SECONDS
         while proc.poll() is None and time.monotonic() < deadline:
             await asyncio.sleep(POLL_SECONDS)
-        stop_process_group(proc, 0)  # the adapter's whole group goes: no orphans
+        await asyncio.to_thread(proc.stop, 0)  # the adapter's whole group goes: no orphans
 
     def exit_code() -> int | None:
         code = proc.poll()
         return None if code is None else agent_exit_code(code)
 
-    return Channel(conn, close, exit_code)
+    return Channel(conn, close, exit_code, lambda: proc.left_running)
 
 
 async def open_channel(
@@ -234,10 +224,11 @@ async def open_channel(
     reporter: Reporter,
     credentials: Mapping[str, str],
     base_env: Mapping[str, str],
+    spawn: Spawn,
 ) -> Channel:
     assert plan.acp is not None
     if plan.acp.transport == AcpTransport.stdio:
-        return await open_stdio(plan, client, reporter, credentials, base_env)
+        return await open_stdio(plan, client, reporter, credentials, base_env, spawn)
     from harness_operator.runner.acp_remote import open_remote  # websockets and httpx only when used
 
     transport, close = await open_remote(plan, credentials, reporter)
@@ -262,8 +253,11 @@ class Session:
         reporter: Reporter,
         cancel: threading.Event | None,
         clock: Callable[[], float],
+        spawn: Spawn,
     ) -> None:
         assert plan.acp is not None
+        self.spawn = spawn
+        self.left_running = False
         self.plan = plan
         self.acp = plan.acp
         self.credentials = credentials
@@ -289,7 +283,9 @@ class Session:
     async def run(self) -> Outcome:
         wake = asyncio.Event()
         client = HarnessClient(self.plan, self.state, self.reporter, wake)
-        channel = await open_channel(self.plan, client, self.reporter, self.credentials, self.base_env)
+        channel = await open_channel(
+            self.plan, client, self.reporter, self.credentials, self.base_env, self.spawn
+        )
         work = asyncio.ensure_future(self.converse(channel.conn, client))
         outcome: Outcome | None = None
         try:
@@ -317,6 +313,7 @@ class Session:
                     await work
             await channel.close()
             self.exit_code = channel.exit_code()
+            self.left_running = channel.left_running()
         return outcome
 
     async def converse(self, conn: ClientSideConnection, client: HarnessClient) -> Outcome:
@@ -394,6 +391,7 @@ def execute_acp(
     clock: Callable[[], float] = time.monotonic,
     on_event: Callable[[Event], None] | None = None,
     events_to_log: bool = False,
+    spawn: Spawn = LocalAgent,
 ) -> AttemptResult:
     """Run one ACP attempt to its end and say what happened. Never raises for the agent's failures."""
     sink = stderr if stderr is not None else sys.stderr.buffer
@@ -401,7 +399,7 @@ def execute_acp(
     if cancel is not None and cancel.is_set():
         return reporter.fail("Cancelled", "harness: cancelled before the agent started", EXIT_STOPPED)
     session = Session(
-        plan, credentials, base_env if base_env is not None else os.environ, reporter, cancel, clock
+        plan, credentials, base_env if base_env is not None else os.environ, reporter, cancel, clock, spawn
     )
     skipped = _SkippedMessages(session.state, reporter)
     root = logging.getLogger()
@@ -414,7 +412,11 @@ def execute_acp(
         outcome = Outcome(*describe_error(exc))
     finally:
         root.removeHandler(skipped)
-    return reporter.done(finish(plan, session.state, outcome, session.exit_code, reporter))
+    result = finish(plan, session.state, outcome, session.exit_code, reporter)
+    if session.left_running:
+        reporter.say("harness: the agent's processes did not end; its pod is to be deleted")
+        mark_left_running(result)
+    return reporter.done(result)
 
 
 def finish(

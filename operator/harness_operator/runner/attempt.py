@@ -1,5 +1,5 @@
 """What every executor shares: the attempt's result, its environment, setup, limits, redaction and
-kept output, whether the agent is a CLI process or an ACP session (I/O only in prepare and Reporter)."""
+kept output, whether the agent is a CLI process or an ACP session (I/O only in Reporter)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import IO, Any, Protocol
 from harness_operator.api.v1alpha1 import Usage
 from harness_operator.runner.cost import compute_cost
 from harness_operator.runner.events import Event, encode_event_line, escape_agent_line
+from harness_operator.runner.launch import Launch, Spawn
 from harness_operator.runner.parsers import Failure, Report, Tokens
 from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.redact import Redactor, StreamRedactor
@@ -24,7 +25,7 @@ from harness_operator.runner.result import (
     ResultDocument,
     build_result_doc,
 )
-from harness_operator.runner.stops import SetupError, resolve_binary
+from harness_operator.runner.stops import SetupError
 
 ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM")
 
@@ -48,6 +49,7 @@ class AttemptResult:
     output_bytes: int = 0
     truncated: bool = False
     agent_exit_code: int | None = None
+    agent_left_running: bool = False
     start_time: str | None = None
     completion_time: str | None = None
 
@@ -75,6 +77,7 @@ class AttemptResult:
             output_bytes=self.output_bytes,
             truncated=self.truncated,
             agent_exit_code=self.agent_exit_code,
+            agent_left_running=self.agent_left_running,
             cli_version=self.report.cli_version,
             start_time=self.start_time,
             completion_time=self.completion_time,
@@ -100,6 +103,7 @@ class Executor(Protocol):
         clock: Callable[[], float] = ...,
         on_event: Callable[[Event], None] | None = None,
         events_to_log: bool = False,
+        spawn: Spawn = ...,
     ) -> AttemptResult: ...
 
 
@@ -119,25 +123,13 @@ def build_env(
     return env
 
 
-@dataclass
-class Setup:
-    """What a local agent process starts with."""
-
-    env: dict[str, str]
-    workdir: str
-    executable: str
-
-
-def prepare(plan: AttemptPlan, credentials: Mapping[str, str], base_env: Mapping[str, str]) -> Setup:
-    """The environment, the (created) working directory and the resolved binary; SetupError if not."""
+def build_launch(
+    plan: AttemptPlan, credentials: Mapping[str, str], base_env: Mapping[str, str], stdin: bool
+) -> Launch:
+    """The agent's process as the plan says: argv, binary, environment, working directory (the
+    plan's, else this process's); SetupError when a credential is missing."""
     env = build_env(plan, base_env, credentials)
-    workdir = plan.working_dir or os.getcwd()
-    try:
-        os.makedirs(workdir, exist_ok=True)
-    except OSError as exc:
-        raise SetupError("SetupFailed", f"harness: failed to create working directory: {exc}") from exc
-    executable = resolve_binary(plan.binary, env.get("PATH", os.defpath), workdir) if plan.binary else ""
-    return Setup(env, workdir, executable)
+    return Launch(list(plan.argv), plan.binary, env, plan.working_dir or os.getcwd(), stdin)
 
 
 class LogSink:
@@ -308,6 +300,18 @@ def with_plan_identity(plan: AttemptPlan, report: Report) -> Report:
 def agent_exit_code(returncode: int) -> int:
     """The agent's exit code as a shell reports it: a death by signal N is 128 + N (Popen says -N)."""
     return returncode if returncode >= 0 else 128 - returncode
+
+
+def mark_left_running(result: AttemptResult) -> None:
+    """An agent whose processes did not end: no exit code of its own, and never a success (its output
+    may be cut short)."""
+    result.agent_exit_code, result.agent_left_running = None, True
+    if result.succeeded:
+        result.exit_code, result.reason = 1, Failure.provider_error.value
+        result.message = (
+            "harness: the agent exited 0 but its processes did not end; its output may be incomplete"
+        )
+        result.output, result.output_bytes, result.truncated = b"", 0, False
 
 
 def stop_exit_code(reason: str) -> int:

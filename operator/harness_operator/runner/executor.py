@@ -9,9 +9,7 @@ then SIGKILL after the grace period); granted secret values are redacted everywh
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,25 +23,28 @@ from harness_operator.runner.attempt import (
     Executor,
     Reporter,
     agent_exit_code,
+    build_launch,
     compute_limit_hit,
     keep_output,
-    prepare,
+    mark_left_running,
     stop_exit_code,
     utc_now,
     with_plan_identity,
 )
 from harness_operator.runner.cost import compute_usage
 from harness_operator.runner.events import Event
+from harness_operator.runner.launch import LocalAgent, Spawn
 from harness_operator.runner.parsers import Failure, build_parser
 from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.redact import StreamRedactor
 from harness_operator.runner.result import EXIT_STOPPED
-from harness_operator.runner.stops import SetupError, stop_process_group
+from harness_operator.runner.stops import SetupError
 
 __all__ = ["ALLOWED_ENV", "AttemptResult", "execute", "execute_cli"]
 
 TAIL_BYTES = 1024
 POLL_SECONDS = 0.05
+READER_SECONDS = 5
 
 
 class _Streams:
@@ -58,6 +59,9 @@ class _Streams:
         self.tail = b""
         self.limit_hit: tuple[str, str] | None = None
         self.wake = threading.Event()
+        # A reader still blocked when the attempt ends (an agent left running) finds the spool closed.
+        self.lock = threading.Lock()
+        self.closed = False
 
     def read_stdout(self, pipe: IO[bytes]) -> None:
         stream = StreamRedactor(self.redactor)
@@ -69,6 +73,10 @@ class _Streams:
 
     def _take(self, data: bytes, final: bool = False) -> bytes:
         """Spool and parse the complete lines of redacted `data`; return the incomplete rest."""
+        with self.lock:
+            return b"" if self.closed else self._take_locked(data, final)
+
+    def _take_locked(self, data: bytes, final: bool) -> bytes:
         cut = len(data) if final else data.rfind(b"\n") + 1
         done, rest = data[:cut], data[cut:]
         self.spool.write(done)
@@ -89,9 +97,14 @@ class _Streams:
             self.reporter.emit(event)
         self.reporter.emit_progress(self.parser.report(), self.parser.live_tokens())
 
-    def stdout_bytes(self) -> bytes:
-        self.spool.seek(0)
-        return self.spool.read()
+    def take_stdout(self) -> bytes:
+        """All stdout spooled so far; the spool is closed after it."""
+        with self.lock:
+            self.closed = True
+            self.spool.seek(0)
+            data = self.spool.read()
+            self.spool.close()
+            return data
 
 
 def _write_stdin(pipe: IO[bytes], data: bytes) -> None:
@@ -111,10 +124,12 @@ def execute(
     clock: Callable[[], float] = time.monotonic,
     on_event: Callable[[Event], None] | None = None,
     events_to_log: bool = False,
+    spawn: Spawn = LocalAgent,
 ) -> AttemptResult:
     """Run one attempt with the executor of its protocol; the same result document and events either way.
 
-    Normalized events go to `on_event` and, with `events_to_log` (the pod), as marked lines to stderr."""
+    Normalized events go to `on_event` and, with `events_to_log` (the pod), as marked lines to stderr;
+    `spawn` starts the agent's process (a child here, or the launcher's in the pod)."""
     executor: Executor = execute_cli
     if plan.acp is not None:
         # Imported for ACP plans only: the ACP SDK's schema takes most of the runner's start-up CPU,
@@ -131,6 +146,7 @@ def execute(
         clock=clock,
         on_event=on_event,
         events_to_log=events_to_log,
+        spawn=spawn,
     )
 
 
@@ -144,13 +160,15 @@ def execute_cli(
     clock: Callable[[], float] = time.monotonic,
     on_event: Callable[[Event], None] | None = None,
     events_to_log: bool = False,
+    spawn: Spawn = LocalAgent,
 ) -> AttemptResult:
     """Run one CLI attempt to its end and say what happened. Never raises for the agent's failures."""
     sink = stderr if stderr is not None else sys.stderr.buffer
     reporter = Reporter(plan, credentials, sink, on_event, events_to_log)
+    piped = plan.stdin is not None
     say, fail = reporter.say, reporter.fail
     try:
-        setup = prepare(plan, credentials, base_env if base_env is not None else os.environ)
+        launch = build_launch(plan, credentials, base_env if base_env is not None else os.environ, piped)
     except SetupError as exc:
         return fail(exc.reason, exc.message)
     if cancel is not None and cancel.is_set():
@@ -158,27 +176,9 @@ def execute_cli(
 
     streams = _Streams(plan, reporter)
     try:
-        proc = subprocess.Popen(
-            plan.argv,
-            executable=setup.executable,
-            cwd=setup.workdir,
-            env=setup.env,
-            stdin=subprocess.PIPE if plan.stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except ValueError as exc:  # a NUL byte in an argument or environment value: no exec can carry it
-        return fail("SetupFailed", f'harness: cannot start "{plan.binary}": {exc}')
-    except OSError as exc:
-        if exc.errno == errno.E2BIG:
-            return fail(
-                "SetupFailed",
-                f'harness: cannot start "{plan.binary}": {exc.strerror}: an argument or the whole command '
-                "line is over the kernel's limit; pass long text on stdin (promptMode: stdin)",
-            )
-        return fail("BinaryNotFound", f'harness: failed to resolve binary "{plan.binary}": {exc}')
-    assert proc.stdout is not None and proc.stderr is not None
+        proc = spawn(launch)
+    except SetupError as exc:
+        return fail(exc.reason, exc.message)
     threads = [
         threading.Thread(target=streams.read_stdout, args=(proc.stdout,), daemon=True),
         threading.Thread(target=reporter.forward, args=(proc.stderr,), daemon=True),
@@ -202,14 +202,20 @@ def execute_cli(
             stopped = streams.limit_hit
         if stopped:
             say(stopped[1])
-            stop_process_group(proc, plan.grace_seconds)
+            proc.stop(plan.grace_seconds)
             break
         streams.wake.wait(POLL_SECONDS)
-    proc.wait()
-    stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
+    returncode = proc.wait()
+    proc.stop(0)  # whatever the agent left in its group goes too: no orphans
     for thread in threads:
-        thread.join(timeout=5)
-    return reporter.done(_finish(plan, proc.returncode, stopped or streams.limit_hit, streams, reporter))
+        thread.join(timeout=READER_SECONDS)
+    # Output still open after the agent's exit means a process of its own kept it: not all was read.
+    left = proc.left_running or any(t.is_alive() for t in threads[:2])
+    result = _finish(plan, returncode, stopped or streams.limit_hit, streams, reporter)
+    if left:
+        say("harness: the agent's processes did not end (or kept its output open); its pod is to be deleted")
+        mark_left_running(result)
+    return reporter.done(result)
 
 
 def _finish(
@@ -220,8 +226,7 @@ def _finish(
     reporter: Reporter,
 ) -> AttemptResult:
     say, redactor = reporter.say, reporter.redactor
-    stdout = streams.stdout_bytes()
-    streams.spool.close()
+    stdout = streams.take_stdout()
     report = streams.parser.finish(stdout.decode("utf-8", "replace"))
     usage = compute_usage(report, plan.prices, plan.model_hint)
     report = with_plan_identity(plan, report)

@@ -46,6 +46,8 @@ class ResultDocument(BaseModel):
     reason: str | None = None
     message: str | None = None
     agent_exit_code: int | None = None
+    # True when the runner could not end the agent's process: the operator deletes the pod.
+    agent_left_running: bool | None = None
     usage: Usage | None = None
     model: str | None = None
     session_id: str | None = Field(default=None, alias="sessionID")
@@ -90,6 +92,7 @@ def build_result_doc(
     output_bytes: int,
     truncated: bool,
     agent_exit_code: int | None = None,
+    agent_left_running: bool = False,
     cli_version: str | None = None,
     start_time: str | None = None,
     completion_time: str | None = None,
@@ -102,6 +105,7 @@ def build_result_doc(
         reason=reason,
         message=message,
         agent_exit_code=agent_exit_code,
+        agent_left_running=agent_left_running or None,
         usage=usage,
         model=model,
         session_id=session_id,
@@ -133,7 +137,8 @@ def _fits(doc: dict[str, Any], limit: int) -> bool:
     return len(_dump(doc).encode("utf-8")) <= limit
 
 
-# Dropped in this order until the message fits; exitCode, reason and output.sha256 always stay.
+# Dropped in this order until the message fits; exitCode, reason, agentLeftRunning and output.sha256
+# always stay.
 _OPTIONAL = ("cliVersion", "startTime", "completionTime", "sessionID", "model", "agentExitCode", "usage")
 
 
@@ -159,6 +164,7 @@ def render_termination_message(result: ResultDocument, limit: int = TERMINATION_
         "version": doc.get("version", RESULT_VERSION),
         "exitCode": doc.get("exitCode"),
         "reason": str(doc.get("reason") or "")[:64] or None,
+        "agentLeftRunning": doc.get("agentLeftRunning"),
         "output": {"sha256": output.get("sha256"), "bytes": output.get("bytes")},
     }
     return _dump({k: v for k, v in essentials.items() if v is not None})

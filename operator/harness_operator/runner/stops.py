@@ -44,7 +44,7 @@ def resolve_binary(binary: str, path: str, workdir: str) -> str:
     )
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+def signal_group(pgid: int, sig: signal.Signals) -> bool:
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
@@ -55,14 +55,14 @@ def _signal_group(pgid: int, sig: signal.Signals) -> bool:
 def stop_process_group(proc: subprocess.Popen[bytes], grace_seconds: float) -> None:
     """SIGTERM the agent's process group, SIGKILL it after the grace period (0: SIGKILL now)."""
     pgid = proc.pid  # start_new_session: the agent leads its own group
-    if grace_seconds > 0 and _signal_group(pgid, signal.SIGTERM):
+    if grace_seconds > 0 and signal_group(pgid, signal.SIGTERM):
         deadline = time.monotonic() + grace_seconds
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
     proc.wait()
     # SIGKILL is delivered asynchronously: give the rest of the group a moment to be gone (bounded,
     # since zombies re-parented to a non-reaping PID 1 would still answer).
     deadline = time.monotonic() + GROUP_EXIT_SECONDS
-    while time.monotonic() < deadline and _signal_group(pgid, signal.SIGKILL):
+    while time.monotonic() < deadline and signal_group(pgid, signal.SIGKILL):
         time.sleep(0.02)

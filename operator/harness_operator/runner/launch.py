@@ -1,0 +1,121 @@
+"""Starting the agent's process: what to start (`Launch`), how (`start_agent`), and the process the
+executors drive, local (`LocalAgent`, `harnessctl run` and tests) or in the agent's container
+(`channel.LaunchedAgent`, the pod) (I/O)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import IO, Any, Protocol
+
+from harness_operator.runner.stops import SetupError, resolve_binary, stop_process_group
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One agent process: argv (argv[0] as the plan says), the binary to resolve, its whole
+    environment, its working directory, and whether its stdin is a pipe (else /dev/null)."""
+
+    argv: list[str]
+    binary: str
+    env: dict[str, str]
+    cwd: str
+    stdin: bool
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "argv": self.argv,
+            "binary": self.binary,
+            "env": self.env,
+            "cwd": self.cwd,
+            "stdin": self.stdin,
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Launch:
+        return cls(
+            [str(a) for a in doc["argv"]],
+            str(doc["binary"]),
+            {str(k): str(v) for k, v in doc["env"].items()},
+            str(doc["cwd"]),
+            bool(doc["stdin"]),
+        )
+
+
+def start_agent(launch: Launch, stdin: Any, stdout: Any, stderr: Any) -> subprocess.Popen[bytes]:
+    """Create the working directory, resolve the binary (Dagu's rule) and start the agent as the
+    leader of its own process group; SetupError with a typed reason when any of it fails."""
+    try:
+        os.makedirs(launch.cwd, exist_ok=True)
+    except OSError as exc:
+        raise SetupError("SetupFailed", f"harness: failed to create working directory: {exc}") from exc
+    executable = resolve_binary(launch.binary, launch.env.get("PATH", os.defpath), launch.cwd)
+    try:
+        return subprocess.Popen(
+            launch.argv,
+            executable=executable,
+            cwd=launch.cwd,
+            env=launch.env,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    except ValueError as exc:  # a NUL byte in an argument or environment value: no exec can carry it
+        raise SetupError("SetupFailed", f'harness: cannot start "{launch.binary}": {exc}') from exc
+    except OSError as exc:
+        if exc.errno == errno.E2BIG:
+            raise SetupError(
+                "SetupFailed",
+                f'harness: cannot start "{launch.binary}": {exc.strerror}: an argument or the whole command '
+                "line is over the kernel's limit; pass long text on stdin (promptMode: stdin)",
+            ) from exc
+        raise SetupError(
+            "BinaryNotFound", f'harness: failed to resolve binary "{launch.binary}": {exc}'
+        ) from exc
+
+
+class AgentProcess(Protocol):
+    """The agent's process as an executor drives it: its stdio, whether it ended, how to stop it.
+    `left_running` is True when a stop could not end it (the operator then deletes the pod)."""
+
+    stdin: IO[bytes] | None
+    stdout: IO[bytes]
+    stderr: IO[bytes]
+    left_running: bool
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+    def stop(self, grace_seconds: float) -> None: ...
+
+
+Spawn = Callable[[Launch], AgentProcess]
+
+
+class LocalAgent:
+    """The agent as a child process of this one (harnessctl run, tests)."""
+
+    left_running = False
+
+    def __init__(self, launch: Launch) -> None:
+        pipe = subprocess.PIPE
+        self.proc = start_agent(launch, pipe if launch.stdin else subprocess.DEVNULL, pipe, pipe)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.stdin = self.proc.stdin
+        self.stdout = self.proc.stdout
+        self.stderr = self.proc.stderr
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def wait(self) -> int:
+        return self.proc.wait()
+
+    def stop(self, grace_seconds: float) -> None:
+        """SIGTERM the agent's group, SIGKILL after the grace (0: now); what it left goes too."""
+        stop_process_group(self.proc, grace_seconds)

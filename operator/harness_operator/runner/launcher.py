@@ -1,0 +1,102 @@
+"""The agent container's entrypoint: take one launch from the runner's channel, start the agent with
+the channel's FIFOs as its stdio, stop it when told, say how it ended and exit with its code (I/O).
+
+    python3 -I -m harness_operator.runner.launcher --channel /run/harness/channel
+
+Isolated mode (-I) and a working directory outside the workspace: nothing the workspace or the
+environment holds changes which code this runs. It makes itself non-dumpable first, so the agent
+(the same user) can neither trace it nor write its memory; signalling it only ends the agent too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from types import FrameType
+from typing import IO
+
+from harness_operator.runner.channel import (
+    RENDEZVOUS_SECONDS,
+    await_channel,
+    open_launcher_ends,
+    say_status,
+    take_launch,
+)
+from harness_operator.runner.launch import start_agent
+from harness_operator.runner.stops import SetupError, signal_group, stop_process_group
+
+DEFAULT_CHANNEL = "/run/harness/channel"
+PR_SET_DUMPABLE = 4
+
+
+def make_undumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 0): /proc/<pid>/mem, ptrace and /proc/<pid>/fd of this process are the
+    kernel's to give, and it gives them to no process of the same unprivileged user."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+def exit_code(returncode: int) -> int:
+    """As a shell reports it: a death by signal N is 128 + N (Popen says -N)."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def follow_control(control: IO[bytes], pgid: int) -> None:
+    """Stop requests from the runner: SIGTERM the agent's group, SIGKILL after the grace (0: now).
+    The main thread reports the agent's exit meanwhile; this thread ends with the process."""
+    for line in iter(control.readline, b""):
+        try:
+            grace = float(json.loads(line)["stop"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if grace > 0 and signal_group(pgid, signal.SIGTERM):
+            time.sleep(grace)
+        signal_group(pgid, signal.SIGKILL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="harness-launcher", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--channel", default=DEFAULT_CHANNEL, help=f"the runner's channel ({DEFAULT_CHANNEL})"
+    )
+    args = parser.parse_args(argv)
+    make_undumpable()
+    if not await_channel(args.channel, RENDEZVOUS_SECONDS):
+        print(f"harness-launcher: no channel at {args.channel}", file=sys.stderr)
+        return 1
+    launch = take_launch(args.channel)
+    if launch is None:
+        return 0
+    status, stdout, stderr, stdin, control = open_launcher_ends(args.channel)
+    try:
+        proc = start_agent(launch, stdin if launch.stdin else subprocess.DEVNULL, stdout, stderr)
+    except SetupError as exc:
+        say_status(status, {"setup": {"reason": exc.reason, "message": exc.message}})
+        return 1
+    for fh in (stdout, stderr, stdin):
+        fh.close()  # the agent holds them now: their end is its end
+    say_status(status, {"started": True})
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        """The pod is being deleted: the agent's group gets the signal, the kubelet's grace applies."""
+        signal_group(proc.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    threading.Thread(target=follow_control, args=(control, proc.pid), daemon=True).start()
+    proc.wait()
+    stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
+    code = exit_code(proc.returncode)
+    say_status(status, {"exit": code})
+    status.close()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
