@@ -26,6 +26,7 @@ from harness_operator.kube import Kube
 from harness_operator.naming import (
     AGENT_CONTAINER,
     ANNOTATION_RUN,
+    CLONE_CONTAINER,
     LABEL_MANAGED_BY,
     LABEL_RUN,
     MANAGED_BY,
@@ -69,18 +70,23 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """What the reconciler reads of a Pod: identity, owner, phase and the states of the runner's and
-    the agent's containers."""
+    """What the reconciler reads of a Pod: identity, owner, phase, the states of the runner's and the
+    agent's containers and of the workspace's clone."""
     status = pod.get("status") or {}
     agent = [
         {"name": s["name"], "state": s.get("state") or {}}
         for s in status.get("containerStatuses") or []
         if s.get("name") in (RUNNER_CONTAINER, AGENT_CONTAINER)
     ]
+    clone = [
+        {"name": s["name"], "state": s.get("state") or {}}
+        for s in status.get("initContainerStatuses") or []
+        if s.get("name") == CLONE_CONTAINER
+    ]
     return {
         "kind": "Pod",
         "metadata": _slim_meta(pod.get("metadata") or {}),
-        "status": {"phase": status.get("phase"), "containerStatuses": agent},
+        "status": {"phase": status.get("phase"), "containerStatuses": agent, "initContainerStatuses": clone},
     }
 
 

@@ -38,6 +38,7 @@ from harness_operator.naming import (
     AGENT_CONTAINER,
     ANNOTATION_CONTENT_SHA256,
     ANNOTATION_RUN,
+    CLONE_CONTAINER,
     KUEUE_QUEUE_LABEL,
     LABEL_ATTEMPT,
     LABEL_USER,
@@ -53,7 +54,7 @@ from harness_operator.naming import (
 )
 from harness_operator.ownership import compute_data_hash
 from harness_operator.pricing import with_table_pricing
-from harness_operator.runner.plan import build_plan, merge_grants, with_output_limit
+from harness_operator.runner.plan import CONFINEMENT_ENV, build_plan, merge_grants, with_output_limit
 
 PLAN_DIR = "/etc/harness"
 PLAN_FILE = "plan.json"
@@ -356,9 +357,12 @@ def _git_init_container(
     # The URL and ref travel as env, never in argv; a token is read by git's credential helper from env.
     # A repository already in the workspace (a shared claim) has a config and hooks the last agent could
     # write (hooks, fsmonitor, filters, credential helpers all run code): it starts from a clean config.
+    # Init containers start before the enforcer programs the pod: the clone waits for it first.
+    probe = compute_confinement(run, target.definition, config)
     script = (
         "set -eu\n"
-        'if [ -d "$WORKDIR/.git" ]; then\n'
+        + ("python3 -I -m harness_operator.runner.confinement\n" if probe else "")
+        + 'if [ -d "$WORKDIR/.git" ]; then\n'
         "  printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' >\"$WORKDIR/.git/config\"\n"
         '  rm -rf "$WORKDIR/.git/hooks" "$WORKDIR/.git/info/attributes"\n'
         '  git -C "$WORKDIR" remote add origin "$GIT_URL"\n'
@@ -374,6 +378,8 @@ def _git_init_container(
     ]
     if git.ref:
         env.append({"name": "GIT_REF", "value": git.ref})
+    if probe:
+        env.append({"name": CONFINEMENT_ENV, "value": probe.model_dump_json(by_alias=True)})
     if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
         # The clone, too, reaches a named host only through the gateway (git reads these variables).
         env += build_proxy_env(plan_secret_name(run.metadata["name"]), target.index)
@@ -404,12 +410,14 @@ def _git_init_container(
             {"name": f"GIT_CONFIG_VALUE_{i}", "value": value},
         ]
     return {
-        "name": "git-clone",
+        "name": CLONE_CONTAINER,
         "image": image,
         "imagePullPolicy": config.image_pull_policy,
         "command": ["/bin/sh", "-c", script],
         "env": env,
         "securityContext": _container_security(config),
+        # A failed clone's message is its log's end (git's own error), which status then names.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "volumeMounts": [
             {"name": "workspace", "mountPath": workspace_mount_path(workdir)},

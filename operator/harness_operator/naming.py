@@ -23,6 +23,7 @@ ANNOTATION_CONTENT_SHA256 = f"{GROUP}/content-sha256"
 # reads) and the agent's (the launcher and the CLI, another user, another process namespace).
 RUNNER_CONTAINER = "runner"
 AGENT_CONTAINER = "agent"
+CLONE_CONTAINER = "git-clone"  # the workspace's clone, an init container
 
 MAX_NAME = 63
 

@@ -198,11 +198,17 @@ class Reconciler:
             metrics.IN_FLIGHT.set(len(self._in_flight))
             metrics.QUEUED.set(len(self._queued))
             if just_finished:
-                metrics.record_finished(run, status)
+                # Independent of each other: the grant goes even when the metrics cannot be updated.
                 try:
                     self.revoke_egress(namespace, name)
                 except Exception as exc:  # the status is written; the run's deletion revokes it again
                     log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
+                try:
+                    metrics.record_finished(run, status)
+                except Exception as exc:  # figures a counter refuses must not stop the run's cleanup
+                    log.warning(
+                        "Recording the run's metrics failed", run=f"{namespace}/{name}", error=str(exc)
+                    )
         return self._runs_to_wake(namespace) if wake else []
 
     def revoke_egress(self, namespace: str, name: str) -> None:

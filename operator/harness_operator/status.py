@@ -36,11 +36,13 @@ from harness_operator.conditions import (
     set_condition,
     timestamp,
 )
-from harness_operator.naming import AGENT_CONTAINER, RUNNER_CONTAINER
+from harness_operator.naming import AGENT_CONTAINER, CLONE_CONTAINER, RUNNER_CONTAINER
 from harness_operator.runner.cost import sum_usage
 from harness_operator.runner.events import Event
+from harness_operator.runner.plan import EXIT_NOT_CONFINED
 from harness_operator.runner.result import (
     EXIT_STOPPED,
+    NETWORK_NOT_CONFINED,
     ResultDocument,
     ResultProblem,
     fallback_line,
@@ -49,6 +51,7 @@ from harness_operator.runner.result import (
 
 PENDING, SUSPENDED, RUNNING, FINISHED = "Pending", "Suspended", "Running", "Finished"
 EXCERPT_CHARS = 2000
+CLONE_MESSAGE_CHARS = 500
 # A lost attempt ends with a non-zero exit that no limit caused: fallback follows, as after a crash.
 EXIT_LOST = 1
 
@@ -109,8 +112,10 @@ class Observed:
     cancelled: bool = False
 
 
-def _container_state(pod: dict[str, Any] | None, name: str) -> dict[str, Any]:
-    statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
+def _container_state(
+    pod: dict[str, Any] | None, name: str, kind: str = "containerStatuses"
+) -> dict[str, Any]:
+    statuses = ((pod or {}).get("status") or {}).get(kind) or []
     found: dict[str, Any] = next((s for s in statuses if s.get("name") == name), {})
     return dict(found.get("state") or {})
 
@@ -212,6 +217,22 @@ def compute_checked_result(
     return result
 
 
+def compute_clone_failure(index: int, provider: str, terminated: dict[str, Any]) -> ResultDocument:
+    """The workspace's clone failed, so the agent never started: its wait for the network policy
+    (NetworkNotConfined, no fallback) or git itself (SetupFailed), named by the last line it logged."""
+    code = int(terminated.get("exitCode") or 1)
+    lines = [line for line in str(terminated.get("message") or "").splitlines() if line.strip()]
+    said = lines[-1][:CLONE_MESSAGE_CHARS] if lines else str(terminated.get("reason") or "no message")
+    if code == EXIT_NOT_CONFINED:
+        return ResultDocument(
+            attempt=index, provider=provider, exit_code=1, reason=NETWORK_NOT_CONFINED, message=said
+        )
+    message = f"the workspace's clone (init container {CLONE_CONTAINER}) exited {code}: {said}"
+    return ResultDocument(
+        attempt=index, provider=provider, exit_code=1, reason="SetupFailed", message=message
+    )
+
+
 def observe_attempt(
     index: int,
     provider: str,
@@ -238,6 +259,10 @@ def observe_attempt(
             return ObservedAttempt(index, provider, name, pod_name, RUNNING, start)
         result = _explain_stop(result, failed, cancelled, name)
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result, agent_running)
+    clone = _container_state(pod, CLONE_CONTAINER, "initContainerStatuses").get("terminated")
+    if clone and clone.get("exitCode"):
+        result = compute_clone_failure(index, provider, clone)
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
     if failed:
         deadline = failed.get("reason") == "DeadlineExceeded"
         result = ResultDocument(

@@ -46,7 +46,7 @@ def result(text: str, **extra: object) -> None:
         "result": text,
         "session_id": "fake-1",
         "num_turns": 1,
-        "total_cost_usd": 0.01,
+        "total_cost_usd": float(os.environ.get("FAKE_COST", "0.01")),
         "stop_reason": "end_turn",
         "terminal_reason": "completed",
         "usage": {

@@ -1,18 +1,22 @@
 """Waiting for the network policy before the agent starts: which attempts wait and on what address (pure),
 and the runner's wait against real loopback sockets."""
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 from typing import Any
 
 import pytest
-from tests.unit.test_egress import CIDR_ONLY, DEFINITION, GATEWAY, PLAIN, make_run
+from tests.unit.test_egress import CIDR_ONLY, DEFINITION, GATEWAY, PLAIN, make_run, target
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec
 from harness_operator.config import OperatorConfig
 from harness_operator.confinement import compute_confinement, find_api_server_address
+from harness_operator.desired import build_job
 from harness_operator.runner.confinement import await_confinement, connects, describe_confinement
-from harness_operator.runner.plan import ConfinementProbe
+from harness_operator.runner.plan import CONFINEMENT_ENV, EXIT_NOT_CONFINED, ConfinementProbe
 
 PRIVATE_API = "10.96.0.1:443"
 PUBLIC_API = "34.1.2.3:443"
@@ -154,3 +158,51 @@ def test_cancel_ends_the_wait() -> None:
     cancel.set()
     found = await_confinement(ConfinementProbe(host="127.0.0.1", port=listener.port), cancel=cancel)
     assert not found.confined and found.tries == 1
+
+
+GIT = {"workspace": {"workingDir": "/workspace/repo", "git": {"url": "https://git.example.internal/a.git"}}}
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "waits"),
+    [({}, True), ({"networkPolicy": "none"}, True), ({"networkPolicy": "unrestricted"}, False)],
+)
+def test_the_workspace_clone_waits_for_the_policy_before_it_runs(
+    sandbox: dict[str, Any], waits: bool
+) -> None:
+    """Init containers start before the enforcer programs the pod (the red team's clone reached the API
+    server under networkPolicy none): the clone's first step is the runner's wait, on the same probe."""
+    run = make_run(sandbox, **GIT)
+    job = build_job(run, target(), config())
+    (clone,) = job["spec"]["template"]["spec"]["initContainers"]
+    script = clone["command"][2].splitlines()
+    env = {e["name"]: e.get("value") for e in clone["env"]}
+    assert (script[1] == "python3 -I -m harness_operator.runner.confinement") == waits
+    if waits:
+        probe = ConfinementProbe.model_validate_json(env[CONFINEMENT_ENV])
+        assert probe == compute_confinement(run, DEFINITION, config())
+    else:
+        assert CONFINEMENT_ENV not in env
+
+
+def run_clone_wait(probe: ConfinementProbe) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, CONFINEMENT_ENV: probe.model_dump_json(by_alias=True)}
+    command = [sys.executable, "-I", "-m", "harness_operator.runner.confinement"]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=30, cwd="/")
+
+
+def test_the_clone_wait_as_a_process_exits_0_once_refused() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, not listening: refused
+        done = run_clone_wait(ConfinementProbe(host="127.0.0.1", port=port, timeout_seconds=5))
+    assert done.returncode == 0 and "network policy enforced" in done.stderr
+
+
+@pytest.mark.parametrize(("required", "code"), [(True, EXIT_NOT_CONFINED), (False, 0)])
+def test_the_clone_wait_as_a_process_fails_when_never_refused(required: bool, code: int) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        probe = ConfinementProbe(host="127.0.0.1", port=port, timeout_seconds=1, required=required)
+        done = run_clone_wait(probe)
+    assert done.returncode == code and "was not enforced" in done.stderr

@@ -312,3 +312,19 @@ def test_an_argument_over_the_kernel_limit_is_a_setup_failure_not_binary_not_fou
     result, _ = run(plan("ok", args=["x" * 200_000]))
     assert (result.exit_code, result.reason) == (1, "SetupFailed")
     assert "Argument list too long" in result.message and "stdin" in result.message
+
+
+def test_a_negative_reported_cost_is_ignored_never_a_refund():
+    """The red team's CLI reported total_cost_usd -1000: it is unknown, never a negative charge, and
+    maxCostUSD falls back to the tokens the table prices (10 in, 5 out at the definition's price)."""
+    p = plan("ok", args=[], env=[{"name": "FAKE_COST", "value": "-1000"}])
+    result, err = run(p)
+    assert result.usage.cost_usd is None and result.usage.cost_source == "unknown"
+    assert "ignored what the CLI reported that no bill can use: cost -1000" in err
+    priced = plan(
+        "ok",
+        env=[{"name": "FAKE_COST", "value": "-1000"}],
+        pricing={"fake-model": {"input": 1000, "output": 1000}},
+    )
+    result, _ = run(priced)
+    assert result.usage.cost_source == "computed" and result.usage.cost_usd == 0.015

@@ -62,10 +62,24 @@ def test_no_budget_flag_for_claude_format_clis_without_cost_reporting():
     assert "--max-budget-usd" not in plan.args
 
 
-def test_user_budget_option_wins():
-    plan = build_plan(run(limits={"maxCostUSD": 0.75}), CLAUDE, 1, "c", {"max_budget_usd": 0.1}, "P", None)
+@pytest.mark.parametrize(
+    ("options", "defaults", "flag"),
+    [
+        ({"max_budget_usd": 0.1}, {}, "0.1"),  # tighter: kept
+        ({"max_budget_usd": 1000}, {}, "0.75"),  # looser (the red team's): the cap stays
+        ({"max-budget-usd": "1000"}, {}, "0.75"),
+        ({"max_budget_usd": "lots"}, {}, "0.75"),  # not a number: the cap
+        ({"max_budget_usd": -5}, {}, "0.75"),  # negative: not a cap
+        ({}, {"max_budget_usd": 0.2}, "0.2"),  # the definition's tighter default
+        ({}, {"max-budget-usd": 50}, "0.75"),
+        ({"max_budget_usd": 0.5}, {"max_budget_usd": 0.3}, "0.3"),
+    ],
+)
+def test_a_budget_option_tightens_max_cost_never_loosens_it(options, defaults, flag):
+    claude = CLAUDE.model_copy(update={"defaults": defaults})
+    plan = build_plan(run(limits={"maxCostUSD": 0.75}), claude, 1, "c", options, "P", None)
     assert plan.args.count("--max-budget-usd") == 1
-    assert plan.args[plan.args.index("--max-budget-usd") + 1] == "0.1"
+    assert plan.args[plan.args.index("--max-budget-usd") + 1] == flag
 
 
 def test_env_and_credentials_merge_run_over_definition():

@@ -694,3 +694,31 @@ def test_the_report_is_checked_against_the_kubelet(
     assert (seen.result.reason if seen.result else None) == reason
     assert seen.agent_running == agent_running
     assert decide_deletions([seen], cancelled=False) == (["r-a1"] if agent_running else [])
+
+
+@pytest.mark.parametrize(
+    ("clone", "reason", "says"),
+    [
+        (
+            {"exitCode": 86, "message": "harness: the network policy was not enforced after 30 s: ...\n"},
+            "NetworkNotConfined",
+            "harness: the network policy was not enforced after 30 s: ...",
+        ),
+        (
+            {"exitCode": 128, "message": "Cloning into '/workspace/repo'...\nfatal: repository not found\n"},
+            "SetupFailed",
+            "the workspace's clone (init container git-clone) exited 128: fatal: repository not found",
+        ),
+    ],
+    ids=["its wait for the policy failed", "git failed"],
+)
+def test_a_failed_clone_names_its_cause(clone: dict[str, Any], reason: str, says: str) -> None:
+    failed_pod = pod("Failed", agent={"waiting": {"reason": "PodInitializing"}})
+    failed_pod["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "PodInitializing"}}
+    failed_pod["status"]["initContainerStatuses"] = [{"name": "git-clone", "state": {"terminated": clone}}]
+    seen = observe_attempt(1, "claude", job(FAILED), [failed_pod])
+    assert seen.state == FINISHED and seen.result is not None
+    assert (seen.result.exit_code, seen.result.reason, seen.result.message) == (1, reason, says)
+    assert (
+        not seen.result.fallback_allowed if reason == "NetworkNotConfined" else seen.result.fallback_allowed
+    )

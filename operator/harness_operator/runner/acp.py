@@ -46,6 +46,7 @@ from harness_operator.runner.attempt import (
     agent_exit_code,
     build_launch,
     compute_limit_hit,
+    drop_unusable_figures,
     keep_output,
     mark_left_running,
     stop_exit_code,
@@ -422,7 +423,7 @@ def execute_acp(
 def finish(
     plan: AttemptPlan, state: SessionState, outcome: Outcome, exit_code: int | None, reporter: Reporter
 ) -> AttemptResult:
-    report = state.report()
+    report = drop_unusable_figures(state.report(), reporter)
     usage = compute_usage(report, plan.prices, plan.model_hint)
     report = with_plan_identity(plan, report)
     result = AttemptResult(

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import IO, Any, Protocol
 
 from harness_operator.api.v1alpha1 import Usage
-from harness_operator.runner.cost import compute_cost
+from harness_operator.runner.cost import compute_cost, compute_sane_report
 from harness_operator.runner.events import Event, encode_event_line, escape_agent_line
 from harness_operator.runner.launch import Launch, Spawn
 from harness_operator.runner.parsers import Failure, Report, Tokens
@@ -300,6 +300,14 @@ def with_plan_identity(plan: AttemptPlan, report: Report) -> Report:
 def agent_exit_code(returncode: int) -> int:
     """The agent's exit code as a shell reports it: a death by signal N is 128 + N (Popen says -N)."""
     return returncode if returncode >= 0 else 128 - returncode
+
+
+def drop_unusable_figures(report: Report, reporter: Reporter) -> Report:
+    """The report without the figures no bill can use, said on the log when there were any."""
+    sane, dropped = compute_sane_report(report)
+    if dropped:
+        reporter.say(f"harness: ignored what the CLI reported that no bill can use: {', '.join(dropped)}")
+    return sane
 
 
 def mark_left_running(result: AttemptResult) -> None:

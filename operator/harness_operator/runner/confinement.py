@@ -1,18 +1,23 @@
 """Wait, before the agent starts, until the attempt's network policy is enforced (socket I/O).
 
 The enforcer programs a pod's rules after the pod has started, so the runner probes an address the
-policy denies (the plan's `confinement`: the API server) until a connection there fails.
+policy denies (the plan's `confinement`: the API server) until a connection there fails. The
+workspace's clone (an init container, before the runner) waits the same way first:
+
+    python3 -I -m harness_operator.runner.confinement   # the probe as JSON in HARNESS_CONFINEMENT
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness_operator.runner.plan import ConfinementProbe
+from harness_operator.runner.plan import CONFINEMENT_ENV, EXIT_NOT_CONFINED, ConfinementProbe
 
 PROBE_TIMEOUT_SECONDS = 1.0
 PROBE_INTERVAL_SECONDS = 0.05
@@ -67,3 +72,15 @@ def describe_confinement(probe: ConfinementProbe, found: Confinement) -> str:
         "NetworkPolicy: install an enforcer, or set the chart's networkPolicy.awaitEnforcement to warn "
         "(start agents unconfined) or off"
     )
+
+
+def main() -> int:
+    """The init container's wait: 0 once confined (or not required), else EXIT_NOT_CONFINED."""
+    probe = ConfinementProbe.model_validate_json(os.environ[CONFINEMENT_ENV])
+    found = await_confinement(probe)
+    print(describe_confinement(probe, found), file=sys.stderr, flush=True)
+    return EXIT_NOT_CONFINED if not found.confined and probe.required else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,6 +6,7 @@ the operator put there (the runner itself carries no table).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -82,9 +83,40 @@ def price_tokens(tokens: Tokens, price: ModelPricing) -> float | None:
     ) / PER_MILLION
 
 
+def _figure(value: float | None) -> float | None:
+    """A reported figure a bill can use: finite and not negative, else unknown."""
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+def _sane_tokens(tokens: Tokens) -> Tokens:
+    return Tokens(*(None if v is None or v < 0 else v for v in tokens.as_tuple()))
+
+
+def compute_sane_report(report: Report) -> tuple[Report, list[str]]:
+    """The report without the figures no bill can use (a negative, infinite or NaN cost; negative
+    token or turn counts): they become unknown, so a cap falls back to the tokens or warns
+    (CostUnknown), and never refunds a budget. Also what was dropped, for the runner's log."""
+    dropped = []
+    cost = _figure(report.cost_usd)
+    if report.cost_usd is not None and cost is None:
+        dropped.append(f"cost {report.cost_usd}")
+    tokens = _sane_tokens(report.tokens)
+    by_model = {name: _sane_tokens(t) for name, t in report.by_model.items()}
+    if tokens != report.tokens or by_model != report.by_model:
+        dropped.append(f"tokens {report.tokens.as_tuple()}")
+    turns = report.turns if report.turns is None or report.turns >= 0 else None
+    if turns != report.turns:
+        dropped.append(f"turns {report.turns}")
+    if not dropped:
+        return report, []
+    return report.with_(cost_usd=cost, tokens=tokens, by_model=by_model, turns=turns), dropped
+
+
 def compute_cost(report: Report, prices: PriceBook, model_hint: str | None = None) -> Cost:
     """`reported` when the CLI gave it, `computed` from the price book (each model priced apart when
-    the CLI splits its tokens by model), else unknown: never a zero for a model nobody prices."""
+    the CLI splits its tokens by model), else unknown: never a zero for a model nobody prices.
+    Figures no bill can use count as unknown (compute_sane_report)."""
+    report, _ = compute_sane_report(report)
     if report.cost_usd is not None:
         return Cost(report.cost_usd, CostSource.reported)
     priced = {name: m for name in report.by_model if (m := prices.find(name)) is not None}
@@ -101,7 +133,8 @@ def compute_cost(report: Report, prices: PriceBook, model_hint: str | None = Non
 
 
 def compute_usage(report: Report, prices: PriceBook, model_hint: str | None = None) -> Usage:
-    """The attempt's Usage as the API shows it; unknown figures stay absent."""
+    """The attempt's Usage as the API shows it; unknown figures (and unusable ones) stay absent."""
+    report, _ = compute_sane_report(report)
     cost = compute_cost(report, prices, model_hint)
     return Usage(
         input_tokens=report.tokens.input,

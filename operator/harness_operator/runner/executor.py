@@ -25,6 +25,7 @@ from harness_operator.runner.attempt import (
     agent_exit_code,
     build_launch,
     compute_limit_hit,
+    drop_unusable_figures,
     keep_output,
     mark_left_running,
     stop_exit_code,
@@ -228,6 +229,7 @@ def _finish(
     say, redactor = reporter.say, reporter.redactor
     stdout = streams.take_stdout()
     report = streams.parser.finish(stdout.decode("utf-8", "replace"))
+    report = drop_unusable_figures(report, reporter)
     usage = compute_usage(report, plan.prices, plan.model_hint)
     report = with_plan_identity(plan, report)
     agent_code = agent_exit_code(returncode)

@@ -73,6 +73,12 @@ class AcpSessionPlan(Model):
     permission: AcpPermission = Field(default=AcpPermission.deny, description="spec.acpPermission.")
 
 
+# The workspace's clone waits too (runner/confinement.py's main): the probe as JSON in this variable,
+# and its exit code when a required wait failed (the operator then reports NetworkNotConfined).
+CONFINEMENT_ENV = "HARNESS_CONFINEMENT"
+EXIT_NOT_CONFINED = 86
+
+
 class ConfinementProbe(Model):
     """Before the agent starts, wait until this address (one its network policy denies) is refused."""
 
@@ -153,7 +159,9 @@ class AttemptPlan(Model):
 def plan_options(
     run: HarnessRun, definition: HarnessDefinitionSpec, options: dict[str, Any]
 ) -> dict[str, Any]:
-    """The run's options plus native limit flags: Claude's `--max-budget-usd` for maxCostUSD.
+    """The run's options plus native limit flags: Claude's `--max-budget-usd` for maxCostUSD, which a
+    budget option of the run or the definition may tighten, never loosen (maxCostUSD is the
+    operator's cap: a budget's reservation becomes it).
 
     Only for claude-stream-json definitions that report cost themselves: Qwen Code speaks the same
     format but has no budget flag (docs/cli-help/qwen-*.txt), so it would reject the option."""
@@ -164,10 +172,23 @@ def plan_options(
         and limits.max_cost_usd is not None
         and definition.output.format == OutputFormat.claude_stream_json
         and definition.capabilities.cost_reporting
-        and not any(key in out or key in definition.defaults for key in BUDGET_KEYS)
     ):
-        out["max-budget-usd"] = limits.max_cost_usd
+        given = [out.pop(key, None) for key in BUDGET_KEYS] + [
+            definition.defaults.get(k) for k in BUDGET_KEYS
+        ]
+        out["max-budget-usd"] = min([limits.max_cost_usd, *(v for v in map(_usd, given) if v is not None)])
     return out
+
+
+def _usd(value: Any) -> float | None:
+    """A budget option's value as a non-negative number, else None (it is then not a tighter cap)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        usd = float(value)
+    except (TypeError, ValueError):
+        return None
+    return usd if usd >= 0 and usd == usd else None  # NaN is not a cap
 
 
 def merge_grants(run: HarnessRun, definition: HarnessDefinitionSpec) -> dict[str, CredentialGrant]:
