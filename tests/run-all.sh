@@ -5,10 +5,12 @@
 # and stops the cluster again if this script started it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/phases.sh
+source tests/lib/phases.sh
 state="${HARNESS_CLUSTER_STATE:-/var/lib/harness-operator-cluster}"
 bin="${HARNESS_CLUSTER_CACHE:-/var/cache/harness-operator/cluster}/bin"
 
-cli_bin="$(bash tests/cli-tools.sh claude codex gemini qwen opencode pi copilot aider claude-acp codex-acp | tail -n 1)"
+cli_bin="$(phase cli-tools bash tests/cli-tools.sh claude codex gemini qwen opencode pi copilot aider claude-acp codex-acp | tail -n 1)"
 export PATH="$cli_bin:$PATH"
 
 was_running=0
@@ -20,7 +22,7 @@ start=$SECONDS
 if ((!was_running)); then
 	tests/cluster/down --purge >&2 || true # a cluster this script starts starts empty
 fi
-kubeconfig_line="$(tests/cluster/up | tail -n 1)"
+kubeconfig_line="$(phase cluster tests/cluster/up | tail -n 1)"
 echo "run-all: cluster ready in $((SECONDS - start))s" >&2
 export "${kubeconfig_line?}"
 if ((!was_running)); then
@@ -28,7 +30,7 @@ if ((!was_running)); then
 fi
 # What a user installs: every image from sandbox-image/Dockerfile, tagged as the chart's defaults and
 # loaded onto the node (e2e/ runs them); then the integration tests' fake-agent image.
-make images >&2
-sandbox-image/build --test --only test >&2
+phase images make images >&2
+phase test-image sandbox-image/build --test --only test >&2
 
-.venv/bin/python -m pytest -q
+phase pytest .venv/bin/python -m pytest -q

@@ -12,7 +12,7 @@ from pathlib import Path
 from kubernetes import client
 
 from .conftest import Api
-from .operator_env import NODE_ADDRESS, definition_body, run_body, serve_git
+from .operator_env import NODE_ADDRESS, TEST_CLUSTER_API_SERVICE, definition_body, run_body, serve_git
 
 TOKEN = "tok-3f9c1d7e5a"  # the granted credential: never in a log, an output or the status
 
@@ -113,3 +113,27 @@ def test_a_workspace_package_does_not_replace_the_runner(
     log = runner_log(api, "planted", 1)
     assert "HIJACKED" not in log and TOKEN not in log, log[-2000:]
     assert "stderr has [REDACTED]" in log
+
+
+def test_the_workspace_clone_is_confined_before_it_connects(api: Api, fake: Callable[..., None]) -> None:
+    """The red team's clone reached the API server under networkPolicy none (init containers start
+    before the enforcer programs the pod): it now waits for the policy, so it cannot connect at all."""
+    fake("fake", "ok")
+    url = f"https://{TEST_CLUSTER_API_SERVICE}/repo.git"
+    api.create(
+        run_body(
+            "clone-confined",
+            {
+                "provider": "fake",
+                "prompt": "p",
+                "workspace": {"workingDir": "/workspace/repo", "git": {"url": url}},
+                "sandbox": {"networkPolicy": "none"},
+            },
+        )
+    )
+    status = api.wait_finished("clone-confined")
+    (attempt,) = status["attempts"]
+    assert attempt["reason"] == "SetupFailed", status
+    # Reached, git would have spoken TLS with the API server (a certificate it does not trust).
+    assert "Failed to connect" in attempt["message"] or "Couldn't connect" in attempt["message"], attempt
+    assert "SSL" not in attempt["message"] and "certificate" not in attempt["message"]
