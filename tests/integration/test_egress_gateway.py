@@ -189,7 +189,7 @@ def test_claude_reaches_the_stub_through_the_gateway_by_a_granted_name(
     policy = gw.net.read_namespaced_network_policy("granted-a1", gw.ns).to_dict()
     assert "0.0.0.0/0" not in json.dumps(policy, default=str)
     host = f"{STUB_NAME}:{anthropic_stub.port}"
-    metric = f'harness_gateway_requests_total{{run="{gw.ns}/granted",host="{host}",verdict="allowed"}}'
+    metric = f'harness_gateway_requests_total{{namespace="{gw.ns}",host="{host}",verdict="allowed"}}'
     assert metric in gateway_metrics(gw)
     # The run ended: its grant is gone, and with it what its credential opened.
     wait_until(
@@ -234,7 +234,7 @@ def test_acp_adapters_reach_their_stub_through_the_gateway(gw: Api, provider: st
         assert status["phase"] == "Succeeded", f"{status}\n{describe_namespace(gw.core.api_client, gw.ns)}"
         assert stub.model_calls()
     host = f"{STUB_NAME}:{stub.port}"
-    assert f'run="{gw.ns}/acp",host="{host}",verdict="allowed"' in gateway_metrics(gw)
+    assert f'namespace="{gw.ns}",host="{host}",verdict="allowed"' in gateway_metrics(gw)
 
 
 def test_claude_is_refused_a_name_it_was_not_granted(gw: Api, anthropic_stub: AnthropicStub) -> None:
@@ -252,7 +252,8 @@ def test_claude_is_refused_a_name_it_was_not_granted(gw: Api, anthropic_stub: An
         what="the gateway's log line naming the run",
     )
     assert (line["host"], line["verdict"]) == (host, "refused")
-    assert f'run="{gw.ns}/refused",host="{host}",verdict="refused"' in gateway_metrics(gw)
+    # The refused host is the agent's choice: in the log line, not a label (bounded series).
+    assert f'namespace="{gw.ns}",host="-",verdict="refused"' in gateway_metrics(gw)
 
 
 # The agent of the bypass test: the granted name through the gateway (urllib reads http_proxy), then a

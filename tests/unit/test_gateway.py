@@ -12,6 +12,7 @@ from tests.unit.test_egress import CIDR_ONLY, GATEWAY, make_run, target
 
 from harness_operator.egress import build_egress_grant, build_proxy_token, build_proxy_urls
 from harness_operator.gateway import rules
+from harness_operator.gateway.exporter import Exporter
 from harness_operator.gateway.helper import answer
 from harness_operator.gateway.rules import (
     Access,
@@ -159,13 +160,34 @@ def test_run_of_names_the_run_from_its_grant() -> None:
 
 
 def test_metrics_text() -> None:
-    text = render_metrics({("team-a/review", "evil.example:443", "refused"): 2, ('a"b', "h:1", "allowed"): 1})
-    assert (
-        'harness_gateway_requests_total{run="team-a/review",host="evil.example:443",verdict="refused"} 2'
-        in text
-    )
-    assert 'run="a\\"b"' in text
+    text = render_metrics({("team-a", "-", "refused"): 2, ('a"b', "h:1", "allowed"): 1})
+    assert 'harness_gateway_requests_total{namespace="team-a",host="-",verdict="refused"} 2' in text
+    assert 'namespace="a\\"b"' in text
     assert text.startswith("# HELP harness_gateway_requests_total")
+
+
+class Grants:
+    """The grants the exporter would list, as the helpers' store gives them."""
+
+    def current(self, user: str) -> dict[str, dict[str, Any]]:
+        return GRANTS
+
+
+def test_refusals_to_hosts_the_agent_chooses_add_no_series(capsys: pytest.CaptureFixture[str]) -> None:
+    """The red team's run sent 23,000 CONNECTs to random hosts: 11,500 series. Now they are one series;
+    each refusal's host and run are in its log line."""
+    exporter = Exporter(Grants())
+    for i in range(2000):
+        exporter.record(f"team-a.review.1 CONNECT h{i}.evil.example 443 403 TCP_DENIED")
+    exporter.record("team-a.review.1 CONNECT api.anthropic.com 443 200 TCP_TUNNEL")
+    series = [line for line in exporter.metrics().splitlines() if not line.startswith("#")]
+    assert sorted(series) == [
+        'harness_gateway_requests_total{namespace="team-a",host="-",verdict="refused"} 2000',
+        'harness_gateway_requests_total{namespace="team-a",host="api.anthropic.com:443",verdict="allowed"} 1',
+    ]
+    refusals = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert len(refusals) == 2000 and refusals[7]["host"] == "h7.evil.example:443"
+    assert refusals[7]["run"] == "team-a/review"
 
 
 class FixedGrants:

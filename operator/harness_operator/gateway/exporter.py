@@ -1,5 +1,6 @@
 """The egress gateway's exporter, Squid's access-log daemon: logs refused requests naming the run and the
-host (on stderr, which is Squid's log) and serves the counts per run, host and verdict to Prometheus (I/O).
+host (on stderr, which is Squid's log) and serves counts to Prometheus by bounded labels only (namespace,
+verdict, and the host of allowed requests, which the grants bound), never the agent's choice of host (I/O).
 
 Squid starts it (`logfile_daemon`) and writes it one `L<line>` per request; its UDP log module would
 hold lines back until 1400 bytes had gathered. It lists grants as the helpers do, to name a proxy user's
@@ -16,7 +17,13 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness_operator.gateway.helper import GrantStore
-from harness_operator.gateway.rules import VERDICT_ALLOWED, parse_access, render_metrics, run_of
+from harness_operator.gateway.rules import (
+    VERDICT_ALLOWED,
+    build_metric_key,
+    parse_access,
+    render_metrics,
+    run_of,
+)
 
 
 class Exporter:
@@ -34,7 +41,7 @@ class Exporter:
         run = run_of(self.store.current(access.user), access.user) if access.attempt else "-"
         host = f"{access.host}:{access.port}"
         with self.lock:
-            self.counts[(run, host, access.verdict)] += 1
+            self.counts[build_metric_key(run, host, access.verdict)] += 1
         if access.verdict != VERDICT_ALLOWED:
             event = {
                 "msg": "egress refused",

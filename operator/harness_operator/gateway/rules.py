@@ -110,14 +110,22 @@ def parse_access(line: str) -> Access | None:
     return Access(user, method, host, port, int(status), action)
 
 
+def build_metric_key(run: str, host: str, verdict: str) -> tuple[str, str, str]:
+    """(namespace, host, verdict) of one request: the host only when allowed (a granted host:port, so
+    the grants bound the set); a refused one's host is the agent's choice and stays in the log line."""
+    namespace = run.split("/", 1)[0] if "/" in run else "-"
+    return namespace, host if verdict == VERDICT_ALLOWED else "-", verdict
+
+
 def render_metrics(counts: Mapping[tuple[str, str, str], int]) -> str:
-    """Prometheus text: requests per run, host:port and verdict."""
+    """Prometheus text: requests per namespace, allowed host:port and verdict."""
     lines = [
-        "# HELP harness_gateway_requests_total Requests through the egress gateway by run, host and verdict.",
+        "# HELP harness_gateway_requests_total Requests through the egress gateway by namespace, verdict and "
+        "(allowed only) host.",
         "# TYPE harness_gateway_requests_total counter",
     ]
-    for (run, host, verdict), count in sorted(counts.items()):
-        labels = f'run="{_escape(run)}",host="{_escape(host)}",verdict="{verdict}"'
+    for (namespace, host, verdict), count in sorted(counts.items()):
+        labels = f'namespace="{_escape(namespace)}",host="{_escape(host)}",verdict="{verdict}"'
         lines.append(f"harness_gateway_requests_total{{{labels}}} {count}")
     return "\n".join(lines) + "\n"
 
