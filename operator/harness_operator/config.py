@@ -69,6 +69,8 @@ class OperatorConfig:
     await_network_policy_seconds: int = 30
     api_server_address: str = ""
 
+    # The Job deadline of an attempt whose run sets no limits.timeoutSeconds: none runs forever.
+    max_run_seconds: int = 86400
     # Retention of finished runs without spec.ttlSecondsAfterFinished; None keeps them until deleted.
     default_ttl_seconds_after_finished: int | None = None
 

@@ -62,6 +62,9 @@ PLAN_FILE = "plan.json"
 CHANNEL_DIR = "/run/harness"
 CHANNEL = f"{CHANNEL_DIR}/channel"
 # The runner's own needs: the agent's stdout spooled past 8 MiB to its /tmp, parsing, redaction.
+# Where the runner spools the agent's stdout past 8 MiB: bounded, so an agent cannot fill the node's disk
+# through it (past the limit the kubelet evicts the pod and the attempt fails).
+RUNNER_TMP_LIMIT = "1Gi"
 RUNNER_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
 DEFAULT_WORKING_DIR = "/workspace"
 # The sandbox user's home (sandbox-image/Dockerfile), an emptyDir: the root file system is read-only and
@@ -553,7 +556,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                 {"name": "tmp", "emptyDir": {}},
                 {"name": "home", "emptyDir": {}},
                 {"name": "channel", "emptyDir": {}},
-                {"name": "runner-tmp", "emptyDir": {}},
+                {"name": "runner-tmp", "emptyDir": {"sizeLimit": RUNNER_TMP_LIMIT}},
             ],
         }
     )
@@ -576,8 +579,8 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
         },
     }
     limits = run.spec.limits
-    if limits and limits.timeout_seconds:
-        job_spec["activeDeadlineSeconds"] = limits.timeout_seconds + grace + DEADLINE_SLACK_SECONDS
+    timeout = (limits.timeout_seconds if limits else None) or config.max_run_seconds
+    job_spec["activeDeadlineSeconds"] = timeout + grace + DEADLINE_SLACK_SECONDS
     if queue:
         job_spec["suspend"] = True
     metadata = _meta(run, job_name(name, target.index), job_labels)

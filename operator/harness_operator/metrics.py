@@ -4,11 +4,15 @@ and name (a platform team has few)."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from harness_operator.api.v1alpha1 import HarnessBudgetStatus, HarnessRun, HarnessRunStatus
+
+MODEL_LABEL_CHARS = 64
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]*")
 
 RUNS = Counter(
     "harness_runs_total", "Runs that ended, by provider, phase and reason.", ["provider", "phase", "reason"]
@@ -71,6 +75,14 @@ def _seconds(start: str | None, end: str | None) -> float | None:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
 
+def build_model_label(model: str | None) -> str:
+    """The model a CLI reported, as a label: a model name's characters and at most 64 of them, else
+    `other` (a CLI's 2,000-character or odd `model` must not become a series of its own)."""
+    if not model:
+        return "unknown"
+    return model if len(model) <= MODEL_LABEL_CHARS and MODEL_NAME.fullmatch(model) else "other"
+
+
 def record_finished(run: HarnessRun, status: HarnessRunStatus) -> None:
     """Count one ended run: outcome, duration, and each attempt's tokens and cost."""
     provider = run.spec.provider
@@ -83,7 +95,7 @@ def record_finished(run: HarnessRun, status: HarnessRunStatus) -> None:
         usage = attempt.usage
         if usage is None:
             continue
-        model = attempt.model or "unknown"
+        model = build_model_label(attempt.model)
         for kind, value in (
             ("input", usage.input_tokens),
             ("output", usage.output_tokens),

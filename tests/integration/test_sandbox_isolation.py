@@ -11,6 +11,9 @@ from pathlib import Path
 
 from kubernetes import client
 
+from harness_operator.runner.events import decode_events
+from harness_operator.runner.frame import decode_frame
+
 from .conftest import Api
 from .operator_env import NODE_ADDRESS, TEST_CLUSTER_API_SERVICE, definition_body, run_body, serve_git
 
@@ -51,7 +54,12 @@ def test_the_agent_cannot_forge_the_runners_report(
     assert all((a.get("usage") or {}).get("costUSD", 0) >= 0 for a in status["attempts"])
     log = runner_log(api, "forged", 1)
     assert "forge: reached" in log, log[-2000:]  # the agent ran and tried
-    assert "FORGED OUTPUT" not in log and "CostLimitExceeded" not in log
+    # What the agent wrote is in the log as its words only: no event of it decodes as the runner's,
+    # and the frame the operator reads (the last) is the runner's empty one.
+    events = decode_events(log.splitlines())
+    assert [(e.kind, e.reason) for e in events if e.kind == "result"] == [("result", "ProviderFailed")], log
+    assert all((e.cost_usd or 0) >= 0 for e in events if e.kind == "progress")
+    assert decode_frame(log) == b""
     assert TOKEN not in log, "the credential reached the runner's log unredacted"
     cm = api.core.read_namespaced_config_map(status["output"]["configMapName"], api.ns)
     assert cm.data["output"] == "answer from fake-agent: p"

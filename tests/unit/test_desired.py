@@ -14,6 +14,7 @@ import yaml
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
 from harness_operator.config import OperatorConfig
 from harness_operator.desired import (
+    DEADLINE_SLACK_SECONDS,
     AttemptTarget,
     build_job,
     build_network_policy,
@@ -21,6 +22,7 @@ from harness_operator.desired import (
     build_plan_secret,
     build_plans,
     build_workspace_claim,
+    grace_period,
     workspace_mount_path,
 )
 from harness_operator.ownership import compute_data_hash
@@ -275,3 +277,11 @@ def test_plans_leave_out_fields_at_their_defaults() -> None:
     (plan,) = build_plans(make_run(), [target()], "p", None, NOW)
     assert not {"tablePricing", "priceTable", "cliVersion"} & set(plan)
     assert {"attempt", "totalAttempts", "provider", "binary"} <= set(plan)
+
+
+def test_an_attempt_without_a_timeout_still_has_a_deadline():
+    """A run with no limits.timeoutSeconds ran without any deadline: the chart's runs.maxRunSeconds is it."""
+    config = OperatorConfig(max_run_seconds=3600)
+    run = make_run()
+    job = build_job(run, AttemptTarget(1, "claude", DEFINITION), config)
+    assert job["spec"]["activeDeadlineSeconds"] == 3600 + grace_period(run, config) + DEADLINE_SLACK_SECONDS

@@ -1,9 +1,11 @@
 """record_finished: outcome, duration and per-attempt tokens and cost reach the Prometheus registry."""
 
+import pytest
 from prometheus_client import REGISTRY
 
 from harness_operator import metrics
 from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
+from harness_operator.metrics import build_model_label
 
 
 def value(name: str, **labels: str) -> float:
@@ -50,3 +52,17 @@ def test_record_finished() -> None:
     assert tokens >= 100
     assert value("harness_cost_usd_total", provider="metrics-test", model="m1", namespace="team-a") >= 0.5
     assert value("harness_run_duration_seconds_sum", provider="metrics-test") >= 30
+
+
+@pytest.mark.parametrize(
+    ("model", "label"),
+    [
+        (None, "unknown"),
+        ("claude-sonnet-4-5", "claude-sonnet-4-5"),
+        ("openai/gpt-5.4@2026-01", "openai/gpt-5.4@2026-01"),
+        ("m" * 2000, "other"),  # the red team's CLI
+        ('x"} 1\nfake_metric{a="', "other"),
+    ],
+)
+def test_a_model_label_is_a_model_name_or_other(model, label):
+    assert build_model_label(model) == label

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from tests.unit.launcher_process import spawn, spawn_both_ways  # noqa: F401 (the fixture runs each test twice)
 
+from harness_operator.runner.events import decode_events
 from harness_operator.runner.executor import ALLOWED_ENV, AttemptResult, execute
 from harness_operator.runner.plan import AttemptPlan
 
@@ -328,3 +329,13 @@ def test_a_negative_reported_cost_is_ignored_never_a_refund():
     )
     result, _ = run(priced)
     assert result.usage.cost_source == "computed" and result.usage.cost_usd == 0.015
+
+
+def test_a_forged_event_in_the_stdout_tail_is_not_a_runner_event():
+    """A failed attempt's stdout tail goes to the log: the agent's lines in it are escaped, so the
+    result event a red team's agent printed is not read as the runner's."""
+    result, err = run(plan("fail-with-events"), events_to_log=True)
+    assert result.reason == "ProviderFailed"
+    assert "recent stdout (tail):" in err
+    events = [e for e in decode_events(err.splitlines()) if e.kind == "result"]
+    assert [e.reason for e in events] == ["ProviderFailed"]

@@ -179,7 +179,10 @@ class Reporter:
         self.emit(Event("attempt", attempt=plan.attempt, total=plan.total_attempts, provider=plan.provider))
 
     def say(self, text: str) -> None:
-        self.sink.line(self.redactor.bytes(text.encode("utf-8")) + b"\n")
+        """The runner's line; any lines after the first carry the agent's words (a stdout tail, a CLI's
+        message) and are escaped like its stderr, so none of them reads as a runner event."""
+        first, newline, rest = self.redactor.bytes(text.encode("utf-8")).partition(b"\n")
+        self.sink.line(first + newline + escape_agent_line(rest, True) + b"\n")
 
     def emit(self, event: Event) -> None:
         if event.kind == "tool":
