@@ -197,3 +197,47 @@ def test_egress_gateway_can_be_switched_off_and_host_aliases_reach_its_pods() ->
     )
     pod = one(on, "Deployment", gateway=True)["spec"]["template"]["spec"]
     assert pod["hostAliases"] == [{"ip": "10.88.0.1", "hostnames": ["stub.test"]}]
+
+
+NAMESPACED = {"harnessruns", "jobs", "pods", "secrets", "configmaps", "persistentvolumeclaims", "events"}
+
+
+def granted(obj: dict[str, Any]) -> set[str]:
+    return {resource for rule in obj.get("rules") or [] for resource in rule["resources"]}
+
+
+def test_with_watch_namespaces_the_namespaced_rights_are_roles_in_those_namespaces_only():
+    """The red team's operator could create Jobs and get Secrets in kube-system although it watched one
+    namespace: with watchNamespaces the ClusterRole keeps only what is cluster-wide."""
+    objs = render("watchNamespaces={team-a,team-b}")
+    (cluster,) = [
+        o for o in objs if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-operator")
+    ]
+    assert granted(cluster) == {
+        "clusterharnessdefinitions",
+        "clusterharnessdefinitions/status",
+        "customresourcedefinitions",
+        "namespaces",
+    }
+    roles = {
+        o["metadata"]["namespace"]: o
+        for o in objs
+        if o["kind"] == "Role" and o["metadata"]["name"].endswith("-operator")
+    }
+    assert set(roles) == {"team-a", "team-b"}
+    assert all(granted(role) >= NAMESPACED for role in roles.values())
+    bindings = [
+        o
+        for o in objs
+        if o["kind"] == "RoleBinding"
+        and o["roleRef"]["kind"] == "Role"
+        and o["metadata"]["name"].endswith("-operator")
+    ]
+    assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b"}
+
+
+def test_without_watch_namespaces_the_cluster_role_holds_every_right():
+    (cluster,) = [
+        o for o in render() if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-operator")
+    ]
+    assert NAMESPACED | {"clusterharnessdefinitions", "namespaces"} <= granted(cluster)
