@@ -5,15 +5,19 @@ agent fools the runner only (which is why the operator checks the kubelet's reco
 
 import io
 import os
+import shutil
 import signal
 import stat
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import pytest
 from tests.unit.launcher_process import LauncherProcess
 
-from harness_operator.runner.channel import MODES, create_channel
+from harness_operator.runner.channel import MODES
 from harness_operator.runner.executor import execute
 from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.result import render_termination_message
@@ -51,15 +55,67 @@ def test_a_launcher_given_nothing_ends_with_0(tmp_path):
     assert launcher.proc.returncode == 0
 
 
-def test_the_folder_and_its_fifos_are_the_runners_alone(tmp_path):
-    folder = tmp_path / "channel"
-    os.umask(0o022)
-    create_channel(str(folder))
+RUNNER_UID, AGENT_UID = 65531, 65532  # the Job's users; the pod's fsGroup is the agent's group
+
+
+SOURCE = str(Path(__file__).parents[2] / "operator")
+# Another user cannot run this venv's interpreter (under root's home): the system's, on the source tree
+# (the channel needs only the standard library).
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def as_user(uid: int, gid: int, groups: list[int], code: str) -> subprocess.CompletedProcess[str]:
+    """Python code run as another user, as the kubelet starts a container's process."""
+
+    def become() -> None:
+        os.setgroups(groups)
+        os.setgid(gid)
+        os.setuid(uid)
+
+    code = f"import sys; sys.path.insert(0, {SOURCE!r})\n{code}"
+    return subprocess.run(
+        [SYSTEM_PYTHON, "-I", "-c", code], preexec_fn=become, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="takes the pod's two users (root only)")
+def test_the_runners_fifos_are_for_the_launchers_user_only_what_it_must():
+    """As in the pod: the runner (uid 65531, fsGroup 65532 supplementary) makes the channel on an
+    emptyDir the kubelet gave the fsGroup (setgid, group 65532); the launcher (uid 65532) may read what
+    the runner writes and write what it reads, and may change nothing in the folder."""
+    scratch = Path(tempfile.mkdtemp(prefix="channel-", dir="/tmp"))  # pytest's tmp_path is root's alone
+    scratch.chmod(0o755)
+    emptydir = scratch / "emptydir"
+    emptydir.mkdir()
+    os.chown(emptydir, 0, AGENT_UID)
+    os.chmod(emptydir, 0o2777)
+    folder = emptydir / "channel"
+    made = as_user(
+        RUNNER_UID,
+        RUNNER_UID,
+        [AGENT_UID],
+        f"from harness_operator.runner.channel import create_channel; create_channel({str(folder)!r})",
+    )
+    assert made.returncode == 0, made.stderr
     assert stat.S_IMODE(folder.stat().st_mode) == 0o755
     for name, mode in MODES.items():
         st = (folder / name).stat()
-        assert stat.S_ISFIFO(st.st_mode) and stat.S_IMODE(st.st_mode) == mode
-        assert not st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_IROTH
+        assert stat.S_ISFIFO(st.st_mode) and stat.S_IMODE(st.st_mode) == mode, name
+        assert (st.st_uid, st.st_gid) == (RUNNER_UID, AGENT_UID), name
+    check = f"""
+import os
+f = {str(folder)!r}
+print(sorted(n for n in os.listdir(f) if os.access(os.path.join(f, n), os.R_OK)))
+print(sorted(n for n in os.listdir(f) if os.access(os.path.join(f, n), os.W_OK)))
+print(os.access(f, os.W_OK))
+"""
+    seen = as_user(AGENT_UID, AGENT_UID, [AGENT_UID], check)
+    shutil.rmtree(scratch)
+    assert seen.returncode == 0, seen.stderr
+    readable, writable, folder_writable = seen.stdout.splitlines()
+    assert readable == str(sorted(["launch", "stdin", "control"]))
+    assert writable == str(sorted(["status", "stdout", "stderr"]))
+    assert folder_writable == "False"
 
 
 def test_a_stop_the_launcher_cannot_keep_leaves_the_agent_running_and_failed(tmp_path):

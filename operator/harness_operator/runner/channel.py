@@ -39,12 +39,17 @@ EXIT_LAUNCHER_LOST = 137
 
 
 def create_channel(folder: str) -> None:
-    """The runner's folder (0755: nobody else can add, rename or replace a FIFO in it) and its FIFOs."""
+    """The runner's folder (0755: nobody else can add, rename or replace a FIFO in it) and its FIFOs,
+    all in the group of the folder it is made in: the emptyDir's, the pod's fsGroup, which the
+    launcher's user is in and the runner's holds as a supplementary group."""
+    group = os.stat(os.path.dirname(os.path.abspath(folder))).st_gid
     os.mkdir(folder, 0o755)
+    os.chown(folder, -1, group)
     os.chmod(folder, 0o755)  # mkdir's mode is cut by the umask, and a setgid parent adds its bit
     for name, mode in MODES.items():
         path = os.path.join(folder, name)
         os.mkfifo(path)
+        os.chown(path, -1, group)
         os.chmod(path, mode)
 
 
