@@ -430,6 +430,12 @@ def _git_init_container(
     }
 
 
+def isolated_python(module: str, *args: str) -> list[str]:
+    """`python3 -I -m module` under tini: isolated mode, so nothing in the working directory or the
+    environment (PYTHONPATH, a workspace's own package) changes which code runs."""
+    return ["tini", "--", "python3", "-I", "-m", module, *args]
+
+
 def _runner_container(
     run: HarnessRun, target: AttemptTarget, config: OperatorConfig, image: str
 ) -> dict[str, Any]:
@@ -440,12 +446,7 @@ def _runner_container(
         "name": RUNNER_CONTAINER,
         "image": image,
         "imagePullPolicy": config.image_pull_policy,
-        "command": [
-            "tini",
-            "--",
-            "python3",
-            "-I",
-            "-m",
+        "command": isolated_python(
             "harness_operator.runner",
             "--plan",
             f"{PLAN_DIR}/{PLAN_FILE}",
@@ -453,7 +454,7 @@ def _runner_container(
             CHANNEL,
             "--workdir",
             working_dir(run),
-        ],
+        ),
         "workingDir": "/",
         "env": _env(run, target, config),
         "resources": RUNNER_RESOURCES,
@@ -477,16 +478,7 @@ def _agent_container(run: HarnessRun, config: OperatorConfig, image: str) -> dic
         "name": AGENT_CONTAINER,
         "image": image,
         "imagePullPolicy": config.image_pull_policy,
-        "command": [
-            "tini",
-            "--",
-            "python3",
-            "-I",
-            "-m",
-            "harness_operator.runner.launcher",
-            "--channel",
-            CHANNEL,
-        ],
+        "command": isolated_python("harness_operator.runner.launcher", "--channel", CHANNEL),
         "workingDir": "/",
         "resources": _resources(run, config),
         "securityContext": _container_security(config),

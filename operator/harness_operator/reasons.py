@@ -90,7 +90,7 @@ REASONS: dict[str, tuple[str, str, str]] = {
         "networkPolicy.awaitEnforcementSeconds: the CNI enforces no NetworkPolicy; the agent never "
         "started, no fallback",
     ),
-    "OOMKilled": ("Succeeded", "False", "the sandbox container ran out of memory"),
+    "OOMKilled": ("Succeeded", "False", "the runner's or the agent's container ran out of memory"),
     "PodFailed": ("Succeeded", "False", "the Job failed without a result from the runner"),
     "ResultContradicted": (
         "Succeeded",

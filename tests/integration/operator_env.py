@@ -258,3 +258,16 @@ def serve_git(tmp_path: Path, files: dict[str, str]) -> Iterator[tuple[str, int]
     finally:
         daemon.terminate()
         daemon.wait()
+
+
+def git_run_spec(provider: str, url: str, port: int) -> dict[str, Any]:
+    """A run of `provider` on a clone of `url` in /workspace/repo, its egress opened to the git server."""
+    return {
+        "provider": provider,
+        "prompt": "p",
+        "workspace": {"workingDir": "/workspace/repo", "git": {"url": url, "ref": "main"}},
+        "sandbox": {
+            "networkPolicy": "allowlist",
+            "egress": [{"cidr": f"{NODE_ADDRESS}/32", "ports": [port]}],
+        },
+    }

@@ -18,7 +18,7 @@ from harness_operator.kube import Kube
 from harness_operator.naming import end_event_name
 
 from .conftest import Api, wait_until
-from .operator_env import NODE_ADDRESS, OperatorProcess, definition_body, run_body, serve_git
+from .operator_env import OperatorProcess, definition_body, git_run_spec, run_body, serve_git
 
 
 def test_run_succeeds_with_usage_cost_and_output(
@@ -270,20 +270,7 @@ def test_git_workspace_is_cloned_into_the_working_dir(
     )
     api.create(body)
     with serve_git(tmp_path, {"README.md": "hello from git\n"}) as (url, port):
-        api.create(
-            run_body(
-                "cloned",
-                {
-                    "provider": "reader",
-                    "prompt": "p",
-                    "workspace": {"workingDir": "/workspace/repo", "git": {"url": url, "ref": "main"}},
-                    "sandbox": {
-                        "networkPolicy": "allowlist",
-                        "egress": [{"cidr": f"{NODE_ADDRESS}/32", "ports": [port]}],
-                    },
-                },
-            )
-        )
+        api.create(run_body("cloned", git_run_spec("reader", url, port)))
         status = api.wait_finished("cloned")
     assert status["phase"] == "Succeeded", status
     assert status["output"]["excerpt"] == "hello from git\nfirst\n"
