@@ -96,7 +96,8 @@ REASONS: dict[str, tuple[str, str, str]] = {
         "Succeeded",
         "False",
         "the runner's report disagrees with what the kubelet recorded of the pod's containers (a success "
-        "whose agent container did not exit 0, or a runner whose exit code is not its report's)",
+        "whose agent container did not exit as the runner saw it exit, or a runner whose exit code is not "
+        "its report's)",
     ),
     "ResultUnreadable": (
         "Succeeded",

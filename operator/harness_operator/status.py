@@ -196,16 +196,20 @@ def compute_checked_result(
     result: ResultDocument, runner_exit: int, agent: dict[str, Any] | None
 ) -> ResultDocument:
     """The runner's report as the kubelet's record allows it: the runner's container's own exit code
-    must be the report's, and a success needs the agent's container to have exited 0; otherwise
+    must be the report's, and a success needs the agent's container to have exited as the report says
+    the agent did (a forged exit status fools the runner, never the kubelet); otherwise
     ResultContradicted (exit 1, fallback follows). An agent container the kernel killed for memory
     makes a failed attempt OOMKilled."""
     problems = []
     if runner_exit != result.exit_code:
         problems.append(f"the runner's container exited {runner_exit} but its report says {result.exit_code}")
     agent_exit = None if agent is None else agent.get("exitCode")
-    if result.succeeded and agent_exit != 0:
+    # The exit the runner saw (an ACP adapter is killed at the session's end: 137), else 0: a launcher
+    # given nothing to run (a remote agent) ends with 0.
+    expected = 0 if result.agent_exit_code is None else result.agent_exit_code
+    if result.succeeded and agent_exit != expected:
         seen = "had not ended" if agent is None else f"exited {agent_exit} ({agent.get('reason')})"
-        problems.append(f"the report says the agent succeeded, but its container {seen}")
+        problems.append(f"the report says the agent exited {expected}, but its container {seen}")
     if problems:
         message = "; ".join(problems) + ": the attempt is not trusted as a success"
         return result.model_copy(

@@ -614,6 +614,24 @@ def test_a_fixed_definition_drops_stalled_and_keeps_ready_time_until_it_flips() 
     assert same.conditions[0].last_transition_time == "2026-11-29T12:05:00Z"
 
 
+def acp_message(agent_exit_code: int) -> str:
+    doc = build_result_doc(
+        attempt=1,
+        provider="claude-acp",
+        exit_code=0,
+        reason=None,
+        message="",
+        usage={},
+        model=None,
+        session_id="s",
+        output=b"out",
+        output_bytes=3,
+        truncated=False,
+        agent_exit_code=agent_exit_code,
+    )
+    return render_termination_message(doc)
+
+
 def left_running_message() -> str:
     doc = build_result_doc(
         attempt=1,
@@ -658,6 +676,23 @@ AGENT_RUNNING = {"running": {}}
         ({"exitCode": 1, "message": message(0)}, AGENT_EXITED_0, FINISHED, 1, "ResultContradicted", False),
         ({"exitCode": 0, "message": message(0)}, {"waiting": {}}, FINISHED, 1, "ResultContradicted", False),
         ({"exitCode": 0, "message": message(0)}, AGENT_RUNNING, RUNNING, None, None, False),
+        # An ACP adapter is killed at the session's end: the runner saw 137, so did the kubelet.
+        (
+            {"exitCode": 0, "message": acp_message(137)},
+            {"terminated": {"exitCode": 137}},
+            FINISHED,
+            0,
+            None,
+            False,
+        ),
+        (
+            {"exitCode": 0, "message": acp_message(137)},
+            AGENT_EXITED_0,
+            FINISHED,
+            1,
+            "ResultContradicted",
+            False,
+        ),
         ({"exitCode": 124, "message": left_running_message()}, AGENT_RUNNING, FINISHED, 124, "Timeout", True),
         ({"exitCode": 1, "reason": "Error"}, AGENT_RUNNING, FINISHED, 1, "ProviderFailed", True),
         (
@@ -675,6 +710,8 @@ AGENT_RUNNING = {"running": {}}
         "success, runner container exited 1",
         "success, agent container never started",
         "success, agent container not yet recorded: wait",
+        "success, the adapter killed as the runner saw",
+        "success, the kubelet saw another exit than the runner",
         "runner gave up on the agent: ended, pod to delete",
         "runner died, agent runs: ended, pod to delete",
         "agent container out of memory",

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import threading
 import time
-from types import FrameType
 from typing import IO
 
 from harness_operator.runner.channel import (
@@ -83,12 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     for fh in (stdout, stderr, stdin):
         fh.close()  # the agent holds them now: their end is its end
     say_status(status, {"started": True})
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        """The pod is being deleted: the agent's group gets the signal, the kubelet's grace applies."""
-        signal_group(proc.pid, signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, forward)
+    # The pod is being deleted: the runner, signalled too, decides the stop and asks for it (so its
+    # report says why); if it cannot, the kubelet's SIGKILL after the grace period ends the container.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=follow_control, args=(control, proc.pid), daemon=True).start()
     proc.wait()
     stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans

@@ -137,9 +137,9 @@ def _fits(doc: dict[str, Any], limit: int) -> bool:
     return len(_dump(doc).encode("utf-8")) <= limit
 
 
-# Dropped in this order until the message fits; exitCode, reason, agentLeftRunning and output.sha256
-# always stay.
-_OPTIONAL = ("cliVersion", "startTime", "completionTime", "sessionID", "model", "agentExitCode", "usage")
+# Dropped in this order until the message fits; exitCode, reason, agentExitCode (the operator checks it
+# against the kubelet), agentLeftRunning and output.sha256 always stay.
+_OPTIONAL = ("cliVersion", "startTime", "completionTime", "sessionID", "model", "usage")
 
 
 def render_termination_message(result: ResultDocument, limit: int = TERMINATION_LIMIT) -> str:
@@ -164,6 +164,7 @@ def render_termination_message(result: ResultDocument, limit: int = TERMINATION_
         "version": doc.get("version", RESULT_VERSION),
         "exitCode": doc.get("exitCode"),
         "reason": str(doc.get("reason") or "")[:64] or None,
+        "agentExitCode": doc.get("agentExitCode"),
         "agentLeftRunning": doc.get("agentLeftRunning"),
         "output": {"sha256": output.get("sha256"), "bytes": output.get("bytes")},
     }
