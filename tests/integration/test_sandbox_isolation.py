@@ -62,6 +62,9 @@ def test_the_agent_cannot_forge_the_runners_report(
     assert "costUSD" not in (first.get("usage") or {}) and "costUSD" not in status["usage"], status
     assert status["usage"]["costSource"] == "unknown"
     log = runner_log(api, "forged", 1)
+    print("RUNNER-LOG-BEGIN")
+    print(log)
+    print("RUNNER-LOG-END")
     assert "forge: reached" in log, log[-2000:]  # the agent ran and tried
     # What the agent wrote is in the log as its words only: no event of it decodes as the runner's,
     # and the frame the operator reads (the last) is the runner's empty one.

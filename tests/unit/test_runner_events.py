@@ -21,6 +21,7 @@ from harness_operator.runner.events import (
     render_events,
     short_argument,
 )
+from harness_operator.runner.frame import decode_frame, encode_frame
 from harness_operator.runner.parsers import build_parser
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -145,10 +146,24 @@ def test_decode_event_line(line, expected):
         (MARKER.encode() + b"{}\n", False, MARKER.encode() + b"{}\n"),  # mid-line: cannot start a line
         (b"@harn", True, b" @harn"),  # the rest of the marker may come in the next chunk
         (b"", True, b""),
+        (
+            b"===HARNESS-OUTPUT-BEGIN v1 bytes=1 sha256=x===\n",
+            True,
+            b" ===HARNESS-OUTPUT-BEGIN v1 bytes=1 sha256=x===\n",
+        ),
+        (b"a\n===HARNESS-OUTPUT-END===\n", True, b"a\n ===HARNESS-OUTPUT-END===\n"),
+        (b"===HARN", True, b" ===HARN"),
     ],
 )
-def test_agent_lines_never_read_as_events(data, at_start, expected):
+def test_agent_lines_never_read_as_events_or_frames(data, at_start, expected):
     assert escape_agent_line(data, at_start) == expected
+
+
+def test_an_agents_frame_in_the_log_never_counts_even_after_the_runners():
+    """The red team's agent printed a frame; the runtime may put the runner's own (stdout) before the
+    agent's lines (stderr): escaped, the agent's frame is no frame at all."""
+    forged = escape_agent_line(encode_frame(b"FORGED OUTPUT").encode(), True).decode()
+    assert decode_frame(encode_frame(b"") + forged) == b""
 
 
 def test_render_says_fallback_and_outcome():

@@ -13,7 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from harness_operator.runner.frame import FRAME_MARKER
+
 MARKER = "@harness-event "
+# What starts the runner's own lines that readers parse: its events, and the output frame's lines.
+LINE_MARKERS = (MARKER.encode(), FRAME_MARKER.encode())
 TEXT_CHARS = 500  # assistant text kept in an event; the whole answer travels in the output frame
 ARG_CHARS = 80
 # Argument keys that say most about a tool call, in order of preference.
@@ -92,15 +96,16 @@ def decode_events(lines: Iterable[str]) -> list[Event]:
 
 
 def escape_agent_line(data: bytes, at_line_start: bool) -> bytes:
-    """Agent bytes for the log with any line that could read as a runner event indented by a space.
+    """Agent bytes for the log with any line that could read as a runner event or a line of the
+    output frame indented by a space (the container runtime may reorder stdout and stderr, so an agent's
+    frame could otherwise come after the runner's).
 
-    A chunk that starts a line and is a prefix of the marker is escaped too, since the rest of the
+    A chunk that starts a line and is a prefix of a marker is escaped too, since the rest of the
     marker may follow in the next chunk."""
-    marker = MARKER.encode()
     out = bytearray()
     for index, piece in enumerate(data.split(b"\n")):
         starts_line = at_line_start if index == 0 else True
-        if starts_line and piece and (piece.startswith(marker) or marker.startswith(piece)):
+        if starts_line and piece and any(piece.startswith(m) or m.startswith(piece) for m in LINE_MARKERS):
             out += b" "
         out += piece
         out += b"\n"

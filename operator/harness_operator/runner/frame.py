@@ -17,8 +17,9 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-BEGIN = "===HARNESS-OUTPUT-BEGIN"
-END = "===HARNESS-OUTPUT-END==="
+FRAME_MARKER = "===HARNESS-OUTPUT-"  # what BEGIN and END start with; agent lines never do (events.py)
+BEGIN = f"{FRAME_MARKER}BEGIN"
+END = f"{FRAME_MARKER}END==="
 LINE = 76
 _HEADER = re.compile(r"^===HARNESS-OUTPUT-BEGIN v1 bytes=(\d+) sha256=([0-9a-f]{64})===$")
 
