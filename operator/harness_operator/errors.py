@@ -12,6 +12,8 @@ MAX_DELAY_SECONDS = 60.0
 # A kube-apiserver that just started answers 403 to every client until its RBAC cache fills (seen twice,
 # 60 ms apart, by the fault tests): a 403 is retried this many times (1 + 2 + 4 s) before it stops a run.
 FORBIDDEN_RETRIES = 3
+# A finished attempt's log may lag its container's recorded end: read again this many times.
+LOG_RETRIES = 4
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,10 @@ class Permanent:
 
     reason: str
     message: str
+
+
+class LogNotComplete(Exception):
+    """A finished attempt's output frame is not (yet) in its log: worth reading again."""
 
 
 def _retry_after(exc: ApiException) -> float | None:
@@ -59,6 +65,8 @@ def classify(exc: BaseException, attempt: int = 0) -> Temporary | Permanent:
         return Temporary(backoff, f"API server answered {status} {exc.reason}")
     if isinstance(exc, HTTPError | ConnectionError | TimeoutError):
         return Temporary(backoff, f"cannot reach the API server: {exc}")
+    if isinstance(exc, LogNotComplete):
+        return Temporary(backoff, str(exc))
     raise exc
 
 

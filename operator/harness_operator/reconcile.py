@@ -53,7 +53,7 @@ from harness_operator.egress import (
     compute_route,
     grant_name,
 )
-from harness_operator.errors import Permanent, classify
+from harness_operator.errors import LOG_RETRIES, LogNotComplete, Permanent, classify
 from harness_operator.fairqueue import (
     QueueEntry,
     build_queued_message,
@@ -266,7 +266,7 @@ class Reconciler:
             cancelled = run.spec.cancel
             for name in decide_deletions(attempts, cancelled):
                 self.kube.delete_job(ns, name, grace_period(run, self.config))
-            output, output_cm = self._collect_output(run, attempts)
+            output, output_cm = self._collect_output(run, attempts, retry)
             observed = Observed(providers, attempts, output, output_cm, cancelled=cancelled)
             next_index = compute_next_attempt(observed)
             if next_index is None:
@@ -370,9 +370,11 @@ class Reconciler:
         return seen
 
     def _collect_output(
-        self, run: HarnessRun, attempts: list[ObservedAttempt]
+        self, run: HarnessRun, attempts: list[ObservedAttempt], retry: int = 0
     ) -> tuple[bytes | None, str | None]:
-        """The successful attempt's output from its log, checked, kept in the output ConfigMap."""
+        """The successful attempt's output from its log, checked, kept in the output ConfigMap. The log
+        may lag the container's recorded end (the runtime copies it apart): it is read again, LOG_RETRIES
+        times with the classifier's backoff, before the attempt is left without its output."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
         last = attempts[-1] if attempts else None
         if last is None or not last.succeeded or last.pod_name is None:
@@ -380,6 +382,10 @@ class Reconciler:
         expected = last.result.output.sha256 if last.result and last.result.output else None
         log = self.kube.fetch_pod_log(ns, last.pod_name) or ""
         decoded = decode_frame(log, expected)
+        if isinstance(decoded, FrameError) and retry < LOG_RETRIES:
+            raise LogNotComplete(
+                f"the output of attempt {last.index} is not in its log yet: {decoded.message}"
+            )
         if isinstance(decoded, FrameError):
             message = f"the output of attempt {last.index} cannot be read from its log: {decoded.message}"
             self.kube.create_event({"metadata": run.metadata}, "Warning", "OutputUnavailable", message)

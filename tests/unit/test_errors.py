@@ -4,7 +4,15 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
-from harness_operator.errors import FORBIDDEN_RETRIES, MAX_DELAY_SECONDS, Permanent, Temporary, classify
+from harness_operator.errors import (
+    FORBIDDEN_RETRIES,
+    LOG_RETRIES,
+    MAX_DELAY_SECONDS,
+    LogNotComplete,
+    Permanent,
+    Temporary,
+    classify,
+)
 
 
 def api_error(status: int, headers: dict[str, str] | None = None) -> ApiException:
@@ -47,3 +55,11 @@ def test_classify(exc: Exception, attempt: int, expected: Temporary | Permanent)
 def test_anything_else_is_raised_again() -> None:
     with pytest.raises(KeyError):
         classify(KeyError("bug"))
+
+
+def test_an_output_not_yet_in_the_log_is_read_again_with_backoff():
+    """A finished attempt's log may lag its container's recorded end: temporary, with the usual backoff
+    (the reconciler reads it LOG_RETRIES times before the attempt is left without output)."""
+    assert classify(LogNotComplete("not in its log yet"), 0) == Temporary(1.0, "not in its log yet")
+    assert classify(LogNotComplete("not in its log yet"), 3) == Temporary(8.0, "not in its log yet")
+    assert LOG_RETRIES >= 3

@@ -71,9 +71,10 @@ def write_reports(result: AttemptResult, termination_log: str, result_file: str 
                 fh.write(render_termination_message(doc))
         except OSError as exc:
             print(f"harness: cannot write the termination message: {exc}", file=sys.stderr)
+    # On stderr, the stream of every other runner line: the container runtime copies stdout and stderr
+    # apart, so only one stream keeps the frame last and whole. It starts a line of its own.
+    sys.stderr.write("\n" + encode_frame(result.output))
     sys.stderr.flush()
-    sys.stdout.write(encode_frame(result.output))
-    sys.stdout.flush()
 
 
 def credentials_from_env(plan: AttemptPlan) -> dict[str, str]:
