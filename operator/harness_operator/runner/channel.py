@@ -26,6 +26,10 @@ LAUNCH, STATUS, STDOUT, STDERR, STDIN, CONTROL = "launch", "status", "stdout", "
 # Each FIFO's mode: the runner owns them all; the launcher (another user, in the pod's fsGroup) may
 # only read what the runner writes and only write what the runner reads.
 MODES = {LAUNCH: 0o640, STATUS: 0o620, STDOUT: 0o620, STDERR: 0o620, STDIN: 0o640, CONTROL: 0o640}
+# The FIFOs opened after the launch, in the one order both sides follow (each blocking open meets the
+# other side's), with what the runner does to each; the launcher does the other.
+AFTER_LAUNCH = ((STATUS, "rb"), (STDOUT, "rb"), (STDERR, "rb"), (STDIN, "wb"), (CONTROL, "wb"))
+OTHER_SIDE = {"rb": "wb", "wb": "rb"}
 # The launcher's waits for the runner (it starts the agent only once the runner's confinement wait is
 # over, which is bounded by the plan) and the runner's for the launcher to take a launch.
 RENDEZVOUS_SECONDS = 60.0
@@ -78,12 +82,13 @@ def _send(fh: IO[bytes], doc: dict[str, Any]) -> None:
 # --- the runner's side ----------------------------------------------------------------------------
 
 
-def release(folder: str, seconds: float = RENDEZVOUS_SECONDS) -> None:
-    """Tell the launcher that nothing is to run (setup failed, or the agent is remote): it exits 0."""
-    with contextlib.suppress(SetupError, OSError):
-        (launch,) = _rendezvous([(LAUNCH, "wb")], folder, seconds, "the agent's container took no release")
-        with launch:
-            _send(launch, {"launch": None})
+def send_launch(folder: str, launch: Launch | None, seconds: float = RENDEZVOUS_SECONDS) -> None:
+    """Give the launcher its one launch, or None: nothing is to run (setup failed, or the agent is
+    remote), and it exits 0."""
+    what = "the agent's container took no launch"
+    (fh,) = _rendezvous([(LAUNCH, "wb")], folder, seconds, what)
+    with fh:
+        _send(fh, {"launch": None if launch is None else launch.to_doc()})
 
 
 class LaunchedAgent:
@@ -94,14 +99,9 @@ class LaunchedAgent:
     leaves the agent `left_running`, and the runner reports so (the operator then deletes the pod)."""
 
     def __init__(self, folder: str, launch: Launch, seconds: float = RENDEZVOUS_SECONDS) -> None:
-        (launch_fh,) = _rendezvous([(LAUNCH, "wb")], folder, seconds, "the agent's container took no launch")
-        with launch_fh:
-            _send(launch_fh, {"launch": launch.to_doc()})
+        send_launch(folder, launch, seconds)
         status, self.stdout, self.stderr, stdin, self.control = _rendezvous(
-            [(STATUS, "rb"), (STDOUT, "rb"), (STDERR, "rb"), (STDIN, "wb"), (CONTROL, "wb")],
-            folder,
-            seconds,
-            "the agent's container opened no channel",
+            list(AFTER_LAUNCH), folder, seconds, "the agent's container opened no channel"
         )
         self.stdin: IO[bytes] | None = stdin
         first = _read_status(status)
@@ -174,7 +174,8 @@ class Spawner:
     def release(self) -> None:
         if not self.used:
             self.used = True
-            release(self.folder)
+            with contextlib.suppress(SetupError, OSError):  # a launcher that is gone needs no release
+                send_launch(self.folder, None)
 
 
 # --- the launcher's side --------------------------------------------------------------------------
@@ -199,11 +200,10 @@ def take_launch(folder: str) -> Launch | None:
 
 def open_launcher_ends(folder: str) -> tuple[IO[bytes], IO[bytes], IO[bytes], IO[bytes], IO[bytes]]:
     """status, stdout, stderr (written), stdin, control (read), in the runner's order."""
-    ends = [
-        open(os.path.join(folder, name), mode, buffering=0)  # noqa: SIM115 (returned)
-        for name, mode in ((STATUS, "wb"), (STDOUT, "wb"), (STDERR, "wb"), (STDIN, "rb"), (CONTROL, "rb"))
-    ]
-    status, stdout, stderr, stdin, control = ends
+    status, stdout, stderr, stdin, control = (
+        open(os.path.join(folder, name), OTHER_SIDE[mode], buffering=0)  # noqa: SIM115 (returned)
+        for name, mode in AFTER_LAUNCH
+    )
     return status, stdout, stderr, stdin, control
 
 
