@@ -69,6 +69,8 @@ class OperatorConfig:
     await_network_policy_seconds: int = 30
     api_server_address: str = ""
 
+    # Where the budgets' ledgers are kept: the operator's own namespace (the chart's release namespace).
+    ledger_namespace: str = "harness-system"
     # The Job deadline of an attempt whose run sets no limits.timeoutSeconds: none runs forever.
     max_run_seconds: int = 86400
     # Retention of finished runs without spec.ttlSecondsAfterFinished; None keeps them until deleted.

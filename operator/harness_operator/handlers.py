@@ -129,7 +129,7 @@ def budget_index(namespace: str | None, name: str, spec: Any, meta: Any, **_: An
         parsed = HarnessBudgetSpec.model_validate(dict(spec))
     except ValidationError:
         return {}  # the CRD's schema and CEL rules keep these out; an old object is skipped, not fatal
-    return {namespace or "": BudgetRef(name, parsed, meta.get("generation"))}
+    return {namespace or "": BudgetRef(name, parsed, meta.get("generation"), str(meta.get("uid", "")))}
 
 
 @kopf.index(GROUP, VERSION, "harnessruns")
@@ -257,11 +257,20 @@ def budget_tick(namespace: str | None, name: str, spec: Any, meta: Any, status: 
     if not namespace:
         return
     try:
-        budget = BudgetRef(name, HarnessBudgetSpec.model_validate(dict(spec)), meta.get("generation"))
+        parsed = HarnessBudgetSpec.model_validate(dict(spec))
     except ValidationError:
         return
+    budget = BudgetRef(name, parsed, meta.get("generation"), str(meta.get("uid", "")))
     for key in _state["reconciler"].reconcile_budget(budget, namespace, dict(status or {})):
         reconcile_after_child_event(*key)
+
+
+@kopf.on.delete(GROUP, VERSION, "harnessbudgets", optional=True)
+def budget_deleted(namespace: str | None, name: str, **_: Any) -> None:
+    """A deleted budget's ledger goes too (optional: no finalizer holds the budget for it; a ledger an
+    operator that was down missed is replaced when a budget of the same name is created again)."""
+    if namespace:
+        _state["reconciler"].forget_budget(namespace, name)
 
 
 def reconcile_after_child_event(namespace: str, name: str, retry: int = 0) -> None:

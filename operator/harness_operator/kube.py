@@ -248,11 +248,28 @@ class Kube:
 
     def delete_egress_grant(self, namespace: str, name: str) -> None:
         """Delete a run's grant: the gateway refuses its credential from then on."""
+        self.delete_config_map(namespace, name)
+
+    def write_config_map(self, body: dict[str, Any]) -> str | None:
+        """Create the ConfigMap, or replace it if its metadata.resourceVersion is still the server's: the
+        new resourceVersion, or None when another write came first (409: read it again, redo the change)."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        sent: Any = body  # the client serialises plain dicts as they are
         try:
-            self.core.delete_namespaced_config_map(name, namespace)
+            if body["metadata"].get("resourceVersion"):
+                written = self.core.replace_namespaced_config_map(name, ns, sent, field_manager=FIELD_MANAGER)
+            else:
+                written = self.core.create_namespaced_config_map(ns, sent, field_manager=FIELD_MANAGER)
         except ApiException as exc:
-            if exc.status != 404:
-                raise
+            if exc.status == 409:
+                return None
+            raise
+        assert written.metadata is not None
+        return str(written.metadata.resource_version)
+
+    def delete_config_map(self, namespace: str, name: str) -> None:
+        """Delete a ConfigMap (gone: nothing to do)."""
+        _none_if_missing(lambda: self.core.delete_namespaced_config_map(name, namespace))
 
     def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the run's status through the status subresource (spec is never touched)."""

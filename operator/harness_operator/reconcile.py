@@ -10,6 +10,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Protocol
 
 import structlog
@@ -28,8 +29,13 @@ from harness_operator.budget import (
     Admission,
     BudgetRef,
     RunCharge,
+    build_run_charge,
     compute_budget_status,
     compute_run_admission,
+    is_covered,
+    reserve,
+    settle_all,
+    settle_run,
 )
 from harness_operator.cache import ChildStore
 from harness_operator.conditions import is_finished
@@ -62,6 +68,7 @@ from harness_operator.fairqueue import (
     is_slot_free,
 )
 from harness_operator.kube import Kube, KubeReader
+from harness_operator.ledgers import LedgerStore
 from harness_operator.naming import LABEL_ATTEMPT, job_name, label_value, output_config_map_name
 from harness_operator.ownership import describe_conflict, is_expected_child, is_owned_child
 from harness_operator.resolution import (
@@ -143,6 +150,7 @@ class Reconciler:
         self.clock = clock
         self.children = children or ChildStore()
         self.budget_source: BudgetSource = NoBudgets()
+        self.ledgers = LedgerStore(kube, config.ledger_namespace)
         self.definitions: DefinitionReader = KubeReader(kube)
         self.queue_source: QueueSource = NoQueue()
         # Runs this process started whose start the run index may not show yet: not queued any more.
@@ -150,9 +158,6 @@ class Reconciler:
         self._run_locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
         self._namespace_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._in_flight: set[tuple[str, str]] = set()
-        # Reservations made here that the watch cache may not show yet (its lag would let the next
-        # admission overspend); the cache's own copy wins once it has one.
-        self._reserved: dict[tuple[str, str], RunCharge] = {}
         self._queued: set[tuple[str, str]] = set()
         self._started: dict[tuple[str, str], datetime] = {}
         metrics.OLDEST_IN_FLIGHT.set_function(self._oldest_in_flight_seconds)
@@ -199,6 +204,10 @@ class Reconciler:
             metrics.QUEUED.set(len(self._queued))
             if just_finished:
                 # Independent of each other: the grant goes even when the metrics cannot be updated.
+                try:
+                    self._settle(run, status)
+                except Exception as exc:  # the budget's next tick settles it from the watch cache
+                    log.warning("Settling the budgets failed", run=f"{namespace}/{name}", error=repr(exc))
                 try:
                     self.revoke_egress(namespace, name)
                 except Exception as exc:  # the status is written; the run's deletion revokes it again
@@ -428,58 +437,70 @@ class Reconciler:
         return "Queued", build_queued_message(ns, position, total, len(active), limit)
 
     def _admit(self, run: HarnessRun) -> tuple[Admission, list[str]]:
-        """Budget admission, from the watch caches: whether the run may start, its cap, and the names
-        of the budgets covering it (none: no budget applies)."""
-        ns, name = run.metadata["namespace"], run.metadata["name"]
-        budgets = self.budget_source.budgets(ns)
-        limits = run.spec.limits or Limits()
-        if not budgets:
-            return Admission(True, cap_usd=limits.max_cost_usd), []
+        """Budget admission, from the budgets' watch cache and their ledgers: whether the run may start,
+        its cap, and the names of the budgets covering it (none: no budget applies)."""
+        ns = run.metadata["namespace"]
         labels = run.metadata.get("labels") or {}
-        return compute_run_admission(name, labels, limits.max_cost_usd, budgets, self._runs(ns), self.clock())
+        covering = [b for b in self.budget_source.budgets(ns) if is_covered(b.spec, labels)]
+        limits = run.spec.limits or Limits()
+        if not covering:
+            return Admission(True, cap_usd=limits.max_cost_usd), []
+        ledgers = [(b, self.ledgers.get(ns, b.name, b.uid)) for b in covering]
+        return compute_run_admission(run.metadata["uid"], labels, limits.max_cost_usd, ledgers, self.clock())
 
     def _reserve(self, run: HarnessRun, admission: Admission, budgets: list[str]) -> HarnessRun:
-        """Record the run's cap in its status before its Job exists (a restart finds it there) and
-        return the run as planned: its maxCostUSD lowered to that cap, which the runner enforces."""
-        ns, name = run.metadata["namespace"], run.metadata["name"]
+        """Record the run's cap in each budget's ledger, then in its status, before its Job exists (a
+        restart finds both), and return the run as planned: its maxCostUSD lowered to that cap, which the
+        runner enforces."""
+        ns, name, uid = run.metadata["namespace"], run.metadata["name"], run.metadata["uid"]
         now = self.clock()
+        refs = {b.name: b for b in self.budget_source.budgets(ns)}
+        for budget in budgets:
+            take = partial(reserve, uid=uid, run=name, reserved_usd=admission.cap_usd, now=now)
+            self.ledgers.update(ns, budget, refs[budget].uid, take)
         reservation = RunBudget(names=budgets, reserved_usd=admission.cap_usd, admitted_at=now.strftime(ISO))
         self.kube.patch_run_status(ns, name, {"budget": reservation.to_api()})
         run.status = (run.status or HarnessRunStatus()).model_copy(update={"budget": reservation})
-        self._reserved[(ns, name)] = RunCharge(
-            name, now, False, reserved_usd=admission.cap_usd, labels=run.metadata.get("labels") or {}
-        )
         if admission.cap_usd is None:
             return run
         limits = (run.spec.limits or Limits()).model_copy(update={"max_cost_usd": admission.cap_usd})
         return run.model_copy(update={"spec": run.spec.model_copy(update={"limits": limits})})
 
-    def _runs(self, namespace: str) -> list[RunCharge]:
-        """The watch cache's runs, with this process's reservations it does not show yet."""
-        cached = {r.name: r for r in self.budget_source.runs(namespace)}
-        for (ns, name), mine in list(self._reserved.items()):
-            if ns != namespace:
-                continue
-            seen = cached.get(name)
-            if seen is not None and (seen.reserved_usd is not None or seen.finished):
-                del self._reserved[(ns, name)]
-            else:
-                cached[name] = mine
-        return list(cached.values())
+    def _settle(self, run: HarnessRun, status: HarnessRunStatus) -> None:
+        """Charge a finished run to the ledgers it was admitted in (once: a settled run is not open)."""
+        if status.budget is None or not status.budget.names:
+            return
+        ns = run.metadata["namespace"]
+        charge = build_run_charge({"metadata": run.metadata, "status": status.to_api()})
+        refs = {b.name: b for b in self.budget_source.budgets(ns)}
+        now = self.clock()
+        for name in status.budget.names:
+            budget = refs.get(name)
+            if budget is not None:  # deleted: its ledger went with it
+                charged = partial(settle_run, budget.spec, run=charge, now=now)
+                self.ledgers.update(ns, name, budget.uid, charged)
 
     def reconcile_budget(
         self, budget: BudgetRef, namespace: str, status: dict[str, Any] | None
     ) -> list[tuple[str, str]]:
-        """Write a budget's status from the runs it covers if it changed; the runs waiting for budget
-        room, to reconcile now (the period may have rolled over)."""
-        with self._namespace_locks[namespace]:
-            runs = self._runs(namespace)
-        computed = compute_budget_status(budget.spec, runs, self.clock(), budget.generation)
+        """Settle the budget's runs that finished or are gone (the watch cache says which), write its
+        status from its ledger if it changed; the runs waiting for budget room, to reconcile now (the
+        period may have rolled over)."""
+        runs = self.budget_source.runs(namespace)
+        now = self.clock()
+        ledger = self.ledgers.update(
+            namespace, budget.name, budget.uid, partial(settle_all, budget.spec, runs=runs, now=now)
+        )
+        computed = compute_budget_status(budget.spec, ledger, now, budget.generation)
         metrics.record_budget(namespace, budget.name, computed)
         old = HarnessBudgetStatus.model_validate(status or {})
         if old != computed:
             self.kube.patch_budget_status(namespace, budget.name, computed.to_api())
         return [(namespace, r.name) for r in runs if r.waiting]
+
+    def forget_budget(self, namespace: str, name: str) -> None:
+        """A deleted budget's ledger goes with it."""
+        self.ledgers.forget(namespace, name)
 
     def _start_attempt(
         self,

@@ -1,11 +1,14 @@
 """HarnessBudget on the real cluster, with the operator as a process under the chart's RBAC: a run waits
 while its budget is spent and starts when the rolling window moves on; two concurrent runs reserve caps
-that together stay within the budget; the spend survives a SIGKILL of the operator."""
+that together stay within the budget; the spend survives a SIGKILL of the operator, and deleting or
+relabelling runs gives none of it back (the red team's refund attacks); two writers of one ledger
+never lose each other's change."""
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +16,16 @@ import pytest
 from kubernetes import client
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.budget import reserve
+from harness_operator.kube import Kube
+from harness_operator.ledgers import LedgerStore, ledger_name
 
 from .conftest import Api, wait_until
-from .operator_env import OperatorProcess, run_body
+from .operator_env import RELEASE_NAMESPACE, OperatorProcess, run_body
 from .test_crd_admission import apply_crds
 
 BUDGETS = "harnessbudgets"
+NOW = datetime(2026, 12, 2, 15, 30, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -141,7 +148,9 @@ def test_budget_spend_survives_sigkill_of_the_operator(
         lambda: budget_status(api, "daily").get("runs") == 1, timeout=30, what="the budget to count it"
     )
     operator.kill()
-    # While the operator is down, someone with status rights writes nonsense: a counter would keep it.
+    # While the operator is down the run is deleted, and someone with status rights writes nonsense:
+    # the ledger (in the operator's namespace) keeps the spend, and the status is only its view.
+    api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, "harnessruns", "before")
     api.custom.patch_namespaced_custom_object_status(
         GROUP, VERSION, api.ns, BUDGETS, "daily", {"status": {"spentUSD": 99, "runs": 7}}
     )
@@ -152,7 +161,7 @@ def test_budget_spend_survives_sigkill_of_the_operator(
             == (0.01, 1)
         ),
         timeout=60,
-        what="the spend recomputed from the runs after the restart",
+        what="the spend read back from the ledger after the restart",
     )
     api.create(run_body("after", {"provider": "fake", "prompt": "p"}))
     api.wait_finished("after")
@@ -165,3 +174,92 @@ def test_budget_spend_survives_sigkill_of_the_operator(
         what="the second run counted once, the first not twice",
     )
     assert budget_status(api, "daily")["remainingUSD"] == pytest.approx(0.98)
+
+
+def labelled(name: str, spec: dict[str, Any], team: str = "a") -> dict[str, Any]:
+    body = run_body(name, spec)
+    body["metadata"]["labels"] = {"team": team}
+    return body
+
+
+def gone(api: Api, name: str) -> bool:
+    try:
+        api.run(name)
+    except client.ApiException as exc:
+        return exc.status == 404
+    return False
+
+
+def test_deleting_or_relabelling_runs_gives_no_spend_back(
+    api: Api, fake: Callable[..., None], operator: OperatorProcess
+) -> None:
+    fake("fake", "ok")  # reports $0.01 a run
+    fake("slow", "hang")
+    create_budget(
+        api,
+        "team-a",
+        {
+            "period": "daily",
+            "selector": {"matchLabels": {"team": "a"}},
+            "limits": {"maxCostUSD": 1},
+            "defaultReservationUSD": 0.2,
+        },
+    )
+    quick = {"provider": "fake", "prompt": "p"}
+    api.create(labelled("kept", quick))
+    api.create(labelled("relabelled", quick))
+    api.create(labelled("expired", {**quick, "ttlSecondsAfterFinished": 0}))
+    for name in ("kept", "relabelled"):
+        assert api.wait_finished(name)["usage"]["costUSD"] == 0.01
+    wait_until(
+        lambda: gone(api, "expired"), timeout=60, what="the run with ttlSecondsAfterFinished 0 deleted"
+    )
+    api.custom.patch_namespaced_custom_object(
+        GROUP, VERSION, api.ns, "harnessruns", "relabelled", {"metadata": {"labels": {"team": "b"}}}
+    )
+    api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, "harnessruns", "kept")
+    # A run deleted while it runs: what it spent is unknown, so it stays charged at its cap.
+    api.create(labelled("deleted-running", {"provider": "slow", "prompt": "p"}))
+    wait_until(lambda: api.status("deleted-running").get("phase") == "Running", timeout=60, what="it to run")
+    api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, "harnessruns", "deleted-running")
+    expected = {"spentUSD": 0.23, "reservedUSD": 0, "remainingUSD": 0.77, "runs": 4, "unknownCostRuns": 1}
+
+    def figures() -> dict[str, Any]:
+        status = budget_status(api, "team-a")
+        return {key: status.get(key) for key in expected}
+
+    wait_until(
+        lambda: figures() == expected, timeout=60, what="the spend kept", diagnose=lambda: str(figures())
+    )
+    # The ledger is in the operator's namespace, out of the tenant's reach.
+    ledger = api.core.read_namespaced_config_map(ledger_name(api.ns, "team-a"), RELEASE_NAMESPACE)
+    assert ledger.metadata.annotations["agentharness.dev/budget"] == f"{api.ns}/team-a"
+    operator.kill()
+    operator.start()
+    api.create(labelled("after", quick))
+    api.wait_finished("after")
+    after = {**expected, "spentUSD": 0.24, "remainingUSD": 0.76, "runs": 5}
+    wait_until(
+        lambda: figures() == after,
+        timeout=60,
+        what="the spend kept over a restart",
+        diagnose=lambda: str(figures()),
+    )
+
+
+def test_two_writers_of_one_ledger_keep_both_changes(kube: client.ApiClient, namespace: str) -> None:
+    # Two stores (as two operator processes would be) over one ConfigMap on the real API server: the
+    # second write's resourceVersion is stale, is refused (409), and is redone on the ledger read again.
+    first, second = LedgerStore(Kube(kube), namespace), LedgerStore(Kube(kube), namespace)
+    assert first.get("team", "b", "uid-1").open == []  # cached: the next write starts from this read
+    second.update("team", "b", "uid-1", lambda ledger: reserve(ledger, "one", "one", 1.0, NOW))
+    both = first.update("team", "b", "uid-1", lambda ledger: reserve(ledger, "two", "two", 2.0, NOW))
+    assert [e.uid for e in both.open] == ["one", "two"]
+    assert [e.uid for e in LedgerStore(Kube(kube), namespace).get("team", "b", "uid-1").open] == [
+        "one",
+        "two",
+    ]
+    # A budget re-created under the same name starts an empty ledger over the old one.
+    assert LedgerStore(Kube(kube), namespace).get("team", "b", "uid-2").open == []
+    first.forget("team", "b")
+    assert Kube(kube).fetch_config_map(namespace, "budget-ledger.team.b") is None

@@ -1211,11 +1211,16 @@ class HarnessBudgetSpec(Model):
 
 
 class HarnessBudgetStatus(Model):
-    """The current period's spend, derived from the covered runs' status (never a stored counter)."""
+    """The current period's spend: a view of the budget's ledger, which only grows (a run's deletion,
+    relabelling or an operator restart gives nothing back)."""
 
     period_start: str | None = Field(default=None, description="Start of the current period.")
     period_end: str | None = Field(default=None, description="When the current period rolls over.")
-    spent_usd: float | None = Field(default=None, alias="spentUSD", description="Cost of finished runs.")
+    spent_usd: float | None = Field(
+        default=None,
+        alias="spentUSD",
+        description="Cost of the runs settled this period (finished or deleted).",
+    )
     reserved_usd: float | None = Field(
         default=None, alias="reservedUSD", description="Caps reserved by runs in flight."
     )
