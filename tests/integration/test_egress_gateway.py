@@ -34,6 +34,7 @@ from .operator_env import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+SCRAPER_LABEL = "harness-operator.test/role"  # the namespaces the gateway fixture lets scrape metrics
 NODE = "10.88.0.1"  # pods reach the host here
 STUB_NAME = "stub.harness.test"  # only the gateway knows it (hostAliases), not DNS
 OTHER_NAME = "other.harness.test"
@@ -70,6 +71,7 @@ def gateway_operator(
         f"egressGateway.hostAliases[0].ip={NODE}",
         f"egressGateway.hostAliases[0].hostnames[0]={STUB_NAME}",
         f"egressGateway.hostAliases[0].hostnames[1]={OTHER_NAME}",
+        "metrics.scrapers[0].namespaceSelector.matchLabels.harness-operator\\.test/role=scraper",  # SCRAPER_LABEL
     )
     core = client.CoreV1Api(kube)
     apps = client.AppsV1Api(kube)
@@ -383,3 +385,60 @@ def test_gateway_and_operator_rights_over_grants_stay_in_the_gateways_namespace(
     assert not allowed(GATEWAY, "create", "configmaps", RELEASE_NAMESPACE)
     assert allowed("harness-operator", "delete", "configmaps", RELEASE_NAMESPACE)
     assert not allowed("harness-operator", "delete", "configmaps", "default")
+
+
+# The agent of the metrics test: one connection to the gateway pod's metrics port.
+METRICS_PROBE = r"""
+import json, socket, sys
+ip, port = sys.argv[1].split()
+try:
+    socket.create_connection((ip, int(port)), timeout=5).close()
+    verdict = "open"
+except OSError:
+    verdict = "blocked"
+print(json.dumps({"metrics": verdict}))
+"""
+
+
+def probe_metrics(api: Api, images: dict[str, str], pod_ip: str) -> str:
+    """Whether a run of `api`'s namespace, its allowlist naming the gateway pod's metrics port by
+    address, can connect to it."""
+    api.create(
+        {
+            "apiVersion": "agentharness.dev/v1alpha1",
+            "kind": "HarnessDefinition",
+            "metadata": {"name": "metrics-probe"},
+            "spec": {"binary": "python3", "prefixArgs": ["-c", METRICS_PROBE], "image": images["sandbox"]},
+        }
+    )
+    sandbox = {"networkPolicy": "allowlist", "egress": [{"cidr": f"{pod_ip}/32", "ports": [9101]}]}
+    api.create(
+        run_body("probe", {"provider": "metrics-probe", "prompt": f"{pod_ip} 9101", "sandbox": sandbox})
+    )
+    status = api.wait_finished("probe")
+    assert status["phase"] == "Succeeded", status
+    return str(json.loads(status["output"]["excerpt"])["metrics"])
+
+
+def test_only_the_scrapers_reach_the_gateways_metrics(
+    gw: Api, kube: client.ApiClient, images: dict[str, str]
+) -> None:
+    """The gateway's metrics name every namespace's runs and hosts: a tenant's run whose allowlist opens
+    the metrics port is refused by the gateway's NetworkPolicy; a run in a scraper namespace connects."""
+    try:
+        urllib.request.urlopen(ENFORCER_HEALTH, timeout=5).close()
+    except OSError:
+        pytest.skip("no NetworkPolicy enforcer in this cluster (kube-router, issue 9 part 1)")
+    pod_ip = next(p.status.pod_ip for p in gateway_pods(gw))
+    assert probe_metrics(gw, images, pod_ip) == "blocked"
+    core = client.CoreV1Api(kube)
+    scraper = f"{gw.ns[:50]}-scraper"
+    labels = {"pod-security.kubernetes.io/enforce": "restricted", SCRAPER_LABEL: "scraper"}
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=scraper, labels=labels)))
+    try:
+        wait_until(
+            lambda: core.read_namespaced_service_account("default", scraper), timeout=30, what="its SA"
+        )
+        assert probe_metrics(Api(kube, scraper), images, pod_ip) == "open"
+    finally:
+        core.delete_namespace(scraper, propagation_policy="Background")
