@@ -13,8 +13,8 @@ from harness_operator.api.v1alpha1 import (
     API_VERSION,
     GROUP,
     KINDS,
-    WITH_NUL_CHECK,
-    WITH_NUL_MESSAGE,
+    WITH_VALUES_CHECK,
+    WITH_VALUES_MESSAGE,
     ClusterHarnessDefinition,
     HarnessDefinitionSpec,
     HarnessRun,
@@ -91,7 +91,7 @@ def cel_findings(doc: Document) -> list[Finding]:
 
 
 # The check the chart's admission policy makes on every `with` map (the CRD cannot see their keys).
-_WITH_SCHEMA = validations(rule(WITH_NUL_CHECK.format(m="self"), WITH_NUL_MESSAGE))
+_WITH_SCHEMA = validations(rule(WITH_VALUES_CHECK.format(m="self"), WITH_VALUES_MESSAGE))
 
 
 def with_findings(doc: Document) -> list[Finding]:

@@ -555,6 +555,37 @@ def test_a_prompt_at_the_maximum_applies_and_kopf_can_annotate_it(
     assert f"{GROUP}/last-handled-configuration" in run["metadata"]["annotations"]
 
 
+def test_a_with_at_the_maximum_is_admitted_and_kopf_can_annotate_it(
+    chart: None, kube: client.ApiClient, tenant: client.ApiClient, namespace: str
+) -> None:
+    """A red team's 740 KB `with` pushed kopf's diff base past the 256 KiB of annotations, and kopf
+    retried the run forever. Now `with` is bounded (64 keys, strings of 8192 characters), and kopf's diff
+    base leaves it out: a run at the maximum (512 KiB of options) is admitted and kopf's patch applies."""
+    options = {f"option_{i:02d}": source_text(8192) for i in range(64)}
+    body = run_body("wide", {"provider": "claude", "prompt": "p", "with": options})
+    custom = client.CustomObjectsApi(tenant)
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", body)
+    stored = kopf.Body(
+        client.CustomObjectsApi(kube).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, "harnessruns", "wide"
+        )
+    )
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings=settings)
+    storage = settings.persistence.diffbase_storage
+    patch = kopf.Patch()
+    storage.store(body=stored, patch=patch, essence=storage.build(body=stored))
+    admin = client.CustomObjectsApi(kube)  # the operator's patch (kopf's, here by hand)
+    admin.patch_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "wide", dict(patch))
+    run = admin.get_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "wide")
+    assert f"{GROUP}/last-handled-configuration" in run["metadata"]["annotations"]
+    # One key more is refused by the CRD, naming the field.
+    body = run_body("wider", {"provider": "claude", "prompt": "p", "with": {**options, "one_more": "x"}})
+    with pytest.raises(ApiException) as caught:
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", body)
+    assert "spec.with: Too many: 65: must have at most 64 items" in api_status(caught.value)["message"]
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [

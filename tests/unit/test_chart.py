@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 from harness_operator.api.crd import build_crds, render_crd_yaml
 from harness_operator.api.v1alpha1 import (
-    WITH_NUL_CHECK,
-    WITH_NUL_MESSAGE,
+    WITH_VALUES_CHECK,
+    WITH_VALUES_MESSAGE,
     ConfigMapKeySelector,
     HarnessDefinitionSpec,
     HarnessRunSpec,
@@ -80,8 +80,8 @@ def test_bad_values_are_refused(patch: dict, path: list[str]) -> None:
 def test_the_admission_policy_checks_with_as_validate_does() -> None:
     """The CRD cannot see `with`'s keys; the chart's policy and `harnessctl validate` run one check."""
     policy = (CHART / "templates" / "admission-policy.yaml").read_text()
-    assert WITH_NUL_CHECK.format(m="variables.withMaps[i]") in policy
-    assert f"': {WITH_NUL_MESSAGE}'" in policy
+    assert WITH_VALUES_CHECK.format(m="variables.withMaps[i]") in policy
+    assert f"': {WITH_VALUES_MESSAGE}'" in policy
 
 
 def helm_binary() -> str:

@@ -40,7 +40,10 @@ RUNS = "tests/fixtures/bad-manifests/runs.yaml"
 DEFS = "tests/fixtures/bad-manifests/definitions.yaml"
 ADMISSION = "tests/fixtures/bad-manifests/admission.yaml"
 NAME = "(a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; no '/')"
-NUL_WITH = "keys and values must not contain a NUL character (a command-line argument cannot carry one)"
+WITH_VALUES = (
+    "keys and values must not contain a NUL character (a command-line argument cannot carry one); a key is "
+    "at most 253 characters, a string at most 8192, a list at most 64 items"
+)
 
 
 @pytest.mark.parametrize(
@@ -84,8 +87,10 @@ NUL_WITH = "keys and values must not contain a NUL character (a command-line arg
         "which spec.inputs does not declare; add an input of that name or correct the reference",
         f"{RUNS}: HarnessRun/input-with-two-sources: spec.inputs[0]: set exactly one of value, configMapKeyRef, "
         "secretKeyRef or runOutput",
-        f"{ADMISSION}: HarnessRun/nul-in-with: spec.with: {NUL_WITH}",
-        f"{ADMISSION}: HarnessRun/nul-in-fallback-with-list: spec.fallback[1].with: {NUL_WITH}",
+        f"{ADMISSION}: HarnessRun/nul-in-with: spec.with: {WITH_VALUES}",
+        f"{ADMISSION}: HarnessRun/nul-in-fallback-with-list: spec.fallback[1].with: {WITH_VALUES}",
+        f"{ADMISSION}: HarnessRun/long-value-in-with: spec.with: {WITH_VALUES}",
+        f"{ADMISSION}: HarnessRun/long-list-in-fallback-with: spec.fallback[0].with: {WITH_VALUES}",
         f"{DEFS}: HarnessDefinition/no-binary: spec.binary: spec.binary is required for protocol cli and for "
         "acp over stdio",
         f"{DEFS}: HarnessDefinition/bad-prompt-mode: spec.promptMode: Input should be 'arg', 'flag' or 'stdin'",

@@ -483,8 +483,10 @@ class ClusterHarnessDefinition(Model):
 
 # `with` keeps any key; the two keys Dagu rejects are declared so the CEL rules below can name them
 # (the API server types CEL only over declared fields).
+WITH_MAX_KEYS = 64
 WITH_SCHEMA: JsonDict = {
     **FREE_FORM,
+    "maxProperties": WITH_MAX_KEYS,
     "properties": {
         "binary": {"type": "string", "description": "Not allowed: define a HarnessDefinition instead."},
         "prompt_args": {
@@ -508,15 +510,24 @@ WITH_RULES = validations(
 )
 
 
-# The CRD's CEL sees only declared fields, never the free-form keys of `with`, so this check runs in the
-# chart's admission policy (on spec.with and each spec.fallback[].with) and in `harnessctl validate`, both
-# from this one text with {m} standing for the map (tests/unit/test_chart.py keeps the chart in step).
-WITH_NUL_CHECK = (
-    f"{{m}}.all(k, !k.contains('{NUL}') && (type({{m}}[k]) == string ? !{{m}}[k].contains('{NUL}') "
-    f": type({{m}}[k]) == list ? {{m}}[k].all(v, type(v) != string || !v.contains('{NUL}')) : true))"
+# The CRD's CEL sees only declared fields, never the free-form keys and values of `with`, so this check
+# runs in the chart's admission policy (on spec.with and each spec.fallback[].with) and in `harnessctl
+# validate`, both from this one text with {m} standing for the map (tests/unit/test_chart.py keeps the
+# chart in step). The sizes bound the run object (CLI options are short; a long text belongs in a file
+# of the workspace or an input).
+WITH_KEY_MAX = 253
+WITH_STRING_MAX = 8192
+WITH_LIST_MAX = 64
+WITH_VALUES_CHECK = (
+    f"{{m}}.all(k, !k.contains('{NUL}') && size(k) <= {WITH_KEY_MAX} && (type({{m}}[k]) == string ? "
+    f"!{{m}}[k].contains('{NUL}') && size({{m}}[k]) <= {WITH_STRING_MAX} : type({{m}}[k]) == list ? "
+    f"size({{m}}[k]) <= {WITH_LIST_MAX} && {{m}}[k].all(v, type(v) != string || "
+    f"(!v.contains('{NUL}') && size(v) <= {WITH_STRING_MAX})) : true))"
 )
-WITH_NUL_MESSAGE = (
-    "keys and values must not contain a NUL character (a command-line argument cannot carry one)"
+WITH_VALUES_MESSAGE = (
+    "keys and values must not contain a NUL character (a command-line argument cannot carry one); a key is "
+    f"at most {WITH_KEY_MAX} characters, a string at most {WITH_STRING_MAX}, a list at most {WITH_LIST_MAX} "
+    "items"
 )
 
 # What `kubectl apply` can carry: it copies the object, JSON-escaped, into the last-applied-configuration
