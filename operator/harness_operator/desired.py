@@ -431,9 +431,9 @@ def _git_init_container(
 
 
 def isolated_python(module: str, *args: str) -> list[str]:
-    """`python3 -I -m module` under tini: isolated mode, so nothing in the working directory or the
-    environment (PYTHONPATH, a workspace's own package) changes which code runs."""
-    return ["tini", "--", "python3", "-I", "-m", module, *args]
+    """`python3 -I -m module`: isolated mode, so nothing in the working directory or the environment
+    (PYTHONPATH, a workspace's own package) changes which code runs."""
+    return ["python3", "-I", "-m", module, *args]
 
 
 def _runner_container(
@@ -446,15 +446,19 @@ def _runner_container(
         "name": RUNNER_CONTAINER,
         "image": image,
         "imagePullPolicy": config.image_pull_policy,
-        "command": isolated_python(
-            "harness_operator.runner",
-            "--plan",
-            f"{PLAN_DIR}/{PLAN_FILE}",
-            "--channel",
-            CHANNEL,
-            "--workdir",
-            working_dir(run),
-        ),
+        "command": [
+            "tini",
+            "--",
+            *isolated_python(
+                "harness_operator.runner",
+                "--plan",
+                f"{PLAN_DIR}/{PLAN_FILE}",
+                "--channel",
+                CHANNEL,
+                "--workdir",
+                working_dir(run),
+            ),
+        ],
         "workingDir": "/",
         "env": _env(run, target, config),
         "resources": RUNNER_RESOURCES,
@@ -471,8 +475,9 @@ def _runner_container(
 
 def _agent_container(run: HarnessRun, config: OperatorConfig, image: str) -> dict[str, Any]:
     """The agent: the launcher (isolated interpreter, outside the workspace) starts the CLI with the
-    environment the runner sends; no secret of the pod spec, no plan, the run's resources. tini reaps
-    the agent's orphans; its exit code is the agent's, which the operator checks against the report."""
+    environment the runner sends; no secret of the pod spec, no plan, the run's resources. The launcher is
+    the container's PID 1 (non-dumpable, it reaps the agent's orphans); its exit code is the agent's,
+    which the operator checks against the report."""
     workdir = working_dir(run)
     return {
         "name": AGENT_CONTAINER,

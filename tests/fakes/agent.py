@@ -63,10 +63,11 @@ def result(text: str, **extra: object) -> None:
 
 def forge() -> int:
     """Try to write what the operator trusts; say on stderr what was reachable. Exit 1. Only in a
-    container whose PID 1 is tini (the sandbox): elsewhere it would signal the machine's processes."""
+    container whose PID 1 is the launcher (the sandbox's agent container): elsewhere it would signal
+    the machine's processes."""
     with open("/proc/1/cmdline", "rb") as fh:
-        if b"tini" not in fh.read():
-            print("forge: refused: PID 1 is not tini (not in a sandbox container)", file=sys.stderr)
+        if b"harness_operator.runner.launcher" not in fh.read():
+            print("forge: refused: PID 1 is not the launcher (not in a sandbox)", file=sys.stderr)
             return 2
     from harness_operator.runner.events import Event, encode_event_line
     from harness_operator.runner.frame import encode_frame

@@ -33,11 +33,11 @@ def grant_token(api: Api) -> list[dict[str, object]]:
     return [{"env": "FAKE_TOKEN", "secretKeyRef": {"name": "token", "key": "t"}}]
 
 
-def runner_log(api: Api, run: str, attempt: int) -> str:
+def runner_log(api: Api, run: str, attempt: int, container: str = "runner") -> str:
     pod = api.core.list_namespaced_pod(
         api.ns, label_selector=f"agentharness.dev/run={run},agentharness.dev/attempt={attempt}"
     ).items[0]
-    return str(api.core.read_namespaced_pod_log(pod.metadata.name, api.ns, container="runner"))
+    return str(api.core.read_namespaced_pod_log(pod.metadata.name, api.ns, container=container))
 
 
 def test_the_agent_cannot_forge_the_runners_report(
@@ -56,8 +56,8 @@ def test_the_agent_cannot_forge_the_runners_report(
     assert (second["provider"], second["exitCode"]) == ("fake", 0), status
     assert status["phase"] == "Succeeded", status
     assert status["output"]["excerpt"] == "answer from fake-agent: p"
-    # Attempt 1 reported nothing (its launcher was killed): its cost is unknown, so the run's total is
-    # too; the fallback's is its own 0.01. Nowhere -1000.
+    # Attempt 1 reported no usage (what it wrote reached nothing): its cost is unknown, so the run's
+    # total is too; the fallback's is its own 0.01. Nowhere -1000.
     assert (second.get("usage") or {}).get("costUSD") == 0.01
     assert "costUSD" not in (first.get("usage") or {}) and "costUSD" not in status["usage"], status
     assert status["usage"]["costSource"] == "unknown"
@@ -73,6 +73,14 @@ def test_the_agent_cannot_forge_the_runners_report(
     assert all((e.cost_usd or 0) >= 0 for e in events if e.kind == "progress")
     assert decode_frame(log) == b""
     assert TOKEN not in log, "the credential reached the runner's log unredacted"
+    # Nor the agent container's log: its PID 1 (the launcher) is non-dumpable, so /proc/1/fd/2 (the
+    # log's pipe) is not the agent's to open, and the signal it sent its PID 1 was not delivered.
+    # (Its own container's termination message it may write: the operator reads only that container's
+    # exit code, the kubelet's.)
+    reached = next(line for line in log.splitlines() if "forge: reached" in line)
+    assert "/proc/" not in reached, reached
+    agent_log = runner_log(api, "forged", 1, container="agent")
+    assert TOKEN not in agent_log, agent_log[-2000:]
     cm = api.core.read_namespaced_config_map(status["output"]["configMapName"], api.ns)
     assert cm.data["output"] == "answer from fake-agent: p"
 

@@ -4,8 +4,10 @@ the channel's FIFOs as its stdio, stop it when told, say how it ended and exit w
     python3 -I -m harness_operator.runner.launcher --channel /run/harness/channel
 
 Isolated mode (-I) and a working directory outside the workspace: nothing the workspace or the
-environment holds changes which code this runs. It makes itself non-dumpable first, so the agent
-(the same user) can neither trace it nor write its memory; signalling it only ends the agent too.
+environment holds changes which code this runs. It is the container's PID 1 (no tini: a PID 1 of the
+agent's user that anyone may trace would hand the agent the container log's pipe through /proc/1/fd),
+and makes itself non-dumpable first, so the agent (the same user) can neither trace it, write its
+memory nor open its descriptors; it reaps the orphans the agent leaves.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -45,6 +48,25 @@ def make_undumpable() -> None:
 def exit_code(returncode: int) -> int:
     """As a shell reports it: a death by signal N is 128 + N (Popen says -N)."""
     return returncode if returncode >= 0 else 128 - returncode
+
+
+def reap_until(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for the agent, reaping meanwhile every orphan handed to this process (PID 1 is the parent
+    of whatever the agent leaves running); the agent's exit code as a shell reports it."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return exit_code(proc.returncode)
+
+
+def reap_orphans() -> None:
+    """Reap the orphans that have ended (none, or no child at all: nothing to do)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
 
 
 def follow_control(control: IO[bytes], pgid: int) -> None:
@@ -86,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     # report says why); if it cannot, the kubelet's SIGKILL after the grace period ends the container.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=follow_control, args=(control, proc.pid), daemon=True).start()
-    proc.wait()
+    code = reap_until(proc)
     stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
-    code = exit_code(proc.returncode)
+    reap_orphans()
     say_status(status, {"exit": code})
     status.close()
     return code
