@@ -41,6 +41,7 @@ class OperatorConfig:
     default_memory_request: str = "1Gi"
     default_memory_limit: str = "2Gi"
     default_grace_period_seconds: int = 30
+    scratch_size_limit: str = "4Gi"  # the agent's /tmp and home, each
     sandbox_uid: int = 65532
     # The runner's container runs as another user than the agent's, so the agent cannot write its report.
     runner_uid: int = 65531
