@@ -30,9 +30,9 @@ from typing import Any
 from kubernetes import client, config
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
-from harness_operator.config import OperatorConfig
-from harness_operator.desired import AttemptTarget
-from harness_operator.egress import build_egress_grant, build_proxy_token, proxy_user
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.egress import build_egress_grant, build_proxy_token, proxy_user
+from harness_operator.core.resolution import AttemptTarget
 
 NODE = "10.88.0.1"
 NAMESPACE = "harness-system"

@@ -9,7 +9,7 @@ import time
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 
-from harness_operator.retention import ExpiryQueue, compute_expiry
+from harness_operator.controller.retention import ExpiryQueue, compute_expiry
 
 
 def heap_cost(n: int) -> tuple[int, float]:

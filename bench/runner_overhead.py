@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "operator"))
 
 from harness_operator.api.v1alpha1 import EnvVar  # noqa: E402
+from harness_operator.contract.plan import AttemptPlan  # noqa: E402
 from harness_operator.runner.executor import execute  # noqa: E402
 from harness_operator.runner.parsers import build_parser  # noqa: E402
-from harness_operator.runner.plan import AttemptPlan  # noqa: E402
 
 AGENT = ROOT / "tests" / "fakes" / "agent.py"
 

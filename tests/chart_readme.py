@@ -1,7 +1,7 @@
 """The chart README's values table, generated from values.yaml and its `# --` comments (pure functions).
 
 `python -m tests.chart_readme` (run by `make generate`) rewrites the table in the chart's README;
-tests/unit/test_chart_readme.py fails when the README drifts from values.yaml or a value is undocumented.
+tests/unit/chart/test_chart_readme.py fails when the README drifts from values.yaml or a value is undocumented.
 A `# --` comment (continued by the `#` lines right below it) documents the key under it; a documented
 mapping documents its undocumented children too, as one row with the whole default.
 """

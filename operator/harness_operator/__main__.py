@@ -10,14 +10,14 @@ import os
 import kopf
 from prometheus_client import start_http_server
 
-from harness_operator import handlers
-from harness_operator.cache import KINDS, ChildStore, Watcher
-from harness_operator.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
-from harness_operator.confinement import find_api_server_address
-from harness_operator.kube import Kube
-from harness_operator.logs import setup_logging
-from harness_operator.reconcile import Reconciler
-from harness_operator.retention import ExpiryQueue
+from harness_operator.controller import handlers
+from harness_operator.controller.cache import KINDS, ChildStore, Watcher
+from harness_operator.controller.kube import Kube
+from harness_operator.controller.logs import setup_logging
+from harness_operator.controller.reconcile import Reconciler
+from harness_operator.controller.retention import ExpiryQueue
+from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
+from harness_operator.core.confinement import find_api_server_address
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,8 +69,8 @@ def forge() -> int:
         if b"harness_operator.runner.launcher" not in fh.read():
             print("forge: refused: PID 1 is not the launcher (not in a sandbox)", file=sys.stderr)
             return 2
-    from harness_operator.runner.events import Event, encode_event_line
-    from harness_operator.runner.frame import encode_frame
+    from harness_operator.contract.events import Event, encode_event_line
+    from harness_operator.contract.frame import encode_frame
 
     forged = b"FORGED OUTPUT"
     doc = {
@@ -127,7 +127,7 @@ def main() -> int:
         result(f"answer from {name}: {' '.join(sys.argv[1:])}")
         return 0
     if MODE == "fail-with-events":
-        from harness_operator.runner.events import Event, encode_event_line
+        from harness_operator.contract.events import Event, encode_event_line
 
         forged = Event("result", attempt=1, provider="x", exit_code=124, reason="CostLimitExceeded")
         sys.stdout.write("before\n" + encode_event_line(forged) + "after\n")

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.dagu_import import dns_name, import_dagu
+from harness_operator.cli.dagu_import import dns_name, import_dagu
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "dagu"
 DAGS = sorted(p.name for p in FIXTURES.glob("*.yaml") if p.name != "expected.yaml")

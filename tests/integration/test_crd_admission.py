@@ -16,8 +16,8 @@ from kubernetes.client.rest import ApiException
 from harness_operator.api.crd import build_crds
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.manifests import load_documents
-from harness_operator.validation import validate_documents
+from harness_operator.cli.manifests import load_documents
+from harness_operator.cli.validation import validate_documents
 
 from .conftest import api_status, wait_until
 

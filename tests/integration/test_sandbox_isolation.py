@@ -11,8 +11,8 @@ from pathlib import Path
 
 from kubernetes import client
 
-from harness_operator.runner.events import decode_events
-from harness_operator.runner.frame import decode_frame
+from harness_operator.contract.events import decode_events
+from harness_operator.contract.frame import decode_frame
 
 from .conftest import Api
 from .operator_env import (

@@ -17,11 +17,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from harness_operator import handlers
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.manifests import load_documents
-from harness_operator.validation import validate_documents
+from harness_operator.cli.manifests import load_documents
+from harness_operator.cli.validation import validate_documents
+from harness_operator.controller import handlers
 
 from .conftest import api_status, wait_until
 from .operator_env import (

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
-from harness_operator.runner.plan import AttemptPlan
+from harness_operator.contract.plan import AttemptPlan
 
 from .conftest import Api, api_status, operator_settings, wait_until
 from .operator_env import (

@@ -35,7 +35,15 @@ def harnessctl_run(
     path.write_text(manifest)
     status_file = home.parent / "status.yaml"
     result = subprocess.run(
-        [sys.executable, "-m", "harness_operator.cli", "run", str(path), "--status-file", str(status_file)],
+        [
+            sys.executable,
+            "-m",
+            "harness_operator.cli.main",
+            "run",
+            str(path),
+            "--status-file",
+            str(status_file),
+        ],
         capture_output=True,
         text=True,
         env={

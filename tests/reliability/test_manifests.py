@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes.client.rest import ApiException
 
-from harness_operator import cli
 from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.cli import main as cli
 
 from ..integration.conftest import Api, wait_until
 from ..integration.operator_env import OperatorProcess, definition_body

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.test_status import KSTATUS_CASES, NOW, Observed, run
+from tests.unit.core.test_status import KSTATUS_CASES, NOW, Observed, run
 
-from harness_operator.status import compute_definition_status, compute_status
+from harness_operator.core.status import compute_definition_status, compute_status
 
 pytestmark = pytest.mark.gotool
 

@@ -10,7 +10,7 @@ import yaml
 
 from harness_operator import __version__
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.config import OperatorConfig
+from harness_operator.core.config import OperatorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "harness-operator"

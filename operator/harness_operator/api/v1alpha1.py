@@ -512,7 +512,7 @@ WITH_RULES = validations(
 
 # The CRD's CEL sees only declared fields, never the free-form keys and values of `with`, so this check
 # runs in the chart's admission policy (on spec.with and each spec.fallback[].with) and in `harnessctl
-# validate`, both from this one text with {m} standing for the map (tests/unit/test_chart.py keeps the
+# validate`, both from this one text with {m} standing for the map (tests/unit/chart/test_chart.py keeps the
 # chart in step). The sizes bound the run object (CLI options are short; a long text belongs in a file
 # of the workspace or an input).
 WITH_KEY_MAX = 253

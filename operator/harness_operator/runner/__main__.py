@@ -19,14 +19,14 @@ import sys
 import threading
 from types import FrameType
 
+from harness_operator.contract.frame import encode_frame
+from harness_operator.contract.plan import AttemptPlan, load_plan
+from harness_operator.contract.result import EXIT_SETUP, NETWORK_NOT_CONFINED, render_termination_message
 from harness_operator.runner.channel import Spawner, create_channel
 from harness_operator.runner.confinement import await_confinement, describe_confinement
 from harness_operator.runner.executor import AttemptResult, execute
-from harness_operator.runner.frame import encode_frame
 from harness_operator.runner.launch import LocalAgent, Spawn
-from harness_operator.runner.plan import AttemptPlan, load_plan
 from harness_operator.runner.redact import Redactor
-from harness_operator.runner.result import EXIT_SETUP, NETWORK_NOT_CONFINED, render_termination_message
 
 DEFAULT_PLAN = "/etc/harness/plan.json"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"

@@ -3,7 +3,7 @@
 
 The prompt goes out as one text block; assistant text chunks become the output (thoughts, tool events
 and protocol JSON do not); only stopReason end_turn succeeds. Session, tool-call, text and usage updates
-become the same normalized events as a CLI run's (runner/events.py). Permission requests are answered by
+become the same normalized events as a CLI run's (contract/events.py). Permission requests are answered by
 spec.acpPermission. A stop (cancel, timeout, cost) sends session/cancel and waits the grace period for
 the turn to end, then closes the transport: a local adapter's process group is killed.
 """
@@ -39,6 +39,9 @@ from pydantic import ValidationError
 
 from harness_operator import __version__
 from harness_operator.api.v1alpha1 import AcpTransport
+from harness_operator.contract.events import Event, short_argument, text_event
+from harness_operator.contract.plan import AttemptPlan
+from harness_operator.contract.result import EXIT_SETUP, EXIT_STOPPED
 from harness_operator.runner.acp_rules import OfferedOption, choose_permission, stop_outcome
 from harness_operator.runner.attempt import (
     AttemptResult,
@@ -53,12 +56,9 @@ from harness_operator.runner.attempt import (
     utc_now,
     with_plan_identity,
 )
-from harness_operator.runner.cost import compute_usage
-from harness_operator.runner.events import Event, short_argument, text_event
+from harness_operator.runner.cost import compute_usage, price_book
 from harness_operator.runner.launch import LocalAgent, Spawn
 from harness_operator.runner.parsers import Failure, Report, Tokens, classify_error
-from harness_operator.runner.plan import AttemptPlan
-from harness_operator.runner.result import EXIT_SETUP, EXIT_STOPPED
 from harness_operator.runner.stops import SetupError
 
 # initialize and session/new must answer within this; the turn itself has only timeoutSeconds.
@@ -424,7 +424,7 @@ def finish(
     plan: AttemptPlan, state: SessionState, outcome: Outcome, exit_code: int | None, reporter: Reporter
 ) -> AttemptResult:
     report = drop_unusable_figures(state.report(), reporter)
-    usage = compute_usage(report, plan.prices, plan.model_hint)
+    usage = compute_usage(report, price_book(plan), plan.model_hint)
     report = with_plan_identity(plan, report)
     result = AttemptResult(
         plan.attempt,

@@ -18,8 +18,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from harness_operator.api.v1alpha1 import AcpTransport
+from harness_operator.contract.plan import AcpSessionPlan, AttemptPlan
 from harness_operator.runner.attempt import Reporter
-from harness_operator.runner.plan import AcpSessionPlan, AttemptPlan
 from harness_operator.runner.stops import SetupError
 
 CONNECT_SECONDS = 15.0

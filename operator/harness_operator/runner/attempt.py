@@ -12,19 +12,19 @@ from datetime import UTC, datetime
 from typing import IO, Any, Protocol
 
 from harness_operator.api.v1alpha1 import Usage
-from harness_operator.runner.cost import compute_cost, compute_sane_report
-from harness_operator.runner.events import Event, encode_event_line, escape_agent_line
-from harness_operator.runner.launch import Launch, Spawn
-from harness_operator.runner.parsers import Failure, Report, Tokens
-from harness_operator.runner.plan import AttemptPlan
-from harness_operator.runner.redact import Redactor, StreamRedactor
-from harness_operator.runner.result import (
+from harness_operator.contract.events import Event, encode_event_line, escape_agent_line
+from harness_operator.contract.plan import AttemptPlan
+from harness_operator.contract.result import (
     EXIT_SETUP,
     EXIT_STOPPED,
     NO_FALLBACK_REASONS,
     ResultDocument,
     build_result_doc,
 )
+from harness_operator.runner.cost import compute_cost, compute_sane_report, price_book
+from harness_operator.runner.launch import Launch, Spawn
+from harness_operator.runner.parsers import Failure, Report, Tokens
+from harness_operator.runner.redact import Redactor, StreamRedactor
 from harness_operator.runner.stops import SetupError
 
 ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM")
@@ -245,7 +245,7 @@ class Progress:
         figures = (
             report.turns,
             total_tokens(live.tokens),
-            compute_cost(live, plan.prices, plan.model_hint).usd,
+            compute_cost(live, price_book(plan), plan.model_hint).usd,
         )
         if figures == self.figures or figures == (None, None, None):
             return None
@@ -277,7 +277,7 @@ def compute_limit_hit(plan: AttemptPlan, report: Report) -> tuple[str, str] | No
     """(reason, message) when the report so far crosses maxCostUSD or maxTurns, else None (pure)."""
     limits = plan.limits
     if limits.max_cost_usd is not None:
-        cost = compute_cost(report, plan.prices, plan.model_hint)
+        cost = compute_cost(report, price_book(plan), plan.model_hint)
         if cost.usd is not None and cost.usd > limits.max_cost_usd:
             return (
                 Failure.cost_limit_exceeded.value,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness_operator.runner.plan import CONFINEMENT_ENV, EXIT_NOT_CONFINED, ConfinementProbe
+from harness_operator.contract.plan import CONFINEMENT_ENV, EXIT_NOT_CONFINED, ConfinementProbe
 
 PROBE_TIMEOUT_SECONDS = 1.0
 PROBE_INTERVAL_SECONDS = 0.05

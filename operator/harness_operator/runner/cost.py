@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from harness_operator.api.v1alpha1 import CostSource, ModelPricing, Usage
+from harness_operator.contract.plan import AttemptPlan
 from harness_operator.runner.parsers.base import Report, Tokens
 
 PER_MILLION = 1_000_000
@@ -60,6 +61,11 @@ class PriceBook:
             if name and (price := match_table(self.table, name)) is not None:
                 return price, self.table_name or "table"
         return None
+
+
+def price_book(plan: AttemptPlan) -> PriceBook:
+    """The prices an attempt's plan carries: the definition's, then the pinned table's."""
+    return PriceBook(plan.pricing, plan.table_pricing, plan.price_table)
 
 
 class Cost(NamedTuple):
@@ -145,34 +151,4 @@ def compute_usage(report: Report, prices: PriceBook, model_hint: str | None = No
         cost_usd=None if cost.usd is None else round(cost.usd, 6),
         cost_source=cost.source,
         price_source=cost.price_source,
-    )
-
-
-def sum_usage(items: list[Usage]) -> Usage:
-    """Usage summed across attempts; a cost is known only if every attempt's is, and is then
-    `reported` only if every attempt's was."""
-    if not items:
-        return Usage()
-
-    def total(values: list[int | None]) -> int | None:
-        known = [v for v in values if v is not None]
-        return sum(known) if known else None
-
-    costs = [u.cost_usd for u in items]
-    sources = {u.cost_source for u in items}
-    if any(c is None for c in costs):
-        cost, source = None, CostSource.unknown
-    else:
-        cost = round(sum(c for c in costs if c is not None), 6)
-        source = CostSource.reported if sources == {CostSource.reported} else CostSource.computed
-    where = ", ".join(sorted({u.price_source for u in items if u.price_source})) or None
-    return Usage(
-        input_tokens=total([u.input_tokens for u in items]),
-        output_tokens=total([u.output_tokens for u in items]),
-        cache_read_tokens=total([u.cache_read_tokens for u in items]),
-        cache_write_tokens=total([u.cache_write_tokens for u in items]),
-        turns=total([u.turns for u in items]),
-        cost_usd=cost,
-        cost_source=source,
-        price_source=None if cost is None else where,
     )

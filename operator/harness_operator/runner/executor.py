@@ -17,6 +17,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO
 
+from harness_operator.contract.events import Event
+from harness_operator.contract.plan import AttemptPlan
+from harness_operator.contract.result import EXIT_STOPPED
 from harness_operator.runner.attempt import (
     ALLOWED_ENV,
     AttemptResult,
@@ -32,13 +35,10 @@ from harness_operator.runner.attempt import (
     utc_now,
     with_plan_identity,
 )
-from harness_operator.runner.cost import compute_usage
-from harness_operator.runner.events import Event
+from harness_operator.runner.cost import compute_usage, price_book
 from harness_operator.runner.launch import LocalAgent, Spawn
 from harness_operator.runner.parsers import Failure, build_parser
-from harness_operator.runner.plan import AttemptPlan
 from harness_operator.runner.redact import StreamRedactor
-from harness_operator.runner.result import EXIT_STOPPED
 from harness_operator.runner.stops import SetupError
 
 __all__ = ["ALLOWED_ENV", "AttemptResult", "execute", "execute_cli"]
@@ -230,7 +230,7 @@ def _finish(
     stdout = streams.take_stdout()
     report = streams.parser.finish(stdout.decode("utf-8", "replace"))
     report = drop_unusable_figures(report, reporter)
-    usage = compute_usage(report, plan.prices, plan.model_hint)
+    usage = compute_usage(report, price_book(plan), plan.model_hint)
     report = with_plan_identity(plan, report)
     agent_code = agent_exit_code(returncode)
     result = AttemptResult(

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from harness_operator.reasons import ReasonedError
+from harness_operator.api.reasons import ReasonedError
 
 GROUP_EXIT_SECONDS = 1.0
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from harness_operator.runner.events import Event
+from harness_operator.contract.events import Event
 
 
 class Failure(StrEnum):

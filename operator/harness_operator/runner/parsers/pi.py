@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness_operator.runner.events import Event, short_argument, text_event
+from harness_operator.contract.events import Event, short_argument, text_event
 from harness_operator.runner.parsers.base import (
     Failure,
     Parser,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from harness_operator.runner.events import text_event
+from harness_operator.contract.events import text_event
 from harness_operator.runner.parsers.base import Failure, Parser, Report, Tokens, classify_error
 
 

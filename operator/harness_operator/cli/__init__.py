@@ -1,0 +1,1 @@
+"""harnessctl: validate, run (local), render, logs, import-dagu, crds."""

@@ -1,0 +1,181 @@
+"""harnessctl: validate, run (local), render, crds, import-dagu, logs (the command-line shell).
+
+Installed a second time as `kubectl-harness`, so `kubectl harness logs RUN` works as a kubectl plugin."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness_operator.api.crd import build_crds, render_crd_yaml
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.cli.dagu_import import dns_name, import_dagu
+from harness_operator.cli.manifests import load_documents
+from harness_operator.cli.validation import ERROR, validate_documents
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    docs = load_documents(args.paths)
+    if not docs:
+        print(f"harnessctl: no manifests found in {' '.join(args.paths)}", file=sys.stderr)
+        return 1
+    findings = validate_documents(docs, load_builtin_catalog())
+    for finding in findings:
+        print(finding.render())
+    errors = sum(1 for f in findings if f.severity == ERROR)
+    warnings = len(findings) - errors
+    print(f"{len(docs)} manifests: {errors} errors, {warnings} warnings", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def cmd_crds(args: argparse.Namespace) -> int:
+    for out_dir in args.output:
+        folder = Path(out_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, crd in build_crds().items():
+            (folder / name).write_text(render_crd_yaml(crd), encoding="utf-8")
+            print(folder / name)
+    return 0
+
+
+def read_dag(path: Path) -> dict[str, Any] | None:
+    """A Dagu YAML file as a mapping, or None after saying why not."""
+    try:
+        dag = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"harnessctl: cannot read {path}: {exc}", file=sys.stderr)
+        return None
+    if not isinstance(dag, dict):
+        print(f"harnessctl: {path}: a Dagu DAG must be a YAML mapping", file=sys.stderr)
+        return None
+    return dag
+
+
+def cmd_import_dagu(args: argparse.Namespace) -> int:
+    path = Path(args.dag)
+    dag = read_dag(path)
+    base = read_dag(Path(args.base)) if args.base else {}
+    if dag is None or base is None:
+        return 1
+    result = import_dagu(dag, dns_name(str(dag.get("name") or path.stem)), base)
+    for line in result.errors:
+        print(f"{path}: error: {line}", file=sys.stderr)
+    if result.errors:
+        print(
+            f"harnessctl: {len(result.errors)} errors: Dagu refuses this DAG; nothing imported",
+            file=sys.stderr,
+        )
+        return 1
+    sys.stdout.write(yaml.safe_dump_all(result.manifests, sort_keys=False))
+    for line in result.unsupported:
+        print(f"{path}: unsupported: {line}", file=sys.stderr)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness_operator.cli.local_run import run_paths
+
+    return run_paths(args.paths, args.status_file)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from harness_operator.cli.render import build_rendered_objects
+    from harness_operator.core.config import OperatorConfig
+
+    docs = load_documents(args.paths)
+    errors = [f for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
+    for finding in errors:
+        print(finding.render(), file=sys.stderr)
+    if errors:
+        return 1
+    objects, problems = build_rendered_objects(
+        docs, load_builtin_catalog(), OperatorConfig.from_env(), datetime.now(UTC)
+    )
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    return 1 if problems else 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from harness_operator.cli.follow import RunNotFound, follow_run
+    from harness_operator.contract.events import Event, render_event
+    from harness_operator.controller.kube import Kube
+
+    def write(event: Event) -> None:
+        line = (
+            json.dumps(event.to_json(), ensure_ascii=False) if args.output == "jsonl" else render_event(event)
+        )
+        if line is not None:
+            print(line, flush=True)
+
+    try:
+        kube, namespace = Kube.from_kubeconfig(args.kubeconfig, args.context)
+        return follow_run(kube, args.namespace or namespace, args.run, args.follow, write)
+    except RunNotFound as exc:
+        print(f"harnessctl: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    prog = "kubectl harness" if Path(sys.argv[0]).name == "kubectl-harness" else "harnessctl"
+    parser = argparse.ArgumentParser(prog=prog, description="Run and check agent-harness manifests.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    validate = sub.add_parser("validate", help="check manifests offline (schema, CEL rules, references)")
+    validate.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests")
+    validate.set_defaults(func=cmd_validate)
+
+    run = sub.add_parser("run", help="execute each HarnessRun in the files locally, with no cluster")
+    run.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests")
+    run.add_argument("--status-file", metavar="FILE", help="write the final status (as in the CR) as YAML")
+    run.set_defaults(func=cmd_run)
+
+    render = sub.add_parser("render", help="print the objects the operator would create (secrets redacted)")
+    render.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests")
+    render.set_defaults(func=cmd_render)
+
+    crds = sub.add_parser("crds", help="write the generated CustomResourceDefinitions")
+    crds.add_argument(
+        "-o", "--output", action="append", default=None, metavar="DIR", help="folder to write (repeatable)"
+    )
+    crds.set_defaults(func=cmd_crds)
+
+    dagu = sub.add_parser("import-dagu", help="turn a Dagu DAG's harnesses and harness steps into manifests")
+    dagu.add_argument("dag", metavar="DAG.yaml")
+    dagu.add_argument(
+        "--base", metavar="BASE.yaml", help="Dagu's base config, whose harnesses: the DAG inherits"
+    )
+    dagu.set_defaults(func=cmd_import_dagu)
+
+    logs = sub.add_parser("logs", help="show a run's progress: turns, tool calls, text, usage, outcome")
+    logs.add_argument("run", metavar="RUN", help="the HarnessRun's name")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow the run until it ends")
+    logs.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    logs.add_argument("--context", help="kubeconfig context to use")
+    logs.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    logs.add_argument(
+        "-o", "--output", choices=["text", "jsonl"], default="text", help="jsonl: the normalized events"
+    )
+    logs.set_defaults(func=cmd_logs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "crds" and args.output is None:
+        args.output = ["crds"]
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""`harnessctl render`: the objects the operator would create for each run (pure).
+
+Nothing secret is read: credentials appear only as secretKeyRefs, and a prompt or stdin taken from a
+ConfigMap, Secret or another run (directly or as an input) shows as a placeholder naming its source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from harness_operator.api.v1alpha1 import ClusterHarnessDefinition, HarnessRun, RunInput, ValueSource
+from harness_operator.cli.manifests import Document
+from harness_operator.cli.validation import build_catalog
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.desired import (
+    build_job,
+    build_network_policy,
+    build_plan_secret,
+    build_plans,
+    build_workspace_claim,
+)
+from harness_operator.core.planning import PlanError
+from harness_operator.core.resolution import Rejection, check_references, compose_inputs, resolve_targets
+
+UID_PLACEHOLDER = "<uid assigned by the API server>"
+
+
+def describe_source(source: ValueSource | RunInput) -> str:
+    """What the operator reads at run time, for a source render cannot read."""
+    if isinstance(source, RunInput) and source.value is not None:
+        return source.value
+    if source.config_map_key_ref:
+        return f"<ConfigMap {source.config_map_key_ref.name} key {source.config_map_key_ref.key}>"
+    if source.secret_key_ref:
+        return f"<Secret {source.secret_key_ref.name} key {source.secret_key_ref.key}>"
+    assert source.run_output is not None
+    return f"<output of HarnessRun {source.run_output.name}>"
+
+
+def build_rendered_objects(
+    docs: Sequence[Document],
+    builtins: Iterable[ClusterHarnessDefinition],
+    config: OperatorConfig,
+    now: datetime,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """(objects, problems): every child of every HarnessRun in `docs`, in the order the operator applies
+    them; a run the operator would refuse (unknown provider or input, no way to pass its arguments) is
+    listed as a problem instead."""
+    catalog = build_catalog(docs, builtins)
+    objects: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for doc in docs:
+        if doc.kind != "HarnessRun" or doc.error:
+            continue
+        raw = {
+            **doc.obj,
+            "metadata": {**doc.obj.get("metadata", {}), "namespace": doc.namespace, "uid": UID_PLACEHOLDER},
+        }
+        run = HarnessRun.model_validate(raw)
+        try:
+            targets = resolve_targets(catalog, run)
+            check_references(run.spec)
+            prompt, stdin = compose_inputs(run.spec, lambda _, source: describe_source(source))
+            plans = build_plans(run, targets, prompt, stdin, now)
+        except (Rejection, PlanError) as exc:
+            problems.append(f"{doc.path}: HarnessRun/{doc.name}: {exc.reason}: {exc.message}")
+            continue
+        objects.append(build_plan_secret(run, plans))
+        claim = build_workspace_claim(run, targets[0].provider)
+        if claim is not None:
+            objects.append(claim)
+        for target in targets:
+            objects.append(build_network_policy(run, target, config))
+            objects.append(build_job(run, target, config))
+    return objects, problems

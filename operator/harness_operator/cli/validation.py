@@ -1,0 +1,319 @@
+"""Offline checks of manifests: schema, the CRDs' CEL rules, cross-references, warnings (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness_operator.api.crd import crd_schema_for
+from harness_operator.api.v1alpha1 import (
+    API_VERSION,
+    GROUP,
+    KINDS,
+    WITH_VALUES_CHECK,
+    WITH_VALUES_MESSAGE,
+    ClusterHarnessDefinition,
+    HarnessDefinitionSpec,
+    HarnessRun,
+    NetworkPolicyMode,
+    rule,
+    validations,
+)
+from harness_operator.cli.manifests import Document
+from harness_operator.core.cel import check_rules
+from harness_operator.core.inputs import DependencyCycle, compute_dependencies, compute_run_order
+from harness_operator.core.invocation import merge_options
+from harness_operator.core.planning import PlanError, check_arguments
+from harness_operator.core.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
+from harness_operator.core.resolution import compute_provider_chain, resolve_definition
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem in one manifest."""
+
+    path: str
+    kind: str
+    name: str
+    field: str
+    message: str
+    severity: str = ERROR
+
+    def render(self) -> str:
+        label = "warning: " if self.severity == WARNING else ""
+        return (
+            f"{self.path}: {self.kind or '?'}/{self.name or '?'}: {self.field or '-'}: {label}{self.message}"
+        )
+
+
+def _loc(loc: Iterable[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _schema_message(error: Any) -> str:
+    kind, msg = error["type"], error["msg"]
+    if kind == "extra_forbidden":
+        return "unknown field; remove it (kubectl explain shows the fields)"
+    if kind == "missing":
+        return "required field is missing"
+    return str(msg)
+
+
+def schema_findings(doc: Document) -> list[Finding]:
+    """The document against the pydantic model of its kind."""
+    model = KINDS[doc.kind]
+    try:
+        model.model_validate(doc.obj)
+    except ValidationError as exc:
+        return [
+            Finding(doc.path, doc.kind, doc.name, _loc(e["loc"]), _schema_message(e)) for e in exc.errors()
+        ]
+    return []
+
+
+def cel_findings(doc: Document) -> list[Finding]:
+    """The CRD's own CEL rules, evaluated offline."""
+    try:
+        violations = check_rules(crd_schema_for(doc.kind), doc.obj)
+    except ValueError as exc:  # CEL's integers are 64-bit: a larger number cannot be checked (nor stored)
+        message = f"a number does not fit in a 64-bit integer ({exc}); the CEL rules could not be checked"
+        return [Finding(doc.path, doc.kind, doc.name, "spec", message)]
+    return [Finding(doc.path, doc.kind, doc.name, v.path, v.message) for v in violations]
+
+
+# The check the chart's admission policy makes on every `with` map (the CRD cannot see their keys).
+_WITH_SCHEMA = validations(rule(WITH_VALUES_CHECK.format(m="self"), WITH_VALUES_MESSAGE))
+
+
+def with_findings(doc: Document) -> list[Finding]:
+    """The admission policy's check of spec.with and each spec.fallback[].with, offline."""
+    spec = doc.obj.get("spec") or {}
+    maps = [("spec.with", spec.get("with"))] + [
+        (f"spec.fallback[{i}].with", fb.get("with"))
+        for i, fb in enumerate(spec.get("fallback") or [])
+        if isinstance(fb, dict)
+    ]
+    found = []
+    for field, value in maps:
+        if isinstance(value, dict):
+            found += [
+                Finding(doc.path, doc.kind, doc.name, v.path, v.message)
+                for v in check_rules(_WITH_SCHEMA, value, path=field)
+            ]
+    return found
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Definitions known to the check: the files' own, then the built-in catalog."""
+
+    namespaced: dict[tuple[str, str], HarnessDefinitionSpec]
+    cluster: dict[str, HarnessDefinitionSpec]
+
+    def definition(self, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        """resolution.DefinitionReader: the definitions here parsed already."""
+        spec = self.cluster.get(name) if namespace is None else self.namespaced.get((namespace, name))
+        return None if spec is None else {"spec": spec}
+
+
+def build_catalog(docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition]) -> Catalog:
+    """Collect the definitions that parse; broken ones are reported by the schema check."""
+    cluster = {d.metadata["name"]: d.spec for d in builtins}
+    namespaced: dict[tuple[str, str], HarnessDefinitionSpec] = {}
+    for doc in docs:
+        if doc.kind not in ("HarnessDefinition", "ClusterHarnessDefinition"):
+            continue
+        try:
+            spec = HarnessDefinitionSpec.model_validate(doc.obj.get("spec") or {})
+        except ValidationError:
+            continue
+        if doc.kind == "ClusterHarnessDefinition":
+            cluster[doc.name] = spec
+        else:
+            namespaced[(doc.namespace, doc.name)] = spec
+    return Catalog(namespaced, cluster)
+
+
+def _provider_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list[Finding]:
+    found = []
+    for index, (field, provider) in enumerate(compute_provider_chain(run.spec)):
+        if resolve_definition(catalog, doc.namespace, provider) is None:
+            what = "provider" if index == 0 else "fallback provider"
+            found.append(Finding(doc.path, doc.kind, doc.name, field, f'unknown {what} "{provider}"'))
+    return found
+
+
+def _run_output_findings(doc: Document, run: HarnessRun, runs: set[tuple[str, str]]) -> list[Finding]:
+    found = []
+    for field, source in (("spec.promptFrom", run.spec.prompt_from), ("spec.stdinFrom", run.spec.stdin_from)):
+        if source and source.run_output and (doc.namespace, source.run_output.name) not in runs:
+            found.append(
+                Finding(
+                    doc.path,
+                    doc.kind,
+                    doc.name,
+                    f"{field}.runOutput.name",
+                    f'HarnessRun "{source.run_output.name}" is not among the given manifests',
+                )
+            )
+    return found
+
+
+def _dependency_findings(doc: Document, run: HarnessRun, runs: set[tuple[str, str]]) -> list[Finding]:
+    """spec.after and spec.inputs[].runOutput name runs of the given manifests (promptFrom/stdinFrom are
+    checked above), never the run itself."""
+    found = []
+    for field, name in compute_dependencies(run.spec):
+        if field.startswith(("spec.promptFrom", "spec.stdinFrom")):
+            continue
+        if name == doc.name:
+            found.append(Finding(doc.path, doc.kind, doc.name, field, "names this run itself"))
+        elif (doc.namespace, name) not in runs:
+            message = f'HarnessRun "{name}" is not among the given manifests'
+            found.append(Finding(doc.path, doc.kind, doc.name, field, message))
+    return found
+
+
+def _cycle_findings(docs: Sequence[Document]) -> list[Finding]:
+    """A cycle of runs waiting for each other (spec.after, runOutput) would never start."""
+    graph: dict[str, list[str]] = {}
+    where: dict[str, Document] = {}
+    for doc in docs:
+        if doc.kind != "HarnessRun" or doc.error or schema_findings(doc):
+            continue
+        spec = HarnessRun.model_validate(doc.obj).spec
+        label = f"{doc.namespace}/{doc.name}"
+        graph[label] = [
+            f"{doc.namespace}/{name}" for _, name in compute_dependencies(spec) if name != doc.name
+        ]
+        where[label] = doc
+    try:
+        compute_run_order(graph)
+    except DependencyCycle as exc:
+        first = where[exc.cycle[0]]
+        return [Finding(first.path, first.kind, first.name, "spec.after", str(exc))]
+    return []
+
+
+def _argument_problem(
+    run: HarnessRun, definition: HarnessDefinitionSpec, index: int, name: str, options: dict[str, Any]
+) -> PlanError | None:
+    """What the operator would refuse when it plans this attempt (inline prompt and stdin only)."""
+    spec = run.spec
+    stdin = spec.stdin if spec.stdin_from is None else None
+    try:
+        check_arguments(run, definition, index, name, options, spec.prompt or "", stdin)
+    except PlanError as exc:
+        return exc
+    return None
+
+
+def _warnings(
+    doc: Document, run: HarnessRun, catalog: Catalog, secrets: set[tuple[str, str]]
+) -> list[Finding]:
+    def warn(field: str, message: str) -> Finding:
+        return Finding(doc.path, doc.kind, doc.name, field, message, WARNING)
+
+    spec = run.spec
+    found = []
+    if not (spec.workspace and spec.workspace.working_dir):
+        found.append(
+            warn("spec.workspace.workingDir", "not set; the agent runs in the sandbox's default directory")
+        )
+    sandbox = spec.sandbox
+    if sandbox and sandbox.network_policy == NetworkPolicyMode.unrestricted:
+        found.append(warn("spec.sandbox.networkPolicy", "unrestricted: the agent may reach any address"))
+    if sandbox and sandbox.egress and sandbox.network_policy != NetworkPolicyMode.allowlist:
+        found.append(warn("spec.sandbox.egress", "ignored unless spec.sandbox.networkPolicy is allowlist"))
+    granted_by_run = {c.env for c in spec.credentials}
+    options = [spec.with_] + [fb.with_ for fb in spec.fallback]
+    for index, (field, name) in enumerate(compute_provider_chain(spec), start=1):
+        definition = resolve_definition(catalog, doc.namespace, name)
+        if definition is None:
+            continue
+        problem = _argument_problem(run, definition, index, name, options[index - 1])
+        if problem is not None:
+            found.append(
+                warn("spec.prompt" if problem.reason == "PromptTooLarge" else field, problem.message)
+            )
+        caps = definition.capabilities
+        model = merge_options(definition, options[index - 1]).get("model")
+        if isinstance(model, str) and model:
+            table_knows = is_priced_by_table(definition, model)
+        else:  # the CLI picks its model: the runner prices it if the vendor's table has it
+            table_knows = find_vendor(definition, None) is not None
+        can_cost = caps.cost_reporting or (caps.usage_reporting and (bool(definition.pricing) or table_knows))
+        if spec.limits and spec.limits.max_cost_usd is not None and not can_cost:
+            found.append(
+                warn(
+                    "spec.limits.maxCostUSD",
+                    f'provider "{name}" reports no cost and neither its pricing nor the price table '
+                    f"({PRICE_TABLE}) knows model {model or '(the CLI default)'!r}, so the cost limit cannot "
+                    "be enforced; request a model the table prices, or add pricing (and usageReporting) to "
+                    "its definition",
+                )
+            )
+        missing = [
+            c
+            for c in definition.credentials
+            if c.env not in granted_by_run and (doc.namespace, c.secret_key_ref.name) not in secrets
+        ]
+        if definition.credentials and len(missing) == len(definition.credentials):
+            envs = ", ".join(f"{c.env} (Secret {c.secret_key_ref.name})" for c in missing)
+            found.append(
+                warn(
+                    field,
+                    f'provider "{name}" reads {envs}; no Secret given here provides it and spec.credentials '
+                    "grants nothing for it: create the Secret or add a spec.credentials grant",
+                )
+            )
+    return found
+
+
+def validate_documents(
+    docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition]
+) -> list[Finding]:
+    """All findings for a set of manifests, in document order."""
+    catalog = build_catalog(docs, builtins)
+    runs = {(d.namespace, d.name) for d in docs if d.kind == "HarnessRun"}
+    secrets = {(d.namespace, d.name) for d in docs if d.kind == "Secret"}
+    found: list[Finding] = []
+    for doc in docs:
+        if doc.error:
+            found.append(Finding(doc.path, "", "", "", doc.error))
+            continue
+        api_version = str(doc.obj.get("apiVersion", ""))
+        if doc.kind not in KINDS:
+            if api_version.startswith(GROUP + "/"):
+                found.append(Finding(doc.path, doc.kind, doc.name, "kind", f"unknown kind in {GROUP}"))
+            continue
+        if api_version != API_VERSION:
+            found.append(
+                Finding(
+                    doc.path, doc.kind, doc.name, "apiVersion", f"must be {API_VERSION}, not {api_version!r}"
+                )
+            )
+            continue
+        if not doc.name:
+            found.append(Finding(doc.path, doc.kind, doc.name, "metadata.name", "required field is missing"))
+        refused = schema_findings(doc) + cel_findings(doc)
+        if doc.kind == "HarnessRun":
+            refused += with_findings(doc)
+        found += refused
+        if refused or doc.kind != "HarnessRun":
+            continue  # what the API server refuses gets no cross-reference checks or warnings on top
+        run = HarnessRun.model_validate(doc.obj)
+        found += _provider_findings(doc, run, catalog)
+        found += _run_output_findings(doc, run, runs)
+        found += _dependency_findings(doc, run, runs)
+        found += _warnings(doc, run, catalog, secrets)
+    return found + _cycle_findings(docs)

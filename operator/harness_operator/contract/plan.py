@@ -1,0 +1,136 @@
+"""AttemptPlan: everything one attempt needs, the document the operator writes and the runner reads.
+
+The operator serialises one plan per attempt into the attempt's plan Secret (it may hold the prompt;
+core/planning.py builds it); `harnessctl run` walks the list for the primary and every fallback. Secrets
+never enter a plan: only the names of the credential variables, whose values are passed to the agent
+and redacted.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import Field, model_validator
+
+from harness_operator.api.v1alpha1 import (
+    AcpPermission,
+    AcpTransport,
+    EnvVar,
+    Limits,
+    Model,
+    ModelPricing,
+    OutputFormat,
+)
+
+DEFAULT_GRACE_SECONDS = 30
+PLAN_VERSION = 1
+
+# The variables through which an ACP connection's secrets (header values, the CA bundle) reach the
+# runner: granted like any credential, so they are passed as environment and redacted everywhere.
+ACP_HEADER_ENV = "HARNESS_ACP_HEADER_{index}"
+ACP_CA_BUNDLE_ENV = "HARNESS_ACP_CA_BUNDLE"
+
+
+class AcpHeaderPlan(Model):
+    """One header for a remote ACP agent: a literal value, or the credential variable holding it."""
+
+    name: str = Field(min_length=1, description="Header name.")
+    value: str | None = Field(default=None, description="Literal value (not secret).")
+    credential_env: str | None = Field(default=None, description="Credential variable with the value.")
+
+
+class AcpSessionPlan(Model):
+    """An ACP session: how to reach the agent and what to send it."""
+
+    transport: AcpTransport = Field(default=AcpTransport.stdio, description="stdio, websocket or http.")
+    prompt: str = Field(description="The prompt, a blank line, then the run's stdin.")
+    url: str | None = Field(default=None, description="Endpoint for websocket or http.")
+    cwd: str | None = Field(default=None, description="Session working directory on the agent host.")
+    headers: list[AcpHeaderPlan] = Field(default_factory=list, description="Headers for websocket/http.")
+    ca_bundle_env: str | None = Field(default=None, description="Credential variable with extra CA roots.")
+    bearer_subprotocol: bool = Field(default=False, description="Bearer token as a websocket subprotocol.")
+    permission: AcpPermission = Field(default=AcpPermission.deny, description="spec.acpPermission.")
+
+
+# The workspace's clone waits too (runner/confinement.py's main): the probe as JSON in this variable,
+# and its exit code when a required wait failed (the operator then reports NetworkNotConfined).
+CONFINEMENT_ENV = "HARNESS_CONFINEMENT"
+EXIT_NOT_CONFINED = 86
+
+
+class ConfinementProbe(Model):
+    """Before the agent starts, wait until this address (one its network policy denies) is refused."""
+
+    host: str = Field(min_length=1, description="An address the attempt's policy denies: the API server.")
+    port: int = Field(ge=1, le=65535, description="Its TCP port.")
+    timeout_seconds: int = Field(default=30, ge=1, description="How long to wait for the policy.")
+    required: bool = Field(default=True, description="Fail the attempt when never refused (else warn).")
+
+
+class AttemptPlan(Model):
+    """One attempt, fully resolved: a CLI invocation (argv, stdin, parser) or an ACP session (`acp`;
+    argv then starts a stdio adapter), with environment names, pricing and limits."""
+
+    version: int = Field(default=PLAN_VERSION, description="Plan format version.")
+    run_name: str = Field(default="", description="The HarnessRun's name.")
+    run_namespace: str = Field(default="default", description="The HarnessRun's namespace.")
+    attempt: int = Field(ge=1, description="1-based attempt number.")
+    total_attempts: int = Field(ge=1, description="Primary plus fallbacks.")
+    provider: str = Field(description="Provider name of this attempt.")
+    binary: str = Field(
+        default="",
+        description="argv[0]: a name looked up in PATH, or a path with '/' (empty for a remote ACP agent).",
+    )
+    args: list[str] = Field(default_factory=list, description="Arguments after argv[0].")
+    stdin: str | None = Field(default=None, description="Piped to the agent; None closes stdin.")
+    env: list[EnvVar] = Field(default_factory=list, description="Plain (non-secret) environment.")
+    credential_envs: list[str] = Field(
+        default_factory=list, description="Variables granted from Secrets: passed through and redacted."
+    )
+    optional_credential_envs: list[str] = Field(
+        default_factory=list, description="The subset of credential_envs that may be absent."
+    )
+    output_format: OutputFormat = Field(default=OutputFormat.text, description="Parser for stdout.")
+    pricing: dict[str, ModelPricing] = Field(
+        default_factory=dict,
+        description="The definition's prices: USD per million tokens; win over the table.",
+    )
+    table_pricing: dict[str, ModelPricing] = Field(
+        default_factory=dict,
+        description="List prices per model id from the pinned price table (operator-filled).",
+    )
+    price_table: str | None = Field(default=None, description="The price table and its version.")
+    cli_version: str | None = Field(
+        default=None, description="The definition's pinned CLI version, for when the CLI prints none."
+    )
+    model_hint: str | None = Field(default=None, description="The model requested with the `model` option.")
+    limits: Limits = Field(default_factory=Limits, description="Time, cost, turn and output limits.")
+    working_dir: str | None = Field(default=None, description="Working directory (created if missing).")
+    acp: AcpSessionPlan | None = Field(default=None, description="Set for protocol acp: the session.")
+    confinement: ConfinementProbe | None = Field(
+        default=None, description="Wait for the network policy before starting the agent (operator-set)."
+    )
+
+    @model_validator(mode="after")
+    def _has_something_to_start(self) -> AttemptPlan:
+        remote = self.acp is not None and self.acp.transport != AcpTransport.stdio
+        if not self.binary and not remote:
+            raise ValueError("binary is required, except for a remote ACP agent")
+        return self
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.binary, *self.args]
+
+    @property
+    def grace_seconds(self) -> int:
+        grace = self.limits.grace_period_seconds
+        return DEFAULT_GRACE_SECONDS if grace is None else grace
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(by_alias=True, mode="json"), sort_keys=True)
+
+
+def load_plan(text: str) -> AttemptPlan:
+    """A plan from its JSON (the pod's /etc/harness/plan.json)."""
+    return AttemptPlan.model_validate_json(text)

@@ -1,0 +1,414 @@
+"""The only module that talks to the API server: fetch_*, create_*, patch_*, delete_* (I/O)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.controller.errors import Permanent, classify
+from harness_operator.core.naming import (
+    LABEL_MANAGED_BY,
+    LABEL_RUN,
+    MANAGED_BY,
+    RUNNER_CONTAINER,
+    label_value,
+    output_config_map_name,
+)
+from harness_operator.core.ownership import is_run_output
+from harness_operator.core.resolution import DefinitionReader, NotTheOutput, Unreadable
+
+FIELD_MANAGER = "harness-operator"
+RUNS = "harnessruns"
+CONNECTIONS = 32
+
+
+class Kube:
+    """Thin typed wrappers over the official client; every call goes through here."""
+
+    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+        if api_client is None:
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            settings = client.Configuration.get_default_copy()
+            # Every worker keeps its connection: with the default pool of 10, a burst's workers and
+            # watch threads discarded connections and paid a new TLS handshake per request.
+            settings.connection_pool_maxsize = CONNECTIONS
+            api_client = client.ApiClient(settings)
+        self.api = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.net = client.NetworkingV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.extensions = client.ApiextensionsV1Api(api_client)
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None, context: str | None) -> tuple[Kube, str]:
+        """A client as kubectl would make it (file, context), and that context's namespace."""
+        config.load_kube_config(config_file=path, context=context)
+        _, active = config.list_kube_config_contexts(config_file=path)
+        chosen = active
+        if context:
+            contexts, _ = config.list_kube_config_contexts(config_file=path)
+            chosen = next((c for c in contexts if c.get("name") == context), active)
+        namespace = str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+        return cls(client.ApiClient()), namespace
+
+    # --- reads -------------------------------------------------------------------------------------
+
+    def fetch_run(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return _none_if_missing(
+            lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, RUNS, name)
+        )
+
+    def fetch_definition_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """One HarnessDefinition (namespace given) or ClusterHarnessDefinition, as stored."""
+        if namespace:
+            return _none_if_missing(
+                lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+            )
+        return _none_if_missing(lambda: self.custom.get_cluster_custom_object(GROUP, VERSION, plural, name))
+
+    def fetch_config_map_key(self, namespace: str, name: str, key: str) -> str | None:
+        cm = self.fetch_config_map(namespace, name)
+        return None if cm is None else (cm.get("data") or {}).get(key)
+
+    def fetch_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A whole ConfigMap as a plain dict (metadata included, to check who owns it)."""
+        cm = _none_if_missing(lambda: self.core.read_namespaced_config_map(name, namespace))
+        return None if cm is None else dict(self.api.sanitize_for_serialization(cm))
+
+    def fetch_secret_key(self, namespace: str, name: str, key: str) -> str | None:
+        secret = _none_if_missing(lambda: self.core.read_namespaced_secret(name, namespace))
+        if secret is None or key not in (secret.data or {}):
+            return None
+        return base64.b64decode(secret.data[key]).decode("utf-8", errors="replace")
+
+    def fetch_pods(self, namespace: str, run: str) -> list[dict[str, Any]]:
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_RUN}={label_value(run)}"
+        pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
+        return [self.api.sanitize_for_serialization(p) for p in pods.items]
+
+    def fetch_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """One Job as stored (None when it does not exist): the check before an attempt is called lost."""
+        job = _none_if_missing(lambda: self.batch.read_namespaced_job(name, namespace))
+        return None if job is None else dict(self.api.sanitize_for_serialization(job))
+
+    def _lister(self, kind: str, namespace: str | None) -> Any:
+        if kind == "Job":
+            batch = self.batch
+            return batch.list_job_for_all_namespaces if namespace is None else batch.list_namespaced_job
+        core = self.core
+        return core.list_pod_for_all_namespaces if namespace is None else core.list_namespaced_pod
+
+    def list_objects(
+        self, kind: str, namespace: str | None, selector: str
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Jobs or Pods matching `selector` (server side), in one namespace or all, as raw JSON (no
+        model objects: decoding thousands of them is the cost a watch cache exists to avoid), with the
+        list's resourceVersion to watch from."""
+        args = () if namespace is None else (namespace,)
+        response = self._lister(kind, namespace)(*args, label_selector=selector, _preload_content=False)
+        listed = json.loads(response.data)
+        return list(listed.get("items") or []), str(listed["metadata"]["resourceVersion"])
+
+    def watch_objects(
+        self, kind: str, namespace: str | None, selector: str, resource_version: str, timeout_seconds: int
+    ) -> Iterator[dict[str, Any]]:
+        """The watch events ({type, object}, raw JSON) of Jobs or Pods matching `selector` after
+        `resource_version`, until the server ends the watch (at most `timeout_seconds`)."""
+        args = () if namespace is None else (namespace,)
+        response = self._lister(kind, namespace)(
+            *args,
+            label_selector=selector,
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout_seconds,
+            _preload_content=False,
+            _request_timeout=(10, timeout_seconds + 30),
+        )
+        pending = b""
+        try:
+            for chunk in response.stream(64 * 1024):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
+
+    def fetch_pod_log(self, namespace: str, pod: str, container: str = RUNNER_CONTAINER) -> str | None:
+        return _none_if_missing(
+            lambda: self.core.read_namespaced_pod_log(
+                pod, namespace, container=container, _preload_content=True
+            )
+        )
+
+    def fetch_pod_log_tail(
+        self, namespace: str, pod: str, tail_lines: int, limit_bytes: int, container: str = RUNNER_CONTAINER
+    ) -> str | None:
+        """At most the last `tail_lines` lines of a pod's log, cut at `limit_bytes`: one bounded read."""
+        return _none_if_missing(
+            lambda: self.core.read_namespaced_pod_log(
+                pod, namespace, container=container, tail_lines=tail_lines, limit_bytes=limit_bytes
+            )
+        )
+
+    def fetch_pod_log_lines(
+        self, namespace: str, pod: str, follow: bool, container: str = RUNNER_CONTAINER
+    ) -> Iterator[str]:
+        """A pod's log line by line, as the API server streams it; with `follow`, until the container ends."""
+        response: Any = self.core.read_namespaced_pod_log(
+            pod, namespace, container=container, follow=follow, _preload_content=False
+        )
+        pending = b""
+        try:
+            for chunk in response.stream(64 * 1024):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace")
+            if pending:
+                yield pending.decode("utf-8", "replace")
+        finally:
+            response.release_conn()
+
+    # --- writes ------------------------------------------------------------------------------------
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """Create `obj`; None when created, else the object that already holds its name (as a plain
+        dict) for the caller to check: a name taken is not proof that the object is ours."""
+        kind, ns, name = obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]
+        body: Any = obj  # the client serialises plain dicts as they are
+        readers = {
+            "Job": lambda: self.batch.read_namespaced_job(name, ns),
+            "Secret": lambda: self.core.read_namespaced_secret(name, ns),
+            "ConfigMap": lambda: self.core.read_namespaced_config_map(name, ns),
+            "PersistentVolumeClaim": lambda: self.core.read_namespaced_persistent_volume_claim(name, ns),
+            "NetworkPolicy": lambda: self.net.read_namespaced_network_policy(name, ns),
+            "CiliumNetworkPolicy": lambda: self.custom.get_namespaced_custom_object(
+                "cilium.io", "v2", ns, "ciliumnetworkpolicies", name
+            ),
+        }
+        creators = {
+            "Job": lambda: self.batch.create_namespaced_job(ns, body, field_manager=FIELD_MANAGER),
+            "Secret": lambda: self.core.create_namespaced_secret(ns, body, field_manager=FIELD_MANAGER),
+            "ConfigMap": lambda: self.core.create_namespaced_config_map(
+                ns, body, field_manager=FIELD_MANAGER
+            ),
+            "PersistentVolumeClaim": lambda: self.core.create_namespaced_persistent_volume_claim(
+                ns, body, field_manager=FIELD_MANAGER
+            ),
+            "NetworkPolicy": lambda: self.net.create_namespaced_network_policy(
+                ns, body, field_manager=FIELD_MANAGER
+            ),
+            "CiliumNetworkPolicy": lambda: self.custom.create_namespaced_custom_object(
+                "cilium.io", "v2", ns, "ciliumnetworkpolicies", body, field_manager=FIELD_MANAGER
+            ),
+        }
+        try:
+            creators[kind]()
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            existing = _none_if_missing(readers[kind])
+            if existing is None:
+                raise  # deleted in between: a conflict worth retrying
+            return dict(self.api.sanitize_for_serialization(existing))
+        return None
+
+    def fetch_serves_cilium_policies(self) -> bool:
+        """Whether the cluster serves Cilium's CiliumNetworkPolicy (its CRD exists)."""
+        crd = _none_if_missing(
+            lambda: self.extensions.read_custom_resource_definition("ciliumnetworkpolicies.cilium.io")
+        )
+        return crd is not None
+
+    def apply_egress_grant(self, grant: dict[str, Any]) -> None:
+        """Create the gateway's grant ConfigMap, or replace the one a deleted run of the same name left:
+        the gateway's namespace is the operator's own, so what holds the name there is ours."""
+        ns, name = grant["metadata"]["namespace"], grant["metadata"]["name"]
+        body: Any = grant  # the client serialises plain dicts as they are
+        try:
+            self.core.create_namespaced_config_map(ns, body, field_manager=FIELD_MANAGER)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.core.replace_namespaced_config_map(name, ns, body, field_manager=FIELD_MANAGER)
+
+    def delete_egress_grant(self, namespace: str, name: str) -> None:
+        """Delete a run's grant: the gateway refuses its credential from then on."""
+        self.delete_config_map(namespace, name)
+
+    def write_config_map(self, body: dict[str, Any]) -> str | None:
+        """Create the ConfigMap, or replace it if its metadata.resourceVersion is still the server's: the
+        new resourceVersion, or None when another write came first (409: read it again, redo the change)."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        sent: Any = body  # the client serialises plain dicts as they are
+        try:
+            if body["metadata"].get("resourceVersion"):
+                written = self.core.replace_namespaced_config_map(name, ns, sent, field_manager=FIELD_MANAGER)
+            else:
+                written = self.core.create_namespaced_config_map(ns, sent, field_manager=FIELD_MANAGER)
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise
+        assert written.metadata is not None
+        return str(written.metadata.resource_version)
+
+    def delete_config_map(self, namespace: str, name: str) -> None:
+        """Delete a ConfigMap (gone: nothing to do)."""
+        _none_if_missing(lambda: self.core.delete_namespaced_config_map(name, namespace))
+
+    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch the run's status through the status subresource (spec is never touched)."""
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, RUNS, name, {"status": status}
+        )
+
+    def patch_definition_status(
+        self, plural: str, namespace: str | None, name: str, status: dict[str, Any]
+    ) -> None:
+        """Merge-patch a definition's status through its status subresource."""
+        if namespace:
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, plural, name, {"status": status}
+            )
+        else:
+            self.custom.patch_cluster_custom_object_status(GROUP, VERSION, plural, name, {"status": status})
+
+    def patch_budget_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch a HarnessBudget's status through its status subresource (gone: nothing to do)."""
+        _none_if_missing(
+            lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, "harnessbudgets", name, {"status": status}
+            )
+        )
+
+    def delete_job(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        """Delete a Job and its pods in the background; the pods get their termination grace period."""
+        try:
+            self.batch.delete_namespaced_job(
+                name, namespace, propagation_policy="Background", grace_period_seconds=grace_seconds
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def delete_run(self, namespace: str, name: str, uid: str) -> None:
+        """Delete a run if it is still the one with `uid` (gone, or re-created under its name: nothing
+        done); the garbage collector then deletes its children through their ownerReferences."""
+        try:
+            self.custom.delete_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                RUNS,
+                name,
+                body=client.V1DeleteOptions(
+                    preconditions=client.V1Preconditions(uid=uid), propagation_policy="Background"
+                ),
+            )
+        except ApiException as exc:
+            if exc.status not in (404, 409):  # 409: the uid precondition failed
+                raise
+
+    def create_event(
+        self, run: dict[str, Any], type_: str, reason: str, message: str, name: str | None = None
+    ) -> None:
+        """A core/v1 Event on the run, as `kubectl describe hrun` shows them; one `name`d is posted once
+        (it exists already: 409, ignored)."""
+        meta = run["metadata"]
+        now = datetime.now(UTC)
+        names = {"name": name} if name else {"generate_name": f"{meta['name']}."}
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(namespace=meta["namespace"], **names),
+            involved_object=client.V1ObjectReference(
+                api_version=f"{GROUP}/{VERSION}",
+                kind="HarnessRun",
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+            ),
+            type=type_,
+            reason=reason,
+            message=message[:1024],
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=client.V1EventSource(component=FIELD_MANAGER),
+            reporting_component=FIELD_MANAGER,
+        )
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except ApiException as exc:
+            if not (name and exc.status == 409):
+                raise
+
+
+class KubeReader:
+    """resolution.Reader over the API server. A refusal that retrying cannot change (400, 422, a 403
+    at the handler's `retry` FORBIDDEN_RETRIES) is Unreadable, so the run fails with the reason; other
+    errors go back to the handler's retry."""
+
+    def __init__(self, kube: Kube, definitions: DefinitionReader | None = None, retry: int = 0) -> None:
+        self.kube = kube
+        self.definitions = definitions
+        self.retry = retry
+
+    def definition(self, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        """From `definitions` (the operator's watch caches) when given, else one GET."""
+        if self.definitions is not None:
+            return self.definitions.definition(namespace, name)
+        plural = "harnessdefinitions" if namespace else "clusterharnessdefinitions"
+        return self.kube.fetch_definition_object(plural, namespace, name)
+
+    def config_map_key(self, namespace: str, name: str, key: str) -> str | None:
+        return _refusable(self.retry, lambda: self.kube.fetch_config_map_key(namespace, name, key))
+
+    def secret_key(self, namespace: str, name: str, key: str) -> str | None:
+        return _refusable(self.retry, lambda: self.kube.fetch_secret_key(namespace, name, key))
+
+    def run(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return _refusable(self.retry, lambda: self.kube.fetch_run(namespace, name))
+
+    def run_output(self, run: Mapping[str, Any]) -> str | None:
+        """The run's output ConfigMap's text, only when the run owns it and its text is what the run's
+        status reports: a ConfigMap made by anyone else is never read."""
+        name = output_config_map_name(run["metadata"]["name"])
+        cm = _refusable(self.retry, lambda: self.kube.fetch_config_map(run["metadata"]["namespace"], name))
+        if cm is None:
+            return None
+        if not is_run_output(cm, run):
+            raise NotTheOutput(name)
+        return str(cm["data"]["output"])
+
+
+def _refusable(retry: int, call: Any) -> Any:
+    try:
+        return call()
+    except Exception as exc:
+        verdict = classify(exc, retry)
+        if isinstance(verdict, Permanent):
+            raise Unreadable(verdict.message) from exc
+        raise
+
+
+def _none_if_missing(call: Any) -> Any:
+    try:
+        return call()
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise

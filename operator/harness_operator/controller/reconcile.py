@@ -1,0 +1,587 @@
+"""One level-based reconcile per HarnessRun: fetch, build (pure), apply, compute status, write if changed.
+
+Orchestration only: objects come from desired.py, status from status.py, I/O through kube.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, Protocol
+
+import structlog
+
+from harness_operator.api.v1alpha1 import (
+    HarnessBudgetStatus,
+    HarnessRun,
+    HarnessRunStatus,
+    Limits,
+    RunBudget,
+)
+from harness_operator.contract.events import decode_events, latest_progress
+from harness_operator.contract.frame import FrameError, decode_frame
+from harness_operator.contract.result import fallback_line
+from harness_operator.controller import metrics
+from harness_operator.controller.cache import ChildStore
+from harness_operator.controller.errors import LOG_RETRIES, LogNotComplete, Permanent, classify
+from harness_operator.controller.kube import Kube, KubeReader
+from harness_operator.controller.ledgers import LedgerStore
+from harness_operator.core.budget import (
+    BUDGET_EXHAUSTED,
+    Admission,
+    BudgetRef,
+    RunCharge,
+    build_run_charge,
+    compute_budget_status,
+    compute_run_admission,
+    is_covered,
+    reserve,
+    settle_all,
+    settle_run,
+)
+from harness_operator.core.conditions import is_finished
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.decide import decide, decide_deletions, decide_wake
+from harness_operator.core.desired import (
+    build_fqdn_policy,
+    build_job,
+    build_network_policy,
+    build_output_config_map,
+    build_plan_secret,
+    build_plans,
+    build_workspace_claim,
+    grace_period,
+)
+from harness_operator.core.egress import (
+    ROUTE_PUBLIC,
+    build_egress_grant,
+    build_proxy_urls,
+    compute_route,
+    grant_name,
+)
+from harness_operator.core.fairqueue import (
+    QueueEntry,
+    build_queued_message,
+    compute_queue_position,
+    compute_runs_to_wake,
+    is_slot_free,
+)
+from harness_operator.core.naming import LABEL_ATTEMPT, job_name, label_value, output_config_map_name
+from harness_operator.core.ownership import describe_conflict, is_expected_child, is_owned_child
+from harness_operator.core.planning import PlanError
+from harness_operator.core.resolution import (
+    AttemptTarget,
+    DefinitionReader,
+    Rejection,
+    RunFailure,
+    Waiting,
+    resolve_inputs,
+    resolve_targets,
+)
+from harness_operator.core.status import (
+    FINISHED,
+    Observed,
+    ObservedAttempt,
+    compute_definition_status,
+    compute_next_attempt,
+    compute_progress,
+    compute_status,
+    is_progress_changed,
+    is_progress_wanted,
+    merge_attempts,
+    observe_attempt,
+    recorded_attempts,
+)
+from harness_operator.core.times import timestamp
+
+log = structlog.get_logger("harness_operator")
+# One progress read: the last lines of the pod log, and never more than this many bytes of them.
+PROGRESS_TAIL_LINES = 40
+PROGRESS_TAIL_BYTES = 32 * 1024
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class BudgetSource(Protocol):
+    """The watch caches of HarnessBudgets and of runs' weights, per namespace (kopf indexes)."""
+
+    def budgets(self, namespace: str) -> list[BudgetRef]: ...
+
+    def runs(self, namespace: str) -> list[RunCharge]: ...
+
+
+class NoBudgets:
+    def budgets(self, namespace: str) -> list[BudgetRef]:
+        return []
+
+    def runs(self, namespace: str) -> list[RunCharge]:
+        return []
+
+
+class QueueSource(Protocol):
+    """The watch cache of runs that have not started, per namespace (a kopf index)."""
+
+    def entries(self, namespace: str) -> list[QueueEntry]: ...
+
+
+class NoQueue:
+    def entries(self, namespace: str) -> list[QueueEntry]:
+        return []
+
+
+class Reconciler:
+    """Reconciles runs; one lock per run and one per namespace keep concurrent events from racing."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        config: OperatorConfig,
+        clock: Callable[[], datetime] = _now,
+        children: ChildStore | None = None,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.clock = clock
+        self.children = children or ChildStore()
+        self.budget_source: BudgetSource = NoBudgets()
+        self.ledgers = LedgerStore(kube, config.ledger_namespace)
+        self.definitions: DefinitionReader = KubeReader(kube)
+        self.queue_source: QueueSource = NoQueue()
+        # Runs this process started whose start the run index may not show yet: not queued any more.
+        self._admitted: set[tuple[str, str]] = set()
+        self._run_locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
+        self._namespace_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._in_flight: set[tuple[str, str]] = set()
+        self._queued: set[tuple[str, str]] = set()
+        self._started: dict[tuple[str, str], datetime] = {}
+        metrics.OLDEST_IN_FLIGHT.set_function(self._oldest_in_flight_seconds)
+
+    def _oldest_in_flight_seconds(self) -> float:
+        now = self.clock()
+        return max(((now - t).total_seconds() for t in list(self._started.values())), default=0.0)
+
+    # --- entry points --------------------------------------------------------------------------------
+
+    def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[tuple[str, str]]:
+        """Bring one run forward; returns other runs to reconcile now (dependents and queued runs).
+        `retry`: how many times the handler has retried this run (errors.classify weighs it)."""
+        with self._run_locks[(namespace, name)]:
+            raw = self.kube.fetch_run(namespace, name)
+            if raw is None:
+                return []
+            run = HarnessRun.model_validate(raw)
+            if is_finished(run.status.conditions if run.status else []):
+                return []
+            try:
+                status = self._reconcile_run(run, retry)
+            except Exception as exc:  # the one classifier decides; temporary errors go back to kopf
+                verdict = classify(exc, retry)
+                if not isinstance(verdict, Permanent):
+                    raise
+                status = self._fail_visibly(run, verdict, exc)
+            if status is None:
+                return []
+            just_finished = is_finished(status.conditions)
+            wake = decide_wake(run.status, status)
+            if status.phase == "Running":
+                self._in_flight.add((namespace, name))
+                start = datetime.fromisoformat(status.start_time) if status.start_time else self.clock()
+                self._started.setdefault((namespace, name), start)
+            else:
+                self._in_flight.discard((namespace, name))
+                self._started.pop((namespace, name), None)
+            if status.reason == "Queued":
+                self._queued.add((namespace, name))
+            else:
+                self._queued.discard((namespace, name))
+            metrics.IN_FLIGHT.set(len(self._in_flight))
+            metrics.QUEUED.set(len(self._queued))
+            if just_finished:
+                # Independent of each other: the grant goes even when the metrics cannot be updated.
+                try:
+                    self._settle(run, status)
+                except Exception as exc:  # the budget's next tick settles it from the watch cache
+                    log.warning("Settling the budgets failed", run=f"{namespace}/{name}", error=repr(exc))
+                try:
+                    self.revoke_egress(namespace, name)
+                except Exception as exc:  # the status is written; the run's deletion revokes it again
+                    log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
+                try:
+                    metrics.record_finished(run, status)
+                except Exception as exc:  # figures a counter refuses must not stop the run's cleanup
+                    log.warning(
+                        "Recording the run's metrics failed", run=f"{namespace}/{name}", error=str(exc)
+                    )
+        return self._runs_to_wake(namespace) if wake else []
+
+    def revoke_egress(self, namespace: str, name: str) -> None:
+        """Delete the run's gateway grant (if the gateway is on): its proxy credential opens nothing more."""
+        if self.config.egress_gateway_service:
+            self.kube.delete_egress_grant(self.config.egress_gateway_namespace, grant_name(namespace, name))
+
+    def reconcile_definition(self, plural: str, namespace: str | None, name: str) -> None:
+        """Write a definition's Ready condition when it changed."""
+        raw = self.kube.fetch_definition_object(plural, namespace, name)
+        if raw is None or raw["metadata"].get("deletionTimestamp"):
+            return
+        status = compute_definition_status(raw, self.clock()).to_api()
+        old = raw.get("status") or {}
+        if old != status:
+            patch = {**{key: None for key in old if key not in status}, **status}
+            self.kube.patch_definition_status(plural, namespace, name, patch)
+
+    def refresh_progress(self, namespace: str, name: str) -> None:
+        """While a run's attempt runs, read the tail of its pod log (one bounded GET) and write
+        status.progress when the figures moved. Under the run's lock, so that a reconcile's final status
+        is never overwritten by figures read before it."""
+        with self._run_locks[(namespace, name)]:
+            raw = self.kube.fetch_run(namespace, name)
+            if raw is None:
+                return
+            status = HarnessRun.model_validate(raw).status
+            if status is None or not is_progress_wanted(status):
+                return
+            attempt = status.attempts[-1]
+            assert attempt.pod_name is not None
+            log = self.kube.fetch_pod_log_tail(
+                namespace, attempt.pod_name, PROGRESS_TAIL_LINES, PROGRESS_TAIL_BYTES
+            )
+            metrics.PROGRESS_READS.inc()
+            metrics.PROGRESS_BYTES.inc(len((log or "").encode("utf-8")))
+            latest = latest_progress(decode_events((log or "").splitlines()))
+            progress = compute_progress(status, attempt.index, latest, self.clock())
+            if is_progress_changed(status.progress, progress):
+                self.kube.patch_run_status(namespace, name, {"progress": progress.to_api()})
+                metrics.PROGRESS_WRITES.inc()
+
+    # --- the reconcile path --------------------------------------------------------------------------
+
+    def _reconcile_run(self, run: HarnessRun, retry: int) -> HarnessRunStatus | None:
+        ns = run.metadata["namespace"]
+        try:
+            targets = self._resolve_targets(run, retry)
+        except Rejection as rejection:
+            return self._write(run, Observed(providers=[], rejected=(rejection.reason, rejection.message)))
+        providers = [t.provider for t in targets]
+        attempts = recorded_attempts(run.status)
+        try:
+            attempts = self._observe_attempts(run, targets)
+            cancelled = run.spec.cancel
+            for name in decide_deletions(attempts, cancelled):
+                self.kube.delete_job(ns, name, grace_period(run, self.config))
+            output, output_cm = self._collect_output(run, attempts, retry)
+            observed = Observed(providers, attempts, output, output_cm, cancelled=cancelled)
+            next_index = compute_next_attempt(observed)
+            if next_index is None:
+                return self._write(run, observed)
+            queued = self._start_attempt(run, targets, next_index, attempts, retry)
+        except Rejection as rejection:
+            return self._write(run, Observed(providers=[], rejected=(rejection.reason, rejection.message)))
+        except Waiting as waiting:
+            return self._write(run, Observed(providers=[], waiting=(waiting.reason, waiting.message)))
+        except RunFailure as failure:
+            return self._write(run, Observed(providers, attempts, failed=(failure.reason, failure.message)))
+        if queued is not None:
+            return self._write(run, Observed(providers, attempts, waiting=queued))
+        started = ObservedAttempt(
+            next_index, providers[next_index - 1], job_name(run.metadata["name"], next_index)
+        )
+        return self._write(run, Observed(providers, [*attempts, started], output, output_cm))
+
+    def _fail_visibly(self, run: HarnessRun, verdict: Permanent, exc: Exception) -> HarnessRunStatus:
+        """A permanent API error ends the run with its reason in status and an Event; when even the
+        status cannot be written, the Event is still tried and the error goes back to the handler."""
+        observed = Observed([], recorded_attempts(run.status), failed=(verdict.reason, verdict.message))
+        try:
+            return self._write(run, observed)
+        except Exception:
+            # The handler logs the original error; an Event that cannot be posted either adds nothing.
+            with contextlib.suppress(Exception):
+                body = {"metadata": run.metadata}
+                self.kube.create_event(body, "Warning", verdict.reason, verdict.message)
+            raise exc from None
+
+    def _write(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
+        """Compute the status, decide (pure) what changes, and act: the run's end Event (named, so an
+        operator killed before the status patch posts it once on the retry), the patch, the others."""
+        decision = decide(run, compute_status(run, observed, self.clock()))
+        body = {"metadata": run.metadata}
+        for event in decision.events:
+            if event.name is not None:
+                self.kube.create_event(body, event.type, event.reason, event.message, event.name)
+        if decision.patch is not None:
+            self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], decision.patch)
+        for event in decision.events:
+            if event.name is None:
+                self.kube.create_event(body, event.type, event.reason, event.message)
+        return decision.status
+
+    # --- resolution ----------------------------------------------------------------------------------
+
+    def _resolve_targets(self, run: HarnessRun, retry: int) -> list[AttemptTarget]:
+        return resolve_targets(KubeReader(self.kube, self.definitions, retry), run)
+
+    def _resolve_inputs(self, run: HarnessRun, retry: int) -> tuple[str, str | None]:
+        return resolve_inputs(KubeReader(self.kube, retry=retry), run)
+
+    # --- observation ---------------------------------------------------------------------------------
+
+    def _observe_attempts(self, run: HarnessRun, targets: list[AttemptTarget]) -> list[ObservedAttempt]:
+        """The run's Jobs and the pods they control, merged with status.attempts[] (the durable record):
+        an attempt recorded as started whose Job vanished is lost, never created again."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        jobs = self.children.children("Job", ns, name)
+        pods = self.children.children("Pod", ns, name) if jobs else []
+        seen = self._observe_jobs(run, targets, jobs, pods)
+        recorded = recorded_attempts(run.status)
+        # The watch cache may lag a create or a pod: an attempt is called lost only after the API server
+        # itself says so (a GET of its Job, a LIST of the run's pods: reads on this rare path only).
+        for record in recorded:
+            if record.state != FINISHED and record.index not in seen and record.job_name:
+                job = self.kube.fetch_job(ns, record.job_name)
+                if job is not None:
+                    seen.update(self._observe_jobs(run, targets, [job], self.kube.fetch_pods(ns, name)))
+        lost = [i for i, a in seen.items() if a.result is not None and a.result.reason == "JobLost"]
+        if lost:
+            again = [j for j in jobs if j["metadata"]["name"] in {seen[i].job_name for i in lost}]
+            seen.update(self._observe_jobs(run, targets, again, self.kube.fetch_pods(ns, name)))
+        return merge_attempts(recorded, seen, run.spec.cancel, self.clock())
+
+    def _observe_jobs(
+        self,
+        run: HarnessRun,
+        targets: list[AttemptTarget],
+        jobs: list[dict[str, Any]],
+        pods: list[dict[str, Any]],
+    ) -> dict[int, ObservedAttempt]:
+        """The attempts these Jobs (and the pods they control) show, by index; a Job holding an
+        attempt's name that the run does not own fails the run (ChildConflict)."""
+        name, uid = run.metadata["name"], run.metadata["uid"]
+        seen: dict[int, ObservedAttempt] = {}
+        for job in jobs:
+            label = str((job["metadata"].get("labels") or {}).get(LABEL_ATTEMPT, ""))
+            index = int(label) if label.isdigit() else 0  # labels are anyone's to write
+            if not 1 <= index <= len(targets):
+                continue
+            if not is_owned_child(job, uid):
+                if job["metadata"]["name"] == job_name(name, index):
+                    desired = build_job(run, targets[index - 1], self.config)
+                    raise RunFailure("ChildConflict", describe_conflict(job, desired, name))
+                continue  # carries our labels but is not ours: not an attempt of this run
+            mine = [p for p in pods if is_owned_child(p, job["metadata"]["uid"])]
+            seen[index] = observe_attempt(index, targets[index - 1].provider, job, mine, run.spec.cancel)
+        return seen
+
+    def _collect_output(
+        self, run: HarnessRun, attempts: list[ObservedAttempt], retry: int = 0
+    ) -> tuple[bytes | None, str | None]:
+        """The successful attempt's output from its log, checked, kept in the output ConfigMap. The log
+        may lag the container's recorded end (the runtime copies it apart): it is read again, LOG_RETRIES
+        times with the classifier's backoff, before the attempt is left without its output."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        last = attempts[-1] if attempts else None
+        if last is None or not last.succeeded or last.pod_name is None:
+            return None, None
+        expected = last.result.output.sha256 if last.result and last.result.output else None
+        log = self.kube.fetch_pod_log(ns, last.pod_name) or ""
+        decoded = decode_frame(log, expected)
+        if isinstance(decoded, FrameError) and retry < LOG_RETRIES:
+            raise LogNotComplete(
+                f"the output of attempt {last.index} is not in its log yet: {decoded.message}"
+            )
+        if isinstance(decoded, FrameError):
+            message = f"the output of attempt {last.index} cannot be read from its log: {decoded.message}"
+            self.kube.create_event({"metadata": run.metadata}, "Warning", "OutputUnavailable", message)
+            return None, None
+        # What the ConfigMap holds is the output the status describes (its sha256 is checked by readers).
+        text = decoded.decode("utf-8", "replace")
+        self._create(run, build_output_config_map(run, text))
+        return text.encode("utf-8"), output_config_map_name(name)
+
+    def _create(self, run: HarnessRun, obj: dict[str, Any]) -> bool:
+        """Create a child; True when created now. A name already taken by an object that is not this
+        run's child (owner, content hash) fails the run with ChildConflict before anything else runs."""
+        existing = self.kube.create(obj)
+        if existing is None:
+            return True
+        if not is_expected_child(existing, obj):
+            raise RunFailure("ChildConflict", describe_conflict(existing, obj, run.metadata["name"]))
+        return False
+
+    # --- starting attempts ---------------------------------------------------------------------------
+
+    def _queue(self, namespace: str) -> list[QueueEntry]:
+        """The namespace's runs that have not started, from the run index, without those this process
+        started that the index does not show as started yet."""
+        entries = self.queue_source.entries(namespace)
+        indexed = {e.name for e in entries}
+        self._admitted = {k for k in self._admitted if k[0] != namespace or k[1] in indexed}
+        return [e for e in entries if (namespace, e.name) not in self._admitted]
+
+    def _queue_position(self, run: HarnessRun) -> tuple[str, str] | None:
+        """Queued while the runs in flight and the runs queued before this one fill the namespace's
+        slots: first come, first served (creation time, then name)."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        active = self.children.in_flight(ns) - {label_value(name)}
+        entry = QueueEntry(str(run.metadata.get("creationTimestamp") or ""), name)
+        position, total = compute_queue_position(self._queue(ns), entry)
+        limit = self.config.max_runs_per_namespace
+        if is_slot_free(position, len(active), limit):
+            return None
+        return "Queued", build_queued_message(ns, position, total, len(active), limit)
+
+    def _admit(self, run: HarnessRun) -> tuple[Admission, list[str]]:
+        """Budget admission, from the budgets' watch cache and their ledgers: whether the run may start,
+        its cap, and the names of the budgets covering it (none: no budget applies)."""
+        ns = run.metadata["namespace"]
+        labels = run.metadata.get("labels") or {}
+        covering = [b for b in self.budget_source.budgets(ns) if is_covered(b.spec, labels)]
+        limits = run.spec.limits or Limits()
+        if not covering:
+            return Admission(True, cap_usd=limits.max_cost_usd), []
+        ledgers = [(b, self.ledgers.get(ns, b.name, b.uid)) for b in covering]
+        return compute_run_admission(run.metadata["uid"], labels, limits.max_cost_usd, ledgers, self.clock())
+
+    def _reserve(self, run: HarnessRun, admission: Admission, budgets: list[str]) -> HarnessRun:
+        """Record the run's cap in each budget's ledger, then in its status, before its Job exists (a
+        restart finds both), and return the run as planned: its maxCostUSD lowered to that cap, which the
+        runner enforces."""
+        ns, name, uid = run.metadata["namespace"], run.metadata["name"], run.metadata["uid"]
+        now = self.clock()
+        refs = {b.name: b for b in self.budget_source.budgets(ns)}
+        for budget in budgets:
+            take = partial(reserve, uid=uid, run=name, reserved_usd=admission.cap_usd, now=now)
+            self.ledgers.update(ns, budget, refs[budget].uid, take)
+        reservation = RunBudget(names=budgets, reserved_usd=admission.cap_usd, admitted_at=timestamp(now))
+        self.kube.patch_run_status(ns, name, {"budget": reservation.to_api()})
+        run.status = (run.status or HarnessRunStatus()).model_copy(update={"budget": reservation})
+        if admission.cap_usd is None:
+            return run
+        limits = (run.spec.limits or Limits()).model_copy(update={"max_cost_usd": admission.cap_usd})
+        return run.model_copy(update={"spec": run.spec.model_copy(update={"limits": limits})})
+
+    def _settle(self, run: HarnessRun, status: HarnessRunStatus) -> None:
+        """Charge a finished run to the ledgers it was admitted in (once: a settled run is not open)."""
+        if status.budget is None or not status.budget.names:
+            return
+        ns = run.metadata["namespace"]
+        charge = build_run_charge({"metadata": run.metadata, "status": status.to_api()})
+        refs = {b.name: b for b in self.budget_source.budgets(ns)}
+        now = self.clock()
+        for name in status.budget.names:
+            budget = refs.get(name)
+            if budget is not None:  # deleted: its ledger went with it
+                charged = partial(settle_run, budget.spec, run=charge, now=now)
+                self.ledgers.update(ns, name, budget.uid, charged)
+
+    def reconcile_budget(
+        self, budget: BudgetRef, namespace: str, status: dict[str, Any] | None
+    ) -> list[tuple[str, str]]:
+        """Settle the budget's runs that finished or are gone (the watch cache says which), write its
+        status from its ledger if it changed; the runs waiting for budget room, to reconcile now (the
+        period may have rolled over)."""
+        runs = self.budget_source.runs(namespace)
+        now = self.clock()
+        ledger = self.ledgers.update(
+            namespace, budget.name, budget.uid, partial(settle_all, budget.spec, runs=runs, now=now)
+        )
+        computed = compute_budget_status(budget.spec, ledger, now, budget.generation)
+        metrics.record_budget(namespace, budget.name, computed)
+        old = HarnessBudgetStatus.model_validate(status or {})
+        if old != computed:
+            self.kube.patch_budget_status(namespace, budget.name, computed.to_api())
+        return [(namespace, r.name) for r in runs if r.waiting]
+
+    def forget_budget(self, namespace: str, name: str) -> None:
+        """A deleted budget's ledger goes with it."""
+        self.ledgers.forget(namespace, name)
+
+    def _start_attempt(
+        self,
+        run: HarnessRun,
+        targets: list[AttemptTarget],
+        index: int,
+        attempts: list[ObservedAttempt],
+        retry: int,
+    ) -> tuple[str, str] | None:
+        """Create what attempt `index` needs; for the first, only if the namespace has room (else Queued).
+
+        The first attempt also writes every attempt's plan, so the prompt and stdin are read only then:
+        a run's inputs are consumed once, not on every event of its Jobs and Pods."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        prompt, stdin = self._resolve_inputs(run, retry) if index == 1 else ("", None)
+        planned = run
+        with self._namespace_locks[ns]:  # counting and taking the slot under one lock: no two runs take one
+            if index == 1:
+                admission, budgets = self._admit(run)
+                if not admission.admitted:
+                    if admission.fail:
+                        raise RunFailure(BUDGET_EXHAUSTED, admission.message)
+                    return BUDGET_EXHAUSTED, admission.message
+                queued = self._queue_position(run)
+                if queued is not None:
+                    return queued
+                planned = self._reserve(run, admission, budgets) if budgets else run
+            # The slot is taken before the lock is released; the creates run outside it, in parallel
+            # with other runs' admissions (under the lock they serialized a burst).
+            self.children.note_started(ns, name)
+            self._admitted.add((ns, name))
+        try:
+            if index == 1:
+                try:
+                    plans = build_plans(planned, targets, prompt, stdin, self.clock(), self.config)
+                except PlanError as exc:
+                    raise Rejection(exc.reason, exc.message) from exc
+                grant = build_egress_grant(run, targets, self.config)
+                if grant is not None:  # before the Job: the gateway must know the credential first
+                    self.kube.apply_egress_grant(grant)
+                self._create(run, build_plan_secret(run, plans, build_proxy_urls(run, targets, self.config)))
+            target = targets[index - 1]
+            claim = build_workspace_claim(run, target.provider)
+            if claim is not None:
+                self._create(run, claim)
+            self._create(run, build_network_policy(run, target, self.config))
+            fqdn = build_fqdn_policy(run, target, self.config)
+            if fqdn is not None:
+                self._create(run, fqdn)
+            created = self._create(run, build_job(run, target, self.config))
+        except BaseException:
+            with self._namespace_locks[ns]:  # no Job: the slot is free again
+                self.children.forget_started(ns, name)
+                self._admitted.discard((ns, name))
+            raise
+        if created and compute_route(run, target.definition, self.config) == ROUTE_PUBLIC:
+            self.kube.create_event(
+                {"metadata": run.metadata},
+                "Warning",
+                "EgressNotEnforcedByName",
+                f"attempt {index} ({target.provider}): host egress rules are not enforced by name: no egress "
+                "gateway and no Cilium; the sandbox may reach their ports on every public address",
+            )
+        if created and index > 1:
+            failed = attempts[-1]
+            metrics.FALLBACKS.labels(provider=failed.provider).inc()
+            line = fallback_line(failed.index, len(targets), failed.provider, target.provider)
+            self.kube.create_event({"metadata": run.metadata}, "Warning", "FallingBack", line)
+        return None
+
+    def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:
+        """The namespace's queued and waiting runs, to reconcile when one of its Jobs has finished: a
+        run can end (its runner reported) before the Job controller marks its Job complete, and a run
+        woken in between finds the slot still taken and stays Queued."""
+        return self._runs_to_wake(namespace)
+
+    def _runs_to_wake(self, namespace: str) -> list[tuple[str, str]]:
+        """Runs that may move now a run has ended: the earliest queued, one per free slot, and those
+        waiting for a run's output or for budget room (from the caches: no LIST)."""
+        in_flight = len(self.children.in_flight(namespace))
+        with self._namespace_locks[namespace]:
+            queue = self._queue(namespace)
+        names = compute_runs_to_wake(queue, in_flight, self.config.max_runs_per_namespace)
+        return [(namespace, name) for name in names]

@@ -1,0 +1,2 @@
+"""The functional core (pure): resolution, invocation, inputs, naming, desired children, egress, status and
+conditions, decisions, budgets and the fair queue."""

@@ -1,0 +1,589 @@
+"""Desired children of a HarnessRun: plan Secret, NetworkPolicy, claim, Job, output ConfigMap (pure).
+
+Every builder returns a plain dict ready to apply. User-supplied pod fields are applied first and ours
+last, so nothing in a run can override our labels or security settings.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from harness_operator.api.v1alpha1 import (
+    API_VERSION,
+    EgressRule,
+    HarnessRun,
+    NetworkPolicyMode,
+)
+from harness_operator.contract.plan import CONFINEMENT_ENV
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.confinement import compute_confinement
+from harness_operator.core.egress import (
+    NO_PROXY_ENVS,
+    ROUTE_CILIUM,
+    ROUTE_GATEWAY,
+    build_cilium_policy,
+    build_gateway_egress_rule,
+    build_no_proxy,
+    build_proxy_env,
+    compute_egress_rules,
+    compute_route,
+    with_gateway,
+)
+from harness_operator.core.naming import (
+    AGENT_CONTAINER,
+    ANNOTATION_CONTENT_SHA256,
+    ANNOTATION_RUN,
+    CLONE_CONTAINER,
+    KUEUE_QUEUE_LABEL,
+    LABEL_ATTEMPT,
+    LABEL_USER,
+    LABEL_WORKSPACE,
+    RUNNER_CONTAINER,
+    attempt_labels,
+    job_name,
+    network_policy_name,
+    output_config_map_name,
+    plan_secret_name,
+    run_labels,
+    workspace_claim_name,
+)
+from harness_operator.core.ownership import compute_data_hash
+from harness_operator.core.planning import build_plan, merge_grants, with_output_limit
+from harness_operator.core.pricing import with_table_pricing
+from harness_operator.core.resolution import AttemptTarget
+
+PLAN_DIR = "/etc/harness"
+PLAN_FILE = "plan.json"
+# The runner's channel to the launcher (runner/channel.py): an emptyDir both containers mount.
+CHANNEL_DIR = "/run/harness"
+CHANNEL = f"{CHANNEL_DIR}/channel"
+# The runner's own needs: the agent's stdout spooled past 8 MiB to its /tmp, parsing, redaction.
+# Where the runner spools the agent's stdout past 8 MiB: bounded, so an agent cannot fill the node's disk
+# through it (past the limit the kubelet evicts the pod and the attempt fails).
+RUNNER_TMP_LIMIT = "1Gi"
+RUNNER_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+DEFAULT_WORKING_DIR = "/workspace"
+# The sandbox user's home (sandbox-image/Dockerfile), an emptyDir: the root file system is read-only and
+# agent CLIs keep config, caches and sessions there.
+SANDBOX_HOME = "/home/sandbox"
+# Egress to a named host cannot be expressed in a NetworkPolicy; it is allowed on the host's ports to
+# public addresses only, so a sandbox can never reach the cluster, the node or a metadata service.
+PRIVATE_RANGES = [
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "169.254.0.0/16",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+]
+# ConfigMaps hold at most 1 MiB: without maxOutputBytes, a run's output is cut (and flagged) here.
+OUTPUT_CONFIG_MAP_LIMIT = 1_000_000
+# The runner enforces timeoutSeconds itself and reports; the Job deadline is only a backstop after it.
+DEADLINE_SLACK_SECONDS = 60
+
+
+def build_plans(
+    run: HarnessRun,
+    targets: Sequence[AttemptTarget],
+    prompt: str,
+    stdin: str | None,
+    now: datetime,
+    config: OperatorConfig | None = None,
+) -> list[dict[str, Any]]:
+    """Every attempt's plan as the plan Secret holds it: output bounded by what a ConfigMap holds, list
+    prices of `now` from the pinned table. Fields at their defaults are left out, so a sandbox image
+    older than the operator (pinned by a definition) still reads every plan that uses nothing new.
+    With `config`, attempts whose host rules go through the egress gateway get its proxy variables, and
+    attempts under a restricting policy the probe to wait on before the agent starts."""
+    options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
+    plans = []
+    for t in targets:
+        plan = with_table_pricing(
+            with_output_limit(
+                build_plan(run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin),
+                OUTPUT_CONFIG_MAP_LIMIT,
+            ),
+            t.definition,
+            now,
+        )
+        if config is not None and compute_route(run, t.definition, config) == ROUTE_GATEWAY:
+            plan = with_gateway(plan, compute_egress_rules(run, t.definition))
+        if config is not None:
+            plan = plan.model_copy(update={"confinement": compute_confinement(run, t.definition, config)})
+        plans.append(plan.model_dump(by_alias=True, mode="json", exclude_defaults=True))
+    return plans
+
+
+def owner_reference(run: HarnessRun) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "HarnessRun",
+        "name": run.metadata["name"],
+        "uid": run.metadata["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _meta(
+    run: HarnessRun, name: str, labels: Mapping[str, str], data: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Owned by the run; with `data`, annotated with its hash so a squatted or edited copy is caught."""
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": run.metadata["namespace"],
+        "labels": dict(labels),
+        "ownerReferences": [owner_reference(run)],
+    }
+    if data is not None:
+        meta["annotations"] = {ANNOTATION_CONTENT_SHA256: compute_data_hash(data)}
+    return meta
+
+
+def build_plan_secret(
+    run: HarnessRun, plans: Sequence[Mapping[str, Any]], proxy_urls: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The attempts' plans (prompt, stdin, argv, limits): prompts may be sensitive, so a Secret. It also
+    holds the egress gateway's proxy URL of each attempt that uses it (`egress.build_proxy_urls`)."""
+    name = run.metadata["name"]
+    data = {f"attempt-{i}.json": json.dumps(plan, sort_keys=True) for i, plan in enumerate(plans, start=1)}
+    data.update(proxy_urls or {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _meta(run, plan_secret_name(name), run_labels(name), data),
+        "immutable": True,
+        "stringData": data,
+    }
+
+
+def _dns_rule(config: OperatorConfig) -> dict[str, Any]:
+    return {
+        "to": [
+            {
+                "namespaceSelector": {"matchLabels": dict(config.dns_namespace_labels)},
+                "podSelector": {"matchLabels": dict(config.dns_pod_labels)},
+            }
+        ],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+
+
+def build_egress_rule(rule: EgressRule) -> dict[str, Any]:
+    """One declared destination as a NetworkPolicy egress rule."""
+    block = {"cidr": rule.cidr} if rule.cidr else {"cidr": "0.0.0.0/0", "except": PRIVATE_RANGES}
+    out: dict[str, Any] = {"to": [{"ipBlock": block}]}
+    if rule.ports:
+        out["ports"] = [{"protocol": "TCP", "port": port} for port in rule.ports]
+    return out
+
+
+def build_network_policy(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> dict[str, Any]:
+    """One attempt's policy: ingress denied; egress by sandbox.networkPolicy with that provider's egress."""
+    name = run.metadata["name"]
+    sandbox = run.spec.sandbox
+    mode = sandbox.network_policy if sandbox else NetworkPolicyMode.provider
+    if mode == NetworkPolicyMode.none:
+        egress: list[dict[str, Any]] = []
+    elif mode == NetworkPolicyMode.unrestricted:
+        egress = [{}]
+    else:
+        rules = compute_egress_rules(run, target.definition)
+        route = compute_route(run, target.definition, config)
+        if route in (ROUTE_GATEWAY, ROUTE_CILIUM):  # names are enforced there, not by address here
+            rules = [r for r in rules if not r.host]
+        egress = [_dns_rule(config), *(build_egress_rule(r) for r in rules)]
+        if route == ROUTE_GATEWAY:
+            egress.insert(1, build_gateway_egress_rule(config))
+    selector = {**run_labels(name), LABEL_ATTEMPT: str(target.index)}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(
+            run, network_policy_name(name, target.index), attempt_labels(name, target.index, target.provider)
+        ),
+        "spec": {
+            "podSelector": {"matchLabels": selector},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": egress,
+        },
+    }
+
+
+def build_fqdn_policy(
+    run: HarnessRun, target: AttemptTarget, config: OperatorConfig
+) -> dict[str, Any] | None:
+    """Without an egress gateway, on Cilium: the attempt's host rules as a CiliumNetworkPolicy."""
+    name = run.metadata["name"]
+    meta = _meta(
+        run, network_policy_name(name, target.index), attempt_labels(name, target.index, target.provider)
+    )
+    return build_cilium_policy(run, target, config, meta)
+
+
+def workspace_claim(run: HarnessRun, provider: str) -> tuple[str, str] | None:
+    """(claim name, scope) when the run asks the operator for a claim, else None."""
+    workspace = run.spec.workspace
+    volume = workspace.volume if workspace else None
+    if volume is None or volume.scope is None:
+        return None
+    user = run.metadata.get("labels", {}).get(LABEL_USER)
+    return workspace_claim_name(run.metadata["name"], provider, volume.scope, user), volume.scope
+
+
+def build_workspace_claim(run: HarnessRun, provider: str) -> dict[str, Any] | None:
+    """The claim for scope run (owned by the run) or agent/agentUser (shared, kept, not owned)."""
+    claim = workspace_claim(run, provider)
+    if claim is None:
+        return None
+    name, scope = claim
+    volume = run.spec.workspace.volume  # type: ignore[union-attr]
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": volume.size or "1Gi"}},  # type: ignore[union-attr]
+    }
+    if volume.storage_class_name:  # type: ignore[union-attr]
+        spec["storageClassName"] = volume.storage_class_name  # type: ignore[union-attr]
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": run.metadata["namespace"],
+        "labels": {**run_labels(run.metadata["name"]), LABEL_WORKSPACE: scope},
+    }
+    if scope == "run":
+        metadata["ownerReferences"] = [owner_reference(run)]
+    else:
+        metadata["labels"].pop("agentharness.dev/run")
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+
+
+def _workspace_volume(run: HarnessRun, provider: str) -> dict[str, Any]:
+    claim = workspace_claim(run, provider)
+    if claim:
+        return {"name": "workspace", "persistentVolumeClaim": {"claimName": claim[0]}}
+    workspace = run.spec.workspace
+    volume = workspace.volume if workspace else None
+    if volume and volume.persistent_volume_claim:
+        return {
+            "name": "workspace",
+            "persistentVolumeClaim": {"claimName": volume.persistent_volume_claim.claim_name},
+        }
+    return {"name": "workspace", "emptyDir": volume.empty_dir.to_api() if volume and volume.empty_dir else {}}
+
+
+def _container_security(config: OperatorConfig, uid: int | None = None) -> dict[str, Any]:
+    uid = config.sandbox_uid if uid is None else uid
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _resources(run: HarnessRun, config: OperatorConfig) -> dict[str, Any]:
+    requests: dict[str, Any] = {"cpu": config.default_cpu_request, "memory": config.default_memory_request}
+    limits: dict[str, Any] = {"memory": config.default_memory_limit}
+    sandbox = run.spec.sandbox
+    if sandbox and sandbox.resources:
+        requests.update(sandbox.resources.requests)
+        limits.update(sandbox.resources.limits)
+    return {"requests": requests, "limits": limits}
+
+
+def _env(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> list[dict[str, Any]]:
+    """Credentials, each only by secretKeyRef, then HOME. The plain env travels in the plan and the
+    runner sets it on the agent only: LD_PRELOAD or PYTHONPATH from a run never reach the runner.
+    Through the egress gateway, the proxy URLs come from the plan Secret, in place of any grant of
+    those names."""
+    grants = merge_grants(run, target.definition)
+    proxy: list[dict[str, Any]] = []
+    if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
+        proxy = build_proxy_env(plan_secret_name(run.metadata["name"]), target.index)
+        grants = {k: v for k, v in grants.items() if k not in {e["name"] for e in proxy}}
+    env: list[dict[str, Any]] = []
+    for name, grant in sorted(grants.items()):
+        ref: dict[str, Any] = {"name": grant.secret_key_ref.name, "key": grant.secret_key_ref.key}
+        if grant.optional:
+            ref["optional"] = True
+        env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+    env += proxy
+    env.append({"name": "HOME", "value": SANDBOX_HOME})
+    return env
+
+
+def working_dir(run: HarnessRun) -> str:
+    workspace = run.spec.workspace
+    return (workspace.working_dir if workspace else None) or DEFAULT_WORKING_DIR
+
+
+def workspace_mount_path(workdir: str) -> str:
+    """The workspace volume goes on the working directory's parent, so the directory itself (and a git
+    clone in it) belongs to the sandbox user: git refuses a repository owned by someone else, and a
+    volume's root is owned by root. A working directory right under / gets the volume itself."""
+    parent = posixpath.dirname(workdir.rstrip("/"))
+    return parent if parent not in ("", "/") else workdir
+
+
+def grace_period(run: HarnessRun, config: OperatorConfig) -> int:
+    limits = run.spec.limits
+    if limits and limits.grace_period_seconds is not None:
+        return limits.grace_period_seconds
+    return config.default_grace_period_seconds
+
+
+def _git_init_container(
+    run: HarnessRun, image: str, config: OperatorConfig, target: AttemptTarget
+) -> dict[str, Any] | None:
+    workspace = run.spec.workspace
+    git = workspace.git if workspace else None
+    if git is None:
+        return None
+    workdir = working_dir(run)
+    # The URL and ref travel as env, never in argv; a token is read by git's credential helper from env.
+    # A repository already in the workspace (a shared claim) has a config and hooks the last agent could
+    # write (hooks, fsmonitor, filters, credential helpers all run code): it starts from a clean config.
+    # Init containers start before the enforcer programs the pod: the clone waits for it first.
+    probe = compute_confinement(run, target.definition, config)
+    script = (
+        "set -eu\n"
+        + ("python3 -I -m harness_operator.runner.confinement\n" if probe else "")
+        + 'if [ -d "$WORKDIR/.git" ]; then\n'
+        "  printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' >\"$WORKDIR/.git/config\"\n"
+        '  rm -rf "$WORKDIR/.git/hooks" "$WORKDIR/.git/info/attributes"\n'
+        '  git -C "$WORKDIR" remote add origin "$GIT_URL"\n'
+        '  git -C "$WORKDIR" fetch --depth 1 origin "${GIT_REF:-HEAD}"\n'
+        '  git -C "$WORKDIR" checkout --detach FETCH_HEAD\n'
+        'else git clone --depth 1 ${GIT_REF:+--branch "$GIT_REF"} "$GIT_URL" "$WORKDIR"; fi\n'
+    )
+    env: list[dict[str, Any]] = [
+        {"name": "GIT_URL", "value": git.url},
+        {"name": "WORKDIR", "value": workdir},
+        {"name": "HOME", "value": SANDBOX_HOME},
+        {"name": "GIT_TERMINAL_PROMPT", "value": "0"},
+    ]
+    if git.ref:
+        env.append({"name": "GIT_REF", "value": git.ref})
+    if probe:
+        env.append({"name": CONFINEMENT_ENV, "value": probe.model_dump_json(by_alias=True)})
+    if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
+        # The clone, too, reaches a named host only through the gateway (git reads these variables).
+        env += build_proxy_env(plan_secret_name(run.metadata["name"]), target.index)
+        no_proxy = build_no_proxy(compute_egress_rules(run, target.definition))
+        env += [{"name": name, "value": no_proxy} for name in NO_PROXY_ENVS]
+    config_entries = [("core.hooksPath", "/dev/null"), ("core.fsmonitor", "false")]
+    if git.credentials_secret_ref:
+        env.append(
+            {
+                "name": "GIT_TOKEN",
+                "valueFrom": {
+                    "secretKeyRef": {
+                        "name": git.credentials_secret_ref.name,
+                        "key": git.credentials_secret_ref.key,
+                    }
+                },
+            }
+        )
+        # An empty helper first clears any helper configured before ours.
+        config_entries += [
+            ("credential.helper", ""),
+            ("credential.helper", '!f() { echo username=x-access-token; echo "password=$GIT_TOKEN"; }; f'),
+        ]
+    env.append({"name": "GIT_CONFIG_COUNT", "value": str(len(config_entries))})
+    for i, (key, value) in enumerate(config_entries):
+        env += [
+            {"name": f"GIT_CONFIG_KEY_{i}", "value": key},
+            {"name": f"GIT_CONFIG_VALUE_{i}", "value": value},
+        ]
+    return {
+        "name": CLONE_CONTAINER,
+        "image": image,
+        "imagePullPolicy": config.image_pull_policy,
+        "command": ["/bin/sh", "-c", script],
+        "env": env,
+        "securityContext": _container_security(config),
+        # A failed clone's message is its log's end (git's own error), which status then names.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "volumeMounts": [
+            {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "home", "mountPath": SANDBOX_HOME},
+        ],
+    }
+
+
+def isolated_python(module: str, *args: str) -> list[str]:
+    """`python3 -I -m module`: isolated mode, so nothing in the working directory or the environment
+    (PYTHONPATH, a workspace's own package) changes which code runs."""
+    return ["python3", "-I", "-m", module, *args]
+
+
+def _runner_container(
+    run: HarnessRun, target: AttemptTarget, config: OperatorConfig, image: str
+) -> dict[str, Any]:
+    """The runner: its own user, isolated interpreter, working directory outside the workspace (which
+    it does not mount), the credentials (for the agent's environment and for redaction) and the plan.
+    tini forwards signals to it; its exit code and termination message are the attempt's report."""
+    return {
+        "name": RUNNER_CONTAINER,
+        "image": image,
+        "imagePullPolicy": config.image_pull_policy,
+        "command": [
+            "tini",
+            "--",
+            *isolated_python(
+                "harness_operator.runner",
+                "--plan",
+                f"{PLAN_DIR}/{PLAN_FILE}",
+                "--channel",
+                CHANNEL,
+                "--workdir",
+                working_dir(run),
+            ),
+        ],
+        "workingDir": "/",
+        "env": _env(run, target, config),
+        "resources": RUNNER_RESOURCES,
+        "securityContext": _container_security(config, config.runner_uid),
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "volumeMounts": [
+            {"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
+            {"name": "channel", "mountPath": CHANNEL_DIR},
+            {"name": "runner-tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def _agent_container(run: HarnessRun, config: OperatorConfig, image: str) -> dict[str, Any]:
+    """The agent: the launcher (isolated interpreter, outside the workspace) starts the CLI with the
+    environment the runner sends; no secret of the pod spec, no plan, the run's resources. The launcher is
+    the container's PID 1 (non-dumpable, it reaps the agent's orphans); its exit code is the agent's,
+    which the operator checks against the report."""
+    workdir = working_dir(run)
+    return {
+        "name": AGENT_CONTAINER,
+        "image": image,
+        "imagePullPolicy": config.image_pull_policy,
+        "command": isolated_python("harness_operator.runner.launcher", "--channel", CHANNEL),
+        "workingDir": "/",
+        "resources": _resources(run, config),
+        "securityContext": _container_security(config),
+        "volumeMounts": [
+            {"name": "channel", "mountPath": CHANNEL_DIR},
+            {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "home", "mountPath": SANDBOX_HOME},
+        ],
+    }
+
+
+def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> dict[str, Any]:
+    """The Job of one attempt, in the sandbox: restricted, no API token, credentials only as env."""
+    name = run.metadata["name"]
+    sandbox = run.spec.sandbox
+    image = (
+        (sandbox.image if sandbox and sandbox.image else None)
+        or target.definition.image
+        or config.sandbox_image
+    )
+    labels = attempt_labels(name, target.index, target.provider)
+    job_labels = dict(labels)
+    queue = run.metadata.get("labels", {}).get(KUEUE_QUEUE_LABEL)
+    if queue:
+        job_labels[KUEUE_QUEUE_LABEL] = queue
+    grace = grace_period(run, config)
+    pod_spec: dict[str, Any] = {}
+    if sandbox:
+        if sandbox.runtime_class_name:
+            pod_spec["runtimeClassName"] = sandbox.runtime_class_name
+        if sandbox.node_selector:
+            pod_spec["nodeSelector"] = dict(sandbox.node_selector)
+        if sandbox.tolerations:
+            pod_spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
+    if config.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
+    init = _git_init_container(run, image, config, target)
+    pod_spec.update(
+        {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": grace + 5,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": config.sandbox_uid,
+                "runAsGroup": config.sandbox_uid,
+                "fsGroup": config.sandbox_uid,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "initContainers": [init] if init else [],
+            "containers": [
+                _runner_container(run, target, config, image),
+                _agent_container(run, config, image),
+            ],
+            "volumes": [
+                {
+                    "name": "plan",
+                    "secret": {
+                        "secretName": plan_secret_name(name),
+                        "items": [{"key": f"attempt-{target.index}.json", "path": PLAN_FILE}],
+                        "defaultMode": 0o440,
+                    },
+                },
+                _workspace_volume(run, target.provider),
+                {"name": "tmp", "emptyDir": {"sizeLimit": config.scratch_size_limit}},
+                {"name": "home", "emptyDir": {"sizeLimit": config.scratch_size_limit}},
+                {"name": "channel", "emptyDir": {}},
+                {"name": "runner-tmp", "emptyDir": {"sizeLimit": RUNNER_TMP_LIMIT}},
+            ],
+        }
+    )
+    if not init:
+        pod_spec.pop("initContainers")
+    # One pod per attempt, ever: no retry, and a deleted pod is not replaced (Failed: not even once the
+    # old one is gone), so the agent never runs twice; the operator reports the attempt as lost.
+    job_spec: dict[str, Any] = {
+        "backoffLimit": 0,
+        "podReplacementPolicy": "Failed",
+        "template": {
+            "metadata": {
+                "labels": labels,
+                "annotations": {
+                    ANNOTATION_RUN: name,
+                    "kubectl.kubernetes.io/default-container": RUNNER_CONTAINER,
+                },
+            },
+            "spec": pod_spec,
+        },
+    }
+    limits = run.spec.limits
+    timeout = (limits.timeout_seconds if limits else None) or config.max_run_seconds
+    job_spec["activeDeadlineSeconds"] = timeout + grace + DEADLINE_SLACK_SECONDS
+    if queue:
+        job_spec["suspend"] = True
+    metadata = _meta(run, job_name(name, target.index), job_labels)
+    metadata["annotations"] = {ANNOTATION_RUN: name}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
+
+
+def build_output_config_map(run: HarnessRun, output: str) -> dict[str, Any]:
+    """The full output of the successful attempt, owned by the run, immutable and hashed."""
+    name = run.metadata["name"]
+    data = {"output": output}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(run, output_config_map_name(name), run_labels(name), data),
+        "immutable": True,
+        "data": data,
+    }

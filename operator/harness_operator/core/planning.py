@@ -1,0 +1,273 @@
+"""Planning: an AttemptPlan from a run and its definition (pure), Dagu's invocation rules applied."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness_operator.api.reasons import ReasonedError
+from harness_operator.api.v1alpha1 import (
+    AcpTransport,
+    CredentialGrant,
+    EnvVar,
+    HarnessDefinitionSpec,
+    HarnessRun,
+    Limits,
+    OutputFormat,
+    Protocol,
+    StdinMode,
+)
+from harness_operator.contract.plan import (
+    ACP_CA_BUNDLE_ENV,
+    ACP_HEADER_ENV,
+    AcpHeaderPlan,
+    AcpSessionPlan,
+    AttemptPlan,
+)
+from harness_operator.core.invocation import (
+    MAX_ARG_BYTES,
+    build_flags,
+    build_invocation,
+    find_argument_problem,
+    flag_token,
+    join_prompt_and_stdin,
+    merge_options,
+    option_strings,
+    prompt_argument,
+)
+
+# Option keys that carry a native per-run budget (claude-stream-json definitions only).
+BUDGET_KEYS = ("max-budget-usd", "max_budget_usd")
+
+
+def plan_options(
+    run: HarnessRun, definition: HarnessDefinitionSpec, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The run's options plus native limit flags: Claude's `--max-budget-usd` for maxCostUSD, which a
+    budget option of the run or the definition may tighten, never loosen (maxCostUSD is the
+    operator's cap: a budget's reservation becomes it).
+
+    Only for claude-stream-json definitions that report cost themselves: Qwen Code speaks the same
+    format but has no budget flag (docs/cli-help/qwen-*.txt), so it would reject the option."""
+    out = dict(options)
+    limits = run.spec.limits
+    if (
+        limits is not None
+        and limits.max_cost_usd is not None
+        and definition.output.format == OutputFormat.claude_stream_json
+        and definition.capabilities.cost_reporting
+    ):
+        given = [out.pop(key, None) for key in BUDGET_KEYS] + [
+            definition.defaults.get(k) for k in BUDGET_KEYS
+        ]
+        out["max-budget-usd"] = min([limits.max_cost_usd, *(v for v in map(_usd, given) if v is not None)])
+    return out
+
+
+def _usd(value: Any) -> float | None:
+    """A budget option's value as a non-negative number, else None (it is then not a tighter cap)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        usd = float(value)
+    except (TypeError, ValueError):
+        return None
+    return usd if usd >= 0 and usd == usd else None  # NaN is not a cap
+
+
+def merge_grants(run: HarnessRun, definition: HarnessDefinitionSpec) -> dict[str, CredentialGrant]:
+    """The definition's credential grants, its ACP connection's secrets, then the run's grants; the
+    run's wins for the same variable."""
+    grants = {c.env: c for c in definition.credentials}
+    grants.update(acp_grants(definition))
+    grants.update({c.env: c for c in run.spec.credentials})
+    return grants
+
+
+def acp_grants(definition: HarnessDefinitionSpec) -> dict[str, CredentialGrant]:
+    """The Secrets an ACP connection reads (header values, the CA bundle), as credential grants."""
+    if definition.protocol != Protocol.acp:
+        return {}
+    grants = {}
+    for index, header in enumerate(definition.headers):
+        if header.value_from is not None:
+            env = ACP_HEADER_ENV.format(index=index)
+            grants[env] = CredentialGrant(env=env, secret_key_ref=header.value_from.secret_key_ref)
+    if definition.ca_bundle_secret_ref is not None:
+        grants[ACP_CA_BUNDLE_ENV] = CredentialGrant(
+            env=ACP_CA_BUNDLE_ENV, secret_key_ref=definition.ca_bundle_secret_ref
+        )
+    return grants
+
+
+def build_acp_session(
+    run: HarnessRun, definition: HarnessDefinitionSpec, prompt: str, stdin: str | None
+) -> AcpSessionPlan:
+    """The ACP half of a plan: the prompt with stdin after a blank line, the endpoint and its headers."""
+    headers = [
+        AcpHeaderPlan(
+            name=h.name,
+            value=h.value,
+            credential_env=ACP_HEADER_ENV.format(index=i) if h.value_from is not None else None,
+        )
+        for i, h in enumerate(definition.headers)
+    ]
+    return AcpSessionPlan(
+        transport=definition.transport or AcpTransport.stdio,
+        prompt=join_prompt_and_stdin(prompt, stdin or ""),
+        url=definition.url,
+        cwd=definition.cwd,
+        headers=headers,
+        ca_bundle_env=ACP_CA_BUNDLE_ENV if definition.ca_bundle_secret_ref is not None else None,
+        bearer_subprotocol=bool(definition.bearer_subprotocol),
+        permission=run.spec.acp_permission,
+    )
+
+
+def merge_plain_env(run: HarnessRun, definition: HarnessDefinitionSpec) -> dict[str, str]:
+    """The definition's plain env, then the run's; the run's wins for the same name."""
+    plain = {e.name: e.value for e in definition.env}
+    plain.update({e.name: e.value for e in run.spec.env})
+    return plain
+
+
+class PlanError(ReasonedError):
+    """The run cannot be planned for a provider: no exec could pass its arguments (Accepted=False)."""
+
+
+def _prompt_error(
+    definition: HarnessDefinitionSpec, provider: str, text: str, folded: bool, problem: str
+) -> PlanError:
+    what = "the prompt with stdin folded in (stdinMode: fold)" if folded else "the prompt"
+    if "\x00" in text:
+        return PlanError("InvalidArgument", f"{what} {problem} (provider {provider!r})")
+    fix = (
+        "use a provider definition with promptMode: stdin, or stdinMode: pipe so that spec.stdin is piped"
+        if folded
+        else "use a provider definition with promptMode: stdin (the prompt is piped), or keep spec.prompt "
+        "short and pass the long text as spec.stdin/stdinFrom, which stdinMode: pipe pipes to the CLI "
+        "(stdinMode: fold would put it back into the prompt argument)"
+    )
+    return PlanError(
+        "PromptTooLarge",
+        f"{what} is {len(text.encode('utf-8'))} bytes and provider {provider!r} passes it as one "
+        f"command-line argument (promptMode: {definition.prompt_mode}), but the kernel takes at most "
+        f"{MAX_ARG_BYTES - 1} bytes in one argument; {fix}",
+    )
+
+
+def check_arguments(
+    run: HarnessRun,
+    definition: HarnessDefinitionSpec,
+    attempt_index: int,
+    provider: str,
+    options: dict[str, Any],
+    prompt: str,
+    stdin: str | None,
+) -> None:
+    """Refuse, naming the field, what no exec can carry: an argument over the kernel's limit or with a
+    NUL byte (prompt, `with` values, the definition's fixed arguments) and a NUL in an env value."""
+    # An ACP prompt travels in a message, not in an argument.
+    text = prompt_argument(definition, prompt, stdin) if definition.protocol == Protocol.cli else None
+    if text is not None and (problem := find_argument_problem(text)):
+        folded = definition.stdin_mode == StdinMode.fold and bool(stdin)
+        raise _prompt_error(definition, provider, text, folded, problem)
+    field = "spec.with" if attempt_index == 1 else f"spec.fallback[{attempt_index - 2}].with"
+    sources = [(f"{field}.{k}", k, v) for k, v in options.items()]
+    sources += [(f"defaults.{k} of provider {provider!r}", k, v) for k, v in definition.defaults.items()]
+    for where, key, value in sources:
+        if problem := find_argument_problem(flag_token(key, definition)):
+            raise PlanError("InvalidArgument", f"{where}: the option's flag {problem}")
+        for item in option_strings(value):
+            if problem := find_argument_problem(item):
+                raise PlanError("InvalidArgument", f"{where}: the value {problem}")
+    fixed = [(f"prefixArgs[{i}]", a) for i, a in enumerate(definition.prefix_args)]
+    fixed += [("promptFlag", definition.prompt_flag or "")]
+    for where, item in fixed:
+        if problem := find_argument_problem(item):
+            raise PlanError("InvalidArgument", f"{where} of provider {provider!r} {problem}")
+    run_env = {e.name for e in run.spec.env}
+    for name, value in merge_plain_env(run, definition).items():
+        if "\x00" in name + value:
+            where = "spec.env" if name in run_env else f"env of provider {provider!r}"
+            raise PlanError("InvalidArgument", f"{where}: {name!r} contains a NUL byte")
+
+
+def build_plan(
+    run: HarnessRun,
+    definition: HarnessDefinitionSpec,
+    attempt_index: int,
+    provider_name: str,
+    options: dict[str, Any],
+    prompt: str,
+    stdin: str | None,
+) -> AttemptPlan:
+    """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`."""
+    spec = run.spec
+    check_arguments(run, definition, attempt_index, provider_name, options, prompt, stdin)
+    all_options = plan_options(run, definition, options)
+    acp: AcpSessionPlan | None = None
+    if definition.protocol == Protocol.acp:
+        # Never a CLI invocation: an ACP adapter started as one exits 0 when its stdin closes.
+        acp = build_acp_session(run, definition, prompt, stdin)
+        binary = definition.binary or ""
+        args = [*definition.prefix_args, *build_flags(merge_options(definition, all_options), definition)]
+        piped = None
+        if acp.transport != AcpTransport.stdio:
+            binary, args = "", []
+    else:
+        invocation = build_invocation(definition, prompt, stdin, all_options)
+        binary, args, piped = invocation.binary, invocation.args, invocation.stdin
+    grants = merge_grants(run, definition)
+    plain = merge_plain_env(run, definition)
+    model = merge_options(definition, all_options).get("model")
+    metadata = run.metadata or {}
+    return AttemptPlan(
+        run_name=str(metadata.get("name", "")),
+        run_namespace=str(metadata.get("namespace") or "default"),
+        attempt=attempt_index,
+        total_attempts=1 + len(spec.fallback),
+        provider=provider_name,
+        binary=binary,
+        args=args,
+        stdin=piped,
+        env=[EnvVar(name=k, value=v) for k, v in sorted(plain.items()) if k not in grants],
+        credential_envs=sorted(grants),
+        optional_credential_envs=sorted(k for k, g in grants.items() if g.optional),
+        output_format=definition.output.format,
+        pricing=dict(definition.pricing),
+        cli_version=definition.cli_version,
+        model_hint=model if isinstance(model, str) and model else None,
+        limits=spec.limits or Limits(),
+        working_dir=spec.workspace.working_dir if spec.workspace else None,
+        acp=acp,
+    )
+
+
+class UnknownProviderError(ValueError):
+    """A provider named by the run resolves to no definition."""
+
+
+def build_attempt_plans(
+    run: HarnessRun,
+    resolve: Callable[[str], HarnessDefinitionSpec | None],
+    prompt: str,
+    stdin: str | None,
+) -> list[AttemptPlan]:
+    """Plans for the primary provider and every fallback, in order (local mode walks them)."""
+    chain: list[tuple[str, dict[str, Any]]] = [(run.spec.provider, run.spec.with_)]
+    chain += [(fb.provider, fb.with_) for fb in run.spec.fallback]
+    plans = []
+    for index, (name, options) in enumerate(chain, start=1):
+        definition = resolve(name)
+        if definition is None:
+            raise UnknownProviderError(f'unknown provider "{name}"')
+        plans.append(build_plan(run, definition, index, name, options, prompt, stdin))
+    return plans
+
+
+def with_output_limit(plan: AttemptPlan, limit: int) -> AttemptPlan:
+    """The plan with maxOutputBytes set to `limit` unless the run set its own."""
+    if plan.limits.max_output_bytes is not None:
+        return plan
+    return plan.model_copy(update={"limits": plan.limits.model_copy(update={"max_output_bytes": limit})})

@@ -1,0 +1,217 @@
+"""One resolution seam: a run's provider chain and value sources, by one set of rules for the operator,
+`harnessctl run`, `render` and `validate` (pure, over a Reader).
+
+Readers: the API server (kube.KubeReader), the files given to `harnessctl run` (local_run.FileReader),
+the definitions of `validate` and `render` (validation.Catalog).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from pydantic import ValidationError
+
+from harness_operator.api.reasons import ReasonedError
+from harness_operator.api.v1alpha1 import (
+    HarnessDefinitionSpec,
+    HarnessRun,
+    HarnessRunSpec,
+    RunInput,
+    ValueSource,
+)
+from harness_operator.core.conditions import FALSE, TRUE
+from harness_operator.core.inputs import compute_dependencies, compute_reference_problem, substitute_inputs
+from harness_operator.core.naming import output_config_map_name
+from harness_operator.core.status import find_succeeded
+
+
+@dataclass(frozen=True)
+class AttemptTarget:
+    """One attempt: its 1-based index, the provider's name and its resolved definition."""
+
+    index: int
+    provider: str
+    definition: HarnessDefinitionSpec
+
+
+T = TypeVar("T")
+Source = ValueSource | RunInput
+
+
+class Rejection(ReasonedError):
+    """The run cannot start: Accepted=False with this reason and message."""
+
+
+class Waiting(ReasonedError):
+    """The run cannot start yet: Succeeded=Unknown with this reason and message."""
+
+
+class RunFailure(ReasonedError):
+    """The run cannot go on (its spec was fine): Succeeded=False with this reason and message."""
+
+
+class Unreadable(Exception):
+    """A reader was refused with an answer retrying cannot change (403, 400, 422); says why."""
+
+
+class NotTheOutput(Exception):
+    """An object bears the name of a run's output but is not that run's output; it was not read."""
+
+
+class DefinitionReader(Protocol):
+    def definition(self, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        """The HarnessDefinition (namespace given) or ClusterHarnessDefinition (None) as stored."""
+
+
+class Reader(DefinitionReader, Protocol):
+    """Where a run's sources are read; each returns None when the object or key is missing."""
+
+    def config_map_key(self, namespace: str, name: str, key: str) -> str | None: ...
+
+    def secret_key(self, namespace: str, name: str, key: str) -> str | None: ...
+
+    def run(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+    def run_output(self, run: Mapping[str, Any]) -> str | None:
+        """The text a succeeded run produced; NotTheOutput for an impostor."""
+
+
+# --- providers -------------------------------------------------------------------------------------
+
+
+def compute_provider_chain(spec: HarnessRunSpec) -> list[tuple[str, str]]:
+    """(field, provider) of the primary and each fallback, in the order their attempts run."""
+    return [("spec.provider", spec.provider)] + [
+        (f"spec.fallback[{i}].provider", fb.provider) for i, fb in enumerate(spec.fallback)
+    ]
+
+
+def resolve_definition(
+    reader: DefinitionReader, namespace: str, provider: str
+) -> HarnessDefinitionSpec | None:
+    """A namespaced HarnessDefinition shadows the ClusterHarnessDefinition of the same name; one that
+    does not parse is a Rejection (InvalidProvider)."""
+    raw = reader.definition(namespace, provider)
+    if raw is None:
+        raw = reader.definition(None, provider)
+    if raw is None:
+        return None
+    try:
+        return HarnessDefinitionSpec.model_validate(raw.get("spec") or {})
+    except ValidationError as exc:
+        raise Rejection(
+            "InvalidProvider", f'provider "{provider}" is invalid: {exc.errors()[0]["msg"]}'
+        ) from exc
+
+
+def resolve_targets(reader: DefinitionReader, run: HarnessRun) -> list[AttemptTarget]:
+    """Every attempt's definition; the first provider nobody defines is a Rejection (UnknownProvider)."""
+    targets = []
+    for index, (_, provider) in enumerate(compute_provider_chain(run.spec), start=1):
+        definition = resolve_definition(reader, run.metadata["namespace"], provider)
+        if definition is None:
+            message = f'unknown provider "{provider}"'
+            if index > 1:
+                message = f"invalid fallback[{index - 2}]: {message}"
+            raise Rejection("UnknownProvider", message)
+        targets.append(AttemptTarget(index, provider, definition))
+    return targets
+
+
+# --- value sources ---------------------------------------------------------------------------------
+
+
+def _read(field: str, what: str, fetch: Callable[[], T]) -> T:
+    """One read; a refusal retrying cannot change fails the run with the reason rather than leaving it
+    waiting with no status."""
+    try:
+        return fetch()
+    except Unreadable as exc:
+        raise Rejection("InputUnavailable", f"{field}: cannot read {what}: {exc}") from exc
+
+
+def require_succeeded(reader: Reader, run: HarnessRun, field: str, other_name: str) -> Mapping[str, Any]:
+    """The run named by `field` once it has succeeded: Waiting until then, Rejection if it failed."""
+    if other_name == run.metadata["name"]:
+        raise Rejection("DependsOnItself", f"{field}: names this run itself, which would wait forever")
+    ns = run.metadata["namespace"]
+    other = _read(field, f'HarnessRun "{other_name}"', lambda: reader.run(ns, other_name))
+    if other is None:
+        raise Waiting("WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to exist')
+    state = find_succeeded(HarnessRun.model_validate(other))
+    if state == FALSE:
+        raise Rejection("RunOutputFailed", f'{field}: HarnessRun "{other_name}" did not succeed')
+    if state != TRUE:
+        raise Waiting("WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to succeed')
+    return other
+
+
+def _read_run_output(reader: Reader, field: str, other: Mapping[str, Any]) -> str | None:
+    """The output of a succeeded run, only when it is that run's: an impostor is never read."""
+    other_name = other["metadata"]["name"]
+    name = output_config_map_name(other_name)
+    try:
+        return _read(field, f"ConfigMap {name}", lambda: reader.run_output(other))
+    except NotTheOutput as exc:
+        raise Rejection(
+            "InputUnavailable",
+            f'{field}: ConfigMap {name} is not the output of HarnessRun "{other_name}" '
+            "(not owned by it, or not the text its status reports); it was not read",
+        ) from exc
+
+
+def resolve_source(reader: Reader, run: HarnessRun, field: str, source: Source) -> str:
+    """A prompt, stdin or input's value from its ConfigMap key, Secret key or run's output."""
+    ns = run.metadata["namespace"]
+    if source.config_map_key_ref:
+        ref = source.config_map_key_ref
+        what = f"ConfigMap {ref.name} key {ref.key}"
+        value = _read(field, what, lambda: reader.config_map_key(ns, ref.name, ref.key))
+    elif source.secret_key_ref:
+        secret = source.secret_key_ref
+        what = f"Secret {secret.name} key {secret.key}"
+        value = _read(field, what, lambda: reader.secret_key(ns, secret.name, secret.key))
+    else:
+        assert source.run_output is not None
+        other_name = source.run_output.name
+        value = _read_run_output(reader, field, require_succeeded(reader, run, field, other_name))
+        what = f'the output of HarnessRun "{other_name}"'
+    if value is None:
+        raise Rejection("InputUnavailable", f"{field}: cannot read {what}")
+    return value
+
+
+def check_references(spec: HarnessRunSpec) -> None:
+    """Rejection (UnknownInput) when spec.prompt or spec.stdin references an undeclared input."""
+    problem = compute_reference_problem(spec)
+    if problem is not None:
+        raise Rejection("UnknownInput", problem)
+
+
+def compose_inputs(spec: HarnessRunSpec, read: Callable[[str, Source], str]) -> tuple[str, str | None]:
+    """The prompt and stdin: `$(inputs.NAME)` in spec.prompt and spec.stdin replaced by the inputs'
+    values, text from promptFrom/stdinFrom taken as it is; `read(field, source)` gives a source's text."""
+    values = {
+        item.name: item.value if item.value is not None else read(f"spec.inputs[{index}]", item)
+        for index, item in enumerate(spec.inputs)
+    }
+    if spec.prompt is not None:
+        prompt = substitute_inputs(spec.prompt, values)
+    else:
+        assert spec.prompt_from is not None  # the schema requires one of the two
+        prompt = read("spec.promptFrom", spec.prompt_from)
+    stdin = None if spec.stdin is None else substitute_inputs(spec.stdin, values)
+    if spec.stdin_from is not None:
+        stdin = read("spec.stdinFrom", spec.stdin_from)
+    return prompt, stdin
+
+
+def resolve_inputs(reader: Reader, run: HarnessRun) -> tuple[str, str | None]:
+    """The prompt and stdin, once every run this one depends on has succeeded."""
+    check_references(run.spec)
+    for field, other_name in compute_dependencies(run.spec):
+        if field.startswith("spec.after"):
+            require_succeeded(reader, run, field, other_name)
+    return compose_inputs(run.spec, lambda field, source: resolve_source(reader, run, field, source))

@@ -1,0 +1,597 @@
+"""What the operator observed of a run's Jobs and Pods, and the status that follows from it (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness_operator.api.v1alpha1 import (
+    Attempt,
+    Condition,
+    HarnessDefinitionSpec,
+    HarnessDefinitionStatus,
+    HarnessRun,
+    HarnessRunStatus,
+    OutputStatus,
+    Phase,
+    Progress,
+    Usage,
+)
+from harness_operator.contract.events import Event
+from harness_operator.contract.plan import EXIT_NOT_CONFINED
+from harness_operator.contract.result import (
+    EXIT_STOPPED,
+    NETWORK_NOT_CONFINED,
+    ResultDocument,
+    ResultProblem,
+    fallback_line,
+    parse_termination_message,
+)
+from harness_operator.core.conditions import (
+    ACCEPTED,
+    FALSE,
+    READY,
+    STALLED,
+    SUCCEEDED,
+    TRUE,
+    UNKNOWN,
+    compute_kstatus_conditions,
+    find_condition,
+    set_condition,
+)
+from harness_operator.core.naming import AGENT_CONTAINER, CLONE_CONTAINER, RUNNER_CONTAINER
+from harness_operator.core.times import normalize_time, parse_time, timestamp
+from harness_operator.core.usage import sum_usage
+
+PENDING, SUSPENDED, RUNNING, FINISHED = "Pending", "Suspended", "Running", "Finished"
+EXCERPT_CHARS = 2000
+CLONE_MESSAGE_CHARS = 500
+# A lost attempt ends with a non-zero exit that no limit caused: fallback follows, as after a crash.
+EXIT_LOST = 1
+
+
+def build_excerpt(output: bytes, limit: int = EXCERPT_CHARS) -> str:
+    """The first `limit` characters of the output."""
+    text = output.decode("utf-8", "replace")
+    return text if len(text) <= limit else text[:limit]
+
+
+def build_attempt(doc: ResultDocument) -> Attempt:
+    """status.attempts[] entry from one result document."""
+    return Attempt(
+        index=doc.attempt,
+        provider=doc.provider,
+        start_time=doc.start_time,
+        completion_time=doc.completion_time,
+        exit_code=doc.exit_code,
+        reason=doc.reason,
+        message=doc.message or None,
+        model=doc.model,
+        session_id=doc.session_id,
+        usage=doc.usage,
+        cli_version=doc.cli_version,
+    )
+
+
+@dataclass(frozen=True)
+class ObservedAttempt:
+    """One attempt's Job and Pod as seen; `result` is the runner's result document once it finished."""
+
+    index: int
+    provider: str
+    job_name: str | None = None
+    pod_name: str | None = None
+    state: str = PENDING
+    start_time: str | None = None
+    result: ResultDocument | None = None
+    # Ended, but the agent's container still runs (the runner gave up on it, or died): the Job goes.
+    agent_running: bool = False
+
+    @property
+    def succeeded(self) -> bool:
+        return self.result is not None and self.result.succeeded
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything compute_status needs; built by reconcile from what the API server returned."""
+
+    providers: list[str]
+    attempts: list[ObservedAttempt] = field(default_factory=list)
+    output: bytes | None = None
+    output_config_map: str | None = None
+    rejected: tuple[str, str] | None = None
+    waiting: tuple[str, str] | None = None
+    failed: tuple[str, str] | None = None
+    cancelled: bool = False
+
+
+def _container_state(
+    pod: dict[str, Any] | None, name: str, kind: str = "containerStatuses"
+) -> dict[str, Any]:
+    statuses = ((pod or {}).get("status") or {}).get(kind) or []
+    found: dict[str, Any] = next((s for s in statuses if s.get("name") == name), {})
+    return dict(found.get("state") or {})
+
+
+def _job_condition(job: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_ and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def is_job_finished(job: dict[str, Any]) -> bool:
+    """The Job completed or failed (a suspended or running Job is still in flight)."""
+    return _job_condition(job, "Complete") is not None or _job_condition(job, "Failed") is not None
+
+
+def _lost(index: int, provider: str, what: str) -> ResultDocument:
+    """The result of an attempt whose Job or pod went away before it reported."""
+    return ResultDocument(
+        attempt=index,
+        provider=provider,
+        exit_code=EXIT_LOST,
+        reason="JobLost",
+        message=f"{what} before attempt {index} finished; the attempt is not run again",
+    )
+
+
+def _explain_stop(
+    result: ResultDocument, failed: dict[str, Any] | None, cancelled: bool, job: str
+) -> ResultDocument:
+    """The runner reports Cancelled whenever it is sent SIGTERM; unless spec.cancel asked for it, the
+    Job's deadline or someone deleting, evicting or draining the pod stopped it."""
+    if result.reason != "Cancelled" or cancelled:
+        return result
+    if failed is not None and failed.get("reason") == "DeadlineExceeded":
+        return result.model_copy(
+            update={"reason": "Timeout", "message": f"Job {job} passed its activeDeadlineSeconds"}
+        )
+    lost = _lost(result.attempt, result.provider, f"the pod of Job {job} was stopped from outside")
+    return result.model_copy(update=lost.model_dump(include={"exit_code", "reason", "message"}))
+
+
+def _read_result(
+    index: int, provider: str, terminated: dict[str, Any], agent: dict[str, Any] | None
+) -> tuple[ResultDocument, bool]:
+    """The runner's result from its container's termination message, parsed once, checked against
+    the kubelet's record of both containers (`agent`: the agent container's terminated state, if it
+    ended); and whether it was the runner's report. Without one, what the container's end says; one
+    this operator cannot use is ResultUnreadable, never a crash."""
+    parsed = parse_termination_message(terminated.get("message") or "")
+    exit_code = terminated.get("exitCode", 1)
+    if isinstance(parsed, ResultProblem):
+        unreadable = ResultDocument(
+            attempt=index,
+            provider=provider,
+            exit_code=exit_code or 1,
+            reason="ResultUnreadable",
+            message=parsed.message,
+        )
+        return unreadable, False
+    if parsed is None:
+        reason = "OOMKilled" if terminated.get("reason") == "OOMKilled" else "ProviderFailed"
+        ended = ResultDocument(
+            attempt=index,
+            provider=provider,
+            exit_code=exit_code,
+            reason=reason,
+            message=f"the runner's container ended ({terminated.get('reason')}) without a result",
+        )
+        return ended, False
+    # The essentials-only form of a long message leaves out attempt and provider: ours fill them in.
+    unset = {"attempt": index, "provider": provider}.items()
+    result = parsed.model_copy(update={k: v for k, v in unset if k not in parsed.model_fields_set})
+    return compute_checked_result(result, exit_code, agent), True
+
+
+def compute_checked_result(
+    result: ResultDocument, runner_exit: int, agent: dict[str, Any] | None
+) -> ResultDocument:
+    """The runner's report as the kubelet's record allows it: the runner's container's own exit code
+    must be the report's, and a success needs the agent's container to have exited as the report says
+    the agent did (a forged exit status fools the runner, never the kubelet); otherwise
+    ResultContradicted (exit 1, fallback follows). An agent container the kernel killed for memory
+    makes a failed attempt OOMKilled."""
+    problems = []
+    if runner_exit != result.exit_code:
+        problems.append(f"the runner's container exited {runner_exit} but its report says {result.exit_code}")
+    agent_exit = None if agent is None else agent.get("exitCode")
+    # The exit the runner saw (an ACP adapter is killed at the session's end: 137), else 0: a launcher
+    # given nothing to run (a remote agent) ends with 0.
+    expected = 0 if result.agent_exit_code is None else result.agent_exit_code
+    if result.succeeded and agent_exit != expected:
+        seen = "had not ended" if agent is None else f"exited {agent_exit} ({agent.get('reason')})"
+        problems.append(f"the report says the agent exited {expected}, but its container {seen}")
+    if problems:
+        message = "; ".join(problems) + ": the attempt is not trusted as a success"
+        return result.model_copy(
+            update={"exit_code": runner_exit or 1, "reason": "ResultContradicted", "message": message}
+        )
+    if not result.succeeded and agent is not None and agent.get("reason") == "OOMKilled":
+        limit = "the agent's container ran out of memory (sandbox.resources.limits.memory)"
+        return result.model_copy(update={"reason": "OOMKilled", "message": limit})
+    return result
+
+
+def compute_clone_failure(index: int, provider: str, terminated: dict[str, Any]) -> ResultDocument:
+    """The workspace's clone failed, so the agent never started: its wait for the network policy
+    (NetworkNotConfined, no fallback) or git itself (SetupFailed), named by the last line it logged."""
+    code = int(terminated.get("exitCode") or 1)
+    lines = [line for line in str(terminated.get("message") or "").splitlines() if line.strip()]
+    said = lines[-1][:CLONE_MESSAGE_CHARS] if lines else str(terminated.get("reason") or "no message")
+    if code == EXIT_NOT_CONFINED:
+        return ResultDocument(
+            attempt=index, provider=provider, exit_code=1, reason=NETWORK_NOT_CONFINED, message=said
+        )
+    message = f"the workspace's clone (init container {CLONE_CONTAINER}) exited {code}: {said}"
+    return ResultDocument(
+        attempt=index, provider=provider, exit_code=1, reason="SetupFailed", message=message
+    )
+
+
+def observe_attempt(
+    index: int,
+    provider: str,
+    job: dict[str, Any],
+    pods: Sequence[dict[str, Any]],
+    cancelled: bool = False,
+) -> ObservedAttempt:
+    """The state and, when over, the result document of one attempt from its Job and the Pods it
+    controls; `cancelled` says whether spec.cancel asked the attempt to stop."""
+    name = job["metadata"]["name"]
+    pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
+    pod_name = pod["metadata"]["name"] if pod else None
+    runner = _container_state(pod, RUNNER_CONTAINER).get("terminated")
+    agent = _container_state(pod, AGENT_CONTAINER)
+    start = normalize_time((job.get("status") or {}).get("startTime"))
+    failed = _job_condition(job, "Failed")
+    complete = _job_condition(job, "Complete")
+    if runner:
+        result, reported = _read_result(index, provider, runner, agent.get("terminated"))
+        agent_running = "running" in agent
+        if agent_running and reported and not result.agent_left_running and not failed:
+            # The runner ends once the agent's processes are gone; the kubelet records the agent's
+            # container a moment later, and its exit is what the report is checked against.
+            return ObservedAttempt(index, provider, name, pod_name, RUNNING, start)
+        result = _explain_stop(result, failed, cancelled, name)
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result, agent_running)
+    clone = _container_state(pod, CLONE_CONTAINER, "initContainerStatuses").get("terminated")
+    if clone and clone.get("exitCode"):
+        result = compute_clone_failure(index, provider, clone)
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
+    if failed:
+        deadline = failed.get("reason") == "DeadlineExceeded"
+        result = ResultDocument(
+            attempt=index,
+            provider=provider,
+            exit_code=EXIT_STOPPED if deadline else 1,
+            reason="Timeout" if deadline else "PodFailed",
+            message=failed.get("message") or failed.get("reason") or "the Job failed",
+        )
+        if pod is None and not deadline:
+            result = _lost(index, provider, f"the pod of Job {name} vanished")
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
+    if complete:
+        result = ResultDocument(attempt=index, provider=provider, exit_code=0)
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
+    if (job.get("spec") or {}).get("suspend"):
+        return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start)
+    running = (pod or {}).get("status", {}).get("phase") == "Running"
+    return ObservedAttempt(index, provider, name, pod_name, RUNNING if running else PENDING, start)
+
+
+def build_result_from_attempt(attempt: Attempt) -> ResultDocument:
+    """The result document an ended attempt's status entry records (the inverse of build_attempt)."""
+    assert attempt.exit_code is not None
+    return ResultDocument(
+        attempt=attempt.index,
+        provider=attempt.provider,
+        exit_code=attempt.exit_code,
+        reason=attempt.reason,
+        message=attempt.message,
+        model=attempt.model,
+        session_id=attempt.session_id,
+        usage=attempt.usage,
+        cli_version=attempt.cli_version,
+        start_time=attempt.start_time,
+        completion_time=attempt.completion_time,
+    )
+
+
+def recorded_attempts(status: HarnessRunStatus | None) -> list[ObservedAttempt]:
+    """The attempts as status.attempts[] records them: ended when an exit code is recorded."""
+    out = []
+    for attempt in status.attempts if status else []:
+        ended = attempt.exit_code is not None
+        out.append(
+            ObservedAttempt(
+                attempt.index,
+                attempt.provider,
+                attempt.job_name,
+                attempt.pod_name,
+                FINISHED if ended else PENDING,
+                attempt.start_time,
+                build_result_from_attempt(attempt) if ended else None,
+            )
+        )
+    return out
+
+
+def merge_attempts(
+    recorded: Sequence[ObservedAttempt], seen: dict[int, ObservedAttempt], cancelled: bool, now: datetime
+) -> list[ObservedAttempt]:
+    """Every attempt of a run from its durable record (status.attempts[]) and the Jobs that exist.
+
+    A Job is the truth for its attempt. A recorded attempt whose Job is gone keeps the end it recorded;
+    without one, it started and vanished: it ends lost (or cancelled, when spec.cancel removed it) and
+    is never created again, so no attempt runs twice."""
+    by_index = {a.index: a for a in recorded}
+    out = []
+    for index in sorted(set(seen) | set(by_index)):
+        if index in seen:
+            out.append(seen[index])
+            continue
+        record = by_index[index]
+        if record.state == FINISHED:
+            out.append(record)
+            continue
+        if cancelled:
+            result = ResultDocument(
+                attempt=index,
+                provider=record.provider,
+                exit_code=EXIT_STOPPED,
+                reason="Cancelled",
+                message="cancelled by spec.cancel",
+            )
+        else:
+            result = _lost(index, record.provider, f"Job {record.job_name} vanished")
+        result = result.model_copy(update={"completion_time": timestamp(now)})
+        out.append(
+            ObservedAttempt(
+                index, record.provider, record.job_name, record.pod_name, FINISHED, record.start_time, result
+            )
+        )
+    return out
+
+
+def compute_next_attempt(observed: Observed) -> int | None:
+    """The 1-based attempt to create now, if any: the first, or the next after an allowed fallback."""
+    if observed.rejected or observed.waiting or observed.failed or observed.cancelled:
+        return None
+    if not observed.attempts:
+        return 1
+    last = observed.attempts[-1]
+    if last.state != FINISHED or last.result is None or last.succeeded:
+        return None
+    if last.index < len(observed.providers) and last.result.fallback_allowed:
+        return last.index + 1
+    return None
+
+
+def _final_reason(last: ObservedAttempt) -> str:
+    result = last.result
+    if result is not None and result.reason:
+        return result.reason
+    return "Succeeded" if result is not None and result.exit_code == 0 else "ProviderFailed"
+
+
+def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> HarnessRunStatus:
+    """The run's status: conditions are the truth, phase is derived from them."""
+    previous = run.status or HarnessRunStatus()
+    generation = run.metadata.get("generation")
+    conds = list(previous.conditions)
+    status = HarnessRunStatus(
+        observed_generation=generation, start_time=previous.start_time, budget=previous.budget
+    )
+
+    if observed.rejected:
+        reason, message = observed.rejected
+        conds = set_condition(conds, ACCEPTED, FALSE, reason, message, generation, now)
+        conds = set_condition(conds, SUCCEEDED, FALSE, reason, message, generation, now)
+        return status.model_copy(
+            update={
+                "conditions": compute_kstatus_conditions(conds, generation, now),
+                "phase": Phase.failed,
+                "reason": reason,
+                "message": message,
+                "exit_code": 1,
+                "completion_time": previous.completion_time or timestamp(now),
+            }
+        )
+    conds = set_condition(
+        conds, ACCEPTED, TRUE, "ProviderResolved", "spec valid, provider resolved", generation, now
+    )
+    attempts = [
+        build_attempt(a.result) if a.result else Attempt(index=a.index, provider=a.provider)
+        for a in observed.attempts
+    ]
+    for model, seen in zip(attempts, observed.attempts, strict=True):
+        model.job_name = seen.job_name
+        model.pod_name = seen.pod_name
+        model.start_time = model.start_time or seen.start_time
+    usages = [a.usage for a in attempts if a.usage is not None]
+    first_start = next((a.start_time for a in observed.attempts if a.start_time), None)
+    update: dict[str, Any] = {
+        "attempts": attempts,
+        "usage": sum_usage(usages) if usages else None,
+        "start_time": previous.start_time or first_start,
+    }
+    total = len(observed.providers)
+    last = observed.attempts[-1] if observed.attempts else None
+    next_index = compute_next_attempt(observed)
+
+    if observed.failed:
+        reason, message = observed.failed
+        conds = set_condition(conds, SUCCEEDED, FALSE, reason, message, generation, now)
+        update |= {
+            "phase": Phase.failed,
+            "reason": reason,
+            "message": message,
+            "exit_code": 1,
+            "completion_time": previous.completion_time or timestamp(now),
+        }
+    elif observed.cancelled and not (last and last.succeeded):
+        message = "cancelled by spec.cancel"
+        conds = set_condition(conds, SUCCEEDED, FALSE, "Cancelled", message, generation, now)
+        update |= {
+            "phase": Phase.cancelled,
+            "reason": "Cancelled",
+            "message": message,
+            "exit_code": EXIT_STOPPED,
+            "completion_time": previous.completion_time or timestamp(now),
+        }
+    elif last and last.state == FINISHED and next_index is None:
+        reason = _final_reason(last)
+        ok = last.succeeded
+        message = (
+            f"attempt {last.index}/{total} with {last.provider} succeeded"
+            if ok
+            else (last.result.message if last.result else None) or reason
+        )
+        conds = set_condition(conds, SUCCEEDED, TRUE if ok else FALSE, reason, message, generation, now)
+        update |= {
+            "phase": Phase.succeeded if ok else (Phase.cancelled if reason == "Cancelled" else Phase.failed),
+            "reason": reason,
+            "message": message,
+            "exit_code": last.result.exit_code if last.result else None,
+            "completion_time": previous.completion_time or timestamp(now),
+        }
+        if ok and observed.output is not None:
+            update["output"] = OutputStatus(
+                excerpt=build_excerpt(observed.output),
+                bytes=len(observed.output),
+                sha256=hashlib.sha256(observed.output).hexdigest(),
+                truncated=bool(last.result and last.result.output and last.result.output.truncated),
+                config_map_name=observed.output_config_map,
+            )
+    else:
+        if observed.waiting:
+            reason, message = observed.waiting
+        elif last and last.state == FINISHED and next_index is not None:
+            reason = "FallingBack"
+            message = fallback_line(last.index, total, last.provider, observed.providers[next_index - 1])
+        elif last and last.state == RUNNING:
+            reason, message = "Running", f"attempt {last.index}/{total} with {last.provider} is running"
+        elif last and last.state == SUSPENDED:
+            reason, message = "Suspended", f"attempt {last.index}/{total} waits for its queue to admit it"
+        else:
+            reason, message = "Pending", "waiting for the sandbox pod to start"
+        conds = set_condition(conds, SUCCEEDED, UNKNOWN, reason, message, generation, now)
+        running = last is not None and last.state == RUNNING
+        update |= {"phase": Phase.running if running else Phase.pending, "reason": reason, "message": message}
+    conds = compute_kstatus_conditions(conds, generation, now)
+    status = status.model_copy(update={**update, "conditions": conds})
+    if status.completion_time:
+        return status.model_copy(update={"progress": build_final_progress(status, previous.progress)})
+    return status.model_copy(update={"progress": previous.progress})
+
+
+def format_duration(seconds: float) -> str:
+    """kubectl's short form: 45s, 2m5s, 1h3m."""
+    total = max(0, int(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def _seconds_between(start: str | None, end: datetime | None) -> float | None:
+    begin = parse_time(start)
+    return None if begin is None or end is None else (end - begin).total_seconds()
+
+
+def _plus(a: int | float | None, b: int | float | None) -> Any:
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
+def build_final_progress(status: HarnessRunStatus, previous: Progress | None) -> Progress:
+    """At the end, the run's totals (the same as status.usage) and how long it took."""
+    usage = status.usage
+    elapsed = _seconds_between(status.start_time, parse_time(status.completion_time))
+    return Progress(
+        attempt=status.attempts[-1].index if status.attempts else None,
+        turns=usage.turns if usage else None,
+        tokens=total_usage_tokens(usage),
+        cost_usd=usage.cost_usd if usage else None,
+        last_tool=previous.last_tool if previous else None,
+        duration=None if elapsed is None else format_duration(elapsed),
+        update_time=status.completion_time,
+    )
+
+
+def total_usage_tokens(usage: Usage | None) -> int | None:
+    """All tokens of a Usage (input, output, cache read and write); None when none is known."""
+    if usage is None:
+        return None
+    values = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def compute_progress(status: HarnessRunStatus, attempt: int, latest: Event | None, now: datetime) -> Progress:
+    """The run so far while attempt `attempt` runs: the finished attempts' usage (status.usage) plus that
+    attempt's latest `progress` (or `result`) figures from its log; none yet: the finished attempts'."""
+    done = status.usage
+    live = latest if latest is not None and latest.kind in ("progress", "result") else None
+    elapsed = _seconds_between(status.start_time, now)
+    previous_tool = status.progress.last_tool if status.progress else None
+    return Progress(
+        attempt=attempt,
+        turns=_plus(done.turns if done else None, live.turns if live else None),
+        tokens=_plus(total_usage_tokens(done), live.tokens if live else None),
+        cost_usd=_plus(done.cost_usd if done else None, live.cost_usd if live else None),
+        last_tool=(live.last_tool if live else None) or previous_tool,
+        duration=None if elapsed is None else format_duration(elapsed),
+        update_time=timestamp(now),
+    )
+
+
+def is_progress_wanted(status: HarnessRunStatus | None) -> bool:
+    """The run's last attempt runs in a pod: there is a log to read progress from."""
+    if status is None or status.phase != Phase.running or not status.attempts:
+        return False
+    last = status.attempts[-1]
+    return last.pod_name is not None and last.exit_code is None and last.reason is None
+
+
+def is_progress_changed(old: Progress | None, new: Progress) -> bool:
+    """Worth a status write: the figures moved (the clock alone does not count)."""
+    if old is None:
+        return True
+    fields = ("attempt", "turns", "tokens", "cost_usd", "last_tool")
+    return any(getattr(old, f) != getattr(new, f) for f in fields)
+
+
+def find_succeeded(run: HarnessRun) -> str | None:
+    """The Succeeded condition's status, if any."""
+    cond = find_condition(run.status.conditions if run.status else [], SUCCEEDED)
+    return cond.status if cond else None
+
+
+def compute_definition_status(definition: dict[str, Any], now: datetime) -> HarnessDefinitionStatus:
+    """A HarnessDefinition's or ClusterHarnessDefinition's status: Ready when its spec parses and runs
+    can use its protocol; otherwise Ready False and Stalled True (kstatus: Failed) until it is edited."""
+    generation = (definition.get("metadata") or {}).get("generation")
+    previous = [Condition.model_validate(c) for c in (definition.get("status") or {}).get("conditions") or []]
+    try:
+        spec = HarnessDefinitionSpec.model_validate(definition.get("spec") or {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(["spec", *(str(part) for part in error["loc"])])
+        reason, message = "InvalidDefinition", f"{where}: {error['msg']}; fix the definition"
+    else:
+        del spec  # parsing is the check: every protocol the API admits has a runner
+        conds = set_condition(previous, READY, TRUE, "Valid", "runs can use this definition", generation, now)
+        conds = [c for c in conds if c.type != STALLED]
+        return HarnessDefinitionStatus(conditions=conds, observed_generation=generation)
+    conds = set_condition(previous, READY, FALSE, reason, message, generation, now)
+    conds = set_condition(conds, STALLED, TRUE, reason, message, generation, now)
+    return HarnessDefinitionStatus(conditions=conds, observed_generation=generation)

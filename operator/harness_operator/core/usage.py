@@ -1,0 +1,35 @@
+"""A run's usage: its attempts' usage summed (pure)."""
+
+from __future__ import annotations
+
+from harness_operator.api.v1alpha1 import CostSource, Usage
+
+
+def sum_usage(items: list[Usage]) -> Usage:
+    """Usage summed across attempts; a cost is known only if every attempt's is, and is then
+    `reported` only if every attempt's was."""
+    if not items:
+        return Usage()
+
+    def total(values: list[int | None]) -> int | None:
+        known = [v for v in values if v is not None]
+        return sum(known) if known else None
+
+    costs = [u.cost_usd for u in items]
+    sources = {u.cost_source for u in items}
+    if any(c is None for c in costs):
+        cost, source = None, CostSource.unknown
+    else:
+        cost = round(sum(c for c in costs if c is not None), 6)
+        source = CostSource.reported if sources == {CostSource.reported} else CostSource.computed
+    where = ", ".join(sorted({u.price_source for u in items if u.price_source})) or None
+    return Usage(
+        input_tokens=total([u.input_tokens for u in items]),
+        output_tokens=total([u.output_tokens for u in items]),
+        cache_read_tokens=total([u.cache_read_tokens for u in items]),
+        cache_write_tokens=total([u.cache_write_tokens for u in items]),
+        turns=total([u.turns for u in items]),
+        cost_usd=cost,
+        cost_source=source,
+        price_source=None if cost is None else where,
+    )

@@ -1,0 +1,243 @@
+"""The chart rendered by the real `helm` (offline: `helm lint`, `helm template`): pod metadata, pull Secrets,
+probes, the optional ServiceMonitor, and every env var it sets is a setting the operator reads."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness_operator.core.config import OperatorConfig
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "charts" / "harness-operator"
+CLUSTER_HELM = (
+    Path(os.environ.get("HARNESS_CLUSTER_CACHE", "/var/cache/harness-operator/cluster")) / "bin" / "helm"
+)
+HELM = str(CLUSTER_HELM) if CLUSTER_HELM.exists() else shutil.which("helm")
+
+pytestmark = pytest.mark.skipif(
+    HELM is None, reason="helm not built yet: tests/cluster/build-bins builds it (make test does)"
+)
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    assert HELM is not None
+    return subprocess.run([HELM, *args], capture_output=True, text=True, check=False)
+
+
+def render(*settings: str) -> list[dict[str, Any]]:
+    sets = [arg for s in settings for arg in ("--set", s)]
+    result = helm("template", "harness-operator", str(CHART), "--namespace", "harness-system", *sets)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def one(docs: list[dict[str, Any]], kind: str, gateway: bool = False) -> dict[str, Any]:
+    """The one object of `kind`: the egress gateway's (named <release>-egress...) or else the other one."""
+    found = [d for d in docs if d["kind"] == kind and ("-egress" in d["metadata"]["name"]) == gateway]
+    assert len(found) == 1, f"{len(found)} {kind} objects"
+    return found[0]
+
+
+def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    container: dict[str, Any] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def env_of(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """Plain values; a value from a Secret (the gateway's key) stands as FROM_SECRET."""
+    return {e["name"]: e.get("value", FROM_SECRET) for e in operator_container(docs)["env"]}
+
+
+FROM_SECRET = "from-a-secret"
+
+
+EVERY_KNOB = (
+    "imagePullSecrets[0].name=registry",
+    "sandboxImagePullSecrets[0].name=registry-a",
+    "sandboxImagePullSecrets[1].name=registry-b",
+    "podAnnotations.team=agents",
+    "podLabels.cost-center=ai",
+    "priorityClassName=operators",
+    "metrics.serviceMonitor.enabled=true",
+    "metrics.serviceMonitor.interval=30s",
+    "metrics.serviceMonitor.labels.release=prometheus",
+    "runs.ttlSecondsAfterFinished=86400",
+)
+
+
+@pytest.mark.parametrize("settings", [(), EVERY_KNOB], ids=["defaults", "every-knob"])
+def test_helm_lint_strict_passes(settings: tuple[str, ...]) -> None:
+    result = helm("lint", "--strict", str(CHART), *(arg for s in settings for arg in ("--set", s)))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_defaults_render_no_optional_pod_fields_and_no_service_monitor() -> None:
+    docs = render()
+    pod = one(docs, "Deployment")["spec"]["template"]
+    assert "annotations" not in pod["metadata"]
+    assert not {"imagePullSecrets", "priorityClassName"} & set(pod["spec"])
+    assert "ServiceMonitor" not in {d["kind"] for d in docs}
+    assert env_of(docs)["HARNESS_IMAGE_PULL_SECRETS"] == ""
+
+
+def test_pod_metadata_pull_secrets_and_priority_reach_the_operator_pod() -> None:
+    pod = one(render(*EVERY_KNOB), "Deployment")["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"team": "agents"}
+    assert pod["metadata"]["labels"]["cost-center"] == "ai"
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+    assert pod["spec"]["priorityClassName"] == "operators"
+
+
+def test_pod_labels_cannot_override_the_selector_labels() -> None:
+    deployment = one(render("podLabels.app\\.kubernetes\\.io/name=other"), "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector["app.kubernetes.io/name"] == "harness-operator"
+    assert deployment["spec"]["template"]["metadata"]["labels"].items() >= selector.items()
+
+
+def test_sandbox_pull_secrets_reach_the_operator_as_a_setting_it_reads() -> None:
+    env = env_of(render(*EVERY_KNOB))
+    assert OperatorConfig.from_env(env).image_pull_secrets == ("registry-a", "registry-b")
+
+
+def test_finished_runs_are_kept_unless_the_chart_sets_a_default_ttl() -> None:
+    assert "HARNESS_DEFAULT_TTL_SECONDS_AFTER_FINISHED" not in env_of(render())
+    env = env_of(render(*EVERY_KNOB))
+    assert OperatorConfig.from_env(env).default_ttl_seconds_after_finished == 86400
+
+
+def test_every_env_var_the_chart_sets_is_an_operator_setting() -> None:
+    fields = {f"HARNESS_{name.upper()}" for name in OperatorConfig.__dataclass_fields__}
+    assert set(env_of(render(*EVERY_KNOB))) <= fields
+
+
+def test_liveness_and_readiness_call_kopfs_health_endpoint_on_the_health_port() -> None:
+    docs = render("healthPort=9090")
+    container = operator_container(docs)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["health"] == 9090 and env_of(docs)["HARNESS_HEALTH_PORT"] == "9090"
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+
+
+def test_service_monitor_scrapes_the_metrics_service_when_enabled() -> None:
+    docs = render(*EVERY_KNOB)
+    monitor, service = one(docs, "ServiceMonitor"), one(docs, "Service")
+    assert monitor["metadata"]["namespace"] == "harness-system"
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["harness-system"]}
+    assert service["metadata"]["labels"].items() >= monitor["spec"]["selector"]["matchLabels"].items()
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    assert {p["name"] for p in service["spec"]["ports"]} == {"metrics"}
+
+
+def test_service_monitor_without_the_metrics_service_is_refused_with_the_fix() -> None:
+    result = helm(
+        "template",
+        "x",
+        str(CHART),
+        "--set",
+        "metrics.serviceMonitor.enabled=true,metrics.service.enabled=false",
+    )
+    assert result.returncode != 0
+    assert "metrics.serviceMonitor.enabled needs metrics.service.enabled=true" in result.stderr
+
+
+def test_helm_applies_the_values_schema() -> None:
+    result = helm("template", "x", str(CHART), "--set", "metrics.serviceMonitor.interval=soon")
+    assert result.returncode != 0
+    assert "interval" in result.stderr
+
+
+def test_egress_gateway_is_deployed_and_configures_the_operator() -> None:
+    """On by default: Squid behind a Service, its pods outside the operator's selector, the operator told
+    where it is, and the key from a Secret (never a plain value)."""
+    docs = render()
+    gateway = one(docs, "Deployment", gateway=True)
+    operator = one(docs, "Deployment")
+    gateway_labels = gateway["spec"]["template"]["metadata"]["labels"]
+    assert not set(operator["spec"]["selector"]["matchLabels"].items()) <= set(gateway_labels.items())
+    assert gateway["spec"]["replicas"] >= 2
+    env = env_of(docs)
+    config = OperatorConfig.from_env(env)
+    assert config.egress_gateway_service == "harness-operator-egress.harness-system.svc"
+    assert set(config.egress_gateway_pod_labels.items()) <= set(gateway_labels.items())
+    assert env["HARNESS_EGRESS_GATEWAY_KEY"] == FROM_SECRET
+    service = one(docs, "Service", gateway=True)
+    assert service["spec"]["selector"] == gateway["spec"]["selector"]["matchLabels"]
+    assert {p["port"] for p in service["spec"]["ports"]} == {config.egress_gateway_port, 9101}
+    policy = one(docs, "NetworkPolicy", gateway=True)
+    assert policy["spec"]["podSelector"]["matchLabels"] == gateway["spec"]["selector"]["matchLabels"]
+
+
+def test_gateway_reads_grants_only_in_its_namespace_and_the_operator_writes_them_there() -> None:
+    docs = render()
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Role"}
+    assert roles["harness-operator-egress"]["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}
+    ]
+    assert roles["harness-operator-egress-grants"]["rules"][0]["verbs"] == ["create", "update", "delete"]
+    assert all(r["metadata"]["namespace"] == "harness-system" for r in roles.values())
+
+
+def test_egress_gateway_can_be_switched_off_and_host_aliases_reach_its_pods() -> None:
+    off = render("egressGateway.enabled=false", "egressGateway.fqdnPolicy=cilium")
+    assert not [d for d in off if "-egress" in d["metadata"]["name"]]
+    config = OperatorConfig.from_env(env_of(off))
+    assert (config.egress_gateway_service, config.fqdn_policy) == ("", "cilium")
+    on = render(
+        "egressGateway.hostAliases[0].ip=10.88.0.1", "egressGateway.hostAliases[0].hostnames[0]=stub.test"
+    )
+    pod = one(on, "Deployment", gateway=True)["spec"]["template"]["spec"]
+    assert pod["hostAliases"] == [{"ip": "10.88.0.1", "hostnames": ["stub.test"]}]
+
+
+NAMESPACED = {"harnessruns", "jobs", "pods", "secrets", "configmaps", "persistentvolumeclaims", "events"}
+
+
+def granted(obj: dict[str, Any]) -> set[str]:
+    return {resource for rule in obj.get("rules") or [] for resource in rule["resources"]}
+
+
+def test_with_watch_namespaces_the_namespaced_rights_are_roles_in_those_namespaces_only():
+    """The red team's operator could create Jobs and get Secrets in kube-system although it watched one
+    namespace: with watchNamespaces the ClusterRole keeps only what is cluster-wide."""
+    objs = render("watchNamespaces={team-a,team-b}")
+    (cluster,) = [
+        o for o in objs if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-operator")
+    ]
+    assert granted(cluster) == {
+        "clusterharnessdefinitions",
+        "clusterharnessdefinitions/status",
+        "customresourcedefinitions",
+        "namespaces",
+    }
+    roles = {
+        o["metadata"]["namespace"]: o
+        for o in objs
+        if o["kind"] == "Role" and o["metadata"]["name"].endswith("-operator")
+    }
+    assert set(roles) == {"team-a", "team-b"}
+    assert all(granted(role) >= NAMESPACED for role in roles.values())
+    bindings = [
+        o
+        for o in objs
+        if o["kind"] == "RoleBinding"
+        and o["roleRef"]["kind"] == "Role"
+        and o["metadata"]["name"].endswith("-operator")
+    ]
+    assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b"}
+
+
+def test_without_watch_namespaces_the_cluster_role_holds_every_right():
+    (cluster,) = [
+        o for o in render() if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-operator")
+    ]
+    assert NAMESPACED | {"clusterharnessdefinitions", "namespaces"} <= granted(cluster)

@@ -1,0 +1,379 @@
+"""import_dagu: harnesses and the DAG-level harness: block by Dagu's rules, outputs as inputs, order."""
+
+from typing import Any
+
+import pytest
+import yaml
+from tests.fakes.dagu import DAGS, import_fixture
+
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.cli.dagu_import import (
+    dns_name,
+    import_dagu,
+    merge_harness_config,
+    normalize_builtin_keys,
+    unique_name,
+)
+from harness_operator.cli.manifests import parse_documents
+from harness_operator.cli.validation import ERROR, validate_documents
+
+DAG = yaml.safe_load(
+    """
+type: graph
+working_dir: /repo
+harnesses:
+  my_agent:
+    binary: /usr/local/bin/my-agent
+    prompt_mode: flag
+    prompt_flag: --task
+    prompt_position: after_flags
+    flag_style: single_dash
+    option_flags:
+      max_turns: --turns
+steps:
+  - id: review
+    action: harness.run
+    with:
+      provider: my_agent
+      prompt: Review this patch for correctness.
+      stdin: |
+        diff --git a/main.go b/main.go
+      max_turns: 3
+      fallback:
+        - provider: codex
+          model: gpt-5-codex
+    output: REVIEW_RESULT
+  - id: summarize
+    depends: review
+    action: harness.run
+    with:
+      provider: claude
+      prompt: Summarize the review on stdin.
+      stdin: ${REVIEW_RESULT}
+  - id: mixed
+    action: harness.run
+    with:
+      provider: claude
+      prompt: "Fix what ${REVIEW_RESULT} says, for ${TEAM}"
+    retry_policy: {limit: 2}
+    depends: [print]
+  - id: print
+    command: echo done
+    depends: [summarize]
+  - id: other
+    type: harness
+    command: "Say ${TEAM}"
+    with: {provider: claude}
+    retry_policy: {limit: 1}
+schedule: "0 * * * *"
+"""
+)
+
+
+def runs(dag: dict[str, Any], name: str = "d", **kwargs: Any) -> dict[str, dict[str, Any]]:
+    result = import_dagu(dag, name, **kwargs)
+    assert result.errors == []
+    return {m["metadata"]["name"]: m["spec"] for m in result.manifests if m["kind"] == "HarnessRun"}
+
+
+def test_definitions_and_runs() -> None:
+    result = import_dagu(DAG, "nightly")
+    kinds = [(m["kind"], m["metadata"]["name"]) for m in result.manifests]
+    assert kinds == [
+        ("HarnessDefinition", "my-agent"),
+        ("HarnessRun", "nightly-review"),
+        ("HarnessRun", "nightly-summarize"),
+        ("HarnessRun", "nightly-mixed"),
+        ("HarnessRun", "nightly-other"),
+    ]
+    assert result.manifests[0]["spec"] == {
+        "binary": "/usr/local/bin/my-agent",
+        "promptMode": "flag",
+        "promptFlag": "--task",
+        "promptPosition": "afterFlags",
+        "flagStyle": "singleDash",
+        "optionFlags": {"max_turns": "--turns"},
+    }
+    assert result.manifests[1]["spec"] == {
+        "provider": "my-agent",
+        "prompt": "Review this patch for correctness.",
+        "stdin": "diff --git a/main.go b/main.go\n",
+        "fallback": [{"provider": "codex", "with": {"model": "gpt-5-codex"}}],
+        "with": {"max_turns": 3},
+        "workspace": {"workingDir": "/repo"},
+    }
+
+
+def test_an_output_consumed_whole_becomes_the_whole_stdin() -> None:
+    summarize = runs(DAG, "nightly")["nightly-summarize"]
+    assert summarize["stdinFrom"] == {"runOutput": {"name": "nightly-review"}}
+    assert "stdin" not in summarize and "after" not in summarize
+
+
+def test_an_output_inside_a_prompt_becomes_an_input() -> None:
+    mixed = runs(DAG, "nightly")["nightly-mixed"]
+    assert mixed["prompt"] == "Fix what $(inputs.REVIEW_RESULT) says, for ${TEAM}"
+    assert mixed["inputs"] == [{"name": "REVIEW_RESULT", "runOutput": {"name": "nightly-review"}}]
+
+
+def test_depends_through_a_step_not_imported_keeps_the_order() -> None:
+    assert runs(DAG, "nightly")["nightly-mixed"]["after"] == ["nightly-summarize"]
+
+
+def test_unsupported_parts_are_listed_once_with_their_steps() -> None:
+    assert import_dagu(DAG, "nightly").unsupported == [
+        "prompt: ${TEAM} names no output of an imported step; kept verbatim (steps: mixed, other)",
+        "retry_policy: no HarnessRun field; not imported (steps: mixed, other)",
+        "not a harness step; not imported (steps: print)",
+        "schedule: DAG-level setting with no HarnessRun equivalent; not imported",
+    ]
+
+
+def test_chain_dags_run_each_step_after_the_one_before() -> None:
+    dag = {
+        "steps": [
+            {"name": "a", "type": "harness", "command": "A", "with": {"provider": "claude"}},
+            {"name": "b", "command": "echo between"},
+            {"name": "c", "type": "harness", "command": "C", "with": {"provider": "claude"}},
+            {"name": "d", "type": "harness", "command": "D", "with": {"provider": "claude"}},
+        ]
+    }
+    assert [spec.get("after") for spec in runs(dag).values()] == [None, ["d-a"], ["d-c"]]
+
+
+# Dagu's own cases for the DAG-level harness: block (internal/core/spec/builder_test.go,
+# TestHarnessInheritance), as HarnessRun specs.
+DAG_HARNESS = {
+    "provider": "claude",
+    "model": "sonnet",
+    "bare": True,
+    "fallback": [{"provider": "codex", "full-auto": True}],
+}
+CODEX_FALLBACK = [{"provider": "codex", "with": {"full-auto": True}}]
+
+
+@pytest.mark.parametrize(
+    ("harness", "step", "expected"),
+    [
+        pytest.param(
+            DAG_HARNESS,
+            {"type": "harness", "command": "Write tests"},
+            {"provider": "claude", "with": {"model": "sonnet", "bare": True}, "fallback": CODEX_FALLBACK},
+            id="the step inherits the DAG's harness",
+        ),
+        pytest.param(
+            DAG_HARNESS,
+            {"type": "harness", "command": "Fix bugs", "with": {"model": "opus", "effort": "high"}},
+            {
+                "provider": "claude",
+                "with": {"model": "opus", "effort": "high", "bare": True},
+                "fallback": CODEX_FALLBACK,
+            },
+            id="the step's keys win, the DAG's fill the rest and its fallback stays",
+        ),
+        pytest.param(
+            {"provider": "codex", "skip_git_repo_check": True},
+            {"type": "harness", "command": "Fix bugs", "with": {"skip-git-repo-check": False}},
+            {"provider": "codex", "with": {"skip-git-repo-check": False}},
+            id="built-in keys are kebab-cased before merging: no duplicate",
+        ),
+        pytest.param(
+            DAG_HARNESS,
+            {
+                "type": "harness",
+                "command": "Generate docs",
+                "with": {"provider": "copilot", "fallback": [{"provider": "claude", "model": "haiku"}]},
+            },
+            {
+                "provider": "copilot",
+                "with": {"model": "sonnet", "bare": True},
+                "fallback": [{"provider": "claude", "with": {"model": "haiku"}}],
+            },
+            id="a step-level fallback replaces the DAG's",
+        ),
+        pytest.param(
+            DAG_HARNESS,
+            {"type": "harness", "command": "No retries", "with": {"fallback": []}},
+            {"provider": "claude", "with": {"model": "sonnet", "bare": True}},
+            id="an empty step-level fallback removes the DAG's",
+        ),
+        pytest.param(
+            {"provider": "claude", "model": "sonnet"},
+            {"command": "Write tests"},
+            {"provider": "claude", "with": {"model": "sonnet"}},
+            id="a step without type is a harness step when the DAG has harness:",
+        ),
+    ],
+)
+def test_dag_level_harness(harness: dict[str, Any], step: dict[str, Any], expected: dict[str, Any]) -> None:
+    [spec] = runs({"harness": harness, "steps": [{"name": "s", **step}]}).values()
+    assert {k: v for k, v in spec.items() if k != "prompt"} == expected
+
+
+def test_an_explicit_type_overrides_the_dag_harness() -> None:
+    dag = {"harness": {"provider": "claude"}, "steps": [{"name": "s", "type": "command", "command": "echo"}]}
+    result = import_dagu(dag, "d")
+    assert result.manifests == []
+    assert result.unsupported == ["not a harness step; not imported (steps: s)"]
+
+
+def test_a_custom_harness_from_the_registry_serves_the_dag_harness() -> None:
+    dag = {
+        "harnesses": {
+            "gemini": {
+                "binary": "gemini",
+                "prefix_args": ["run"],
+                "prompt_mode": "flag",
+                "prompt_flag": "--prompt",
+            }
+        },
+        "harness": {"provider": "gemini"},
+        "steps": [{"name": "s", "command": "Review this repository", "with": {"max_turns": 2}}],
+    }
+    result = import_dagu(dag, "d")
+    assert result.manifests[0]["spec"] == {
+        "binary": "gemini",
+        "prefixArgs": ["run"],
+        "promptMode": "flag",
+        "promptFlag": "--prompt",
+    }
+    # a custom harness is not a built-in: its keys are not kebab-cased
+    assert result.manifests[1]["spec"]["with"] == {"max_turns": 2}
+
+
+def test_normalize_builtin_keys_prefers_the_kebab_spelling() -> None:
+    assert normalize_builtin_keys({"max_turns": 1, "max-turns": 2, "provider": "c"}) == {
+        "max-turns": 2,
+        "provider": "c",
+    }
+    assert normalize_builtin_keys({"a_b": 1, "a_b_": 2}) == {"a-b": 1, "a-b-": 2}
+
+
+def test_merge_harness_config_without_a_dag_block_only_normalizes() -> None:
+    assert merge_harness_config(None, {"provider": "codex", "full_auto": True}, {"codex"}) == {
+        "provider": "codex",
+        "full-auto": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("dag", "error"),
+    [
+        pytest.param(
+            {"steps": [{"name": "s", "type": "harness", "command": "x", "with": {"provider": "gemini2"}}]},
+            'steps[0] (s).provider: unknown provider "gemini2"',
+            id="unknown provider",
+        ),
+        pytest.param(
+            {"harnesses": {"g": {"binary": "g", "prompt_mode": "stdin", "prompt_flag": "--p"}}, "steps": []},
+            "harnesses.g.prompt_flag: required when prompt_mode is flag, and only then",
+            id="prompt_flag outside flag mode",
+        ),
+        pytest.param(
+            {"harnesses": {"g": {"binary": "g", "env_file": ".env"}}, "steps": []},
+            "harnesses.g.env_file: unknown harness definition key",
+            id="unknown harness key",
+        ),
+        pytest.param(
+            {"harness": {"provider": "claude", "binary": "/bin/x"}, "steps": []},
+            "harness.binary: not supported; define a named harness under harnesses: and reference it via provider",
+            id="binary in the DAG block",
+        ),
+        pytest.param(
+            {"harness": {"model": "sonnet"}, "steps": []},
+            "harness.provider: required",
+            id="DAG block without provider",
+        ),
+        pytest.param(
+            {
+                "harness": {"provider": "claude", "fallback": [{"provider": "codex", "fallback": []}]},
+                "steps": [],
+            },
+            "harness.fallback[0].fallback: not supported inside fallback providers",
+            id="nested fallback",
+        ),
+        pytest.param(
+            {"steps": [{"name": "a", "command": "x"}, {"name": "b", "command": "y", "depends": ["a"]}]},
+            "steps[1] (b).depends: not allowed in a chain DAG (Dagu's default type, where each step follows the one before); set type: graph",
+            id="depends in a chain DAG",
+        ),
+    ],
+)
+def test_what_dagu_refuses_is_an_error(dag: dict[str, Any], error: str) -> None:
+    assert error in import_dagu(dag, "d").errors
+
+
+def test_base_config_harnesses_are_inherited_and_null_removes_one() -> None:
+    base = {
+        "harnesses": {
+            "keep": {"binary": "keep-cli"},
+            "drop": {"binary": "drop-cli"},
+            "swap": {"binary": "old-cli", "prefix_args": ["x"]},
+        }
+    }
+    dag = {"harnesses": {"drop": None, "swap": {"binary": "new-cli"}}, "steps": []}
+    result = import_dagu(dag, "d", base=base)
+    assert {m["metadata"]["name"]: m["spec"] for m in result.manifests} == {
+        "keep": {"binary": "keep-cli"},
+        "swap": {"binary": "new-cli"},
+    }
+    removed = {"steps": [{"name": "s", "type": "harness", "command": "x", "with": {"provider": "drop"}}]}
+    assert import_dagu({**dag, **removed}, "d", base=base).errors == [
+        'steps[0] (s).provider: unknown provider "drop"'
+    ]
+
+
+def test_names_are_unique_and_dns_safe() -> None:
+    dag = {
+        "harnesses": {"My_Agent": {"binary": "a"}, "my-agent": {"binary": "b"}},
+        "steps": [
+            {"name": "Fix Bugs", "type": "harness", "command": "x", "with": {"provider": "My_Agent"}},
+            {"name": "fix_bugs", "type": "harness", "command": "y", "with": {"provider": "my-agent"}},
+        ],
+    }
+    result = import_dagu(dag, "nightly")
+    assert [m["metadata"]["name"] for m in result.manifests] == [
+        "my-agent",
+        "my-agent-2",
+        "nightly-fix-bugs",
+        "nightly-fix-bugs-2",
+    ]
+    assert [m["spec"].get("provider") for m in result.manifests[2:]] == ["my-agent", "my-agent-2"]
+
+
+def test_unique_name_and_dns_name() -> None:
+    taken = {"x" * 63}
+    assert unique_name("x" * 70, taken) == "x" * 61 + "-2"
+    assert dns_name("My_Agent v2") == "my-agent-v2"
+    assert len(dns_name("x" * 100)) == 63
+    assert dns_name("___") == "unnamed"
+
+
+def test_timeout_sec_becomes_the_timeout_limit() -> None:
+    dag = {
+        "steps": [
+            {
+                "name": "s",
+                "type": "harness",
+                "command": "x",
+                "with": {"provider": "claude"},
+                "timeout_sec": 300,
+            }
+        ]
+    }
+    assert runs(dag)["d-s"]["limits"] == {"timeoutSeconds": 300}
+
+
+@pytest.mark.parametrize("name", DAGS)
+def test_fixture_dags_import_into_manifests_validate_accepts(name: str) -> None:
+    manifests = import_fixture(name)
+    docs = parse_documents(yaml.safe_dump_all(manifests), name)
+    errors = [f.render() for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
+    assert errors == []
+
+
+def test_imported_manifests_validate() -> None:
+    result = import_dagu(DAG, "nightly")
+    docs = parse_documents(yaml.safe_dump_all(result.manifests), "out.yaml")
+    errors = [f for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
+    assert errors == []

@@ -1,0 +1,90 @@
+"""harnessctl render: one plan Secret per run, a NetworkPolicy and a Job per attempt, no secret values."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def render(*paths: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness_operator.cli.main", "render", *paths],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_render_a_run_with_a_fallback() -> None:
+    result = render("examples/custom-cli-with-fallback.yaml")
+    assert result.returncode == 0, result.stderr
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Secret", "triage-flaky-tests-plan"),
+        ("NetworkPolicy", "triage-flaky-tests-a1"),
+        ("Job", "triage-flaky-tests-a1"),
+        ("NetworkPolicy", "triage-flaky-tests-a2"),
+        ("Job", "triage-flaky-tests-a2"),
+    ]
+    plans = {k: json.loads(v) for k, v in objects[0]["stringData"].items()}
+    assert plans["attempt-1.json"]["binary"] == "/opt/acme/bin/acme-agent"
+    assert plans["attempt-1.json"]["args"][:4] == [
+        "run",
+        "--non-interactive",
+        "--task",
+        "Find the flaky tests in the attached CI log and propose a fix for each.",
+    ]
+    assert plans["attempt-2.json"]["binary"] == "codex"
+    assert (
+        plans["attempt-1.json"]["limits"]["maxOutputBytes"] == 1000000
+    )  # the operator's default, as it applies it
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    assert (
+        jobs[0]["spec"]["template"]["spec"]["containers"][0]["image"]
+        == "harness.local/acme/agent-sandbox:1.4.2"
+    )
+    env = jobs[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {
+        "name": "ACME_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "acme-token", "key": "token"}},
+    } in env
+    assert "replace-me" not in result.stdout  # the Secret manifest's value is never read into an object
+
+
+def test_render_shows_sources_as_placeholders() -> None:
+    result = render("examples/chained-runs.yaml")
+    assert result.returncode == 0, result.stderr
+    secret = next(
+        o
+        for o in yaml.safe_load_all(result.stdout)
+        if o["kind"] == "Secret" and o["metadata"]["name"] == "review-migration-plan-plan"
+    )
+    assert (
+        json.loads(secret["stringData"]["attempt-1.json"])["stdin"] == "<output of HarnessRun plan-migration>"
+    )
+
+
+def test_render_refuses_invalid_manifests() -> None:
+    result = render("tests/fixtures/bad-manifests/runs.yaml")
+    assert result.returncode == 1
+    assert "with.binary is not supported" in result.stderr
+
+
+def test_render_reports_a_run_that_cannot_be_planned(tmp_path: Path) -> None:
+    run = {
+        "apiVersion": "agentharness.dev/v1alpha1",
+        "kind": "HarnessRun",
+        "metadata": {"name": "huge", "namespace": "default"},
+        "spec": {"provider": "claude", "prompt": "x" * 131_072, "workspace": {"workingDir": "/w"}},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(run))
+    result = render(str(path))
+    assert result.returncode == 1
+    assert "HarnessRun/huge: PromptTooLarge: the prompt is 131072 bytes" in result.stderr
+    assert "kind: Job" not in result.stdout

@@ -1,0 +1,134 @@
+"""`harnessctl validate`: the examples pass, and each bad manifest yields its message (real subprocess)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+BAD = ROOT / "tests" / "fixtures" / "bad-manifests"
+
+
+def harnessctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness_operator.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_examples_pass() -> None:
+    result = harnessctl("validate", "examples")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 errors" in result.stderr
+    assert all(": warning: " in line for line in result.stdout.splitlines())
+
+
+@pytest.fixture(scope="module")
+def bad() -> subprocess.CompletedProcess[str]:
+    return harnessctl("validate", str(BAD.relative_to(ROOT)))
+
+
+def test_bad_manifests_exit_1(bad: subprocess.CompletedProcess[str]) -> None:
+    assert bad.returncode == 1
+
+
+RUNS = "tests/fixtures/bad-manifests/runs.yaml"
+DEFS = "tests/fixtures/bad-manifests/definitions.yaml"
+ADMISSION = "tests/fixtures/bad-manifests/admission.yaml"
+NAME = "(a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; no '/')"
+WITH_VALUES = (
+    "keys and values must not contain a NUL character (a command-line argument cannot carry one); a key is "
+    "at most 253 characters, a string at most 8192, a list at most 64 items"
+)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"{RUNS}: HarnessRun/no-prompt: spec.prompt: spec.prompt is required (or set spec.promptFrom)",
+        f"{RUNS}: HarnessRun/no-provider: spec.provider: required field is missing",
+        f"{RUNS}: HarnessRun/inline-binary: spec.with: with.binary is not supported; define a HarnessDefinition "
+        "and reference it via spec.provider",
+        f"{RUNS}: HarnessRun/inline-prompt-args: spec.with: with.prompt_args is not supported; define a "
+        "HarnessDefinition and reference it via spec.provider",
+        f"{RUNS}: HarnessRun/nested-fallback: spec.fallback[0].fallback: fallback is not supported inside "
+        "fallback providers; list every provider in spec.fallback",
+        f"{RUNS}: HarnessRun/bad-env-name: spec.env[0].name: must be a valid environment variable name "
+        "(letters, digits and '_', not starting with a digit)",
+        f"{RUNS}: HarnessRun/env-collides-with-credential: spec.env: spec.env names must not collide with "
+        "spec.credentials[].env; a secret is granted only through credentials",
+        f'{RUNS}: HarnessRun/unknown-provider: spec.provider: unknown provider "no-such-agent"',
+        f"{RUNS}: HarnessRun/unknown-fallback: spec.fallback[0].provider: unknown fallback provider "
+        '"no-such-fallback"',
+        f'{RUNS}: HarnessRun/missing-run-output: spec.promptFrom.runOutput.name: HarnessRun "never-created" is '
+        "not among the given manifests",
+        f"{RUNS}: HarnessRun/typo-field: spec.limits.timeoutSecs: unknown field; remove it (kubectl explain "
+        "shows the fields)",
+        f"{RUNS}: HarnessRun/secret-name-with-slash: spec.promptFrom.secretKeyRef.name: must be a valid Secret "
+        f"name {NAME}",
+        f"{RUNS}: HarnessRun/run-output-name-with-slash: spec.stdinFrom.runOutput.name: must be a valid "
+        f"HarnessRun name {NAME}",
+        f"{RUNS}: HarnessRun/bad-configmap-key: spec.promptFrom.configMapKeyRef.key: must be a valid ConfigMap "
+        "key: letters, digits, '-', '_' and '.', not '.' or starting with '..'",
+        f"{RUNS}: HarnessRun/credential-secret-name-with-slash: spec.credentials[0].secretKeyRef.name: must be a "
+        f"valid Secret name {NAME}",
+        f"{RUNS}: HarnessRun/claim-name-with-slash: spec.workspace.volume.persistentVolumeClaim.claimName: must "
+        f"be a valid PersistentVolumeClaim name {NAME}",
+        f"{RUNS}: HarnessRun/nul-in-prompt: spec.prompt: must not contain a NUL character",
+        f"{RUNS}: HarnessRun/nul-in-stdin: spec.stdin: must not contain a NUL character",
+        f"{RUNS}: HarnessRun/nul-in-env-value: spec.env[0].value: must not contain a NUL character",
+        f"{RUNS}: HarnessRun/unknown-input-reference: spec.prompt: spec.prompt references $(inputs.PLAN), "
+        "which spec.inputs does not declare; add an input of that name or correct the reference",
+        f"{RUNS}: HarnessRun/malformed-input-reference: spec.stdin: spec.stdin references $(inputs.ticket, "
+        "which spec.inputs does not declare; add an input of that name or correct the reference",
+        f"{RUNS}: HarnessRun/input-with-two-sources: spec.inputs[0]: set exactly one of value, configMapKeyRef, "
+        "secretKeyRef or runOutput",
+        f"{ADMISSION}: HarnessRun/nul-in-with: spec.with: {WITH_VALUES}",
+        f"{ADMISSION}: HarnessRun/nul-in-fallback-with-list: spec.fallback[1].with: {WITH_VALUES}",
+        f"{ADMISSION}: HarnessRun/long-value-in-with: spec.with: {WITH_VALUES}",
+        f"{ADMISSION}: HarnessRun/long-list-in-fallback-with: spec.fallback[0].with: {WITH_VALUES}",
+        f"{DEFS}: HarnessDefinition/no-binary: spec.binary: spec.binary is required for protocol cli and for "
+        "acp over stdio",
+        f"{DEFS}: HarnessDefinition/bad-prompt-mode: spec.promptMode: Input should be 'arg', 'flag' or 'stdin'",
+        f"{DEFS}: HarnessDefinition/flag-mode-without-flag: spec.promptFlag: spec.promptFlag is required when "
+        "spec.promptMode is flag, and only then",
+        f"{DEFS}: HarnessDefinition/flag-without-flag-mode: spec.promptFlag: spec.promptFlag is required when "
+        "spec.promptMode is flag, and only then",
+        f"{DEFS}: ClusterHarnessDefinition/acp-stdio-without-binary: spec.binary: spec.binary is required for "
+        "protocol cli and for acp over stdio",
+    ],
+)
+def test_bad_manifest_message(bad: subprocess.CompletedProcess[str], line: str) -> None:
+    assert line in bad.stdout.splitlines(), bad.stdout
+
+
+def test_yaml_syntax_error_is_reported(bad: subprocess.CompletedProcess[str]) -> None:
+    assert any(
+        line.startswith("tests/fixtures/bad-manifests/not-yaml.yaml: ?/?: -: not valid YAML")
+        for line in bad.stdout.splitlines()
+    ), bad.stdout
+
+
+def test_nothing_crashes(bad: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in bad.stderr
+
+
+def test_no_manifests_is_an_error(tmp_path: Path) -> None:
+    result = harnessctl("validate", str(tmp_path))
+    assert result.returncode == 1
+    assert "no manifests found" in result.stderr
+
+
+def test_a_number_beyond_64_bits_is_a_finding_not_a_crash(tmp_path: Path) -> None:
+    """Found by tests/reliability/test_manifests.py: CEL's integers are 64-bit, and validate crashed."""
+    (tmp_path / "big.yaml").write_text(
+        "apiVersion: agentharness.dev/v1alpha1\nkind: HarnessRun\nmetadata: {name: big}\n"
+        "spec: {provider: claude, prompt: p, limits: {timeoutSeconds: 99999999999999999999}}\n"
+    )
+    result = harnessctl("validate", str(tmp_path / "big.yaml"))
+    assert (result.returncode, "Traceback" in result.stderr) == (1, False), result.stderr
+    assert "HarnessRun/big: spec: a number does not fit in a 64-bit integer" in result.stdout, result.stdout

@@ -1,0 +1,267 @@
+"""validate_documents: cross-references, shadowing, warnings, and the spec-immutability transition rule."""
+
+import pytest
+
+from harness_operator.api.crd import crd_schema_for
+from harness_operator.api.v1alpha1 import WITH_VALUES_MESSAGE, ClusterHarnessDefinition
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.cli.manifests import parse_documents
+from harness_operator.cli.validation import ERROR, WARNING, Finding, validate_documents
+from harness_operator.core.cel import check_rules
+
+BUILTIN = ClusterHarnessDefinition.model_validate(
+    {
+        "metadata": {"name": "vendor"},
+        "spec": {
+            "binary": "vendor",
+            "credentials": [{"env": "VENDOR_KEY", "secretKeyRef": {"name": "vendor-key", "key": "k"}}],
+            "capabilities": {"usageReporting": True, "costReporting": True},
+        },
+    }
+)
+
+
+def run_doc(spec: str, extra: str = "") -> str:
+    return f"""
+apiVersion: agentharness.dev/v1alpha1
+kind: HarnessRun
+metadata: {{name: r, namespace: ns}}
+spec:
+{spec}
+---
+{extra}
+"""
+
+
+def check(text: str) -> list[Finding]:
+    return validate_documents(parse_documents(text, "f.yaml"), [BUILTIN])
+
+
+def messages(findings: list[Finding], severity: str | None = None) -> list[str]:
+    return [f"{f.field}: {f.message}" for f in findings if severity is None or f.severity == severity]
+
+
+GOOD = "  provider: vendor\n  prompt: hi\n  workspace: {workingDir: /w}\n"
+SECRET = "apiVersion: v1\nkind: Secret\nmetadata: {name: vendor-key, namespace: ns}\n"
+
+
+def test_clean_run_has_no_findings() -> None:
+    assert check(run_doc(GOOD, SECRET)) == []
+
+
+def test_missing_working_dir_warns_like_dagu() -> None:
+    found = check(run_doc("  provider: vendor\n  prompt: hi\n", SECRET))
+    assert messages(found, WARNING) == [
+        "spec.workspace.workingDir: not set; the agent runs in the sandbox's default directory"
+    ]
+
+
+def test_unrestricted_network_warns() -> None:
+    found = check(run_doc(GOOD + "  sandbox: {networkPolicy: unrestricted}\n", SECRET))
+    assert messages(found, WARNING) == [
+        "spec.sandbox.networkPolicy: unrestricted: the agent may reach any address"
+    ]
+
+
+def test_egress_without_allowlist_warns() -> None:
+    found = check(run_doc(GOOD + "  sandbox: {egress: [{host: a.example, ports: [443]}]}\n", SECRET))
+    assert messages(found, WARNING) == [
+        "spec.sandbox.egress: ignored unless spec.sandbox.networkPolicy is allowlist"
+    ]
+
+
+def test_cost_limit_on_provider_without_usage_warns() -> None:
+    definition = """apiVersion: agentharness.dev/v1alpha1
+kind: HarnessDefinition
+metadata: {name: plain, namespace: ns}
+spec: {binary: plain}
+"""
+    found = check(
+        run_doc(
+            "  provider: plain\n  prompt: hi\n  workspace: {workingDir: /w}\n  limits: {maxCostUSD: 1}\n",
+            definition,
+        )
+    )
+    assert len(messages(found, WARNING)) == 1
+    assert (
+        'provider "plain" reports no cost and neither its pricing nor the price table'
+        in messages(found, WARNING)[0]
+    )
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "warned"),
+    [
+        ("codex", "gpt-5.4", False),  # the pinned table prices it
+        ("codex", "gpt-no-such-model", True),
+        ("gemini", None, False),  # the CLI picks; the vendor's table prices what it reports
+        ("qwen", "qwen3.7-max", True),  # no vendor, and the table does not know the model
+    ],
+)
+def test_cost_limit_warns_only_where_the_price_table_cannot_price(provider, model, warned) -> None:
+    with_ = f"  with: {{model: {model}}}\n" if model else ""
+    text = run_doc(
+        f"  provider: {provider}\n  prompt: hi\n  workspace: {{workingDir: /w}}\n  limits: {{maxCostUSD: 1}}\n"
+        + with_
+    )
+    found = validate_documents(parse_documents(text, "f.yaml"), load_builtin_catalog())
+    cost = [m for m in messages(found, WARNING) if "spec.limits.maxCostUSD" in m]
+    assert bool(cost) == warned, cost
+    if warned:
+        assert f"knows model {model!r}" in cost[0] and "genai-prices 0.2.3" in cost[0]
+
+
+def test_cost_limit_is_fine_with_pricing_and_usage() -> None:
+    definition = """apiVersion: agentharness.dev/v1alpha1
+kind: HarnessDefinition
+metadata: {name: priced, namespace: ns}
+spec:
+  binary: priced
+  capabilities: {usageReporting: true}
+  pricing: {m: {input: 3, output: 15}}
+"""
+    found = check(
+        run_doc(
+            "  provider: priced\n  prompt: hi\n  workspace: {workingDir: /w}\n  limits: {maxCostUSD: 1}\n",
+            definition,
+        )
+    )
+    assert found == []
+
+
+def test_ungranted_credential_warns_and_a_run_grant_silences_it() -> None:
+    found = check(run_doc(GOOD))
+    assert messages(found, WARNING) == [
+        'spec.provider: provider "vendor" reads VENDOR_KEY (Secret vendor-key); no Secret given here provides '
+        "it and spec.credentials grants nothing for it: create the Secret or add a spec.credentials grant"
+    ]
+    granted = GOOD + "  credentials: [{env: VENDOR_KEY, secretKeyRef: {name: mine, key: k}}]\n"
+    assert check(run_doc(granted)) == []
+
+
+def test_namespaced_definition_shadows_cluster_one() -> None:
+    definition = """apiVersion: agentharness.dev/v1alpha1
+kind: HarnessDefinition
+metadata: {name: vendor, namespace: ns}
+spec: {binary: mine}
+"""
+    # The namespaced one has no credentials, so the builtin's credential warning disappears.
+    assert check(run_doc(GOOD, definition)) == []
+
+
+def test_definition_in_other_namespace_does_not_resolve() -> None:
+    definition = """apiVersion: agentharness.dev/v1alpha1
+kind: HarnessDefinition
+metadata: {name: local, namespace: elsewhere}
+spec: {binary: mine}
+"""
+    found = check(run_doc("  provider: local\n  prompt: hi\n  workspace: {workingDir: /w}\n", definition))
+    assert messages(found) == ['spec.provider: unknown provider "local"']
+
+
+def test_run_output_in_same_files_resolves() -> None:
+    other = (
+        "apiVersion: agentharness.dev/v1alpha1\nkind: HarnessRun\nmetadata: {name: first, namespace: ns}\n"
+        "spec: {provider: vendor, prompt: x, workspace: {workingDir: /w}}\n"
+    )
+    text = run_doc(
+        "  provider: vendor\n  promptFrom: {runOutput: {name: first}}\n  workspace: {workingDir: /w}\n",
+        other + "---\n" + SECRET,
+    )
+    assert check(text) == []
+
+
+def test_wrong_api_version() -> None:
+    found = check("apiVersion: agentharness.dev/v1\nkind: HarnessRun\nmetadata: {name: x}\nspec: {}\n")
+    assert messages(found) == ["apiVersion: must be agentharness.dev/v1alpha1, not 'agentharness.dev/v1'"]
+
+
+def test_other_kinds_are_ignored() -> None:
+    assert check("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n") == []
+
+
+def test_spec_is_immutable_except_cancel() -> None:
+    schema = crd_schema_for("HarnessRun")
+    old = {"spec": {"provider": "a", "prompt": "p"}}
+    assert check_rules(schema, {"spec": {"provider": "a", "prompt": "p", "cancel": True}}, old) == []
+    changed = check_rules(schema, {"spec": {"provider": "b", "prompt": "p"}}, old)
+    assert [v.message for v in changed] == [
+        "spec is immutable after creation except spec.cancel; create a new HarnessRun instead"
+    ]
+    added = check_rules(schema, {"spec": {"provider": "a", "prompt": "p", "with": {"model": "m"}}}, old)
+    assert len(added) == 1
+
+
+INLINE_LIMIT = (
+    "spec.prompt: spec.prompt and spec.stdin together must be at most 131072 bytes, what kubectl apply can "
+    "carry; put larger input in a ConfigMap and use spec.promptFrom or spec.stdinFrom"
+)
+
+
+def test_prompt_and_stdin_together_fit_what_kubectl_apply_carries() -> None:
+    at_limit = f"  provider: vendor\n  prompt: {'p' * 100000}\n  stdin: {'s' * 31072}\n  workspace: {{workingDir: /w}}\n"
+    assert check(run_doc(at_limit, SECRET)) == []
+    over = at_limit.replace("s" * 31072, "s" * 31073)
+    assert messages(check(run_doc(over, SECRET))) == [INLINE_LIMIT]
+
+
+def test_the_inline_limit_counts_utf8_bytes() -> None:
+    """Two bytes per 'é': kubectl's annotation holds bytes, whatever the CRD's maxLength counts."""
+    spec = f"  provider: vendor\n  prompt: {'é' * 65537}\n  workspace: {{workingDir: /w}}\n"
+    assert messages(check(run_doc(spec, SECRET))) == [INLINE_LIMIT]
+
+
+def test_an_arg_prompt_over_the_kernel_limit_warns_and_a_stdin_provider_does_not() -> None:
+    prompt = "x" * 131_072  # what kubectl apply carries, one byte over what one argument holds
+    stdin_provider = (
+        "apiVersion: agentharness.dev/v1alpha1\nkind: HarnessDefinition\n"
+        "metadata: {name: piped, namespace: ns}\nspec: {binary: piped, promptMode: stdin}\n"
+    )
+    found = check(
+        run_doc(f"  provider: vendor\n  prompt: {prompt}\n  workspace: {{workingDir: /w}}\n", SECRET)
+    )
+    [warning] = [f for f in found if f.severity == WARNING]
+    assert warning.field == "spec.prompt"
+    assert "is 131072 bytes" in warning.message and "promptMode: stdin" in warning.message
+    piped = f"  provider: piped\n  prompt: {prompt}\n  workspace: {{workingDir: /w}}\n"
+    assert check(run_doc(piped, stdin_provider)) == []
+
+
+def test_a_huge_with_value_is_refused_naming_the_map() -> None:
+    found = check(run_doc(GOOD + f"  with: {{context: {'y' * 140_000}}}\n", SECRET))
+    assert [(f.field, f.message) for f in found if f.severity == ERROR] == [
+        ("spec.with", WITH_VALUES_MESSAGE)
+    ]
+
+
+def acp_definition_messages(spec: dict[str, object]) -> list[str]:
+    schema = crd_schema_for("HarnessDefinition")
+    return [v.message for v in check_rules(schema, {"spec": spec}, None)]
+
+
+def test_acp_definitions_refuse_cli_and_local_fields() -> None:
+    stdio = {"protocol": "acp", "binary": "claude-code-acp"}
+    remote = {
+        "protocol": "acp",
+        "transport": "websocket",
+        "url": "wss://agent.internal:8443/acp",
+        "cwd": "/w",
+    }
+    assert acp_definition_messages(stdio) == []
+    assert acp_definition_messages(remote) == []
+    assert acp_definition_messages({**remote, "transport": "http", "url": "https://10.88.0.1/acp"}) == []
+    assert acp_definition_messages({**stdio, "promptMode": "stdin"}) == [
+        "spec.promptMode, promptFlag, promptPosition and stdinMode apply only to protocol cli; an ACP prompt is sent as a message, with the run's stdin after a blank line"
+    ]
+    local = "acp over websocket or http needs spec.cwd (the session's absolute directory on the agent host) and starts nothing: remove binary, prefixArgs, flagStyle and optionFlags"
+    assert acp_definition_messages({**remote, "binary": "x"}) == [local]
+    assert acp_definition_messages({k: v for k, v in remote.items() if k != "cwd"}) == [local]
+    assert acp_definition_messages({**remote, "url": "https://agent.internal/acp"}) == [
+        "spec.url must be ws:// or wss:// for transport websocket, http:// or https:// for http"
+    ]
+    assert acp_definition_messages({**stdio, "headers": [{"name": "X", "value": "v"}]}) == [
+        "spec.url, headers and caBundleSecretRef apply only to acp over websocket or http"
+    ]
+    assert acp_definition_messages(
+        {**remote, "transport": "http", "url": "http://h/a", "bearerSubprotocol": True}
+    ) == ["spec.bearerSubprotocol applies only to transport websocket"]

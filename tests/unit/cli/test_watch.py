@@ -1,0 +1,120 @@
+"""The run view: pods by attempt, when a log can be read, attempts told from status when their log is
+gone, the run's outcome line; and `harnessctl run` showing the live view only on a terminal."""
+
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus, Usage
+from harness_operator.contract.events import render_events
+from harness_operator.core.naming import LABEL_ATTEMPT
+from harness_operator.core.watch import (
+    build_attempt_events,
+    build_pods_by_attempt,
+    build_run_event,
+    is_attempt_over,
+    is_log_readable,
+)
+
+ROOT = Path(__file__).parents[3]
+
+
+def pod(name: str, attempt: str, created: str, state: dict | None = None) -> dict:
+    statuses = [{"name": "runner", "state": state}] if state is not None else []
+    return {
+        "metadata": {"name": name, "labels": {LABEL_ATTEMPT: attempt}, "creationTimestamp": created},
+        "status": {"containerStatuses": statuses},
+    }
+
+
+def test_pods_by_attempt_keeps_the_newest_and_ignores_foreign_labels():
+    pods = [
+        pod("b", "1", "2026-01-01T00:00:02Z"),
+        pod("a", "1", "2026-01-01T00:00:01Z"),
+        pod("c", "2", "2026-01-01T00:00:03Z"),
+        pod("x", "one", "2026-01-01T00:00:04Z"),
+    ]
+    assert {i: p["metadata"]["name"] for i, p in build_pods_by_attempt(pods).items()} == {1: "b", 2: "c"}
+
+
+def test_a_log_is_readable_once_the_runner_container_started():
+    assert not is_log_readable(pod("p", "1", "t"))
+    assert not is_log_readable(pod("p", "1", "t", {"waiting": {"reason": "ContainerCreating"}}))
+    assert is_log_readable(pod("p", "1", "t", {"running": {}}))
+    assert is_log_readable(pod("p", "1", "t", {"terminated": {"exitCode": 0}}))
+    assert not is_attempt_over(pod("p", "1", "t", {"running": {}}))
+    assert is_attempt_over(pod("p", "1", "t", {"terminated": {"exitCode": 0}}))
+
+
+def test_an_attempt_whose_log_is_gone_is_told_from_status_and_the_output():
+    failed = Attempt(
+        index=1,
+        provider="claude",
+        exit_code=1,
+        reason="ProviderFailed",
+        message="the agent exited with code 1",
+    )
+    done = Attempt(
+        index=2,
+        provider="codex",
+        exit_code=0,
+        session_id="s-2",
+        model="gpt-5",
+        usage=Usage(input_tokens=1000, output_tokens=50, turns=3, cost_usd=0.02),
+    )
+    lines = render_events(
+        [*build_attempt_events(failed, 2), *build_attempt_events(done, 2, "Fixed it.\nDetails")]
+    )
+    assert lines == [
+        "▶ attempt 1/2 with claude",
+        "■ attempt 1 failed: ProviderFailed (exit 1); usage unknown\n  the agent exited with code 1",
+        "↪ fallback: attempt 2/2 with codex",
+        "  session s-2, model gpt-5",
+        "  Fixed it. …",
+        "■ attempt 2 succeeded (exit 0); 3 turns, 1,050 tokens, $0.0200",
+    ]
+    # An attempt still running has no result to tell yet.
+    assert [e.kind for e in build_attempt_events(Attempt(index=1, provider="claude"), 1)] == ["attempt"]
+
+
+def test_the_run_outcome_line():
+    status = HarnessRunStatus(
+        phase="Failed", reason="CostLimitExceeded", exit_code=124, message="cost crossed maxCostUSD 1"
+    )
+    assert render_events([build_run_event(status)]) == [
+        "Failed (CostLimitExceeded, exit 124); usage unknown\n  cost crossed maxCostUSD 1"
+    ]
+    assert render_events([build_run_event(None)]) == ["Pending (Pending, exit None); usage unknown"]
+
+
+def run_demo(tty: bool) -> str:
+    """`harnessctl run` on the demo with stdout a terminal (a pty) or a pipe; stdout and stderr together."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    argv = [str(Path(sys.executable).parent / "harnessctl"), "run", str(ROOT / "examples/demo/demo-run.yaml")]
+    if not tty:
+        done = subprocess.run(argv, capture_output=True, env=env, timeout=60, check=True)
+        return (done.stdout + done.stderr).decode()
+    main, child = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=child, stderr=child, env=env)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=60) == 0
+    os.close(main)
+    return b"".join(chunks).decode()
+
+
+def test_harnessctl_run_shows_the_live_view_on_a_terminal_only():
+    on_tty = run_demo(tty=True)
+    assert "▶ attempt 1/1 with demo" in on_tty and "● turn 1" in on_tty
+    piped = run_demo(tty=False)
+    assert "● turn" not in piped and "@harness-event" not in piped

@@ -1,0 +1,68 @@
+"""record_finished: outcome, duration and per-attempt tokens and cost reach the Prometheus registry."""
+
+import pytest
+from prometheus_client import REGISTRY
+
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
+from harness_operator.controller import metrics
+from harness_operator.controller.metrics import build_model_label
+
+
+def value(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_record_finished() -> None:
+    run = HarnessRun.model_validate(
+        {
+            "metadata": {"name": "r", "namespace": "team-a"},
+            "spec": {"provider": "metrics-test", "prompt": "p"},
+        }
+    )
+    status = HarnessRunStatus.model_validate(
+        {
+            "phase": "Succeeded",
+            "reason": "Succeeded",
+            "startTime": "2026-11-29T12:00:00Z",
+            "completionTime": "2026-11-29T12:00:30+00:00",
+            "attempts": [
+                {
+                    "index": 1,
+                    "provider": "metrics-test",
+                    "model": "m1",
+                    "usage": {
+                        "inputTokens": 100,
+                        "outputTokens": 7,
+                        "costUSD": 0.5,
+                        "costSource": "reported",
+                    },
+                }
+            ],
+        }
+    )
+    before = value("harness_runs_total", provider="metrics-test", phase="Succeeded", reason="Succeeded")
+    metrics.record_finished(run, status)
+    assert (
+        value("harness_runs_total", provider="metrics-test", phase="Succeeded", reason="Succeeded")
+        == before + 1
+    )
+    tokens = value(
+        "harness_tokens_total", provider="metrics-test", model="m1", type="input", namespace="team-a"
+    )
+    assert tokens >= 100
+    assert value("harness_cost_usd_total", provider="metrics-test", model="m1", namespace="team-a") >= 0.5
+    assert value("harness_run_duration_seconds_sum", provider="metrics-test") >= 30
+
+
+@pytest.mark.parametrize(
+    ("model", "label"),
+    [
+        (None, "unknown"),
+        ("claude-sonnet-4-5", "claude-sonnet-4-5"),
+        ("openai/gpt-5.4@2026-01", "openai/gpt-5.4@2026-01"),
+        ("m" * 2000, "other"),  # the red team's CLI
+        ('x"} 1\nfake_metric{a="', "other"),
+    ],
+)
+def test_a_model_label_is_a_model_name_or_other(model, label):
+    assert build_model_label(model) == label
