@@ -9,7 +9,10 @@ from typing import Any
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.contract.events import Event, decode_event_line
 from harness_operator.controller.kube import Kube
-from harness_operator.core.conditions import is_finished
+from harness_operator.core.conditions import (
+    is_finished,
+    is_succeeded,
+)
 from harness_operator.core.naming import output_config_map_name
 from harness_operator.core.ownership import is_run_output
 from harness_operator.core.watch import (
@@ -70,7 +73,7 @@ def follow_run(
         finished = is_finished(status.conditions if status else [])
         if finished or not follow:
             write(build_run_event(status))
-            return 1 if finished and status is not None and status.phase != "Succeeded" else 0
+            return 1 if finished and status is not None and not is_succeeded(status.conditions) else 0
         time.sleep(poll_seconds)
 
 

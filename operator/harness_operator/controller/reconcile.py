@@ -43,7 +43,10 @@ from harness_operator.core.budget import (
     settle_all,
     settle_run,
 )
-from harness_operator.core.conditions import is_finished
+from harness_operator.core.conditions import (
+    is_finished,
+    is_running,
+)
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.decide import decide, decide_deletions, decide_wake
 from harness_operator.core.desired import (
@@ -189,7 +192,7 @@ class Reconciler:
                 return []
             just_finished = is_finished(status.conditions)
             wake = decide_wake(run.status, status)
-            if status.phase == "Running":
+            if is_running(status.conditions):
                 self._in_flight.add((namespace, name))
                 start = datetime.fromisoformat(status.start_time) if status.start_time else self.clock()
                 self._started.setdefault((namespace, name), start)

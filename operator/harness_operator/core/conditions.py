@@ -50,6 +50,24 @@ def is_finished(conditions: list[Condition]) -> bool:
     return succeeded is not None and succeeded.status in (TRUE, FALSE)
 
 
+def is_succeeded(conditions: list[Condition]) -> bool:
+    """The run has ended in success: Succeeded is True."""
+    succeeded = find_condition(conditions, SUCCEEDED)
+    return succeeded is not None and succeeded.status == TRUE
+
+
+def is_failed(conditions: list[Condition]) -> bool:
+    """The run has ended without success: Succeeded is False."""
+    succeeded = find_condition(conditions, SUCCEEDED)
+    return succeeded is not None and succeeded.status == FALSE
+
+
+def is_running(conditions: list[Condition]) -> bool:
+    """An attempt's agent runs: Succeeded is Unknown with reason Running (what phase Running says)."""
+    succeeded = find_condition(conditions, SUCCEEDED)
+    return succeeded is not None and succeeded.status == UNKNOWN and succeeded.reason == "Running"
+
+
 def compute_kstatus_conditions(
     conditions: list[Condition], generation: int | None, now: datetime
 ) -> list[Condition]:

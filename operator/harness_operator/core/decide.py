@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
-from harness_operator.core.conditions import is_finished
+from harness_operator.core.conditions import (
+    SUCCEEDED,
+    find_condition,
+    is_failed,
+    is_finished,
+)
 from harness_operator.core.fairqueue import WAITING_REASONS
 from harness_operator.core.naming import end_event_name
 from harness_operator.core.status import FINISHED, ObservedAttempt
@@ -66,9 +71,13 @@ def decide_events(
                     "could not be enforced; add spec.pricing for the model to the provider's definition"
                 )
                 events.append(EventSpec("Warning", "CostUnknown", message))
-    before = (previous.reason if previous else None, previous.phase if previous else None)
-    if before != (status.reason, status.phase):
-        failed = status.phase in ("Failed", "Cancelled") or status.reason == "FallingBack"
+
+    def verdict(s: HarnessRunStatus) -> tuple[str | None, str | None]:
+        succeeded = find_condition(s.conditions, SUCCEEDED)
+        return s.reason, succeeded.status if succeeded else None
+
+    if (verdict(previous) if previous else (None, None)) != verdict(status):
+        failed = is_failed(status.conditions) or status.reason == "FallingBack"
         ended = is_finished(status.conditions)
         name = end_event_name(run.metadata["name"], run.metadata.get("uid", "")) if ended else None
         events.append(

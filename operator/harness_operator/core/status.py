@@ -42,6 +42,7 @@ from harness_operator.core.conditions import (
     UNKNOWN,
     compute_kstatus_conditions,
     find_condition,
+    is_running,
     set_condition,
 )
 from harness_operator.core.naming import AGENT_CONTAINER, CLONE_CONTAINER, RUNNER_CONTAINER
@@ -556,7 +557,7 @@ def compute_progress(status: HarnessRunStatus, attempt: int, latest: Event | Non
 
 def is_progress_wanted(status: HarnessRunStatus | None) -> bool:
     """The run's last attempt runs in a pod: there is a log to read progress from."""
-    if status is None or status.phase != Phase.running or not status.attempts:
+    if status is None or not is_running(status.conditions) or not status.attempts:
         return False
     last = status.attempts[-1]
     return last.pod_name is not None and last.exit_code is None and last.reason is None

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from harness_operator.api.v1alpha1 import Attempt, HarnessRun, HarnessRunStatus, Progress, Usage
+from harness_operator.api.v1alpha1 import Attempt, Condition, HarnessRun, HarnessRunStatus, Progress, Usage
 from harness_operator.contract.events import Event
 from harness_operator.contract.result import ResultDocument
 from harness_operator.core.status import (
@@ -22,12 +22,16 @@ from harness_operator.core.status import (
 NOW = datetime(2026, 11, 29, 12, 2, 5, tzinfo=UTC)
 
 
+RUNNING = [Condition(type="Succeeded", status="Unknown", reason="Running")]
+
+
 def running(**extra) -> HarnessRunStatus:
+    fields = {"conditions": RUNNING, **extra}
     return HarnessRunStatus(
         phase="Running",
         start_time="2026-11-29T12:00:00Z",
         attempts=[Attempt(index=1, provider="claude", pod_name="r-1-abc")],
-        **extra,
+        **fields,
     )
 
 
@@ -84,12 +88,16 @@ def test_only_moved_figures_are_worth_a_write():
     [
         (running(), True),
         (None, False),
-        (running().model_copy(update={"phase": "Pending"}), False),
-        (HarnessRunStatus(phase="Running"), False),
-        (HarnessRunStatus(phase="Running", attempts=[Attempt(index=1, provider="c")]), False),  # no pod yet
+        # The condition decides, not the phase (a summary of it).
+        (running(conditions=[Condition(type="Succeeded", status="Unknown", reason="Pending")]), False),
+        (HarnessRunStatus(phase="Running", conditions=RUNNING), False),
+        (
+            HarnessRunStatus(conditions=RUNNING, attempts=[Attempt(index=1, provider="c")]),
+            False,
+        ),  # no pod yet
         (
             HarnessRunStatus(
-                phase="Running", attempts=[Attempt(index=1, provider="c", pod_name="p", exit_code=1)]
+                conditions=RUNNING, attempts=[Attempt(index=1, provider="c", pod_name="p", exit_code=1)]
             ),
             False,
         ),
