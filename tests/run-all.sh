@@ -33,4 +33,4 @@ fi
 phase images make images >&2
 phase test-image sandbox-image/build --test --only test >&2
 
-phase pytest .venv/bin/python -m pytest -q
+phase pytest .venv/bin/python -m pytest -q --durations=15
