@@ -1,4 +1,5 @@
-"""The agentharness.dev/v1alpha1 API as pydantic models: the single source of truth (pure).
+"""The agentharness.dev/v1alpha1 API as pydantic models: the single source of truth (pure), one module per
+kind (common.py holds the shared pieces), re-exported here.
 
 Field descriptions feed `kubectl explain`; `x-kubernetes-validations` attached here become CEL rules in
 the generated CRDs (api/crd.py) and are evaluated offline by `harnessctl validate` (cel.py).
@@ -6,1255 +7,264 @@ the generated CRDs (api/crd.py) and are evaluated offline by `harnessctl validat
 
 from __future__ import annotations
 
-from enum import StrEnum
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
-from pydantic.config import JsonDict
-
-GROUP = "agentharness.dev"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-
-ENV_NAME_RULE = r"^[A-Za-z_][A-Za-z0-9_]*$"
-# An object name as Kubernetes checks it (DNS-1123 subdomain); `[.]` rather than an escaped dot, because
-# CEL string literals and Python's regex read backslashes differently.
-DNS_SUBDOMAIN_RULE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-DATA_KEY_RULE = r"^[-._a-zA-Z0-9]+$"  # a ConfigMap or Secret key
-NUL = "\\u0000"  # CEL's escape for the NUL character, which no argv, env or pipe of the runner carries
-
-
-def rule(
-    expr: str,
-    message: str,
-    field_path: str | None = None,
-    reason: str | None = None,
-    message_expression: str | None = None,
-) -> JsonDict:
-    """One CEL `x-kubernetes-validations` entry; `message_expression` (CEL) names what failed."""
-    out: JsonDict = {"rule": expr, "message": message}
-    if message_expression:
-        out["messageExpression"] = message_expression
-    if field_path:
-        out["fieldPath"] = field_path
-    if reason:
-        out["reason"] = reason
-    return out
-
-
-def validations(*rules: JsonDict) -> JsonDict:
-    return {"x-kubernetes-validations": list(rules)}
-
-
-FREE_FORM: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
-
-
-def object_name(kind: str) -> JsonDict:
-    """The rule for a field that names an object of `kind`: its name as Kubernetes would accept it."""
-    return validations(
-        rule(
-            f"self.matches('{DNS_SUBDOMAIN_RULE}')",
-            f"must be a valid {kind} name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', "
-            "starting and ending with a letter or digit; no '/')",
-        )
-    )
-
-
-def data_key(kind: str) -> JsonDict:
-    """The rule for a field that names a key of a ConfigMap or Secret."""
-    return validations(
-        rule(
-            f"self.matches('{DATA_KEY_RULE}') && self != '.' && !self.startsWith('..')",
-            f"must be a valid {kind} key: letters, digits, '-', '_' and '.', not '.' or starting with '..'",
-        )
-    )
-
-
-NO_NUL = rule(f"!self.contains('{NUL}')", "must not contain a NUL character")
-
-
-class Model(BaseModel):
-    """Base: camelCase on the wire, unknown fields rejected, enums kept as strings."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=True
-    )
-
-    def to_api(self) -> dict[str, Any]:
-        """The object as the API server stores it (camelCase, unset fields omitted)."""
-        return self.model_dump(by_alias=True, exclude_none=True, exclude_unset=True, mode="json")
-
-
-# --- shared pieces -------------------------------------------------------------------------------
-
-
-class SecretKeySelector(Model):
-    """A key of a Secret in the run's namespace."""
-
-    name: str = Field(
-        min_length=1,
-        max_length=253,
-        description="Name of the Secret.",
-        json_schema_extra=object_name("Secret"),
-    )
-    key: str = Field(
-        min_length=1,
-        max_length=253,
-        description="Key within the Secret.",
-        json_schema_extra=data_key("Secret"),
-    )
-
-
-class ConfigMapKeySelector(Model):
-    """A key of a ConfigMap in the run's namespace."""
-
-    name: str = Field(
-        min_length=1,
-        max_length=253,
-        description="Name of the ConfigMap.",
-        json_schema_extra=object_name("ConfigMap"),
-    )
-    key: str = Field(
-        min_length=1,
-        max_length=253,
-        description="Key within the ConfigMap.",
-        json_schema_extra=data_key("ConfigMap"),
-    )
-
-
-class EnvVar(Model):
-    """A plain, non-secret environment variable for the agent."""
-
-    name: str = Field(
-        min_length=1,
-        max_length=256,
-        description="Variable name: letters, digits and underscores, not starting with a digit.",
-        json_schema_extra=validations(
-            rule(
-                f"self.matches('{ENV_NAME_RULE}')",
-                "must be a valid environment variable name (letters, digits and '_', "
-                "not starting with a digit)",
-            )
-        ),
-    )
-    value: str = Field(
-        default="",
-        max_length=32768,
-        description="Variable value (not secret).",
-        json_schema_extra=validations(NO_NUL),
-    )
-
-
-class CredentialGrant(Model):
-    """A Secret key that reaches the agent only as the environment variable `env`."""
-
-    env: str = Field(
-        min_length=1,
-        max_length=256,
-        description="Environment variable the agent reads the secret from.",
-        json_schema_extra=validations(
-            rule(
-                f"self.matches('{ENV_NAME_RULE}')",
-                "must be a valid environment variable name (letters, digits and '_', "
-                "not starting with a digit)",
-            )
-        ),
-    )
-    secret_key_ref: SecretKeySelector = Field(description="The Secret key holding the value.")
-    optional: bool | None = Field(
-        default=None, description="When true, a missing Secret or key leaves the variable unset."
-    )
-
-
-class EgressRule(Model):
-    """One network destination: a CIDR or a host name, and its ports."""
-
-    cidr: str | None = Field(default=None, max_length=64, description="Destination CIDR, e.g. 10.0.0.0/8.")
-    host: str | None = Field(
-        default=None,
-        max_length=253,
-        description="Destination host name, enforced by name through the chart's egress gateway (the "
-        "sandbox gets HTTPS_PROXY and a per-run credential), or as Cilium toFQDNs without it; with "
-        "neither, only its ports are opened, to every public address (a Warning Event says so).",
-    )
-    ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
-        default_factory=list, max_length=32, description="TCP ports; empty means all ports."
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule("has(self.cidr) != has(self.host)", "set exactly one of cidr or host")
-        )
-    )
-
-
-# --- HarnessDefinition ---------------------------------------------------------------------------
-
-
-class Protocol(StrEnum):
-    cli = "cli"
-    acp = "acp"
-
-
-class PromptMode(StrEnum):
-    arg = "arg"
-    flag = "flag"
-    stdin = "stdin"
-
-
-class PromptPosition(StrEnum):
-    before_flags = "beforeFlags"
-    after_flags = "afterFlags"
-
-
-class FlagStyle(StrEnum):
-    double_dash = "doubleDash"
-    single_dash = "singleDash"
-
-
-class StdinMode(StrEnum):
-    pipe = "pipe"
-    fold = "fold"
-
-
-class AcpTransport(StrEnum):
-    stdio = "stdio"
-    websocket = "websocket"
-    http = "http"
-
-
-class OutputFormat(StrEnum):
-    text = "text"
-    claude_stream_json = "claude-stream-json"
-    codex_jsonl = "codex-jsonl"
-    gemini_json = "gemini-json"
-    opencode_jsonl = "opencode-jsonl"
-    pi_jsonl = "pi-jsonl"
-    copilot_json = "copilot-json"
-    aider_text = "aider-text"
-
-
-class AcpHeader(Model):
-    """An HTTP header sent to an ACP agent over websocket or http."""
-
-    name: str = Field(min_length=1, max_length=256, description="Header name.")
-    value: str | None = Field(default=None, description="Literal value (not secret).")
-    value_from: HeaderValueSource | None = Field(default=None, description="Value read from a Secret.")
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule("has(self.value) != has(self.valueFrom)", "set exactly one of value or valueFrom")
-        )
-    )
-
-
-class HeaderValueSource(Model):
-    """Where a header's value comes from."""
-
-    secret_key_ref: SecretKeySelector = Field(description="The Secret key holding the header value.")
-
-
-class OutputSpec(Model):
-    """How the CLI's stdout is read."""
-
-    format: OutputFormat = Field(
-        default=OutputFormat.text,
-        description="Parser for stdout: text (stdout is the output; usage unknown), claude-stream-json, "
-        "codex-jsonl, gemini-json, opencode-jsonl, pi-jsonl, copilot-json or aider-text.",
-    )
-
-
-class Capabilities(Model):
-    """What the adapter really implements; each is false unless declared."""
-
-    usage_reporting: bool = Field(default=False, description="Token usage is read from the output.")
-    cost_reporting: bool = Field(default=False, description="The CLI reports its own cost in USD.")
-    session_resume: bool = Field(default=False, description="A session id is reported and can be resumed.")
-    model_selection: bool = Field(default=False, description="The model can be chosen with an option.")
-    structured_output: bool = Field(default=False, description="The output is machine-readable.")
-    permission_hooks: bool = Field(default=False, description="Tool permissions can be answered by policy.")
-    proxy_env: bool = Field(
-        default=False,
-        description="The CLI sends its API traffic through HTTPS_PROXY/HTTP_PROXY, as runs whose egress "
-        "names hosts need (the egress gateway).",
-    )
-
-
-class ModelPricing(Model):
-    """USD per million tokens of one model."""
-
-    input: float = Field(default=0, ge=0, description="USD per million input tokens.")
-    output: float = Field(default=0, ge=0, description="USD per million output tokens.")
-    cache_read: float = Field(default=0, ge=0, description="USD per million cache-read tokens.")
-    cache_write: float = Field(default=0, ge=0, description="USD per million cache-write tokens.")
-
-
-class HarnessDefinitionSpec(Model):
-    """How to invoke one agent CLI. Keys and semantics follow Dagu's `harnesses:` entries, camelCased."""
-
-    protocol: Protocol = Field(
-        default=Protocol.cli, description="cli (a process) or acp (Agent Client Protocol)."
-    )
-    binary: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=4096,
-        description="Executable: a name looked up in PATH, or a path containing '/'. Required for cli and "
-        "for acp over stdio.",
-    )
-    prefix_args: list[str] = Field(
-        default_factory=list, max_length=64, description="Arguments placed before everything else."
-    )
-    prompt_mode: PromptMode = Field(
-        default=PromptMode.arg,
-        description="How the prompt is delivered: arg (a positional argument), flag (after promptFlag) "
-        "or stdin (prompt, a blank line, then the run's stdin).",
-    )
-    prompt_flag: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Flag token that precedes the prompt; required exactly when promptMode is flag.",
-    )
-    prompt_position: PromptPosition = Field(
-        default=PromptPosition.before_flags,
-        description="Whether the prompt goes before (beforeFlags) or after (afterFlags) the option flags.",
-    )
-    flag_style: FlagStyle = Field(
-        default=FlagStyle.double_dash, description="Option flags as --key (doubleDash) or -key (singleDash)."
-    )
-    option_flags: dict[str, str] = Field(
-        default_factory=dict,
-        description="Option key -> literal flag token, used verbatim (flagStyle does not apply).",
-        json_schema_extra={"maxProperties": 128},
-    )
-    kebab_case_flags: bool = Field(
-        default=False,
-        description="Turn '_' in option keys into '-' (true for the built-in catalog); the kebab and snake "
-        "spellings of one key are then one key, and the kebab spelling wins.",
-    )
-    stdin_mode: StdinMode = Field(
-        default=StdinMode.pipe,
-        description="pipe: the run's stdin is piped to the CLI; fold: prompt, a blank line and stdin are "
-        "joined into the prompt.",
-    )
-    defaults: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Default options, overridden key by key by the run's `with`.",
-        json_schema_extra=FREE_FORM,
-    )
-    transport: AcpTransport | None = Field(default=None, description="ACP transport (default stdio).")
-    url: str | None = Field(default=None, max_length=2048, description="ACP endpoint for websocket or http.")
-    cwd: str | None = Field(
-        default=None,
-        max_length=4096,
-        description="ACP session working directory on the agent host (absolute).",
-        json_schema_extra=validations(rule("self.startsWith('/')", "must be an absolute path")),
-    )
-    headers: list[AcpHeader] = Field(default_factory=list, max_length=32, description="ACP HTTP headers.")
-    ca_bundle_secret_ref: SecretKeySelector | None = Field(
-        default=None, description="CA bundle for the ACP endpoint's TLS."
-    )
-    bearer_subprotocol: bool | None = Field(
-        default=None, description="Send the bearer token as a websocket subprotocol."
-    )
-    image: str | None = Field(
-        default=None,
-        max_length=1024,
-        description="Sandbox image for this provider (default: the operator's sandbox image).",
-    )
-    output: OutputSpec = Field(default_factory=OutputSpec, description="How stdout is parsed.")
-    capabilities: Capabilities = Field(
-        default_factory=Capabilities, description="What is really implemented."
-    )
-    credentials: list[CredentialGrant] = Field(
-        default_factory=list, max_length=32, description="Default credential grants."
-    )
-    env: list[EnvVar] = Field(default_factory=list, max_length=64, description="Plain environment.")
-    egress: list[EgressRule] = Field(
-        default_factory=list, max_length=32, description="Network destinations the provider needs."
-    )
-    pricing: dict[str, ModelPricing] = Field(
-        default_factory=dict,
-        description="Per model: USD per million tokens, used when the CLI does not report cost.",
-        json_schema_extra={"maxProperties": 64},
-    )
-    vendor: str | None = Field(
-        default=None,
-        max_length=64,
-        pattern=r"^[a-z0-9][-_a-z0-9]*$",
-        description="Whose list prices apply to the models this CLI uses, as the pinned price table names "
-        "the vendor (e.g. openai, google, anthropic, github-copilot); empty: the model name decides "
-        "('vendor/model', else the table's own match). Only read when `pricing` has no entry.",
-    )
-    cli_version: str | None = Field(
-        default=None,
-        max_length=64,
-        description="Version of the CLI the image pins, recorded in status.attempts[].cliVersion when the "
-        "CLI prints none itself.",
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule(
-                "has(self.binary) || (has(self.protocol) && self.protocol == 'acp' && "
-                "has(self.transport) && self.transport != 'stdio')",
-                "spec.binary is required for protocol cli and for acp over stdio",
-                field_path=".binary",
-                reason="FieldValueRequired",
-            ),
-            rule(
-                "(has(self.promptMode) && self.promptMode == 'flag') == has(self.promptFlag)",
-                "spec.promptFlag is required when spec.promptMode is flag, and only then",
-                field_path=".promptFlag",
-            ),
-            rule(
-                "!has(self.transport) || self.transport == 'stdio' || has(self.url)",
-                "spec.url is required for acp over websocket or http",
-                field_path=".url",
-            ),
-            rule(
-                "(has(self.protocol) && self.protocol == 'acp') || "
-                "!(has(self.transport) || has(self.url) || has(self.cwd))",
-                "spec.transport, spec.url and spec.cwd apply only to protocol acp",
-            ),
-            rule(
-                # The API server fills in the CLI defaults, so only a value other than its default is
-                # one the author set.
-                "!(has(self.protocol) && self.protocol == 'acp') || !(has(self.promptFlag) || "
-                "(has(self.promptMode) && self.promptMode != 'arg') || "
-                "(has(self.promptPosition) && self.promptPosition != 'beforeFlags') || "
-                "(has(self.stdinMode) && self.stdinMode != 'pipe'))",
-                "spec.promptMode, promptFlag, promptPosition and stdinMode apply only to protocol cli; an "
-                "ACP prompt is sent as a message, with the run's stdin after a blank line",
-                reason="FieldValueForbidden",
-            ),
-            rule(
-                "!has(self.transport) || self.transport == 'stdio' || "
-                "(has(self.cwd) && !(has(self.binary) || has(self.prefixArgs) || has(self.flagStyle) || "
-                "has(self.optionFlags)))",
-                "acp over websocket or http needs spec.cwd (the session's absolute directory on the agent "
-                "host) and starts nothing: remove binary, prefixArgs, flagStyle and optionFlags",
-                field_path=".cwd",
-            ),
-            rule(
-                "!has(self.url) || !has(self.transport) || "
-                "(self.transport == 'websocket' && self.url.matches('^wss?://[^/?#]+')) || "
-                "(self.transport == 'http' && self.url.matches('^https?://[^/?#]+'))",
-                "spec.url must be ws:// or wss:// for transport websocket, http:// or https:// for http",
-                field_path=".url",
-            ),
-            rule(
-                "(has(self.transport) && self.transport != 'stdio') || "
-                "!(has(self.url) || has(self.headers) || has(self.caBundleSecretRef))",
-                "spec.url, headers and caBundleSecretRef apply only to acp over websocket or http",
-            ),
-            rule(
-                "!has(self.bearerSubprotocol) || (has(self.transport) && self.transport == 'websocket')",
-                "spec.bearerSubprotocol applies only to transport websocket",
-                field_path=".bearerSubprotocol",
-            ),
-        )
-    )
-
-
-class HarnessDefinition(Model):
-    """A namespaced provider: how to invoke one agent CLI."""
-
-    api_version: str = Field(default=API_VERSION, description="agentharness.dev/v1alpha1")
-    kind: str = Field(default="HarnessDefinition", description="HarnessDefinition")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
-    spec: HarnessDefinitionSpec = Field(description="How to invoke the CLI.")
-    status: HarnessDefinitionStatus | None = Field(default=None, description="Whether runs can use it.")
-
-
-class ClusterHarnessDefinition(Model):
-    """A cluster-wide provider; the built-in catalog ships as these."""
-
-    api_version: str = Field(default=API_VERSION, description="agentharness.dev/v1alpha1")
-    kind: str = Field(default="ClusterHarnessDefinition", description="ClusterHarnessDefinition")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
-    spec: HarnessDefinitionSpec = Field(description="How to invoke the CLI.")
-    status: HarnessDefinitionStatus | None = Field(default=None, description="Whether runs can use it.")
-
-
-# --- HarnessRun ----------------------------------------------------------------------------------
-
-# `with` keeps any key; the two keys Dagu rejects are declared so the CEL rules below can name them
-# (the API server types CEL only over declared fields).
-WITH_MAX_KEYS = 64
-WITH_SCHEMA: JsonDict = {
-    **FREE_FORM,
-    "maxProperties": WITH_MAX_KEYS,
-    "properties": {
-        "binary": {"type": "string", "description": "Not allowed: define a HarnessDefinition instead."},
-        "prompt_args": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Not allowed: define a HarnessDefinition instead.",
-        },
-    },
-}
-WITH_RULES = validations(
-    rule(
-        "!has(self.binary)",
-        "with.binary is not supported; define a HarnessDefinition and reference it via spec.provider",
-        reason="FieldValueForbidden",
-    ),
-    rule(
-        "!has(self.prompt_args)",
-        "with.prompt_args is not supported; define a HarnessDefinition and reference it via spec.provider",
-        reason="FieldValueForbidden",
-    ),
+from harness_operator.api.budget import (
+    BudgetLimits as BudgetLimits,
 )
-
-
-# The CRD's CEL sees only declared fields, never the free-form keys and values of `with`, so this check
-# runs in the chart's admission policy (on spec.with and each spec.fallback[].with) and in `harnessctl
-# validate`, both from this one text with {m} standing for the map (tests/unit/chart/test_chart.py keeps the
-# chart in step). The sizes bound the run object (CLI options are short; a long text belongs in a file
-# of the workspace or an input).
-WITH_KEY_MAX = 253
-WITH_STRING_MAX = 8192
-WITH_LIST_MAX = 64
-WITH_VALUES_CHECK = (
-    f"{{m}}.all(k, !k.contains('{NUL}') && size(k) <= {WITH_KEY_MAX} && (type({{m}}[k]) == string ? "
-    f"!{{m}}[k].contains('{NUL}') && size({{m}}[k]) <= {WITH_STRING_MAX} : type({{m}}[k]) == list ? "
-    f"size({{m}}[k]) <= {WITH_LIST_MAX} && {{m}}[k].all(v, type(v) != string || "
-    f"(!v.contains('{NUL}') && size(v) <= {WITH_STRING_MAX})) : true))"
+from harness_operator.api.budget import (
+    BudgetPeriod as BudgetPeriod,
 )
-WITH_VALUES_MESSAGE = (
-    "keys and values must not contain a NUL character (a command-line argument cannot carry one); a key is "
-    f"at most {WITH_KEY_MAX} characters, a string at most {WITH_STRING_MAX}, a list at most {WITH_LIST_MAX} "
-    "items"
+from harness_operator.api.budget import (
+    HarnessBudget as HarnessBudget,
 )
-
-# What `kubectl apply` can carry: it copies the object, JSON-escaped, into the last-applied-configuration
-# annotation, and all annotations together may hold 262144 bytes. Measured with kubectl 1.34: an ASCII
-# prompt passes up to 261924 characters, one of '"' or newlines up to 130962, one of '<' (escaped to six
-# bytes) up to 43654. Half the limit for prompt and stdin together leaves the other half for escaping and
-# the rest of the object; it is also the kernel's limit on one argument (MAX_ARG_STRLEN).
-INLINE_INPUT_MAX_BYTES = 131072
-
-
-class RunOutputRef(Model):
-    """Another HarnessRun in the same namespace whose output is used once it has succeeded."""
-
-    name: str = Field(
-        min_length=1,
-        max_length=253,
-        description="Name of the HarnessRun.",
-        json_schema_extra=object_name("HarnessRun"),
-    )
-
-
-class ValueSource(Model):
-    """Where a prompt or stdin comes from; exactly one source."""
-
-    config_map_key_ref: ConfigMapKeySelector | None = Field(default=None, description="A ConfigMap key.")
-    secret_key_ref: SecretKeySelector | None = Field(default=None, description="A Secret key.")
-    run_output: RunOutputRef | None = Field(
-        default=None, description="The output of another run, once it has succeeded (chaining)."
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule(
-                "[has(self.configMapKeyRef), has(self.secretKeyRef), has(self.runOutput)]"
-                ".filter(x, x).size() == 1",
-                "set exactly one of configMapKeyRef, secretKeyRef or runOutput",
-            )
-        )
-    )
-
-
-# An input's name, as `$(inputs.NAME)` spells it (Dagu's output variables, e.g. PLAN, are such names).
-INPUT_NAME_RULE = r"^[A-Za-z_][A-Za-z0-9_-]*$"
-# One `$(inputs.` and what follows it up to its `)`: a reference, well-formed or not. Character classes,
-# not backslashes, so the one text reads the same in CEL (RE2) and in Python's re.
-INPUT_REFERENCE_PATTERN = "[$][(]inputs[.][^)]{0,64}[)]?"
-INPUT_VALUE_MAX_BYTES = 32768
-INPUTS_MAX = 16
-
-
-class RunInput(Model):
-    """A named value for `$(inputs.NAME)` in spec.prompt and spec.stdin; exactly one source."""
-
-    name: str = Field(
-        min_length=1,
-        max_length=63,
-        description="Name referenced as $(inputs.NAME): letters, digits, '_' and '-', not starting with a "
-        "digit or '-'.",
-        json_schema_extra=validations(
-            rule(
-                f"self.matches('{INPUT_NAME_RULE}')",
-                "must be an input name: letters, digits, '_' and '-', not starting with a digit or '-'",
-            )
-        ),
-    )
-    value: str | None = Field(
-        default=None,
-        max_length=INPUT_VALUE_MAX_BYTES,
-        description="A literal value; put longer text in a ConfigMap.",
-        json_schema_extra=validations(NO_NUL),
-    )
-    config_map_key_ref: ConfigMapKeySelector | None = Field(default=None, description="A ConfigMap key.")
-    secret_key_ref: SecretKeySelector | None = Field(
-        default=None, description="A Secret key: the value reaches the plan Secret, never status or Events."
-    )
-    run_output: RunOutputRef | None = Field(
-        default=None,
-        description="The output of another run in this namespace; this run waits until it has succeeded "
-        "and fails if it does not.",
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule(
-                "[has(self.value), has(self.configMapKeyRef), has(self.secretKeyRef), has(self.runOutput)]"
-                ".filter(x, x).size() == 1",
-                "set exactly one of value, configMapKeyRef, secretKeyRef or runOutput",
-            )
-        )
-    )
-
-
-def input_references_rule(field: str) -> JsonDict:
-    """CEL: every `$(inputs.` in spec.<field> begins `$(inputs.NAME)` with NAME among spec.inputs.
-
-    Within the API server's cost budget, which no loop over the text's matches fits: the rule counts
-    (each declared reference holds one `$(inputs.` and none overlap, so the counts agree exactly when
-    every reference is declared); the message deletes the declared references, one `replace` per
-    possible input, and names the first reference left."""
-    text = f"self.{field}"
-    opening = f"({text}.split('$(inputs.').size() - 1)"
-    per_input = f"{text}.split('$(inputs.' + i.name + ')').size() - 1"
-    declared = f"(has(self.inputs) ? self.inputs.map(i, {per_input}).sum() : 0)"
-    remaining = text + "".join(
-        f".replace(has(self.inputs) && size(self.inputs) > {k} ? '$(inputs.' + self.inputs[{k}].name + ')' "
-        f": '{NUL}', '')"
-        for k in range(INPUTS_MAX)
-    )
-    return rule(
-        f"has(self.{field}) ? {opening} == {declared} : true",
-        f"spec.{field} references an input that spec.inputs does not declare; write $(inputs.NAME) "
-        "with NAME one of spec.inputs[].name",
-        field_path=f".{field}",
-        message_expression=f"'spec.{field} references ' + {remaining}.find('{INPUT_REFERENCE_PATTERN}') + "
-        "', which spec.inputs does not declare; add an input of that name or correct the reference'",
-    )
-
-
-class FallbackProvider(Model):
-    """One fallback attempt: another provider and its options."""
-
-    provider: str = Field(
-        min_length=1,
-        max_length=253,
-        description="Provider of this attempt.",
-        json_schema_extra=object_name("HarnessDefinition"),
-    )
-    with_: dict[str, Any] = Field(
-        default_factory=dict,
-        alias="with",
-        description="Options for this attempt (not merged with the primary's).",
-        json_schema_extra={**WITH_SCHEMA, **WITH_RULES},
-    )
-    fallback: list[dict[str, Any]] | None = Field(
-        default=None,
-        description="Not allowed: a fallback cannot have fallbacks of its own.",
-        json_schema_extra={"items": {"type": "object", **FREE_FORM}},
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule(
-                "!has(self.fallback)",
-                "fallback is not supported inside fallback providers; list every provider in spec.fallback",
-                field_path=".fallback",
-                reason="FieldValueForbidden",
-            )
-        )
-    )
-
-
-class VolumeScope(StrEnum):
-    run = "run"
-    agent = "agent"
-    agent_user = "agentUser"
-
-
-class PersistentVolumeClaimRef(Model):
-    """An existing PersistentVolumeClaim."""
-
-    claim_name: str = Field(
-        min_length=1,
-        max_length=253,
-        description="Name of the claim.",
-        json_schema_extra=object_name("PersistentVolumeClaim"),
-    )
-
-
-class EmptyDir(Model):
-    """A scratch volume, as in a pod's emptyDir."""
-
-    medium: str | None = Field(default=None, description="Empty for disk, or Memory for tmpfs.")
-    size_limit: str | None = Field(
-        default=None, max_length=32, description="Most space it may use, e.g. 10Gi."
-    )
-
-
-class WorkspaceVolume(Model):
-    """Where the workspace lives; emptyDir when nothing is set."""
-
-    empty_dir: EmptyDir | None = Field(
-        default=None, description="A scratch volume for the run (the default)."
-    )
-    persistent_volume_claim: PersistentVolumeClaimRef | None = Field(
-        default=None, description="An existing claim."
-    )
-    scope: VolumeScope | None = Field(
-        default=None,
-        description="A claim the operator creates: run (owned by the run), agent (one per provider, kept) "
-        "or agentUser (one per provider and user label, kept).",
-    )
-    size: str | None = Field(default=None, max_length=32, description="Size of an operator-created claim.")
-    storage_class_name: str | None = Field(
-        default=None,
-        max_length=253,
-        description="Storage class of an operator-created claim.",
-        json_schema_extra=object_name("StorageClass"),
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule(
-                "[has(self.emptyDir), has(self.persistentVolumeClaim), has(self.scope)]"
-                ".filter(x, x).size() <= 1",
-                "set at most one of emptyDir, persistentVolumeClaim or scope",
-            ),
-            rule(
-                "has(self.scope) || !(has(self.size) || has(self.storageClassName))",
-                "size and storageClassName apply only with scope",
-            ),
-        )
-    )
-
-
-class GitSource(Model):
-    """A git repository cloned into the working directory by an init container."""
-
-    url: str = Field(min_length=1, max_length=2048, description="Repository URL.")
-    ref: str | None = Field(default=None, max_length=256, description="Branch, tag or commit.")
-    credentials_secret_ref: SecretKeySelector | None = Field(
-        default=None, description="Secret key with a token for the clone (never placed in argv)."
-    )
-
-
-class Workspace(Model):
-    """The agent's working directory and the volume behind it."""
-
-    working_dir: str | None = Field(
-        default=None,
-        max_length=4096,
-        description="Absolute working directory in the sandbox (created if missing).",
-        json_schema_extra=validations(rule("self.startsWith('/')", "must be an absolute path")),
-    )
-    volume: WorkspaceVolume | None = Field(default=None, description="The workspace volume.")
-    git: GitSource | None = Field(default=None, description="A repository cloned into workingDir.")
-
-
-class NetworkPolicyMode(StrEnum):
-    none = "none"
-    provider = "provider"
-    allowlist = "allowlist"
-    unrestricted = "unrestricted"
-
-
-class Toleration(Model):
-    """A pod toleration, passed through."""
-
-    key: str | None = Field(default=None, description="Taint key.")
-    operator: str | None = Field(default=None, description="Exists or Equal.")
-    value: str | None = Field(default=None, description="Taint value.")
-    effect: str | None = Field(default=None, description="NoSchedule, PreferNoSchedule or NoExecute.")
-    toleration_seconds: int | None = Field(default=None, description="For NoExecute: how long to stay.")
-
-
-class Resources(Model):
-    """Container resource requests and limits (quantities)."""
-
-    requests: dict[str, str | int] = Field(
-        default_factory=dict,
-        description="Requests, e.g. {cpu: 500m, memory: 1Gi}.",
-        json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}},
-    )
-    limits: dict[str, str | int] = Field(
-        default_factory=dict,
-        description="Limits, e.g. {memory: 2Gi}.",
-        json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}},
-    )
-
-
-class Sandbox(Model):
-    """Isolation and placement of the sandbox pod."""
-
-    network_policy: NetworkPolicyMode = Field(
-        default=NetworkPolicyMode.provider,
-        description="Egress: none (nothing, not even DNS), provider (DNS and the definition's egress), "
-        "allowlist (DNS and sandbox.egress) or unrestricted.",
-    )
-    egress: list[EgressRule] = Field(
-        default_factory=list, max_length=32, description="Destinations for networkPolicy allowlist."
-    )
-    resources: Resources | None = Field(default=None, description="Container resources.")
-    runtime_class_name: str | None = Field(
-        default=None,
-        max_length=253,
-        description="RuntimeClass, e.g. gvisor.",
-        json_schema_extra=object_name("RuntimeClass"),
-    )
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Node selector, passed through.")
-    tolerations: list[Toleration] = Field(default_factory=list, max_length=32, description="Tolerations.")
-    image: str | None = Field(default=None, max_length=1024, description="Sandbox image override.")
-
-
-class Limits(Model):
-    """Limits enforced while the agent runs."""
-
-    timeout_seconds: int | None = Field(
-        default=None, ge=1, le=604800, description="Wall-clock limit per attempt; exit 124, reason Timeout."
-    )
-    max_cost_usd: float | None = Field(
-        default=None,
-        alias="maxCostUSD",
-        gt=0,
-        description="Stop the agent once reported or computed cost crosses this (reason CostLimitExceeded).",
-    )
-    max_turns: int | None = Field(default=None, ge=1, le=10000, description="Most agent turns.")
-    max_output_bytes: int | None = Field(
-        default=None,
-        ge=1,
-        le=1000000,
-        description="Output kept; the rest is cut and flagged truncated. At most 1000000 (what the output "
-        "ConfigMap holds), which is also the default in the cluster.",
-    )
-    grace_period_seconds: int | None = Field(
-        default=None, ge=0, le=3600, description="SIGTERM to SIGKILL on timeout or cancel (default 30)."
-    )
-
-
-class AcpPermission(StrEnum):
-    deny = "deny"
-    allow = "allow"
-
-
-TTL_MAX_SECONDS = 10 * 365 * 24 * 3600  # ten years: bounded, so an expiry is always a valid datetime
-
-
-class HarnessRunSpec(Model):
-    """One run of an agent CLI. Immutable after creation, except `cancel`."""
-
-    provider: str = Field(
-        min_length=1,
-        max_length=253,
-        description="Provider name: a HarnessDefinition in this namespace, else a ClusterHarnessDefinition.",
-        json_schema_extra=object_name("HarnessDefinition"),
-    )
-    prompt: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=INLINE_INPUT_MAX_BYTES,
-        description=f"The prompt; required unless promptFrom. With stdin, at most {INLINE_INPUT_MAX_BYTES} "
-        "bytes (what kubectl apply can carry); use promptFrom for more.",
-        json_schema_extra=validations(NO_NUL),
-    )
-    prompt_from: ValueSource | None = Field(default=None, description="Read the prompt from elsewhere.")
-    stdin: str | None = Field(
-        default=None,
-        max_length=INLINE_INPUT_MAX_BYTES,
-        description="Text piped to the CLI's stdin; counts toward the prompt's size limit. Use stdinFrom for "
-        "more.",
-        json_schema_extra=validations(NO_NUL),
-    )
-    stdin_from: ValueSource | None = Field(default=None, description="Read stdin from elsewhere.")
-    inputs: list[RunInput] = Field(
-        default_factory=list,
-        max_length=INPUTS_MAX,
-        description="Named values substituted for $(inputs.NAME) in spec.prompt and spec.stdin, once, when "
-        "the first attempt starts.",
-        json_schema_extra=validations(
-            rule(
-                "self.all(a, self.filter(b, b.name == a.name).size() == 1)",
-                "spec.inputs names must be unique",
-            )
-        ),
-    )
-    after: list[
-        Annotated[str, Field(min_length=1, max_length=253, json_schema_extra=object_name("HarnessRun"))]
-    ] = Field(
-        default_factory=list,
-        max_length=16,
-        description="HarnessRuns in this namespace that must succeed before this run starts; the run "
-        "fails when one of them does not (as with runOutput).",
-    )
-    with_: dict[str, Any] = Field(
-        default_factory=dict,
-        alias="with",
-        description="Options that become CLI flags (Dagu rules): keys sorted, true a bare flag, false and "
-        "empty omitted, numbers printed plainly, lists repeat the flag.",
-        json_schema_extra={**WITH_SCHEMA, **WITH_RULES},
-    )
-    fallback: list[FallbackProvider] = Field(
-        default_factory=list, max_length=16, description="Providers tried in order after a non-zero exit."
-    )
-    workspace: Workspace | None = Field(default=None, description="Working directory and its volume.")
-    sandbox: Sandbox | None = Field(default=None, description="Isolation and placement.")
-    credentials: list[CredentialGrant] = Field(
-        default_factory=list, max_length=32, description="Grants added to the definition's."
-    )
-    env: list[EnvVar] = Field(
-        default_factory=list, max_length=64, description="Plain environment for the agent."
-    )
-    limits: Limits | None = Field(default=None, description="Time, cost, turn and output limits.")
-    acp_permission: AcpPermission = Field(
-        default=AcpPermission.deny, description="ACP permission requests: deny, or allow (allow-once only)."
-    )
-    cancel: bool = Field(default=False, description="Set to true to stop the run gracefully; skips fallback.")
-    ttl_seconds_after_finished: int | None = Field(
-        default=None,
-        ge=0,
-        le=TTL_MAX_SECONDS,
-        description="Seconds to keep the run once it has finished (status.completionTime); then the "
-        "operator deletes it, and its Jobs, pods, Secrets, ConfigMaps and NetworkPolicy go with it. Unset: "
-        "the operator's default (chart value runs.ttlSecondsAfterFinished; none: kept until deleted).",
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule(
-                "has(self.prompt) || has(self.promptFrom)",
-                "spec.prompt is required (or set spec.promptFrom)",
-                field_path=".prompt",
-                reason="FieldValueRequired",
-            ),
-            rule(
-                "!(has(self.prompt) && has(self.promptFrom))",
-                "set spec.prompt or spec.promptFrom, not both",
-                field_path=".promptFrom",
-            ),
-            rule(
-                "!(has(self.stdin) && has(self.stdinFrom))",
-                "set spec.stdin or spec.stdinFrom, not both",
-                field_path=".stdinFrom",
-            ),
-            rule(
-                "(has(self.prompt) ? size(bytes(self.prompt)) : 0) "
-                f"+ (has(self.stdin) ? size(bytes(self.stdin)) : 0) <= {INLINE_INPUT_MAX_BYTES}",
-                f"spec.prompt and spec.stdin together must be at most {INLINE_INPUT_MAX_BYTES} bytes, what "
-                "kubectl apply can carry; put larger input in a ConfigMap and use spec.promptFrom or "
-                "spec.stdinFrom",
-                field_path=".prompt",
-            ),
-            input_references_rule("prompt"),
-            input_references_rule("stdin"),
-            rule(
-                "!has(self.env) || !has(self.credentials) || "
-                "self.env.all(e, !self.credentials.exists(c, c.env == e.name))",
-                "spec.env names must not collide with spec.credentials[].env; a secret is granted only "
-                "through credentials",
-                field_path=".env",
-            ),
-        )
-    )
-
-
-class Condition(Model):
-    """A Kubernetes-style condition."""
-
-    type: str = Field(description="Accepted, Succeeded, Ready, Reconciling or Stalled.")
-    status: str = Field(description="True, False or Unknown.")
-    reason: str = Field(default="", description="CamelCase reason.")
-    message: str = Field(default="", description="Human-readable detail.")
-    last_transition_time: str | None = Field(default=None, description="When status last changed.")
-    observed_generation: int | None = Field(default=None, description="Generation this reflects.")
-
-
-class CostSource(StrEnum):
-    reported = "reported"
-    computed = "computed"
-    unknown = "unknown"
-
-
-class Usage(Model):
-    """Tokens, turns and cost; a figure that is not known is absent, never 0."""
-
-    input_tokens: int | None = Field(default=None, description="Input tokens.")
-    output_tokens: int | None = Field(default=None, description="Output tokens.")
-    cache_read_tokens: int | None = Field(default=None, description="Cache-read tokens.")
-    cache_write_tokens: int | None = Field(default=None, description="Cache-write tokens.")
-    turns: int | None = Field(default=None, description="Agent turns.")
-    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost in USD.")
-    cost_source: CostSource = Field(
-        default=CostSource.unknown, description="reported by the CLI, computed from pricing, or unknown."
-    )
-    price_source: str | None = Field(
-        default=None,
-        description="Where the prices of a computed cost came from: `definition` (its `pricing`) or the "
-        "pinned price table and its version, e.g. `genai-prices 0.2.3`.",
-    )
-
-
-class Attempt(Model):
-    """One attempt with one provider."""
-
-    index: int = Field(description="1-based attempt number.")
-    provider: str = Field(description="Provider of this attempt.")
-    job_name: str | None = Field(default=None, description="The attempt's Job.")
-    pod_name: str | None = Field(default=None, description="The attempt's Pod.")
-    start_time: str | None = Field(default=None, description="When the attempt started.")
-    completion_time: str | None = Field(default=None, description="When it ended.")
-    exit_code: int | None = Field(default=None, description="The agent's exit code (124 timeout/cancel).")
-    reason: str | None = Field(default=None, description="Typed outcome, e.g. ProviderFailed.")
-    message: str | None = Field(default=None, description="Detail.")
-    model: str | None = Field(default=None, description="Model the CLI reported.")
-    session_id: str | None = Field(
-        default=None, alias="sessionID", description="Session id the CLI reported."
-    )
-    usage: Usage | None = Field(default=None, description="This attempt's usage.")
-    image_digest: str | None = Field(default=None, description="Image digest the pod ran.")
-    cli_version: str | None = Field(default=None, description="CLI version, where cheap to learn.")
-
-
-class OutputStatus(Model):
-    """The successful attempt's output."""
-
-    excerpt: str | None = Field(default=None, description="The first part of the output.")
-    bytes: int | None = Field(default=None, description="Size of the full output.")
-    sha256: str | None = Field(default=None, description="SHA-256 of the full output.")
-    truncated: bool | None = Field(default=None, description="True when cut at maxOutputBytes.")
-    config_map_name: str | None = Field(default=None, description="ConfigMap holding the full output.")
-
-
-class Progress(Model):
-    """The run so far, for `kubectl get -w`: finished attempts' usage plus the running attempt's figures,
-    which the operator reads from the sandbox's log while it runs; at the end, the run's totals."""
-
-    attempt: int | None = Field(default=None, description="The attempt these figures run up to.")
-    turns: int | None = Field(default=None, description="Agent turns so far.")
-    tokens: int | None = Field(
-        default=None, description="Tokens so far: input, output, cache read and cache write together."
-    )
-    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost so far in USD.")
-    last_tool: str | None = Field(default=None, description="The last tool the agent called.")
-    duration: str | None = Field(default=None, description="Time since the run started, e.g. 2m5s.")
-    update_time: str | None = Field(default=None, description="When these figures were read.")
-
-
-class Phase(StrEnum):
-    pending = "Pending"
-    running = "Running"
-    succeeded = "Succeeded"
-    failed = "Failed"
-    cancelled = "Cancelled"
-
-
-class RunBudget(Model):
-    """The budgets a run was admitted under and the cap it reserved from them."""
-
-    names: list[str] = Field(default_factory=list, description="The HarnessBudgets covering the run.")
-    reserved_usd: float | None = Field(
-        default=None,
-        alias="reservedUSD",
-        description="The run's effective maxCostUSD: counted as spent while it runs, and when its cost "
-        "stays unknown.",
-    )
-    admitted_at: str | None = Field(default=None, description="When it took its place in the budgets.")
-
-
-class HarnessRunStatus(Model):
-    """Observed state, written only by the operator (or `harnessctl run --status-file`)."""
-
-    phase: Phase | None = Field(default=None, description="Summary derived from the conditions.")
-    conditions: list[Condition] = Field(
-        default_factory=list,
-        description="Accepted and Succeeded; Ready, Reconciling and Stalled follow Succeeded for kstatus.",
-    )
-    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
-    start_time: str | None = Field(default=None, description="When the first attempt started.")
-    completion_time: str | None = Field(default=None, description="When the run ended.")
-    exit_code: int | None = Field(default=None, description="The final exit code.")
-    reason: str | None = Field(default=None, description="The final typed reason.")
-    message: str | None = Field(default=None, description="The final detail.")
-    attempts: list[Attempt] = Field(default_factory=list, description="One entry per attempt.")
-    usage: Usage | None = Field(default=None, description="Summed across attempts.")
-    output: OutputStatus | None = Field(default=None, description="The output.")
-    budget: RunBudget | None = Field(default=None, description="Budget admission and reservation.")
-
-    progress: Progress | None = Field(default=None, description="Turns, tokens and cost so far.")
-
-
-class HarnessDefinitionStatus(Model):
-    """A definition's observed state, written only by the operator."""
-
-    conditions: list[Condition] = Field(
-        default_factory=list, description="Ready: the definition is valid and runs can use it."
-    )
-    observed_generation: int | None = Field(default=None, description="Generation last checked.")
-
-
-AcpHeader.model_rebuild()
-HarnessDefinition.model_rebuild()
-ClusterHarnessDefinition.model_rebuild()
-
-
-def immutable_except(model: type[Model], mutable: set[str]) -> str:
-    """CEL transition rule: every field of `model` but `mutable` keeps its presence and value."""
-    clauses = []
-    for name, field in model.model_fields.items():
-        key = field.alias or name
-        if key in mutable:
-            continue
-        clauses.append(
-            f"has(self.{key}) == has(oldSelf.{key}) && (!has(self.{key}) || self.{key} == oldSelf.{key})"
-        )
-    return " && ".join(clauses)
-
-
-SPEC_IMMUTABLE_RULE = rule(
-    immutable_except(HarnessRunSpec, {"cancel"}),
-    "spec is immutable after creation except spec.cancel; create a new HarnessRun instead",
-    reason="FieldValueForbidden",
+from harness_operator.api.budget import (
+    HarnessBudgetSpec as HarnessBudgetSpec,
 )
-
-
-class HarnessRun(Model):
-    """One run of an agent CLI."""
-
-    api_version: str = Field(default=API_VERSION, description="agentharness.dev/v1alpha1")
-    kind: str = Field(default="HarnessRun", description="HarnessRun")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
-    spec: HarnessRunSpec = Field(
-        description="What to run.", json_schema_extra=validations(SPEC_IMMUTABLE_RULE)
-    )
-    status: HarnessRunStatus | None = Field(default=None, description="What happened.")
-
-
-# --- HarnessBudget -------------------------------------------------------------------------------
-
-
-class BudgetPeriod(StrEnum):
-    daily = "daily"
-    weekly = "weekly"
-    monthly = "monthly"
-    rolling = "rolling"
-
-
-class WhenExhausted(StrEnum):
-    wait = "Wait"
-    fail = "Fail"
-
-
-class LabelSelector(Model):
-    """Runs whose labels all match."""
-
-    match_labels: dict[str, str] = Field(
-        default_factory=dict, description="Label key -> value; every pair must match."
-    )
-
-
-class BudgetLimits(Model):
-    """What the runs of one period may spend together; unset: no limit on that figure."""
-
-    max_cost_usd: float | None = Field(
-        default=None, alias="maxCostUSD", gt=0, description="USD per period (reported or computed cost)."
-    )
-    max_tokens: int | None = Field(
-        default=None, ge=1, description="Input + output + cache tokens per period."
-    )
-    max_runs: int | None = Field(default=None, ge=1, description="Runs started per period.")
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule(
-                "has(self.maxCostUSD) || has(self.maxTokens) || has(self.maxRuns)",
-                "set at least one of maxCostUSD, maxTokens or maxRuns",
-            )
-        ),
-    )
-
-
-class HarnessBudgetSpec(Model):
-    """A spending limit for the runs of a namespace (or of a label selector in it), per period."""
-
-    period: BudgetPeriod = Field(
-        description="daily, weekly (from Monday), monthly (calendar months, UTC), or rolling "
-        "(the last windowSeconds)."
-    )
-    window_seconds: int | None = Field(
-        default=None, ge=10, le=31_622_400, description="The rolling window; only and always for rolling."
-    )
-    limits: BudgetLimits = Field(description="The period's limits.")
-    selector: LabelSelector | None = Field(
-        default=None, description="The runs it covers; unset: every run of the namespace."
-    )
-    when_exhausted: WhenExhausted = Field(
-        default=WhenExhausted.wait,
-        description="Wait: a run waits Queued (BudgetExhausted) until the period rolls over; Fail: it fails.",
-    )
-    default_reservation_usd: float | None = Field(
-        default=None,
-        alias="defaultReservationUSD",
-        gt=0,
-        description="USD reserved for a starting run without its own maxCostUSD; unset: what is left.",
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule(
-                "(self.period == 'rolling') == has(self.windowSeconds)",
-                "spec.windowSeconds is required for period rolling, and only then",
-                field_path=".windowSeconds",
-            )
-        ),
-    )
-
-
-class HarnessBudgetStatus(Model):
-    """The current period's spend: a view of the budget's ledger, which only grows (a run's deletion,
-    relabelling or an operator restart gives nothing back)."""
-
-    period_start: str | None = Field(default=None, description="Start of the current period.")
-    period_end: str | None = Field(default=None, description="When the current period rolls over.")
-    spent_usd: float | None = Field(
-        default=None,
-        alias="spentUSD",
-        description="Cost of the runs settled this period (finished or deleted).",
-    )
-    reserved_usd: float | None = Field(
-        default=None, alias="reservedUSD", description="Caps reserved by runs in flight."
-    )
-    remaining_usd: float | None = Field(
-        default=None, alias="remainingUSD", description="maxCostUSD minus spent and reserved."
-    )
-    tokens: int | None = Field(default=None, description="Tokens of the period's runs.")
-    runs: int | None = Field(default=None, description="Runs started in the period.")
-    unknown_cost_runs: int | None = Field(
-        default=None, description="Finished runs of the period whose cost is unknown (counted at their cap)."
-    )
-    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
-
-
-class HarnessBudget(Model):
-    """A spending limit per team: USD, tokens and runs per period for the runs it covers."""
-
-    api_version: str = Field(default=API_VERSION, description="agentharness.dev/v1alpha1")
-    kind: str = Field(default="HarnessBudget", description="HarnessBudget")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
-    spec: HarnessBudgetSpec = Field(description="The limits and what they cover.")
-    status: HarnessBudgetStatus | None = Field(default=None, description="The current period's spend.")
-
+from harness_operator.api.budget import (
+    HarnessBudgetStatus as HarnessBudgetStatus,
+)
+from harness_operator.api.budget import (
+    LabelSelector as LabelSelector,
+)
+from harness_operator.api.budget import (
+    WhenExhausted as WhenExhausted,
+)
+from harness_operator.api.common import (
+    API_VERSION as API_VERSION,
+)
+from harness_operator.api.common import (
+    DATA_KEY_RULE as DATA_KEY_RULE,
+)
+from harness_operator.api.common import (
+    DNS_SUBDOMAIN_RULE as DNS_SUBDOMAIN_RULE,
+)
+from harness_operator.api.common import (
+    ENV_NAME_RULE as ENV_NAME_RULE,
+)
+from harness_operator.api.common import (
+    FREE_FORM as FREE_FORM,
+)
+from harness_operator.api.common import (
+    GROUP as GROUP,
+)
+from harness_operator.api.common import (
+    NO_NUL as NO_NUL,
+)
+from harness_operator.api.common import (
+    NUL as NUL,
+)
+from harness_operator.api.common import (
+    VERSION as VERSION,
+)
+from harness_operator.api.common import (
+    Condition as Condition,
+)
+from harness_operator.api.common import (
+    ConfigMapKeySelector as ConfigMapKeySelector,
+)
+from harness_operator.api.common import (
+    CredentialGrant as CredentialGrant,
+)
+from harness_operator.api.common import (
+    EgressRule as EgressRule,
+)
+from harness_operator.api.common import (
+    EnvVar as EnvVar,
+)
+from harness_operator.api.common import (
+    Model as Model,
+)
+from harness_operator.api.common import (
+    SecretKeySelector as SecretKeySelector,
+)
+from harness_operator.api.common import (
+    data_key as data_key,
+)
+from harness_operator.api.common import (
+    object_name as object_name,
+)
+from harness_operator.api.common import (
+    rule as rule,
+)
+from harness_operator.api.common import (
+    validations as validations,
+)
+from harness_operator.api.definition import (
+    AcpHeader as AcpHeader,
+)
+from harness_operator.api.definition import (
+    AcpTransport as AcpTransport,
+)
+from harness_operator.api.definition import (
+    Capabilities as Capabilities,
+)
+from harness_operator.api.definition import (
+    ClusterHarnessDefinition as ClusterHarnessDefinition,
+)
+from harness_operator.api.definition import (
+    FlagStyle as FlagStyle,
+)
+from harness_operator.api.definition import (
+    HarnessDefinition as HarnessDefinition,
+)
+from harness_operator.api.definition import (
+    HarnessDefinitionSpec as HarnessDefinitionSpec,
+)
+from harness_operator.api.definition import (
+    HarnessDefinitionStatus as HarnessDefinitionStatus,
+)
+from harness_operator.api.definition import (
+    HeaderValueSource as HeaderValueSource,
+)
+from harness_operator.api.definition import (
+    ModelPricing as ModelPricing,
+)
+from harness_operator.api.definition import (
+    OutputFormat as OutputFormat,
+)
+from harness_operator.api.definition import (
+    OutputSpec as OutputSpec,
+)
+from harness_operator.api.definition import (
+    PromptMode as PromptMode,
+)
+from harness_operator.api.definition import (
+    PromptPosition as PromptPosition,
+)
+from harness_operator.api.definition import (
+    Protocol as Protocol,
+)
+from harness_operator.api.definition import (
+    StdinMode as StdinMode,
+)
+from harness_operator.api.run import (
+    INLINE_INPUT_MAX_BYTES as INLINE_INPUT_MAX_BYTES,
+)
+from harness_operator.api.run import (
+    INPUT_NAME_RULE as INPUT_NAME_RULE,
+)
+from harness_operator.api.run import (
+    INPUT_REFERENCE_PATTERN as INPUT_REFERENCE_PATTERN,
+)
+from harness_operator.api.run import (
+    INPUT_VALUE_MAX_BYTES as INPUT_VALUE_MAX_BYTES,
+)
+from harness_operator.api.run import (
+    INPUTS_MAX as INPUTS_MAX,
+)
+from harness_operator.api.run import (
+    SPEC_IMMUTABLE_RULE as SPEC_IMMUTABLE_RULE,
+)
+from harness_operator.api.run import (
+    TTL_MAX_SECONDS as TTL_MAX_SECONDS,
+)
+from harness_operator.api.run import (
+    WITH_KEY_MAX as WITH_KEY_MAX,
+)
+from harness_operator.api.run import (
+    WITH_LIST_MAX as WITH_LIST_MAX,
+)
+from harness_operator.api.run import (
+    WITH_MAX_KEYS as WITH_MAX_KEYS,
+)
+from harness_operator.api.run import (
+    WITH_RULES as WITH_RULES,
+)
+from harness_operator.api.run import (
+    WITH_SCHEMA as WITH_SCHEMA,
+)
+from harness_operator.api.run import (
+    WITH_STRING_MAX as WITH_STRING_MAX,
+)
+from harness_operator.api.run import (
+    WITH_VALUES_CHECK as WITH_VALUES_CHECK,
+)
+from harness_operator.api.run import (
+    WITH_VALUES_MESSAGE as WITH_VALUES_MESSAGE,
+)
+from harness_operator.api.run import (
+    AcpPermission as AcpPermission,
+)
+from harness_operator.api.run import (
+    Attempt as Attempt,
+)
+from harness_operator.api.run import (
+    CostSource as CostSource,
+)
+from harness_operator.api.run import (
+    EmptyDir as EmptyDir,
+)
+from harness_operator.api.run import (
+    FallbackProvider as FallbackProvider,
+)
+from harness_operator.api.run import (
+    GitSource as GitSource,
+)
+from harness_operator.api.run import (
+    HarnessRun as HarnessRun,
+)
+from harness_operator.api.run import (
+    HarnessRunSpec as HarnessRunSpec,
+)
+from harness_operator.api.run import (
+    HarnessRunStatus as HarnessRunStatus,
+)
+from harness_operator.api.run import (
+    Limits as Limits,
+)
+from harness_operator.api.run import (
+    NetworkPolicyMode as NetworkPolicyMode,
+)
+from harness_operator.api.run import (
+    OutputStatus as OutputStatus,
+)
+from harness_operator.api.run import (
+    PersistentVolumeClaimRef as PersistentVolumeClaimRef,
+)
+from harness_operator.api.run import (
+    Phase as Phase,
+)
+from harness_operator.api.run import (
+    Progress as Progress,
+)
+from harness_operator.api.run import (
+    Resources as Resources,
+)
+from harness_operator.api.run import (
+    RunBudget as RunBudget,
+)
+from harness_operator.api.run import (
+    RunInput as RunInput,
+)
+from harness_operator.api.run import (
+    RunOutputRef as RunOutputRef,
+)
+from harness_operator.api.run import (
+    Sandbox as Sandbox,
+)
+from harness_operator.api.run import (
+    Toleration as Toleration,
+)
+from harness_operator.api.run import (
+    Usage as Usage,
+)
+from harness_operator.api.run import (
+    ValueSource as ValueSource,
+)
+from harness_operator.api.run import (
+    VolumeScope as VolumeScope,
+)
+from harness_operator.api.run import (
+    Workspace as Workspace,
+)
+from harness_operator.api.run import (
+    WorkspaceVolume as WorkspaceVolume,
+)
+from harness_operator.api.run import (
+    immutable_except as immutable_except,
+)
+from harness_operator.api.run import (
+    input_references_rule as input_references_rule,
+)
 
 KINDS: dict[
     str, type[HarnessRun] | type[HarnessDefinition] | type[ClusterHarnessDefinition] | type[HarnessBudget]
