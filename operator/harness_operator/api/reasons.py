@@ -6,145 +6,223 @@ reason literal in the code is listed here.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """Every reason a condition, a result or an Event of ours carries."""
+
+    ProviderResolved = "ProviderResolved"
+    UnknownProvider = "UnknownProvider"
+    InvalidProvider = "InvalidProvider"
+    InputUnavailable = "InputUnavailable"
+    RunOutputFailed = "RunOutputFailed"
+    UnknownInput = "UnknownInput"
+    DependsOnItself = "DependsOnItself"
+    PromptTooLarge = "PromptTooLarge"
+    InvalidArgument = "InvalidArgument"
+    InvalidSpec = "InvalidSpec"
+    Pending = "Pending"
+    Queued = "Queued"
+    WaitingForRunOutput = "WaitingForRunOutput"
+    Suspended = "Suspended"
+    Running = "Running"
+    FallingBack = "FallingBack"
+    Succeeded = "Succeeded"
+    ProviderFailed = "ProviderFailed"
+    ProviderError = "ProviderError"
+    AuthFailed = "AuthFailed"
+    RateLimited = "RateLimited"
+    MaxTurns = "MaxTurns"
+    PermissionDenied = "PermissionDenied"
+    Truncated = "Truncated"
+    Timeout = "Timeout"
+    Cancelled = "Cancelled"
+    CostLimitExceeded = "CostLimitExceeded"
+    BinaryNotFound = "BinaryNotFound"
+    CredentialsMissing = "CredentialsMissing"
+    SetupFailed = "SetupFailed"
+    NetworkNotConfined = "NetworkNotConfined"
+    OOMKilled = "OOMKilled"
+    PodFailed = "PodFailed"
+    ResultContradicted = "ResultContradicted"
+    ResultUnreadable = "ResultUnreadable"
+    JobLost = "JobLost"
+    ChildConflict = "ChildConflict"
+    Forbidden = "Forbidden"
+    InvalidObject = "InvalidObject"
+    Valid = "Valid"
+    InvalidDefinition = "InvalidDefinition"
+    BudgetExhausted = "BudgetExhausted"
+    CostUnknown = "CostUnknown"
+    OutputUnavailable = "OutputUnavailable"
+    EgressNotEnforcedByName = "EgressNotEnforcedByName"
+    Updated = "Updated"
+
+
 # reason -> (condition, status, meaning)
-REASONS: dict[str, tuple[str, str, str]] = {
-    "ProviderResolved": ("Accepted", "True", "the spec is valid and every provider resolved"),
-    "UnknownProvider": ("Accepted", "False", "no HarnessDefinition or ClusterHarnessDefinition of that name"),
-    "InvalidProvider": ("Accepted", "False", "the provider's definition does not parse"),
-    "InputUnavailable": (
+REASONS: dict[Reason, tuple[str, str, str]] = {
+    Reason.ProviderResolved: ("Accepted", "True", "the spec is valid and every provider resolved"),
+    Reason.UnknownProvider: (
+        "Accepted",
+        "False",
+        "no HarnessDefinition or ClusterHarnessDefinition of that name",
+    ),
+    Reason.InvalidProvider: ("Accepted", "False", "the provider's definition does not parse"),
+    Reason.InputUnavailable: (
         "Accepted",
         "False",
         "promptFrom/stdinFrom or an input names a ConfigMap or Secret key that is missing or cannot be read, "
         "or a runOutput ConfigMap that run does not own",
     ),
-    "RunOutputFailed": (
+    Reason.RunOutputFailed: (
         "Accepted",
         "False",
         "a run named by runOutput or spec.after ended without success",
     ),
-    "UnknownInput": (
+    Reason.UnknownInput: (
         "Accepted",
         "False",
         "spec.prompt or spec.stdin references $(inputs.NAME) for a NAME spec.inputs does not declare",
     ),
-    "DependsOnItself": ("Accepted", "False", "spec.after or a runOutput names the run itself"),
-    "PromptTooLarge": (
+    Reason.DependsOnItself: ("Accepted", "False", "spec.after or a runOutput names the run itself"),
+    Reason.PromptTooLarge: (
         "Accepted",
         "False",
         "an arg/flag prompt is over the kernel's 131071-byte limit for one argument; use promptMode: stdin",
     ),
-    "InvalidArgument": (
+    Reason.InvalidArgument: (
         "Accepted",
         "False",
         "a `with` value, prompt or env value has a NUL byte, or an argument is over the kernel's limit",
     ),
-    "InvalidSpec": ("Accepted", "False", "`harnessctl run` only: the run cannot be planned"),
-    "Pending": ("Succeeded", "Unknown", "the attempt's Job exists; its pod has not started"),
-    "Queued": (
+    Reason.InvalidSpec: ("Accepted", "False", "`harnessctl run` only: the run cannot be planned"),
+    Reason.Pending: ("Succeeded", "Unknown", "the attempt's Job exists; its pod has not started"),
+    Reason.Queued: (
         "Succeeded",
         "Unknown",
         "the namespace has its most runs in flight; this one waits its turn (first come, first served)",
     ),
-    "WaitingForRunOutput": (
+    Reason.WaitingForRunOutput: (
         "Succeeded",
         "Unknown",
         "waiting for a run named by runOutput or spec.after to succeed",
     ),
-    "Suspended": ("Succeeded", "Unknown", "the Job waits for Kueue to admit it"),
-    "Running": ("Succeeded", "Unknown", "the agent runs"),
-    "FallingBack": ("Succeeded", "Unknown", "an attempt failed; the next provider's attempt starts"),
-    "Succeeded": ("Succeeded", "True", "an attempt exited 0 and its CLI reported no error"),
-    "ProviderFailed": ("Succeeded", "False", "the agent exited non-zero"),
-    "ProviderError": ("Succeeded", "False", "the CLI reported an error (or exited 0 without a result)"),
-    "AuthFailed": ("Succeeded", "False", "the vendor API refused the credentials"),
-    "RateLimited": ("Succeeded", "False", "the vendor API rate-limited the agent"),
-    "MaxTurns": ("Succeeded", "False", "the agent reached maxTurns"),
-    "PermissionDenied": (
+    Reason.Suspended: ("Succeeded", "Unknown", "the Job waits for Kueue to admit it"),
+    Reason.Running: ("Succeeded", "Unknown", "the agent runs"),
+    Reason.FallingBack: ("Succeeded", "Unknown", "an attempt failed; the next provider's attempt starts"),
+    Reason.Succeeded: ("Succeeded", "True", "an attempt exited 0 and its CLI reported no error"),
+    Reason.ProviderFailed: ("Succeeded", "False", "the agent exited non-zero"),
+    Reason.ProviderError: ("Succeeded", "False", "the CLI reported an error (or exited 0 without a result)"),
+    Reason.AuthFailed: ("Succeeded", "False", "the vendor API refused the credentials"),
+    Reason.RateLimited: ("Succeeded", "False", "the vendor API rate-limited the agent"),
+    Reason.MaxTurns: ("Succeeded", "False", "the agent reached maxTurns"),
+    Reason.PermissionDenied: (
         "Succeeded",
         "False",
         "an ACP agent asked for a permission that spec.acpPermission refused (deny, or no allow-once option)",
     ),
-    "Truncated": ("Succeeded", "False", "the model's answer was cut off"),
-    "Timeout": ("Succeeded", "False", "timeoutSeconds passed; exit 124, no fallback"),
-    "Cancelled": ("Succeeded", "False", "spec.cancel was set; exit 124, no fallback"),
-    "CostLimitExceeded": (
+    Reason.Truncated: ("Succeeded", "False", "the model's answer was cut off"),
+    Reason.Timeout: ("Succeeded", "False", "timeoutSeconds passed; exit 124, no fallback"),
+    Reason.Cancelled: ("Succeeded", "False", "spec.cancel was set; exit 124, no fallback"),
+    Reason.CostLimitExceeded: (
         "Succeeded",
         "False",
         "cost crossed maxCostUSD; the agent was stopped, no fallback",
     ),
-    "BinaryNotFound": ("Succeeded", "False", "the CLI binary is not in the sandbox image's PATH; exit 1"),
-    "CredentialsMissing": (
+    Reason.BinaryNotFound: (
+        "Succeeded",
+        "False",
+        "the CLI binary is not in the sandbox image's PATH; exit 1",
+    ),
+    Reason.CredentialsMissing: (
         "Succeeded",
         "False",
         "a credential grant that is not optional reached the sandbox unset",
     ),
-    "SetupFailed": (
+    Reason.SetupFailed: (
         "Succeeded",
         "False",
         "the runner could not prepare or start the attempt (plan, working directory, exec)",
     ),
-    "NetworkNotConfined": (
+    Reason.NetworkNotConfined: (
         "Succeeded",
         "False",
         "the sandbox could still reach the API server, which its network policy denies, after "
         "networkPolicy.awaitEnforcementSeconds: the CNI enforces no NetworkPolicy; the agent never "
         "started, no fallback",
     ),
-    "OOMKilled": ("Succeeded", "False", "the runner's or the agent's container ran out of memory"),
-    "PodFailed": ("Succeeded", "False", "the Job failed without a result from the runner"),
-    "ResultContradicted": (
+    Reason.OOMKilled: ("Succeeded", "False", "the runner's or the agent's container ran out of memory"),
+    Reason.PodFailed: ("Succeeded", "False", "the Job failed without a result from the runner"),
+    Reason.ResultContradicted: (
         "Succeeded",
         "False",
         "the runner's report disagrees with what the kubelet recorded of the pod's containers (a success "
         "whose agent container did not exit as the runner saw it exit, or a runner whose exit code is not "
         "its report's)",
     ),
-    "ResultUnreadable": (
+    Reason.ResultUnreadable: (
         "Succeeded",
         "False",
         "the runner's result document is of a newer version than the operator reads, or malformed (exit 1 "
         "unless the container's own, fallback follows)",
     ),
-    "JobLost": (
+    Reason.JobLost: (
         "Succeeded",
         "False",
         "an attempt's Job or pod vanished mid-run; it is never run again (exit 1, fallback follows)",
     ),
-    "ChildConflict": (
+    Reason.ChildConflict: (
         "Succeeded",
         "False",
         "a child's name is taken by an object the run does not own, or with other content; nothing more runs",
     ),
-    "Forbidden": (
+    Reason.Forbidden: (
         "Succeeded",
         "False",
         "the API server refused the operator (403, four times over 7 s); check its RBAC",
     ),
-    "InvalidObject": ("Succeeded", "False", "the API server refused an object the operator built (400/422)"),
-    "Valid": ("Ready (definitions)", "True", "the definition parses and runs can use its protocol"),
-    "InvalidDefinition": (
+    Reason.InvalidObject: (
+        "Succeeded",
+        "False",
+        "the API server refused an object the operator built (400/422)",
+    ),
+    Reason.Valid: ("Ready (definitions)", "True", "the definition parses and runs can use its protocol"),
+    Reason.InvalidDefinition: (
         "Ready (definitions)",
         "False",
         "the spec does not parse (a rule the CRD schema cannot express); Stalled is True too",
     ),
-    "BudgetExhausted": (
+    Reason.BudgetExhausted: (
         "Succeeded",
         "Unknown",
         "a HarnessBudget covering the run is spent this period: the run waits Queued until it rolls over "
         "(or fails, Succeeded=False, under whenExhausted: Fail)",
     ),
-    "CostUnknown": (
+    Reason.CostUnknown: (
         "Event",
         "Warning",
         "an attempt under maxCostUSD ended with costSource unknown: no reported cost, no price for its model",
     ),
+    Reason.OutputUnavailable: (
+        "Event",
+        "Warning",
+        "a succeeded attempt's output frame could not be read from its log (after four tries): the run keeps "
+        "its result, without its output",
+    ),
+    Reason.EgressNotEnforcedByName: (
+        "Event",
+        "Warning",
+        "an attempt's host egress rules are not enforced by name: no egress gateway and no Cilium",
+    ),
+    Reason.Updated: ("Event", "Normal", "the run's status changed without a reason of its own"),
 }
 
 
 class ReasonedError(Exception):
     """An error that ends up as a condition: a CamelCase reason and a message for people."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: Reason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from harness_operator.api.reasons import ReasonedError
+from harness_operator.api.reasons import Reason, ReasonedError
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, HarnessRunStatus, Usage
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import Document, load_documents
@@ -147,7 +147,7 @@ class LocalRunner:
             return rejected(run, exc.reason, exc.message), 1
         except ValueError as exc:
             say(f"harness: HarnessRun {label}: {exc}")
-            return rejected(run, "InvalidSpec", str(exc)), 1
+            return rejected(run, Reason.InvalidSpec, str(exc)), 1
         results: list[AttemptResult] = []
         for plan in plans:
             say(f"harness: HarnessRun {label}: attempt {plan.attempt}/{plan.total_attempts}: {plan.provider}")

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness_operator.api.crd import crd_schema_for
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
     API_VERSION,
     GROUP,
@@ -243,7 +244,7 @@ def _warnings(
         problem = _argument_problem(run, definition, index, name, options[index - 1])
         if problem is not None:
             found.append(
-                warn("spec.prompt" if problem.reason == "PromptTooLarge" else field, problem.message)
+                warn("spec.prompt" if problem.reason == Reason.PromptTooLarge else field, problem.message)
             )
         caps = definition.capabilities
         model = merge_options(definition, options[index - 1]).get("model")

@@ -10,15 +10,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Usage
 
 TERMINATION_LIMIT = 4096
 RESULT_VERSION = 1
 EXIT_SETUP = 1
 EXIT_STOPPED = 124
-NETWORK_NOT_CONFINED = "NetworkNotConfined"
+NETWORK_NOT_CONFINED = Reason.NetworkNotConfined
 # Reasons after which no fallback runs (the user, a limit or the cluster stopped the run, not the provider).
-NO_FALLBACK_REASONS = frozenset({"Timeout", "Cancelled", "CostLimitExceeded", NETWORK_NOT_CONFINED})
+NO_FALLBACK_REASONS = frozenset(
+    {Reason.Timeout, Reason.Cancelled, Reason.CostLimitExceeded, NETWORK_NOT_CONFINED}
+)
 
 
 class ResultOutput(BaseModel):

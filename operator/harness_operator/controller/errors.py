@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from harness_operator.api.reasons import Reason
+
 MAX_DELAY_SECONDS = 60.0
 # A kube-apiserver that just started answers 403 to every client until its RBAC cache fills (seen twice,
 # 60 ms apart, by the fault tests): a 403 is retried this many times (1 + 2 + 4 s) before it stops a run.
@@ -58,10 +60,10 @@ def classify(exc: BaseException, attempt: int = 0) -> Temporary | Permanent:
             return Temporary(backoff, f"API server answered 403 {exc.reason} (retry {attempt + 1})")
         if status == 403:
             return Permanent(
-                "Forbidden", f"the operator is not allowed to do this: {exc.reason}; check its RBAC"
+                Reason.Forbidden, f"the operator is not allowed to do this: {exc.reason}; check its RBAC"
             )
         if status in (400, 422):
-            return Permanent("InvalidObject", f"the API server refused an object: {_body_message(exc)}")
+            return Permanent(Reason.InvalidObject, f"the API server refused an object: {_body_message(exc)}")
         return Temporary(backoff, f"API server answered {status} {exc.reason}")
     if isinstance(exc, HTTPError | ConnectionError | TimeoutError):
         return Temporary(backoff, f"cannot reach the API server: {exc}")

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
     HarnessBudgetStatus,
     HarnessRun,
@@ -31,7 +32,6 @@ from harness_operator.controller.errors import LOG_RETRIES, LogNotComplete, Perm
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.ledgers import LedgerStore
 from harness_operator.core.budget import (
-    BUDGET_EXHAUSTED,
     Admission,
     BudgetRef,
     RunCharge,
@@ -199,7 +199,7 @@ class Reconciler:
             else:
                 self._in_flight.discard((namespace, name))
                 self._started.pop((namespace, name), None)
-            if status.reason == "Queued":
+            if status.reason == Reason.Queued:
                 self._queued.add((namespace, name))
             else:
                 self._queued.discard((namespace, name))
@@ -350,7 +350,7 @@ class Reconciler:
                 job = self.kube.fetch_job(ns, record.job_name)
                 if job is not None:
                     seen.update(self._observe_jobs(run, targets, [job], self.kube.fetch_pods(ns, name)))
-        lost = [i for i, a in seen.items() if a.result is not None and a.result.reason == "JobLost"]
+        lost = [i for i, a in seen.items() if a.result is not None and a.result.reason == Reason.JobLost]
         if lost:
             again = [j for j in jobs if j["metadata"]["name"] in {seen[i].job_name for i in lost}]
             seen.update(self._observe_jobs(run, targets, again, self.kube.fetch_pods(ns, name)))
@@ -375,7 +375,7 @@ class Reconciler:
             if not is_owned_child(job, uid):
                 if job["metadata"]["name"] == job_name(name, index):
                     desired = build_job(run, targets[index - 1], self.config)
-                    raise RunFailure("ChildConflict", describe_conflict(job, desired, name))
+                    raise RunFailure(Reason.ChildConflict, describe_conflict(job, desired, name))
                 continue  # carries our labels but is not ours: not an attempt of this run
             mine = [p for p in pods if is_owned_child(p, job["metadata"]["uid"])]
             seen[index] = observe_attempt(index, targets[index - 1].provider, job, mine, run.spec.cancel)
@@ -400,7 +400,7 @@ class Reconciler:
             )
         if isinstance(decoded, FrameError):
             message = f"the output of attempt {last.index} cannot be read from its log: {decoded.message}"
-            self.kube.create_event({"metadata": run.metadata}, "Warning", "OutputUnavailable", message)
+            self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.OutputUnavailable, message)
             return None, None
         # What the ConfigMap holds is the output the status describes (its sha256 is checked by readers).
         text = decoded.decode("utf-8", "replace")
@@ -414,7 +414,7 @@ class Reconciler:
         if existing is None:
             return True
         if not is_expected_child(existing, obj):
-            raise RunFailure("ChildConflict", describe_conflict(existing, obj, run.metadata["name"]))
+            raise RunFailure(Reason.ChildConflict, describe_conflict(existing, obj, run.metadata["name"]))
         return False
 
     # --- starting attempts ---------------------------------------------------------------------------
@@ -437,7 +437,7 @@ class Reconciler:
         limit = self.config.max_runs_per_namespace
         if is_slot_free(position, len(active), limit):
             return None
-        return "Queued", build_queued_message(ns, position, total, len(active), limit)
+        return Reason.Queued, build_queued_message(ns, position, total, len(active), limit)
 
     def _admit(self, run: HarnessRun) -> tuple[Admission, list[str]]:
         """Budget admission, from the budgets' watch cache and their ledgers: whether the run may start,
@@ -525,8 +525,8 @@ class Reconciler:
                 admission, budgets = self._admit(run)
                 if not admission.admitted:
                     if admission.fail:
-                        raise RunFailure(BUDGET_EXHAUSTED, admission.message)
-                    return BUDGET_EXHAUSTED, admission.message
+                        raise RunFailure(Reason.BudgetExhausted, admission.message)
+                    return Reason.BudgetExhausted, admission.message
                 queued = self._queue_position(run)
                 if queued is not None:
                     return queued
@@ -563,7 +563,7 @@ class Reconciler:
             self.kube.create_event(
                 {"metadata": run.metadata},
                 "Warning",
-                "EgressNotEnforcedByName",
+                Reason.EgressNotEnforcedByName,
                 f"attempt {index} ({target.provider}): host egress rules are not enforced by name: no egress "
                 "gateway and no Cilium; the sandbox may reach their ports on every public address",
             )
@@ -571,7 +571,7 @@ class Reconciler:
             failed = attempts[-1]
             metrics.FALLBACKS.labels(provider=failed.provider).inc()
             line = fallback_line(failed.index, len(targets), failed.provider, target.provider)
-            self.kube.create_event({"metadata": run.metadata}, "Warning", "FallingBack", line)
+            self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.FallingBack, line)
         return None
 
     def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:

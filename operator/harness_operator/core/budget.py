@@ -15,10 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import BudgetPeriod, HarnessBudgetSpec, HarnessBudgetStatus, WhenExhausted
 from harness_operator.core.times import ISO, parse_time
 
-BUDGET_EXHAUSTED = "BudgetExhausted"
+BUDGET_EXHAUSTED = Reason.BudgetExhausted
 ROLLING_BUCKETS = 100  # a rolling window's spend is kept in this many buckets (a bounded ledger)
 
 

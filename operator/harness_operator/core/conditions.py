@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Condition
 from harness_operator.core.times import timestamp
 
@@ -65,7 +66,7 @@ def is_failed(conditions: list[Condition]) -> bool:
 def is_running(conditions: list[Condition]) -> bool:
     """An attempt's agent runs: Succeeded is Unknown with reason Running (what phase Running says)."""
     succeeded = find_condition(conditions, SUCCEEDED)
-    return succeeded is not None and succeeded.status == UNKNOWN and succeeded.reason == "Running"
+    return succeeded is not None and succeeded.status == UNKNOWN and succeeded.reason == Reason.Running
 
 
 def compute_kstatus_conditions(

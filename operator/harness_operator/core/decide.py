@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
 from harness_operator.core.conditions import (
     SUCCEEDED,
@@ -56,10 +57,10 @@ def decide_events(
     """Events for what changed: attempts newly lost, attempts newly ended with a cost nobody knows under
     a cost limit, and the run's reason or phase moving."""
     events = []
-    lost_before = {a.index for a in previous.attempts if a.reason == "JobLost"} if previous else set()
+    lost_before = {a.index for a in previous.attempts if a.reason == Reason.JobLost} if previous else set()
     for attempt in status.attempts:
-        if attempt.reason == "JobLost" and attempt.index not in lost_before:
-            events.append(EventSpec("Warning", "JobLost", attempt.message or ""))
+        if attempt.reason == Reason.JobLost and attempt.index not in lost_before:
+            events.append(EventSpec("Warning", Reason.JobLost, attempt.message or ""))
     limits = run.spec.limits
     if limits is not None and limits.max_cost_usd is not None:
         ended_before = {a.index for a in previous.attempts if a.usage} if previous else set()
@@ -70,19 +71,19 @@ def decide_events(
                     f"neither the CLI nor a price knows its cost, so maxCostUSD {limits.max_cost_usd} "
                     "could not be enforced; add spec.pricing for the model to the provider's definition"
                 )
-                events.append(EventSpec("Warning", "CostUnknown", message))
+                events.append(EventSpec("Warning", Reason.CostUnknown, message))
 
     def verdict(s: HarnessRunStatus) -> tuple[str | None, str | None]:
         succeeded = find_condition(s.conditions, SUCCEEDED)
         return s.reason, succeeded.status if succeeded else None
 
     if (verdict(previous) if previous else (None, None)) != verdict(status):
-        failed = is_failed(status.conditions) or status.reason == "FallingBack"
+        failed = is_failed(status.conditions) or status.reason == Reason.FallingBack
         ended = is_finished(status.conditions)
         name = end_event_name(run.metadata["name"], run.metadata.get("uid", "")) if ended else None
         events.append(
             EventSpec(
-                "Warning" if failed else "Normal", status.reason or "Updated", status.message or "", name
+                "Warning" if failed else "Normal", status.reason or Reason.Updated, status.message or "", name
             )
         )
     return events

@@ -11,11 +11,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness_operator.api.reasons import Reason
 from harness_operator.core.budget import BUDGET_EXHAUSTED
 
 QUEUED = "queued"  # waits for a slot of the namespace (or has not been reconciled yet)
 WAITING = "waiting"  # waits for another run's output or for budget room: woken when a run ends
-WAITING_REASONS = ("WaitingForRunOutput", BUDGET_EXHAUSTED)
+WAITING_REASONS = (Reason.WaitingForRunOutput, BUDGET_EXHAUSTED)
 
 
 @dataclass(frozen=True, order=True)

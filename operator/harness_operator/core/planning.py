@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness_operator.api.reasons import ReasonedError
+from harness_operator.api.reasons import Reason, ReasonedError
 from harness_operator.api.v1alpha1 import (
     AcpTransport,
     CredentialGrant,
@@ -140,7 +140,7 @@ def _prompt_error(
 ) -> PlanError:
     what = "the prompt with stdin folded in (stdinMode: fold)" if folded else "the prompt"
     if "\x00" in text:
-        return PlanError("InvalidArgument", f"{what} {problem} (provider {provider!r})")
+        return PlanError(Reason.InvalidArgument, f"{what} {problem} (provider {provider!r})")
     fix = (
         "use a provider definition with promptMode: stdin, or stdinMode: pipe so that spec.stdin is piped"
         if folded
@@ -149,7 +149,7 @@ def _prompt_error(
         "(stdinMode: fold would put it back into the prompt argument)"
     )
     return PlanError(
-        "PromptTooLarge",
+        Reason.PromptTooLarge,
         f"{what} is {len(text.encode('utf-8'))} bytes and provider {provider!r} passes it as one "
         f"command-line argument (promptMode: {definition.prompt_mode}), but the kernel takes at most "
         f"{MAX_ARG_BYTES - 1} bytes in one argument; {fix}",
@@ -177,20 +177,20 @@ def check_arguments(
     sources += [(f"defaults.{k} of provider {provider!r}", k, v) for k, v in definition.defaults.items()]
     for where, key, value in sources:
         if problem := find_argument_problem(flag_token(key, definition)):
-            raise PlanError("InvalidArgument", f"{where}: the option's flag {problem}")
+            raise PlanError(Reason.InvalidArgument, f"{where}: the option's flag {problem}")
         for item in option_strings(value):
             if problem := find_argument_problem(item):
-                raise PlanError("InvalidArgument", f"{where}: the value {problem}")
+                raise PlanError(Reason.InvalidArgument, f"{where}: the value {problem}")
     fixed = [(f"prefixArgs[{i}]", a) for i, a in enumerate(definition.prefix_args)]
     fixed += [("promptFlag", definition.prompt_flag or "")]
     for where, item in fixed:
         if problem := find_argument_problem(item):
-            raise PlanError("InvalidArgument", f"{where} of provider {provider!r} {problem}")
+            raise PlanError(Reason.InvalidArgument, f"{where} of provider {provider!r} {problem}")
     run_env = {e.name for e in run.spec.env}
     for name, value in merge_plain_env(run, definition).items():
         if "\x00" in name + value:
             where = "spec.env" if name in run_env else f"env of provider {provider!r}"
-            raise PlanError("InvalidArgument", f"{where}: {name!r} contains a NUL byte")
+            raise PlanError(Reason.InvalidArgument, f"{where}: {name!r} contains a NUL byte")
 
 
 def build_plan(

@@ -13,7 +13,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from harness_operator.api.reasons import ReasonedError
+from harness_operator.api.reasons import Reason, ReasonedError
 from harness_operator.api.v1alpha1 import (
     HarnessDefinitionSpec,
     HarnessRun,
@@ -102,7 +102,7 @@ def resolve_definition(
         return HarnessDefinitionSpec.model_validate(raw.get("spec") or {})
     except ValidationError as exc:
         raise Rejection(
-            "InvalidProvider", f'provider "{provider}" is invalid: {exc.errors()[0]["msg"]}'
+            Reason.InvalidProvider, f'provider "{provider}" is invalid: {exc.errors()[0]["msg"]}'
         ) from exc
 
 
@@ -115,7 +115,7 @@ def resolve_targets(reader: DefinitionReader, run: HarnessRun) -> list[AttemptTa
             message = f'unknown provider "{provider}"'
             if index > 1:
                 message = f"invalid fallback[{index - 2}]: {message}"
-            raise Rejection("UnknownProvider", message)
+            raise Rejection(Reason.UnknownProvider, message)
         targets.append(AttemptTarget(index, provider, definition))
     return targets
 
@@ -129,22 +129,24 @@ def _read(field: str, what: str, fetch: Callable[[], T]) -> T:
     try:
         return fetch()
     except Unreadable as exc:
-        raise Rejection("InputUnavailable", f"{field}: cannot read {what}: {exc}") from exc
+        raise Rejection(Reason.InputUnavailable, f"{field}: cannot read {what}: {exc}") from exc
 
 
 def require_succeeded(reader: Reader, run: HarnessRun, field: str, other_name: str) -> Mapping[str, Any]:
     """The run named by `field` once it has succeeded: Waiting until then, Rejection if it failed."""
     if other_name == run.metadata["name"]:
-        raise Rejection("DependsOnItself", f"{field}: names this run itself, which would wait forever")
+        raise Rejection(Reason.DependsOnItself, f"{field}: names this run itself, which would wait forever")
     ns = run.metadata["namespace"]
     other = _read(field, f'HarnessRun "{other_name}"', lambda: reader.run(ns, other_name))
     if other is None:
-        raise Waiting("WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to exist')
+        raise Waiting(Reason.WaitingForRunOutput, f'{field}: waiting for HarnessRun "{other_name}" to exist')
     state = find_succeeded(HarnessRun.model_validate(other))
     if state == FALSE:
-        raise Rejection("RunOutputFailed", f'{field}: HarnessRun "{other_name}" did not succeed')
+        raise Rejection(Reason.RunOutputFailed, f'{field}: HarnessRun "{other_name}" did not succeed')
     if state != TRUE:
-        raise Waiting("WaitingForRunOutput", f'{field}: waiting for HarnessRun "{other_name}" to succeed')
+        raise Waiting(
+            Reason.WaitingForRunOutput, f'{field}: waiting for HarnessRun "{other_name}" to succeed'
+        )
     return other
 
 
@@ -156,7 +158,7 @@ def _read_run_output(reader: Reader, field: str, other: Mapping[str, Any]) -> st
         return _read(field, f"ConfigMap {name}", lambda: reader.run_output(other))
     except NotTheOutput as exc:
         raise Rejection(
-            "InputUnavailable",
+            Reason.InputUnavailable,
             f'{field}: ConfigMap {name} is not the output of HarnessRun "{other_name}" '
             "(not owned by it, or not the text its status reports); it was not read",
         ) from exc
@@ -179,7 +181,7 @@ def resolve_source(reader: Reader, run: HarnessRun, field: str, source: Source) 
         value = _read_run_output(reader, field, require_succeeded(reader, run, field, other_name))
         what = f'the output of HarnessRun "{other_name}"'
     if value is None:
-        raise Rejection("InputUnavailable", f"{field}: cannot read {what}")
+        raise Rejection(Reason.InputUnavailable, f"{field}: cannot read {what}")
     return value
 
 
@@ -187,7 +189,7 @@ def check_references(spec: HarnessRunSpec) -> None:
     """Rejection (UnknownInput) when spec.prompt or spec.stdin references an undeclared input."""
     problem = compute_reference_problem(spec)
     if problem is not None:
-        raise Rejection("UnknownInput", problem)
+        raise Rejection(Reason.UnknownInput, problem)
 
 
 def compose_inputs(spec: HarnessRunSpec, read: Callable[[str, Source], str]) -> tuple[str, str | None]:

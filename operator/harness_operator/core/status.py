@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
     Attempt,
     Condition,
@@ -138,7 +139,7 @@ def _lost(index: int, provider: str, what: str) -> ResultDocument:
         attempt=index,
         provider=provider,
         exit_code=EXIT_LOST,
-        reason="JobLost",
+        reason=Reason.JobLost,
         message=f"{what} before attempt {index} finished; the attempt is not run again",
     )
 
@@ -148,11 +149,11 @@ def _explain_stop(
 ) -> ResultDocument:
     """The runner reports Cancelled whenever it is sent SIGTERM; unless spec.cancel asked for it, the
     Job's deadline or someone deleting, evicting or draining the pod stopped it."""
-    if result.reason != "Cancelled" or cancelled:
+    if result.reason != Reason.Cancelled or cancelled:
         return result
     if failed is not None and failed.get("reason") == "DeadlineExceeded":
         return result.model_copy(
-            update={"reason": "Timeout", "message": f"Job {job} passed its activeDeadlineSeconds"}
+            update={"reason": Reason.Timeout, "message": f"Job {job} passed its activeDeadlineSeconds"}
         )
     lost = _lost(result.attempt, result.provider, f"the pod of Job {job} was stopped from outside")
     return result.model_copy(update=lost.model_dump(include={"exit_code", "reason", "message"}))
@@ -172,12 +173,12 @@ def _read_result(
             attempt=index,
             provider=provider,
             exit_code=exit_code or 1,
-            reason="ResultUnreadable",
+            reason=Reason.ResultUnreadable,
             message=parsed.message,
         )
         return unreadable, False
     if parsed is None:
-        reason = "OOMKilled" if terminated.get("reason") == "OOMKilled" else "ProviderFailed"
+        reason = Reason.OOMKilled if terminated.get("reason") == Reason.OOMKilled else Reason.ProviderFailed
         ended = ResultDocument(
             attempt=index,
             provider=provider,
@@ -213,11 +214,11 @@ def compute_checked_result(
     if problems:
         message = "; ".join(problems) + ": the attempt is not trusted as a success"
         return result.model_copy(
-            update={"exit_code": runner_exit or 1, "reason": "ResultContradicted", "message": message}
+            update={"exit_code": runner_exit or 1, "reason": Reason.ResultContradicted, "message": message}
         )
-    if not result.succeeded and agent is not None and agent.get("reason") == "OOMKilled":
+    if not result.succeeded and agent is not None and agent.get("reason") == Reason.OOMKilled:
         limit = "the agent's container ran out of memory (sandbox.resources.limits.memory)"
-        return result.model_copy(update={"reason": "OOMKilled", "message": limit})
+        return result.model_copy(update={"reason": Reason.OOMKilled, "message": limit})
     return result
 
 
@@ -233,7 +234,7 @@ def compute_clone_failure(index: int, provider: str, terminated: dict[str, Any])
         )
     message = f"the workspace's clone (init container {CLONE_CONTAINER}) exited {code}: {said}"
     return ResultDocument(
-        attempt=index, provider=provider, exit_code=1, reason="SetupFailed", message=message
+        attempt=index, provider=provider, exit_code=1, reason=Reason.SetupFailed, message=message
     )
 
 
@@ -273,7 +274,7 @@ def observe_attempt(
             attempt=index,
             provider=provider,
             exit_code=EXIT_STOPPED if deadline else 1,
-            reason="Timeout" if deadline else "PodFailed",
+            reason=Reason.Timeout if deadline else Reason.PodFailed,
             message=failed.get("message") or failed.get("reason") or "the Job failed",
         )
         if pod is None and not deadline:
@@ -348,7 +349,7 @@ def merge_attempts(
                 attempt=index,
                 provider=record.provider,
                 exit_code=EXIT_STOPPED,
-                reason="Cancelled",
+                reason=Reason.Cancelled,
                 message="cancelled by spec.cancel",
             )
         else:
@@ -380,7 +381,7 @@ def _final_reason(last: ObservedAttempt) -> str:
     result = last.result
     if result is not None and result.reason:
         return result.reason
-    return "Succeeded" if result is not None and result.exit_code == 0 else "ProviderFailed"
+    return Reason.Succeeded if result is not None and result.exit_code == 0 else Reason.ProviderFailed
 
 
 def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> HarnessRunStatus:
@@ -407,7 +408,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
             }
         )
     conds = set_condition(
-        conds, ACCEPTED, TRUE, "ProviderResolved", "spec valid, provider resolved", generation, now
+        conds, ACCEPTED, TRUE, Reason.ProviderResolved, "spec valid, provider resolved", generation, now
     )
     attempts = [
         build_attempt(a.result) if a.result else Attempt(index=a.index, provider=a.provider)
@@ -440,10 +441,10 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         }
     elif observed.cancelled and not (last and last.succeeded):
         message = "cancelled by spec.cancel"
-        conds = set_condition(conds, SUCCEEDED, FALSE, "Cancelled", message, generation, now)
+        conds = set_condition(conds, SUCCEEDED, FALSE, Reason.Cancelled, message, generation, now)
         update |= {
             "phase": Phase.cancelled,
-            "reason": "Cancelled",
+            "reason": Reason.Cancelled,
             "message": message,
             "exit_code": EXIT_STOPPED,
             "completion_time": previous.completion_time or timestamp(now),
@@ -458,7 +459,9 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         )
         conds = set_condition(conds, SUCCEEDED, TRUE if ok else FALSE, reason, message, generation, now)
         update |= {
-            "phase": Phase.succeeded if ok else (Phase.cancelled if reason == "Cancelled" else Phase.failed),
+            "phase": Phase.succeeded
+            if ok
+            else (Phase.cancelled if reason == Reason.Cancelled else Phase.failed),
             "reason": reason,
             "message": message,
             "exit_code": last.result.exit_code if last.result else None,
@@ -476,14 +479,17 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         if observed.waiting:
             reason, message = observed.waiting
         elif last and last.state == FINISHED and next_index is not None:
-            reason = "FallingBack"
+            reason = Reason.FallingBack
             message = fallback_line(last.index, total, last.provider, observed.providers[next_index - 1])
         elif last and last.state == RUNNING:
-            reason, message = "Running", f"attempt {last.index}/{total} with {last.provider} is running"
+            reason, message = Reason.Running, f"attempt {last.index}/{total} with {last.provider} is running"
         elif last and last.state == SUSPENDED:
-            reason, message = "Suspended", f"attempt {last.index}/{total} waits for its queue to admit it"
+            reason, message = (
+                Reason.Suspended,
+                f"attempt {last.index}/{total} waits for its queue to admit it",
+            )
         else:
-            reason, message = "Pending", "waiting for the sandbox pod to start"
+            reason, message = Reason.Pending, "waiting for the sandbox pod to start"
         conds = set_condition(conds, SUCCEEDED, UNKNOWN, reason, message, generation, now)
         running = last is not None and last.state == RUNNING
         update |= {"phase": Phase.running if running else Phase.pending, "reason": reason, "message": message}
@@ -587,10 +593,12 @@ def compute_definition_status(definition: dict[str, Any], now: datetime) -> Harn
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(["spec", *(str(part) for part in error["loc"])])
-        reason, message = "InvalidDefinition", f"{where}: {error['msg']}; fix the definition"
+        reason, message = Reason.InvalidDefinition, f"{where}: {error['msg']}; fix the definition"
     else:
         del spec  # parsing is the check: every protocol the API admits has a runner
-        conds = set_condition(previous, READY, TRUE, "Valid", "runs can use this definition", generation, now)
+        conds = set_condition(
+            previous, READY, TRUE, Reason.Valid, "runs can use this definition", generation, now
+        )
         conds = [c for c in conds if c.type != STALLED]
         return HarnessDefinitionStatus(conditions=conds, observed_generation=generation)
     conds = set_condition(previous, READY, FALSE, reason, message, generation, now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus
 from harness_operator.contract.events import Event, text_event
 from harness_operator.core.naming import LABEL_ATTEMPT, RUNNER_CONTAINER
@@ -69,7 +70,7 @@ def build_attempt_events(attempt: Attempt, total: int, output: str | None = None
 def build_run_event(status: HarnessRunStatus | None) -> Event:
     """The run as a whole, from its status: phase, reason, exit code and usage."""
     if status is None:
-        return Event("run", phase="Pending", reason="Pending")
+        return Event("run", phase="Pending", reason=Reason.Pending)
     usage = status.usage
     return Event(
         "run",

@@ -19,6 +19,7 @@ import sys
 import threading
 from types import FrameType
 
+from harness_operator.api.reasons import Reason
 from harness_operator.contract.frame import encode_frame
 from harness_operator.contract.plan import AttemptPlan, load_plan
 from harness_operator.contract.result import EXIT_SETUP, NETWORK_NOT_CONFINED, render_termination_message
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # whatever goes wrong, the pod still ends with a result document
         message = f"harness: the runner failed: {type(exc).__name__}: {exc}".splitlines()[0]
         print(message, file=sys.stderr)
-        result = AttemptResult(0, "", EXIT_SETUP, "SetupFailed", message)
+        result = AttemptResult(0, "", EXIT_SETUP, Reason.SetupFailed, message)
     finally:
         if spawner is not None:
             spawner.release()  # a launcher given nothing to run ends its container
@@ -110,7 +111,7 @@ def run_attempt(args: argparse.Namespace, cancel: threading.Event, spawn: Spawn)
     except (OSError, ValueError) as exc:
         message = f"harness: cannot read the plan {args.plan}: {exc}".splitlines()[0]
         print(message, file=sys.stderr)
-        return AttemptResult(0, "", EXIT_SETUP, "SetupFailed", message)
+        return AttemptResult(0, "", EXIT_SETUP, Reason.SetupFailed, message)
     if plan.working_dir is None and args.workdir:
         plan = plan.model_copy(update={"working_dir": args.workdir})
     print(
@@ -131,7 +132,7 @@ def run_attempt(args: argparse.Namespace, cancel: threading.Event, spawn: Spawn)
         text = Redactor(credentials.values()).text(f"{type(exc).__name__}: {exc}")
         message = f"harness: the runner failed: {text}".splitlines()[0]
         print(message, file=sys.stderr)
-        return AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, "SetupFailed", message)
+        return AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, Reason.SetupFailed, message)
 
 
 if __name__ == "__main__":

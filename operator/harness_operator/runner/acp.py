@@ -38,6 +38,7 @@ from acp.schema import (
 from pydantic import ValidationError
 
 from harness_operator import __version__
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import AcpTransport
 from harness_operator.contract.events import Event, short_argument, text_event
 from harness_operator.contract.plan import AttemptPlan
@@ -273,10 +274,10 @@ class Session:
 
     def stop_cause(self) -> tuple[str, str] | None:
         if self.cancel is not None and self.cancel.is_set():
-            return "Cancelled", "harness: cancelled; cancelling the ACP turn"
+            return Reason.Cancelled, "harness: cancelled; cancelling the ACP turn"
         if self.deadline is not None and self.clock() >= self.deadline:
             return (
-                "Timeout",
+                Reason.Timeout,
                 f"harness: timed out after {self.plan.limits.timeout_seconds}s; cancelling the ACP turn",
             )
         return compute_limit_hit(self.plan, self.state.report())
@@ -346,7 +347,7 @@ class Session:
             return Outcome(*failed)
         if self.state.denied:
             return Outcome(
-                "PermissionDenied",
+                Reason.PermissionDenied,
                 f"the agent asked for permission to run {', '.join(self.state.denied)} and was refused "
                 "(spec.acpPermission)",
             )
@@ -378,8 +379,8 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return Failure.provider_error.value, f"the agent did not answer within {REQUEST_SECONDS:.0f}s"
     if isinstance(exc, (ConnectionError, EOFError, BrokenPipeError)):
-        return "ProviderFailed", "the agent closed the connection before the turn ended"
-    return "ProviderFailed", f"the ACP session failed: {type(exc).__name__}: {exc}"
+        return Reason.ProviderFailed, "the agent closed the connection before the turn ended"
+    return Reason.ProviderFailed, f"the ACP session failed: {type(exc).__name__}: {exc}"
 
 
 def execute_acp(
@@ -398,7 +399,7 @@ def execute_acp(
     sink = stderr if stderr is not None else sys.stderr.buffer
     reporter = Reporter(plan, credentials, sink, on_event, events_to_log)
     if cancel is not None and cancel.is_set():
-        return reporter.fail("Cancelled", "harness: cancelled before the agent started", EXIT_STOPPED)
+        return reporter.fail(Reason.Cancelled, "harness: cancelled before the agent started", EXIT_STOPPED)
     session = Session(
         plan, credentials, base_env if base_env is not None else os.environ, reporter, cancel, clock, spawn
     )

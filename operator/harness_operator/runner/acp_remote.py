@@ -17,6 +17,7 @@ from acp.http.client import AcpHttpStatusError, create_http_stream
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import AcpTransport
 from harness_operator.contract.plan import AcpSessionPlan, AttemptPlan
 from harness_operator.runner.attempt import Reporter
@@ -43,7 +44,7 @@ def resolve_headers(acp: AcpSessionPlan, credentials: Mapping[str, str]) -> dict
             headers[header.name] = credentials[header.credential_env]
         else:
             raise SetupError(
-                "CredentialsMissing", f"harness: the Secret value of ACP header {header.name} is not set"
+                Reason.CredentialsMissing, f"harness: the Secret value of ACP header {header.name} is not set"
             )
     return headers
 
@@ -72,11 +73,11 @@ def bearer_subprotocol(headers: dict[str, str]) -> str:
     scheme, _, token = value.partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise SetupError(
-            "SetupFailed", "harness: bearerSubprotocol needs an 'Authorization: Bearer <token>' header"
+            Reason.SetupFailed, "harness: bearerSubprotocol needs an 'Authorization: Bearer <token>' header"
         )
     if "/" in token or "=" in token:
         raise SetupError(
-            "SetupFailed",
+            Reason.SetupFailed,
             "harness: the bearer token has '/' or '=', which a WebSocket subprotocol cannot carry; "
             "send it as the Authorization header (bearerSubprotocol: false)",
         )
@@ -93,13 +94,13 @@ def build_ssl_context(acp: AcpSessionPlan, credentials: Mapping[str, str]) -> ss
         pem = credentials.get(acp.ca_bundle_env)
         if not pem:
             raise SetupError(
-                "CredentialsMissing", "harness: the CA bundle Secret (caBundleSecretRef) is not set"
+                Reason.CredentialsMissing, "harness: the CA bundle Secret (caBundleSecretRef) is not set"
             )
         try:
             context.load_verify_locations(cadata=pem)
         except ssl.SSLError as exc:
             raise SetupError(
-                "SetupFailed", "harness: caBundleSecretRef holds no valid PEM certificate"
+                Reason.SetupFailed, "harness: caBundleSecretRef holds no valid PEM certificate"
             ) from exc
     return context
 
@@ -165,7 +166,7 @@ async def open_websocket(
         )
     except Exception as exc:
         raise SetupError(
-            "ProviderFailed", f"harness: cannot open the ACP WebSocket: {describe_connect_error(exc)}"
+            Reason.ProviderFailed, f"harness: cannot open the ACP WebSocket: {describe_connect_error(exc)}"
         ) from exc
     transport = WebSocketTransport(ws, reporter)
     return transport, transport.close
@@ -206,7 +207,7 @@ class HttpTransport:
             await self.inner.send(message)
         except (AcpHttpStatusError, httpx.HTTPError) as exc:
             raise SetupError(
-                "ProviderFailed", f"harness: the ACP endpoint failed: {describe_connect_error(exc)}"
+                Reason.ProviderFailed, f"harness: the ACP endpoint failed: {describe_connect_error(exc)}"
             ) from None
 
     async def receive(self) -> dict[str, Any] | None:

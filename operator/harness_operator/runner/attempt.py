@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, Any, Protocol
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Usage
 from harness_operator.contract.events import Event, encode_event_line, escape_agent_line
 from harness_operator.contract.plan import AttemptPlan
@@ -118,7 +119,7 @@ def build_env(
             env[name] = credentials[name]
         elif name not in plan.optional_credential_envs:
             raise SetupError(
-                "CredentialsMissing", f"harness: credential {name} is not set; grant it from a Secret"
+                Reason.CredentialsMissing, f"harness: credential {name} is not set; grant it from a Secret"
             )
     return env
 

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import IO, Any
 
+from harness_operator.api.reasons import Reason
 from harness_operator.runner.launch import Launch
 from harness_operator.runner.stops import SetupError
 
@@ -71,7 +72,7 @@ def _rendezvous(opens: list[tuple[str, str]], folder: str, seconds: float, what:
     if thread.is_alive() or len(files) != len(opens):
         for fh in files:
             fh.close()
-        raise SetupError("SetupFailed", f"harness: {what} within {seconds:.0f} s")
+        raise SetupError(Reason.SetupFailed, f"harness: {what} within {seconds:.0f} s")
     return files
 
 
@@ -106,12 +107,14 @@ class LaunchedAgent:
         self.stdin: IO[bytes] | None = stdin
         first = _read_status(status)
         if "setup" not in first and not first.get("started"):
-            first = {"setup": {"reason": "SetupFailed", "message": "harness: the launcher ended first"}}
+            first = {"setup": {"reason": Reason.SetupFailed, "message": "harness: the launcher ended first"}}
         if "setup" in first:
             for fh in (status, self.stdout, self.stderr, stdin, self.control):
                 fh.close()
             setup = first["setup"]
-            raise SetupError(str(setup.get("reason")), str(setup.get("message")))
+            reason = setup.get("reason")
+            known = reason in (Reason.SetupFailed, Reason.BinaryNotFound)
+            raise SetupError(Reason(reason) if known else Reason.SetupFailed, str(setup.get("message")))
         if not launch.stdin:
             stdin.close()
             self.stdin = None

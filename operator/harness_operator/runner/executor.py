@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO
 
+from harness_operator.api.reasons import Reason
 from harness_operator.contract.events import Event
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.contract.result import EXIT_STOPPED
@@ -173,7 +174,7 @@ def execute_cli(
     except SetupError as exc:
         return fail(exc.reason, exc.message)
     if cancel is not None and cancel.is_set():
-        return fail("Cancelled", "harness: cancelled before the agent started", EXIT_STOPPED)
+        return fail(Reason.Cancelled, "harness: cancelled before the agent started", EXIT_STOPPED)
 
     streams = _Streams(plan, reporter)
     try:
@@ -196,9 +197,9 @@ def execute_cli(
     stopped: tuple[str, str] | None = None
     while proc.poll() is None:
         if cancel is not None and cancel.is_set():
-            stopped = ("Cancelled", "harness: cancelled; stopping the agent")
+            stopped = (Reason.Cancelled, "harness: cancelled; stopping the agent")
         elif deadline is not None and clock() >= deadline:
-            stopped = ("Timeout", f"harness: timed out after {timeout}s; stopping the agent")
+            stopped = (Reason.Timeout, f"harness: timed out after {timeout}s; stopping the agent")
         elif streams.limit_hit is not None:
             stopped = streams.limit_hit
         if stopped:
@@ -255,7 +256,7 @@ def _finish(
             result.exit_code = 1
             say(f"harness: the CLI exited 0 but reported a failure ({result.reason}): {result.message}")
     elif agent_code != 0:
-        result.reason, result.message = "ProviderFailed", f"the agent exited with code {agent_code}"
+        result.reason, result.message = Reason.ProviderFailed, f"the agent exited with code {agent_code}"
     elif streams.parser.structured and not report.finished:
         result.exit_code, result.reason = 1, Failure.provider_error.value
         result.message = f"the CLI exited 0 without reporting a result ({plan.output_format})"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
+from harness_operator.api.reasons import Reason
 from harness_operator.runner.stops import SetupError, resolve_binary, stop_process_group
 
 
@@ -51,7 +52,7 @@ def start_agent(launch: Launch, stdin: Any, stdout: Any, stderr: Any) -> subproc
     try:
         os.makedirs(launch.cwd, exist_ok=True)
     except OSError as exc:
-        raise SetupError("SetupFailed", f"harness: failed to create working directory: {exc}") from exc
+        raise SetupError(Reason.SetupFailed, f"harness: failed to create working directory: {exc}") from exc
     executable = resolve_binary(launch.binary, launch.env.get("PATH", os.defpath), launch.cwd)
     try:
         return subprocess.Popen(
@@ -65,16 +66,16 @@ def start_agent(launch: Launch, stdin: Any, stdout: Any, stderr: Any) -> subproc
             start_new_session=True,
         )
     except ValueError as exc:  # a NUL byte in an argument or environment value: no exec can carry it
-        raise SetupError("SetupFailed", f'harness: cannot start "{launch.binary}": {exc}') from exc
+        raise SetupError(Reason.SetupFailed, f'harness: cannot start "{launch.binary}": {exc}') from exc
     except OSError as exc:
         if exc.errno == errno.E2BIG:
             raise SetupError(
-                "SetupFailed",
+                Reason.SetupFailed,
                 f'harness: cannot start "{launch.binary}": {exc.strerror}: an argument or the whole command '
                 "line is over the kernel's limit; pass long text on stdin (promptMode: stdin)",
             ) from exc
         raise SetupError(
-            "BinaryNotFound", f'harness: failed to resolve binary "{launch.binary}": {exc}'
+            Reason.BinaryNotFound, f'harness: failed to resolve binary "{launch.binary}": {exc}'
         ) from exc
 
 

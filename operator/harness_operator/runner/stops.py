@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from harness_operator.api.reasons import ReasonedError
+from harness_operator.api.reasons import Reason, ReasonedError
 
 GROUP_EXIT_SECONDS = 1.0
 
@@ -25,11 +25,12 @@ def resolve_binary(binary: str, path: str, workdir: str) -> str:
             mode = os.stat(candidate).st_mode
         except OSError as exc:
             raise SetupError(
-                "BinaryNotFound", f'harness: failed to resolve binary "{binary}": {exc.strerror}: {candidate}'
+                Reason.BinaryNotFound,
+                f'harness: failed to resolve binary "{binary}": {exc.strerror}: {candidate}',
             ) from exc
         if os.path.isdir(candidate) or not (mode & 0o111) or not os.access(candidate, os.X_OK):
             raise SetupError(
-                "BinaryNotFound",
+                Reason.BinaryNotFound,
                 f'harness: failed to resolve binary "{binary}": {candidate} is not an executable file',
             )
         return candidate
@@ -38,7 +39,7 @@ def resolve_binary(binary: str, path: str, workdir: str) -> str:
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     raise SetupError(
-        "BinaryNotFound",
+        Reason.BinaryNotFound,
         f'harness: "{binary}" CLI not found in PATH; install it first: '
         f'exec: "{binary}": executable file not found in $PATH',
     )

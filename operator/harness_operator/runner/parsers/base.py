@@ -8,18 +8,19 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from harness_operator.api.reasons import Reason
 from harness_operator.contract.events import Event
 
 
 class Failure(StrEnum):
     """Why an attempt that the CLI itself reports on did not succeed."""
 
-    provider_error = "ProviderError"
-    max_turns = "MaxTurns"
-    truncated = "Truncated"
-    auth_failed = "AuthFailed"
-    rate_limited = "RateLimited"
-    cost_limit_exceeded = "CostLimitExceeded"
+    provider_error = Reason.ProviderError
+    max_turns = Reason.MaxTurns
+    truncated = Reason.Truncated
+    auth_failed = Reason.AuthFailed
+    rate_limited = Reason.RateLimited
+    cost_limit_exceeded = Reason.CostLimitExceeded
 
 
 @dataclass(frozen=True)
