@@ -12,10 +12,12 @@ from prometheus_client import start_http_server
 
 from harness_operator.controller import handlers
 from harness_operator.controller.cache import KINDS, ChildStore, Watcher
+from harness_operator.controller.definitions import DefinitionReconciler
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.logs import setup_logging
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.retention import ExpiryQueue
+from harness_operator.controller.wiring import Controller
 from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
 from harness_operator.core.confinement import find_api_server_address
 
@@ -34,12 +36,13 @@ def main(argv: list[str] | None = None) -> int:
         address = find_api_server_address(os.environ, kube.api.configuration.host)
         config = dataclasses.replace(config, api_server_address=address)
     children = ChildStore()
-    handlers.install(Reconciler(kube, config, children=children))
+    retention = ExpiryQueue(kube.delete_run, on_error=Controller.log_retention_error)
+    reconciler = Reconciler(kube, config, children=children)
+    definitions = DefinitionReconciler(kube, reconciler.clock)
+    controller = Controller(reconciler, definitions, retention, config.default_ttl_seconds_after_finished)
     for kind in KINDS:
         for namespace in config.namespaces or (None,):
-            Watcher(kube, children, kind, namespace, handlers.child_changed).start()
-    retention = ExpiryQueue(kube.delete_run, on_error=handlers.log_retention_error)
-    handlers.install_retention(retention, config.default_ttl_seconds_after_finished)
+            Watcher(kube, children, kind, namespace, controller.child_changed).start()
     retention.start()
     if config.progress_interval_seconds > 0:
         handlers.install_progress_timer(config.progress_interval_seconds)
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             namespaces=list(config.namespaces),
             liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
             standalone=True,
+            memo=handlers.memo_for(controller),
         )
     )
     return 0

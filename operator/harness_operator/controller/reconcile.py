@@ -10,14 +10,12 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any, Protocol
 
 import structlog
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
-    HarnessBudgetStatus,
     HarnessRun,
     HarnessRunStatus,
     Limits,
@@ -27,21 +25,12 @@ from harness_operator.contract.events import decode_events, latest_progress
 from harness_operator.contract.frame import FrameError, decode_frame
 from harness_operator.contract.result import fallback_line
 from harness_operator.controller import metrics
+from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.errors import LOG_RETRIES, LogNotComplete, Permanent, classify
 from harness_operator.controller.kube import Kube, KubeReader
-from harness_operator.controller.ledgers import LedgerStore
 from harness_operator.core.budget import (
     Admission,
-    BudgetRef,
-    RunCharge,
-    build_run_charge,
-    compute_budget_status,
-    compute_run_admission,
-    is_covered,
-    reserve,
-    settle_all,
-    settle_run,
 )
 from harness_operator.core.conditions import (
     is_finished,
@@ -89,7 +78,6 @@ from harness_operator.core.status import (
     FINISHED,
     Observed,
     ObservedAttempt,
-    compute_definition_status,
     compute_next_attempt,
     compute_progress,
     compute_status,
@@ -105,26 +93,11 @@ log = structlog.get_logger("harness_operator")
 # One progress read: the last lines of the pod log, and never more than this many bytes of them.
 PROGRESS_TAIL_LINES = 40
 PROGRESS_TAIL_BYTES = 32 * 1024
+RUN_LOCK_STRIPES = 256
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-class BudgetSource(Protocol):
-    """The watch caches of HarnessBudgets and of runs' weights, per namespace (kopf indexes)."""
-
-    def budgets(self, namespace: str) -> list[BudgetRef]: ...
-
-    def runs(self, namespace: str) -> list[RunCharge]: ...
-
-
-class NoBudgets:
-    def budgets(self, namespace: str) -> list[BudgetRef]:
-        return []
-
-    def runs(self, namespace: str) -> list[RunCharge]:
-        return []
 
 
 class QueueSource(Protocol):
@@ -139,7 +112,8 @@ class NoQueue:
 
 
 class Reconciler:
-    """Reconciles runs; one lock per run and one per namespace keep concurrent events from racing."""
+    """Reconciles runs; one lock per run and one per namespace keep concurrent events from racing. Budgets
+    admit and charge them (budgets.py)."""
 
     def __init__(
         self,
@@ -152,18 +126,21 @@ class Reconciler:
         self.config = config
         self.clock = clock
         self.children = children or ChildStore()
-        self.budget_source: BudgetSource = NoBudgets()
-        self.ledgers = LedgerStore(kube, config.ledger_namespace)
+        self.budgets = BudgetReconciler(kube, config.ledger_namespace, clock)
         self.definitions: DefinitionReader = KubeReader(kube)
         self.queue_source: QueueSource = NoQueue()
         # Runs this process started whose start the run index may not show yet: not queued any more.
         self._admitted: set[tuple[str, str]] = set()
-        self._run_locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
+        # Striped: a bounded set of locks, however many runs come and go (two runs may share one).
+        self._run_locks = [threading.Lock() for _ in range(RUN_LOCK_STRIPES)]
         self._namespace_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._in_flight: set[tuple[str, str]] = set()
         self._queued: set[tuple[str, str]] = set()
         self._started: dict[tuple[str, str], datetime] = {}
         metrics.OLDEST_IN_FLIGHT.set_function(self._oldest_in_flight_seconds)
+
+    def _run_lock(self, namespace: str, name: str) -> threading.Lock:
+        return self._run_locks[hash((namespace, name)) % RUN_LOCK_STRIPES]
 
     def _oldest_in_flight_seconds(self) -> float:
         now = self.clock()
@@ -174,7 +151,7 @@ class Reconciler:
     def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[tuple[str, str]]:
         """Bring one run forward; returns other runs to reconcile now (dependents and queued runs).
         `retry`: how many times the handler has retried this run (errors.classify weighs it)."""
-        with self._run_locks[(namespace, name)]:
+        with self._run_lock(namespace, name):
             raw = self.kube.fetch_run(namespace, name)
             if raw is None:
                 return []
@@ -208,7 +185,7 @@ class Reconciler:
             if just_finished:
                 # Independent of each other: the grant goes even when the metrics cannot be updated.
                 try:
-                    self._settle(run, status)
+                    self.budgets.settle(run, status)
                 except Exception as exc:  # the budget's next tick settles it from the watch cache
                     log.warning("Settling the budgets failed", run=f"{namespace}/{name}", error=repr(exc))
                 try:
@@ -228,22 +205,11 @@ class Reconciler:
         if self.config.egress_gateway_service:
             self.kube.delete_egress_grant(self.config.egress_gateway_namespace, grant_name(namespace, name))
 
-    def reconcile_definition(self, plural: str, namespace: str | None, name: str) -> None:
-        """Write a definition's Ready condition when it changed."""
-        raw = self.kube.fetch_definition_object(plural, namespace, name)
-        if raw is None or raw["metadata"].get("deletionTimestamp"):
-            return
-        status = compute_definition_status(raw, self.clock()).to_api()
-        old = raw.get("status") or {}
-        if old != status:
-            patch = {**{key: None for key in old if key not in status}, **status}
-            self.kube.patch_definition_status(plural, namespace, name, patch)
-
     def refresh_progress(self, namespace: str, name: str) -> None:
         """While a run's attempt runs, read the tail of its pod log (one bounded GET) and write
         status.progress when the figures moved. Under the run's lock, so that a reconcile's final status
         is never overwritten by figures read before it."""
-        with self._run_locks[(namespace, name)]:
+        with self._run_lock(namespace, name):
             raw = self.kube.fetch_run(namespace, name)
             if raw is None:
                 return
@@ -439,28 +405,13 @@ class Reconciler:
             return None
         return Reason.Queued, build_queued_message(ns, position, total, len(active), limit)
 
-    def _admit(self, run: HarnessRun) -> tuple[Admission, list[str]]:
-        """Budget admission, from the budgets' watch cache and their ledgers: whether the run may start,
-        its cap, and the names of the budgets covering it (none: no budget applies)."""
-        ns = run.metadata["namespace"]
-        labels = run.metadata.get("labels") or {}
-        covering = [b for b in self.budget_source.budgets(ns) if is_covered(b.spec, labels)]
-        limits = run.spec.limits or Limits()
-        if not covering:
-            return Admission(True, cap_usd=limits.max_cost_usd), []
-        ledgers = [(b, self.ledgers.get(ns, b.name, b.uid)) for b in covering]
-        return compute_run_admission(run.metadata["uid"], labels, limits.max_cost_usd, ledgers, self.clock())
-
     def _reserve(self, run: HarnessRun, admission: Admission, budgets: list[str]) -> HarnessRun:
         """Record the run's cap in each budget's ledger, then in its status, before its Job exists (a
         restart finds both), and return the run as planned: its maxCostUSD lowered to that cap, which the
         runner enforces."""
-        ns, name, uid = run.metadata["namespace"], run.metadata["name"], run.metadata["uid"]
+        ns, name = run.metadata["namespace"], run.metadata["name"]
         now = self.clock()
-        refs = {b.name: b for b in self.budget_source.budgets(ns)}
-        for budget in budgets:
-            take = partial(reserve, uid=uid, run=name, reserved_usd=admission.cap_usd, now=now)
-            self.ledgers.update(ns, budget, refs[budget].uid, take)
+        self.budgets.reserve(run, admission.cap_usd, budgets, now)
         reservation = RunBudget(names=budgets, reserved_usd=admission.cap_usd, admitted_at=timestamp(now))
         self.kube.patch_run_status(ns, name, {"budget": reservation.to_api()})
         run.status = (run.status or HarnessRunStatus()).model_copy(update={"budget": reservation})
@@ -468,42 +419,6 @@ class Reconciler:
             return run
         limits = (run.spec.limits or Limits()).model_copy(update={"max_cost_usd": admission.cap_usd})
         return run.model_copy(update={"spec": run.spec.model_copy(update={"limits": limits})})
-
-    def _settle(self, run: HarnessRun, status: HarnessRunStatus) -> None:
-        """Charge a finished run to the ledgers it was admitted in (once: a settled run is not open)."""
-        if status.budget is None or not status.budget.names:
-            return
-        ns = run.metadata["namespace"]
-        charge = build_run_charge({"metadata": run.metadata, "status": status.to_api()})
-        refs = {b.name: b for b in self.budget_source.budgets(ns)}
-        now = self.clock()
-        for name in status.budget.names:
-            budget = refs.get(name)
-            if budget is not None:  # deleted: its ledger went with it
-                charged = partial(settle_run, budget.spec, run=charge, now=now)
-                self.ledgers.update(ns, name, budget.uid, charged)
-
-    def reconcile_budget(
-        self, budget: BudgetRef, namespace: str, status: dict[str, Any] | None
-    ) -> list[tuple[str, str]]:
-        """Settle the budget's runs that finished or are gone (the watch cache says which), write its
-        status from its ledger if it changed; the runs waiting for budget room, to reconcile now (the
-        period may have rolled over)."""
-        runs = self.budget_source.runs(namespace)
-        now = self.clock()
-        ledger = self.ledgers.update(
-            namespace, budget.name, budget.uid, partial(settle_all, budget.spec, runs=runs, now=now)
-        )
-        computed = compute_budget_status(budget.spec, ledger, now, budget.generation)
-        metrics.record_budget(namespace, budget.name, computed)
-        old = HarnessBudgetStatus.model_validate(status or {})
-        if old != computed:
-            self.kube.patch_budget_status(namespace, budget.name, computed.to_api())
-        return [(namespace, r.name) for r in runs if r.waiting]
-
-    def forget_budget(self, namespace: str, name: str) -> None:
-        """A deleted budget's ledger goes with it."""
-        self.ledgers.forget(namespace, name)
 
     def _start_attempt(
         self,
@@ -522,7 +437,7 @@ class Reconciler:
         planned = run
         with self._namespace_locks[ns]:  # counting and taking the slot under one lock: no two runs take one
             if index == 1:
-                admission, budgets = self._admit(run)
+                admission, budgets = self.budgets.admit(run)
                 if not admission.admitted:
                     if admission.fail:
                         raise RunFailure(Reason.BudgetExhausted, admission.message)

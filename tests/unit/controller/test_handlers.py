@@ -1,8 +1,9 @@
-"""The handlers' error path through the install() seam: temporary API errors after a child event are
-retried on a timer, bounded; permanent ones stop."""
+"""The Controller the handlers drive: temporary API errors after a child event are retried on a timer,
+bounded; permanent ones stop; a freed slot wakes the queue; definitions come from the indexes."""
 
 import json
 import threading
+import types
 from typing import Any
 
 import kopf
@@ -11,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness_operator.controller import handlers
 from harness_operator.controller.cache import Change
+from harness_operator.controller.wiring import Controller, IndexDefinitions
 from harness_operator.core.resolution import resolve_definition
 
 
@@ -31,15 +33,9 @@ class FlakyReconciler:
         return []
 
 
-@pytest.fixture(autouse=True)
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(handlers, "MAX_CHILD_EVENT_RETRIES", 3)
-
-
 def test_a_temporary_failure_after_a_child_event_is_retried() -> None:
     flaky = FlakyReconciler(failures=2)
-    handlers.install(flaky)  # type: ignore[arg-type]
-    handlers.reconcile_after_child_event("ns", "run")
+    Controller(flaky, max_retries=3).reconcile_after_child_event("ns", "run")  # type: ignore[arg-type]
     assert flaky.done.wait(timeout=10), flaky.calls
     assert flaky.calls == [("ns", "run")] * 3
 
@@ -53,24 +49,21 @@ def join_retry_timers() -> None:
 
 def test_retries_are_bounded() -> None:
     flaky = FlakyReconciler(failures=100)
-    handlers.install(flaky)  # type: ignore[arg-type]
-    handlers.reconcile_after_child_event("ns", "run")
+    Controller(flaky, max_retries=3).reconcile_after_child_event("ns", "run")  # type: ignore[arg-type]
     join_retry_timers()
     assert len(flaky.calls) == 3
 
 
 def test_a_403_just_after_an_api_server_restart_is_retried() -> None:
     flaky = FlakyReconciler(failures=1, status=403)
-    handlers.install(flaky)  # type: ignore[arg-type]
-    handlers.reconcile_after_child_event("ns", "run")
+    Controller(flaky, max_retries=3).reconcile_after_child_event("ns", "run")  # type: ignore[arg-type]
     assert flaky.done.wait(timeout=10), flaky.calls
     assert flaky.calls == [("ns", "run")] * 2
 
 
 def test_a_permanent_failure_is_not_retried() -> None:
     flaky = FlakyReconciler(failures=100, status=422)
-    handlers.install(flaky)  # type: ignore[arg-type]
-    handlers.reconcile_after_child_event("ns", "run")
+    Controller(flaky, max_retries=3).reconcile_after_child_event("ns", "run")  # type: ignore[arg-type]
     join_retry_timers()
     assert len(flaky.calls) == 1
 
@@ -116,7 +109,8 @@ class WakingReconciler:
         self.woken = threading.Event()
         self.kube: Any = None
         # the handlers put kopf's indexes here, as on a Reconciler
-        self.budget_source = self.definitions = self.queue_source = None
+        self.definitions = self.queue_source = None
+        self.budgets = types.SimpleNamespace(source=None)
 
     def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[Any]:
         self.calls.append((namespace, name))
@@ -131,11 +125,11 @@ class WakingReconciler:
 def test_a_freed_slot_wakes_the_runs_waiting_for_it() -> None:
     """A Job's change reconciles its run; a Job leaving flight also wakes the queue's first runs."""
     waking = WakingReconciler()
-    handlers.install(waking)  # type: ignore[arg-type]
+    controller = Controller(waking)  # type: ignore[arg-type]
     indexes = {k: {} for k in ("budget_index", "run_index", "queue_index", "definition_index")}
-    handlers._use_indexes({**indexes, "cluster_definition_index": {}})  # what kopf passes every handler
-    handlers.child_changed(Change("ns", "done", slot_freed=False))
-    handlers.child_changed(Change("ns", "done", slot_freed=True))
+    controller.use_indexes({**indexes, "cluster_definition_index": {}})  # what kopf passes every handler
+    controller.child_changed(Change("ns", "done", slot_freed=False))
+    controller.child_changed(Change("ns", "done", slot_freed=True))
     assert waking.woken.wait(10)  # both the run of the Job and the run first in the queue
 
 
@@ -152,7 +146,7 @@ class DefinitionsApi:
 
 def test_definitions_come_from_the_indexes_and_a_miss_is_read_before_a_run_is_refused() -> None:
     api = DefinitionsApi()
-    reader = handlers.IndexDefinitions(
+    reader = IndexDefinitions(
         {("team", "mine"): [{"binary": "ns"}]},  # type: ignore[arg-type]
         {"mine": [{"binary": "cluster"}], "shared": [{"binary": "cluster"}]},  # type: ignore[arg-type]
         api,  # type: ignore[arg-type]

@@ -1,0 +1,227 @@
+"""The operator's parts wired in one place: the reconciler, the work queues the watch caches feed, the
+expiry heap, and what each kopf handler asks of them (handlers.py finds this in kopf's memo)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+import structlog
+
+from harness_operator.controller import metrics
+from harness_operator.controller.cache import Change, KeyedQueue
+from harness_operator.controller.definitions import DefinitionReconciler
+from harness_operator.controller.errors import Permanent, Temporary, classify
+from harness_operator.controller.kube import Kube, KubeReader
+from harness_operator.controller.reconcile import Reconciler
+from harness_operator.controller.retention import ExpiryQueue, compute_expiry
+from harness_operator.core.budget import BudgetRef, RunCharge
+from harness_operator.core.fairqueue import QueueEntry
+
+log = structlog.get_logger("harness_operator")
+MAX_CHILD_EVENT_RETRIES = 6
+CHILD_WORKERS = 4
+
+
+class IndexBudgets:
+    """The reconciler's view of the budget and run indexes: no LIST per admission."""
+
+    def __init__(self, budgets: kopf.Index[str, BudgetRef], runs: kopf.Index[str, RunCharge]) -> None:
+        self._budgets = budgets
+        self._runs = runs
+
+    def budgets(self, namespace: str) -> list[BudgetRef]:
+        return list(self._budgets.get(namespace, []))
+
+    def runs(self, namespace: str) -> list[RunCharge]:
+        return list(self._runs.get(namespace, []))
+
+
+class IndexQueue:
+    """The reconciler's view of the queue index: who waits before a run, and whom a freed slot wakes."""
+
+    def __init__(self, index: kopf.Index[str, QueueEntry]) -> None:
+        self._index = index
+
+    def entries(self, namespace: str) -> list[QueueEntry]:
+        return list(self._index.get(namespace, []))
+
+
+class IndexDefinitions:
+    """Definitions from the two definition indexes: no GET per reconcile. A name neither index holds is
+    read from the API server before a run is refused, since the indexes may lag a definition just made."""
+
+    def __init__(self, namespaced: kopf.Index[Any, Any], cluster: kopf.Index[Any, Any], kube: Kube) -> None:
+        self._namespaced = namespaced
+        self._cluster = cluster
+        self._api = KubeReader(kube)
+
+    def definition(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        if namespace:
+            for spec in self._namespaced.get((namespace, name), []):
+                return {"spec": spec}
+            if name in self._cluster:
+                return None  # the ClusterHarnessDefinition answers, from its index
+        else:
+            for spec in self._cluster.get(name, []):
+                return {"spec": spec}
+        return dict(self._api.definition(namespace, name) or {}) or None
+
+
+class Controller:
+    """What the handlers and the watch caches drive: one per process, built by __main__."""
+
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        definitions: DefinitionReconciler | None = None,
+        retention: ExpiryQueue | None = None,
+        default_ttl: int | None = None,
+        max_retries: int = MAX_CHILD_EVENT_RETRIES,
+    ) -> None:
+        self.reconciler = reconciler  # runs, with their budgets (reconciler.budgets)
+        self.definitions = definitions
+        self.retention = retention
+        self.default_ttl = default_ttl
+        self.max_retries = max_retries
+        self._lock = threading.Lock()
+        self._children: KeyedQueue | None = None
+        self._wake: KeyedQueue | None = None
+
+    def use_indexes(self, kwargs: dict[str, Any]) -> None:
+        """Hand kopf's indexes (every handler call has them) to the reconciler once, then let the workers
+        reconcile what the watch caches of Jobs and Pods report."""
+        with self._lock:
+            if self._children is not None:
+                return
+            reconciler = self.reconciler
+            reconciler.definitions = IndexDefinitions(
+                kwargs["definition_index"], kwargs["cluster_definition_index"], reconciler.kube
+            )
+            reconciler.queue_source = IndexQueue(kwargs["queue_index"])
+            reconciler.budgets.source = IndexBudgets(kwargs["budget_index"], kwargs["run_index"])
+            self._wake = KeyedQueue(lambda key: self.wake_waiting_runs(key[0]), 1)
+            self._children = KeyedQueue(lambda key: self.reconcile_after_child_event(*key), CHILD_WORKERS)
+
+    def reconcile_and_wake(self, namespace: str, name: str, retry: int = 0) -> None:
+        """Reconcile a run, then each run it woke; API errors retry with a bounded delay or stop visibly."""
+        pending = [(namespace, name)]
+        seen: set[tuple[str, str]] = set()
+        while pending:
+            key = pending.pop(0)
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                pending += self.reconciler.reconcile(*key, retry)
+            except Exception as exc:  # every error goes through the one classifier
+                verdict = classify(exc, retry)
+                metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
+                if isinstance(verdict, Permanent):
+                    log.error(
+                        "Reconcile failed",
+                        run=f"{key[0]}/{key[1]}",
+                        reason=verdict.reason,
+                        error=verdict.message,
+                    )
+                    raise kopf.PermanentError(verdict.message) from exc
+                raise kopf.TemporaryError(verdict.message, delay=verdict.delay) from exc
+
+    def reconcile_after_child_event(self, namespace: str, name: str, retry: int = 0) -> None:
+        """kopf does not retry event handlers, so a temporary failure here schedules its own bounded retry
+        (a timer, not a sleep in the handler); the next event of the Job or Pod also tries again."""
+        try:
+            self.reconcile_and_wake(namespace, name, retry)
+        except kopf.TemporaryError as exc:
+            if retry + 1 >= self.max_retries:
+                log.error("Reconcile after child event gave up", run=f"{namespace}/{name}", error=str(exc))
+                return
+            log.warning(
+                "Reconcile after child event failed; retrying", run=f"{namespace}/{name}", error=str(exc)
+            )
+            self._later(exc.delay or 1.0, self.reconcile_after_child_event, namespace, name, retry + 1)
+        except kopf.PermanentError:
+            pass  # reconcile_and_wake logged it with its reason
+
+    def child_changed(self, change: Change) -> None:
+        """A watch cache's change of one of our Jobs or Pods, deletion included (a Job or pod deleted
+        mid-run ends its attempt as lost): its run is reconciled by a worker; a Job newly finished frees
+        a slot, so the runs first in the namespace's queue are woken too."""
+        children, wake = self._children, self._wake
+        if children is None or wake is None:
+            return  # no kopf handler ran yet: kopf's resume handlers reconcile every run at startup
+        if change.run:
+            children.put((change.namespace, change.run))
+        if change.slot_freed:
+            wake.put((change.namespace, ""))
+
+    def wake_waiting_runs(self, namespace: str) -> None:
+        """Reconcile the runs a freed slot lets move: the earliest queued, and those waiting on a run."""
+        for key in self.reconciler.runs_waiting(namespace):
+            if self._children is not None:
+                self._children.put(key)
+
+    def refresh_progress(self, namespace: str, name: str) -> None:
+        """Best effort: a failed read is counted and logged, and the next tick tries again."""
+        try:
+            self.reconciler.refresh_progress(namespace, name)
+        except Exception as exc:
+            verdict = classify(exc)
+            metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
+            log.warning("Progress read failed", run=f"{namespace}/{name}", error=verdict.message)
+
+    def revoke_egress(self, namespace: str, name: str) -> None:
+        """A run deleted before it finished leaves its egress grant; its deletion revokes it."""
+        try:
+            self.reconciler.revoke_egress(namespace, name)
+        except Exception as exc:  # left behind, the grant opens hosts only to the deleted plan Secret
+            log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
+
+    def reconcile_budget(self, budget: BudgetRef, namespace: str, status: dict[str, Any]) -> None:
+        """The budget's ledger settled and its status written; the runs waiting for it reconciled."""
+        for key in self.reconciler.budgets.reconcile(budget, namespace, status):
+            self.reconcile_after_child_event(*key)
+
+    def forget_budget(self, namespace: str, name: str) -> None:
+        self.reconciler.budgets.forget(namespace, name)
+
+    def check_definition(self, plural: str, namespace: str | None, name: str, retry: int = 0) -> None:
+        """Like runs' child events, a temporary failure retries on a timer, a bounded number of times."""
+        what = f"{namespace}/{name}" if namespace else name
+        if self.definitions is None:
+            return
+        try:
+            self.definitions.reconcile(plural, namespace, name)
+        except Exception as exc:  # every error goes through the one classifier
+            verdict = classify(exc, retry)
+            if isinstance(verdict, Temporary) and retry + 1 < self.max_retries:
+                log.warning("Definition status not written; retrying", definition=what, error=verdict.message)
+                self._later(verdict.delay, self.check_definition, plural, namespace, name, retry + 1)
+                return
+            log.error("Definition status not written", definition=what, error=verdict.message)
+
+    def schedule_expiry(self, type_: str | None, body: kopf.Body) -> None:
+        """A finished run with a TTL gets its deletion scheduled; a deleted one is forgotten."""
+        namespace, name = body.metadata.namespace, body.metadata.name
+        if self.retention is None or not namespace or not name:
+            return
+        delay = None if type_ == "DELETED" else compute_expiry(body, self.default_ttl, datetime.now(UTC))
+        if delay is None:
+            self.retention.forget(namespace, name)
+        else:
+            self.retention.schedule(namespace, name, body.metadata.uid or "", delay)
+
+    @staticmethod
+    def log_retention_error(namespace: str, name: str, exc: Exception) -> None:
+        verdict = classify(exc)
+        log.warning(
+            "Deleting an expired run failed; retrying", run=f"{namespace}/{name}", error=verdict.message
+        )
+
+    @staticmethod
+    def _later(delay: float, call: Any, *args: Any) -> None:
+        timer = threading.Timer(delay, call, args)
+        timer.daemon = True
+        timer.start()
