@@ -517,7 +517,7 @@ def write_run(path: Path, namespace: str, **spec: str) -> Path:
 
 def source_text(size: int) -> str:
     """Real code (this repository's), as prompts often are: quotes, newlines, '<' and '&' to escape."""
-    text = (ROOT / "operator" / "harness_operator" / "desired.py").read_text()
+    text = (ROOT / "operator" / "harness_operator" / "core" / "desired.py").read_text()
     return (text * (size // len(text) + 1))[:size]
 
 
