@@ -25,8 +25,9 @@ SERVICE_ACCOUNT = "harness-operator"
 
 
 def free_port() -> int:
+    """A port free on every address (the operator binds 0.0.0.0)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("0.0.0.0", 0))
         return int(sock.getsockname()[1])
 
 
@@ -145,6 +146,17 @@ class OperatorProcess:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        """Start the operator and wait until it is healthy. A port taken between its choice and the
+        operator's bind (the operator then exits, and another process may answer on that port) is not
+        the operator's fault: it starts again on fresh ports, twice at most."""
+        for attempt in range(3):
+            if self._start_once():
+                return
+            if attempt < 2:
+                self.health_port, self.metrics_port = free_port(), free_port()
+        raise RuntimeError(f"operator could not bind its ports three times; log: {self.log_path}")
+
+    def _start_once(self) -> bool:
         env = {
             **os.environ,
             # The admin kubeconfig names 127.0.0.1, which pods cannot reach: the `kubernetes` Service.
@@ -165,16 +177,26 @@ class OperatorProcess:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"operator exited {self.proc.returncode}; log: {self.log_path}")
+                return self._port_was_taken()
             try:
                 with urllib.request.urlopen(
                     f"http://127.0.0.1:{self.health_port}/healthz", timeout=1
                 ) as resp:
                     if resp.status == 200:
-                        return
+                        break
             except OSError:
                 time.sleep(0.2)
-        raise RuntimeError(f"operator not healthy within 60s; log: {self.log_path}")
+        else:
+            raise RuntimeError(f"operator not healthy within 60s; log: {self.log_path}")
+        time.sleep(2)  # a bind that failed ends the process within this: what answered was not ours
+        return self.proc.poll() is None or self._port_was_taken()
+
+    def _port_was_taken(self) -> bool:
+        """False when the operator exited because a port was taken (start again); else its error."""
+        if "address already in use" in self.log_path.read_text(errors="replace"):
+            return False
+        assert self.proc is not None
+        raise RuntimeError(f"operator exited {self.proc.returncode}; log: {self.log_path}")
 
     def kill(self) -> None:
         """SIGKILL: no cleanup at all, as when a node dies under it."""
