@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import BudgetPeriod, HarnessBudgetSpec, HarnessBudgetStatus, WhenExhausted
-from harness_operator.core.times import ISO, parse_time
+from harness_operator.core.times import parse_time, timestamp
 
 BUDGET_EXHAUSTED = Reason.BudgetExhausted
 ROLLING_BUCKETS = 100  # a rolling window's spend is kept in this many buckets (a bounded ledger)
@@ -165,20 +165,20 @@ def reserve(ledger: Ledger, uid: str, run: str, reserved_usd: float | None, now:
     """The ledger with run `uid` admitted at `now` with this cap; a run admitted again (its Job was never
     created) keeps its first admission time and takes the new cap instead of adding a second one."""
     earlier = next((e for e in ledger.open if e.uid == uid), None)
-    admitted_at = earlier.admitted_at if earlier else now.strftime(ISO)
+    admitted_at = earlier.admitted_at if earlier else timestamp(now)
     entry = LedgerEntry(uid=uid, run=run, admitted_at=admitted_at, reserved_usd=reserved_usd)
     if entry == earlier:
         return ledger
     return ledger.model_copy(update={"open": [*(e for e in ledger.open if e.uid != uid), entry]})
 
 
-def settle(spec: HarnessBudgetSpec, ledger: Ledger, settlement: Settlement, now: datetime) -> Ledger:
+def settle(spec: HarnessBudgetSpec, ledger: Ledger, settlement: Settlement) -> Ledger:
     """The ledger with one open run moved to the bucket of its admission, charged once (not open: no
-    change), and the buckets that no longer count dropped."""
+    change); the callers drop the buckets that no longer count, once."""
     entry = next((e for e in ledger.open if e.uid == settlement.uid), None)
     if entry is None:
-        return prune(spec, ledger, now)
-    start = _bucket_start(spec, _at(entry.admitted_at)).strftime(ISO)
+        return ledger
+    start = timestamp(_bucket_start(spec, _at(entry.admitted_at)))
     buckets = {b.start: b for b in ledger.buckets}
     old = buckets.get(start, LedgerBucket(start=start))
     buckets[start] = LedgerBucket(
@@ -190,8 +190,7 @@ def settle(spec: HarnessBudgetSpec, ledger: Ledger, settlement: Settlement, now:
     )
     still_open = [e for e in ledger.open if e.uid != entry.uid]
     ordered = sorted(buckets.values(), key=lambda b: b.start)
-    moved = ledger.model_copy(update={"open": still_open, "buckets": ordered})
-    return prune(spec, moved, now)
+    return ledger.model_copy(update={"open": still_open, "buckets": ordered})
 
 
 def prune(spec: HarnessBudgetSpec, ledger: Ledger, now: datetime) -> Ledger:
@@ -216,16 +215,16 @@ def compute_settlement(entry: LedgerEntry, run: RunCharge | None) -> Settlement 
 
 
 def settle_run(spec: HarnessBudgetSpec, ledger: Ledger, run: RunCharge, now: datetime) -> Ledger:
-    """The ledger with `run` settled if it is open there and has finished."""
+    """The ledger with `run` settled if it is open there and has finished, and its old buckets dropped."""
     entry = next((e for e in ledger.open if e.uid == run.uid), None)
     settlement = None if entry is None else compute_settlement(entry, run)
-    return ledger if settlement is None else settle(spec, ledger, settlement, now)
+    return ledger if settlement is None else prune(spec, settle(spec, ledger, settlement), now)
 
 
 def settle_all(spec: HarnessBudgetSpec, ledger: Ledger, runs: Sequence[RunCharge], now: datetime) -> Ledger:
     """The ledger with every open run settled that has finished or is gone, and its old buckets dropped."""
     for settlement in compute_settlements(ledger, runs):
-        ledger = settle(spec, ledger, settlement, now)
+        ledger = settle(spec, ledger, settlement)
     return prune(spec, ledger, now)
 
 
@@ -258,8 +257,8 @@ def compute_budget_status(
         end = min([*ends, *(_at(e.admitted_at) for e in open_runs)]) + window
     limit = spec.limits.max_cost_usd
     return HarnessBudgetStatus(
-        period_start=start.strftime(ISO),
-        period_end=end.strftime(ISO),
+        period_start=timestamp(start),
+        period_end=timestamp(end),
         spent_usd=round(spent, 6),
         reserved_usd=round(reserved, 6),
         remaining_usd=None if limit is None else round(max(0.0, limit - spent - reserved), 6),
@@ -292,7 +291,7 @@ def compute_admission(
     """Whether a covered run may start now, and its cap: the smaller of its own maxCostUSD (else the
     budget's default reservation) and what the budget has left after the reservations in flight."""
     limits = spec.limits
-    end = datetime.strptime(status.period_end, ISO).replace(tzinfo=now.tzinfo) if status.period_end else None
+    end = parse_time(status.period_end)
     exhausted: list[str] = []
     if limits.max_runs is not None and (status.runs or 0) >= limits.max_runs:
         exhausted.append(f"{status.runs} of maxRuns {limits.max_runs} runs started")
