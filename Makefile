@@ -42,9 +42,10 @@ demo: venv
 	PATH=$(CURDIR)/.venv/bin:$$PATH .venv/bin/harnessctl run examples/demo/demo-run.yaml
 
 ## build every image from sandbox-image/Dockerfile, tagged as the chart's defaults, and load them into the
-## local test cluster; REGISTRY=host[:port][/path] PUSH=1 also tags them there and pushes them
+## local test cluster; REGISTRY=host[:port][/path] PUSH=1 also tags them there and pushes them;
+## ONLY=name,... builds only those (operator, gateway, sandbox, or agent names from sandbox-image/agents)
 images:
-	sandbox-image/build $(if $(REGISTRY),--registry $(REGISTRY)) $(if $(PUSH),--push)
+	sandbox-image/build $(if $(REGISTRY),--registry $(REGISTRY)) $(if $(PUSH),--push) $(if $(ONLY),--only $(ONLY))
 
 cluster-up:
 	tests/cluster/up

@@ -1,6 +1,7 @@
-"""The README's quick start, every command of it, as a user types it: images built and pushed to a real
-registry (CNCF distribution on loopback, tests/cluster/registry), the chart installed pointing at it, so
-the kubelet pulls every image itself; then Claude Code runs once.
+"""The README's quick start, every command of it, as a user types it: the images it needs built and pushed
+to a real registry (CNCF distribution on loopback, tests/cluster/registry), the chart installed pointing
+at it, so the kubelet pulls the operator's, the gateway's and the sandbox's image itself; then Claude
+Code runs once.
 
 Two substitutions only: the registry's address, and the run manifest gets the stub's base URL (the one
 thing a test cannot leave as it is: the real vendor API is not reachable here).
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import ROOT, STUB_HOST, Runs, install_chart, tool
+from .conftest import RELEASE_NAMESPACE, ROOT, STUB_HOST, Runs, install_chart, tool
 
 REGISTRY = os.environ.get("E2E_REGISTRY", "127.0.0.1:5000")
 README_REGISTRY = "registry.example.com/harness"
@@ -112,3 +113,12 @@ def test_readme_quick_start(
     pod = runs.core.list_namespaced_pod(runs.ns, label_selector="agentharness.dev/run=hello").items[0]
     assert pod.spec.containers[0].image.startswith(f"{REGISTRY}/harness/sandbox-claude:")
     assert pod.status.container_statuses[0].image.startswith(f"{REGISTRY}/harness/"), "pulled by the kubelet"
+    serving = [
+        status.image
+        for chart_pod in runs.core.list_namespaced_pod(RELEASE_NAMESPACE).items
+        if chart_pod.metadata.deletion_timestamp is None and chart_pod.status.phase == "Running"
+        for status in chart_pod.status.container_statuses or []
+    ]
+    assert any("/harness-operator:" in image for image in serving), serving
+    assert any("/harness-gateway:" in image for image in serving), serving
+    assert all(image.startswith(f"{REGISTRY}/harness/") for image in serving), serving

@@ -2,7 +2,7 @@
 # The whole suite in one pytest run (what `make test` and CI run): installs the pinned real agent CLIs
 # for the cli tier (each runs against a local stub of its vendor's API), builds (cached) and starts the
 # real test cluster, builds every image (`make images`), runs every tier and e2e/ against the cluster,
-# and stops the cluster again if this script started it.
+# and stops the cluster again if this script started it. The Go builds run beside the downloads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/phases.sh
@@ -10,27 +10,44 @@ source tests/lib/phases.sh
 state="${HARNESS_CLUSTER_STATE:-/var/lib/harness-operator-cluster}"
 bin="${HARNESS_CLUSTER_CACHE:-/var/cache/harness-operator/cluster}/bin"
 
-cli_bin="$(phase cli-tools bash tests/cli-tools.sh claude codex gemini qwen opencode pi copilot aider claude-acp codex-acp | tail -n 1)"
-export PATH="$cli_bin:$PATH"
-
 was_running=0
 if [[ -x $bin/kubectl && -f $state/admin.kubeconfig ]] &&
 	"$bin/kubectl" --kubeconfig "$state/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1; then
 	was_running=1
 fi
-start=$SECONDS
 if ((!was_running)); then
 	tests/cluster/down --purge >&2 || true # a cluster this script starts starts empty
 fi
+
+# The Go builds (CPU: the cluster's binaries, the tools tests' helpers) in the background, while the CLI
+# tools and the images download (I/O); the cluster then starts from what they cached.
+go_log="$(mktemp)"
+# Its own session, so a failure here stops the whole group, the compilers included.
+setsid bash -c 'source tests/lib/phases.sh
+	phase go-builds bash -c "tests/cluster/build-all && .venv/bin/python -m tests.tools.gobuilds"' >"$go_log" 2>&1 &
+go_builds=$!
+trap 'kill -- -$go_builds 2>/dev/null || true' EXIT
+
+cli_bin="$(phase cli-tools bash tests/cli-tools.sh claude codex gemini qwen opencode pi copilot aider claude-acp codex-acp | tail -n 1)"
+export PATH="$cli_bin:$PATH"
+# What a user installs: every image from sandbox-image/Dockerfile, tagged as the chart's defaults. Built
+# before the cluster runs when this script starts it (loaded below), so the build overlaps the Go builds.
+if ((!was_running)); then
+	phase images sandbox-image/build --no-load >&2
+fi
+wait "$go_builds" || { cat "$go_log" >&2; echo "run-all: the Go builds failed" >&2; exit 1; }
+trap - EXIT
+
+start=$SECONDS
 kubeconfig_line="$(phase cluster tests/cluster/up | tail -n 1)"
 echo "run-all: cluster ready in $((SECONDS - start))s" >&2
 export "${kubeconfig_line?}"
 if ((!was_running)); then
 	trap 'tests/cluster/down >&2 || true' EXIT
 fi
-# What a user installs: every image from sandbox-image/Dockerfile, tagged as the chart's defaults and
-# loaded onto the node (e2e/ runs them); then the integration tests' fake-agent image.
-phase images make images >&2
+# The images loaded onto the node (e2e/ runs them; a build already done above is Docker's cache), then
+# the integration tests' fake-agent image.
+phase images-load make images >&2
 phase test-image sandbox-image/build --test --only test >&2
 
 phase pytest .venv/bin/python -m pytest -q --durations=15

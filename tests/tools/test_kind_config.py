@@ -7,22 +7,16 @@ what kind asks before provisioning and refuses the rest, so kind stops at its fi
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import subprocess
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from tests.tools.gobuilds import ROOT, RUN_SH, kind_binary, pinned
 
 pytestmark = pytest.mark.gotool
 
-ROOT = Path(__file__).resolve().parents[2]
 KIND_DIR = ROOT / "e2e" / "kind"
-RUN_SH = KIND_DIR / "run.sh"
-CACHE = Path(os.environ.get("HARNESS_KIND_CACHE", "/var/cache/harness-operator/kind"))
 DOCKER_STUB = """#!/bin/sh
 # Stands in for docker: answers what kind asks before it provisions, refuses everything else.
 printf '%s\\n' "$*" >>"$DOCKER_STUB_LOG"
@@ -37,37 +31,10 @@ esac
 REFUSE = '#!/bin/sh\necho "$0 stub: run.sh must not get here" >&2\nexit 1\n'
 
 
-def pinned(variable: str) -> str:
-    """A default that run.sh pins: `NAME=value` or `name="${ENV:-value}"`."""
-    text = RUN_SH.read_text()
-    found = re.search(rf'^{variable}=(?:"\$\{{\w+:-)?([^"}}\s]+)', text, re.MULTILINE)
-    assert found, f"run.sh pins no {variable}"
-    return found.group(1)
-
-
 @pytest.fixture(scope="session")
 def kind_bin() -> Path:
-    """`go install sigs.k8s.io/kind@<run.sh's KIND_VERSION>`, cached per kind and Go version."""
-    version = pinned("KIND_VERSION")
-    go = shutil.which("go")
-    assert go, "go is needed to build kind (tests/cluster needs it too)"
-    go_version = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout
-    binary = CACHE / f"{version}-{go_version.strip()}" / "kind"
-    if not binary.exists():
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=binary.parent) as gobin:
-            started = time.monotonic()
-            subprocess.run(
-                [go, "install", f"sigs.k8s.io/kind@{version}"],
-                env={**os.environ, "GOBIN": gobin, "CGO_ENABLED": "0"},
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=1800,
-            )
-            print(f"\nmeasured: go install sigs.k8s.io/kind@{version} {time.monotonic() - started:.0f}s")
-            os.replace(Path(gobin) / "kind", binary)
-    return binary
+    """kind at run.sh's KIND_VERSION (tests/tools/gobuilds.py)."""
+    return kind_binary()
 
 
 @pytest.fixture

@@ -4,50 +4,26 @@ compute_status writes for every phase and reason, and definitions' status."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.tools.gobuilds import kstatus_binary
 from tests.unit.core.test_status import KSTATUS_CASES, NOW, Observed, run
 
 from harness_operator.core.status import compute_definition_status, compute_status
 
 pytestmark = pytest.mark.gotool
 
-SOURCE = Path(__file__).resolve().parent / "kstatus"
-CACHE = Path(os.environ.get("HARNESS_KSTATUS_CACHE", "/var/cache/harness-operator/kstatus"))
 VERDICT = {"Reconciling": "InProgress", "Ready": "Current", "Stalled": "Failed"}
 
 
 @pytest.fixture(scope="session")
 def kstatus_bin() -> Path:
-    """`go build` of tests/tools/kstatus, cached per source and Go version."""
-    go = shutil.which("go")
-    assert go, "go is needed to build the kstatus helper"
-    go_version = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout
-    key = hashlib.sha256(
-        b"".join((SOURCE / f).read_bytes() for f in ("go.mod", "go.sum", "main.go")) + go_version.encode()
-    ).hexdigest()[:16]
-    binary = CACHE / key / "kstatus"
-    if not binary.exists():
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=binary.parent) as out:
-            subprocess.run(
-                [go, "build", "-mod=readonly", "-o", f"{out}/kstatus", "."],
-                cwd=SOURCE,
-                env={**os.environ, "CGO_ENABLED": "0"},
-                capture_output=True,
-                check=True,
-                timeout=900,
-            )
-            os.replace(Path(out) / "kstatus", binary)
-    return binary
+    """tests/tools/kstatus (tests/tools/gobuilds.py)."""
+    return kstatus_binary()
 
 
 def verdicts(binary: Path, objects: list[dict[str, Any]]) -> list[str]:

@@ -1,0 +1,82 @@
+"""The Go helpers the tools tests run, built from the Go module proxy and cached per source and Go version:
+kind at the version e2e/kind/run.sh pins, and tests/tools/kstatus. `python -m tests.tools.gobuilds` builds
+both ahead of the tests (tests/run-all.sh does, in the background while the images download)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_SH = ROOT / "e2e" / "kind" / "run.sh"
+KSTATUS_SOURCE = Path(__file__).resolve().parent / "kstatus"
+KIND_CACHE = Path(os.environ.get("HARNESS_KIND_CACHE", "/var/cache/harness-operator/kind"))
+KSTATUS_CACHE = Path(os.environ.get("HARNESS_KSTATUS_CACHE", "/var/cache/harness-operator/kstatus"))
+
+
+def pinned(variable: str) -> str:
+    """A default that run.sh pins: `NAME=value` or `name="${ENV:-value}"`."""
+    text = RUN_SH.read_text()
+    found = re.search(rf'^{variable}=(?:"\$\{{\w+:-)?([^"}}\s]+)', text, re.MULTILINE)
+    assert found, f"run.sh pins no {variable}"
+    return found.group(1)
+
+
+def _go() -> tuple[str, str]:
+    go = shutil.which("go")
+    assert go, "go is needed to build the tools tests' helpers (tests/cluster needs it too)"
+    version = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=True).stdout
+    return go, version.strip()
+
+
+def _build(binary: Path, command: list[str], cwd: Path | None = None) -> Path:
+    """Run a `go install`/`go build` writing into a temporary directory beside `binary`, then move it in."""
+    if binary.exists():
+        return binary
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=binary.parent) as out:
+        env = {**os.environ, "GOBIN": out, "CGO_ENABLED": "0"}
+        subprocess.run(
+            [part.replace("{out}", out) for part in command],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=1800,
+        )
+        os.replace(Path(out) / binary.name, binary)
+    return binary
+
+
+def kind_binary() -> Path:
+    """`go install sigs.k8s.io/kind@<run.sh's KIND_VERSION>`."""
+    go, go_version = _go()
+    version = pinned("KIND_VERSION")
+    return _build(
+        KIND_CACHE / f"{version}-{go_version}" / "kind", [go, "install", f"sigs.k8s.io/kind@{version}"]
+    )
+
+
+def kstatus_binary() -> Path:
+    """`go build` of tests/tools/kstatus."""
+    go, go_version = _go()
+    key = hashlib.sha256(
+        b"".join((KSTATUS_SOURCE / f).read_bytes() for f in ("go.mod", "go.sum", "main.go"))
+        + go_version.encode()
+    ).hexdigest()[:16]
+    return _build(
+        KSTATUS_CACHE / key / "kstatus",
+        [go, "build", "-mod=readonly", "-o", "{out}/kstatus", "."],
+        cwd=KSTATUS_SOURCE,
+    )
+
+
+if __name__ == "__main__":
+    print(kind_binary())
+    print(kstatus_binary())
