@@ -23,8 +23,7 @@ fi
 # tools and the images download (I/O); the cluster then starts from what they cached.
 go_log="$(mktemp)"
 # Its own session, so a failure here stops the whole group, the compilers included.
-setsid bash -c 'source tests/lib/phases.sh
-	phase go-builds bash -c "tests/cluster/build-all && .venv/bin/python -m tests.tools.gobuilds"' >"$go_log" 2>&1 &
+setsid bash -c 'source tests/lib/phases.sh && phase go-builds tests/go-builds' >"$go_log" 2>&1 &
 go_builds=$!
 trap 'kill -- -$go_builds 2>/dev/null || true' EXIT
 
