@@ -24,6 +24,7 @@ from harness_operator.api.v1alpha1 import (
 from harness_operator.contract.events import decode_events, latest_progress
 from harness_operator.contract.frame import FrameError, decode_frame
 from harness_operator.contract.result import fallback_line
+from harness_operator.contract.times import timestamp
 from harness_operator.controller import metrics
 from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
@@ -87,7 +88,6 @@ from harness_operator.core.status import (
     observe_attempt,
     recorded_attempts,
 )
-from harness_operator.core.times import timestamp
 
 log = structlog.get_logger("harness_operator")
 # One progress read: the last lines of the pod log, and never more than this many bytes of them.

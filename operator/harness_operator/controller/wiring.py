@@ -13,6 +13,7 @@ import structlog
 from harness_operator.controller import metrics
 from harness_operator.controller.cache import Change, KeyedQueue
 from harness_operator.controller.definitions import DefinitionReconciler
+from harness_operator.controller.due import DueQueue
 from harness_operator.controller.errors import Permanent, Temporary, classify
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.reconcile import Reconciler
@@ -89,6 +90,7 @@ class Controller:
         self._lock = threading.Lock()
         self._children: KeyedQueue | None = None
         self._wake: KeyedQueue | None = None
+        self.retries = DueQueue("reconcile-retries")  # temporary failures of calls kopf does not retry
 
     def use_indexes(self, kwargs: dict[str, Any]) -> None:
         """Hand kopf's indexes (every handler call has them) to the reconciler once, then let the workers
@@ -131,7 +133,8 @@ class Controller:
 
     def reconcile_after_child_event(self, namespace: str, name: str, retry: int = 0) -> None:
         """kopf does not retry event handlers, so a temporary failure here schedules its own bounded retry
-        (a timer, not a sleep in the handler); the next event of the Job or Pod also tries again."""
+        (in the retries queue, not a sleep in the handler); the next event of the Job or Pod also tries
+        again."""
         try:
             self.reconcile_and_wake(namespace, name, retry)
         except kopf.TemporaryError as exc:
@@ -141,7 +144,9 @@ class Controller:
             log.warning(
                 "Reconcile after child event failed; retrying", run=f"{namespace}/{name}", error=str(exc)
             )
-            self._later(exc.delay or 1.0, self.reconcile_after_child_event, namespace, name, retry + 1)
+            self._later(
+                ("run", namespace, name), exc.delay or 1.0, self.reconcile_after_child_event, retry + 1
+            )
         except kopf.PermanentError:
             pass  # reconcile_and_wake logged it with its reason
 
@@ -188,7 +193,7 @@ class Controller:
         self.reconciler.budgets.forget(namespace, name)
 
     def check_definition(self, plural: str, namespace: str | None, name: str, retry: int = 0) -> None:
-        """Like runs' child events, a temporary failure retries on a timer, a bounded number of times."""
+        """Like runs' child events, a temporary failure retries later, a bounded number of times."""
         what = f"{namespace}/{name}" if namespace else name
         if self.definitions is None:
             return
@@ -198,7 +203,8 @@ class Controller:
             verdict = classify(exc, retry)
             if isinstance(verdict, Temporary) and retry + 1 < self.max_retries:
                 log.warning("Definition status not written; retrying", definition=what, error=verdict.message)
-                self._later(verdict.delay, self.check_definition, plural, namespace, name, retry + 1)
+                key = (plural, namespace, name)
+                self._later(key, verdict.delay, self.check_definition, retry + 1)
                 return
             log.error("Definition status not written", definition=what, error=verdict.message)
 
@@ -220,8 +226,8 @@ class Controller:
             "Deleting an expired run failed; retrying", run=f"{namespace}/{name}", error=verdict.message
         )
 
-    @staticmethod
-    def _later(delay: float, call: Any, *args: Any) -> None:
-        timer = threading.Timer(delay, call, args)
-        timer.daemon = True
-        timer.start()
+    def _later(self, key: tuple[str | None, ...], delay: float, call: Any, retry: int) -> None:
+        """`call(*key[1:], retry)` `delay` seconds from now (the key's kind first), replacing a retry of
+        the same object already waiting."""
+        self.retries.start()
+        self.retries.schedule(key, delay, lambda: call(*key[1:], retry))

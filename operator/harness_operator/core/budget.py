@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import BudgetPeriod, HarnessBudgetSpec, HarnessBudgetStatus, WhenExhausted
-from harness_operator.core.times import parse_time, timestamp
+from harness_operator.contract.times import parse_time, timestamp
 
 BUDGET_EXHAUSTED = Reason.BudgetExhausted
 ROLLING_BUCKETS = 100  # a rolling window's spend is kept in this many buckets (a bounded ledger)

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Condition
-from harness_operator.core.times import timestamp
+from harness_operator.contract.times import timestamp
 
 ACCEPTED = "Accepted"
 SUCCEEDED = "Succeeded"

@@ -22,6 +22,7 @@ from harness_operator.contract.result import (
     ResultDocument,
     build_result_doc,
 )
+from harness_operator.contract.times import timestamp
 from harness_operator.runner.cost import compute_cost, compute_sane_report, price_book
 from harness_operator.runner.launch import Launch, Spawn
 from harness_operator.runner.parsers import Failure, Report, Tokens
@@ -32,7 +33,7 @@ ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TE
 
 
 def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return timestamp(datetime.now(UTC))
 
 
 @dataclass

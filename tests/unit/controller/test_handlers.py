@@ -1,8 +1,9 @@
-"""The Controller the handlers drive: temporary API errors after a child event are retried on a timer,
-bounded; permanent ones stop; a freed slot wakes the queue; definitions come from the indexes."""
+"""The Controller the handlers drive: temporary API errors after a child event are retried later (its
+retries queue), bounded; permanent ones stop; a freed slot wakes the queue; definitions come from the indexes."""
 
 import json
 import threading
+import time
 import types
 from typing import Any
 
@@ -40,17 +41,19 @@ def test_a_temporary_failure_after_a_child_event_is_retried() -> None:
     assert flaky.calls == [("ns", "run")] * 3
 
 
-def join_retry_timers() -> None:
+def join_retries(controller: Controller) -> None:
     """Wait for every scheduled retry, including the ones a retry schedules in turn."""
-    while timers := [t for t in threading.enumerate() if isinstance(t, threading.Timer)]:
-        for timer in timers:
-            timer.join(timeout=10)
+    deadline = time.monotonic() + 10
+    while len(controller.retries) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not len(controller.retries), "retries still scheduled after 10 s"
 
 
 def test_retries_are_bounded() -> None:
     flaky = FlakyReconciler(failures=100)
-    Controller(flaky, max_retries=3).reconcile_after_child_event("ns", "run")  # type: ignore[arg-type]
-    join_retry_timers()
+    controller = Controller(flaky, max_retries=3)  # type: ignore[arg-type]
+    controller.reconcile_after_child_event("ns", "run")
+    join_retries(controller)
     assert len(flaky.calls) == 3
 
 
@@ -63,8 +66,9 @@ def test_a_403_just_after_an_api_server_restart_is_retried() -> None:
 
 def test_a_permanent_failure_is_not_retried() -> None:
     flaky = FlakyReconciler(failures=100, status=422)
-    Controller(flaky, max_retries=3).reconcile_after_child_event("ns", "run")  # type: ignore[arg-type]
-    join_retry_timers()
+    controller = Controller(flaky, max_retries=3)  # type: ignore[arg-type]
+    controller.reconcile_after_child_event("ns", "run")
+    join_retries(controller)
     assert len(flaky.calls) == 1
 
 
