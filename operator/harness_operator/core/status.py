@@ -33,6 +33,7 @@ from harness_operator.contract.result import (
     fallback_line,
     parse_termination_message,
 )
+from harness_operator.contract.times import normalize_time, parse_time, timestamp
 from harness_operator.core.conditions import (
     ACCEPTED,
     FALSE,
@@ -47,7 +48,6 @@ from harness_operator.core.conditions import (
     set_condition,
 )
 from harness_operator.core.naming import AGENT_CONTAINER, CLONE_CONTAINER, RUNNER_CONTAINER
-from harness_operator.contract.times import normalize_time, parse_time, timestamp
 from harness_operator.core.usage import sum_usage
 
 PENDING, SUSPENDED, RUNNING, FINISHED = "Pending", "Suspended", "Running", "Finished"
