@@ -541,13 +541,12 @@ class Usage(Model):
     )
 
 
-class Attempt(Model):
-    """One attempt with one provider."""
+class AttemptOutcome(Model):
+    """What one attempt did: the fields the runner's result document (contract/result.py) and the run's
+    status.attempts[] share."""
 
     index: int = Field(description="1-based attempt number.")
     provider: str = Field(description="Provider of this attempt.")
-    job_name: str | None = Field(default=None, description="The attempt's Job.")
-    pod_name: str | None = Field(default=None, description="The attempt's Pod.")
     start_time: str | None = Field(default=None, description="When the attempt started.")
     completion_time: str | None = Field(default=None, description="When it ended.")
     exit_code: int | None = Field(default=None, description="The agent's exit code (124 timeout/cancel).")
@@ -558,8 +557,19 @@ class Attempt(Model):
         default=None, alias="sessionID", description="Session id the CLI reported."
     )
     usage: Usage | None = Field(default=None, description="This attempt's usage.")
-    image_digest: str | None = Field(default=None, description="Image digest the pod ran.")
     cli_version: str | None = Field(default=None, description="CLI version, where cheap to learn.")
+
+    def outcome(self) -> dict[str, Any]:
+        """The shared fields by name, to make the other shape of the same outcome."""
+        return {name: getattr(self, name) for name in AttemptOutcome.model_fields}
+
+
+class Attempt(AttemptOutcome):
+    """One attempt with one provider."""
+
+    job_name: str | None = Field(default=None, description="The attempt's Job.")
+    pod_name: str | None = Field(default=None, description="The attempt's Pod.")
+    image_digest: str | None = Field(default=None, description="Image digest the pod ran.")
 
 
 class OutputStatus(Model):

@@ -188,6 +188,9 @@ from harness_operator.api.run import (
     Attempt as Attempt,
 )
 from harness_operator.api.run import (
+    AttemptOutcome as AttemptOutcome,
+)
+from harness_operator.api.run import (
     CostSource as CostSource,
 )
 from harness_operator.api.run import (

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import Usage
+from harness_operator.api.v1alpha1 import AttemptOutcome, Usage
 
 TERMINATION_LIMIT = 4096
 RESULT_VERSION = 1
@@ -35,29 +35,27 @@ class ResultOutput(BaseModel):
     truncated: bool = False
 
 
-class ResultDocument(BaseModel):
+class ResultDocument(AttemptOutcome):
     """The result of one attempt, camelCase like the API: the runner writes it (file, termination
-    message), the operator and `harnessctl run` read it. Fields added within a version are optional and
-    ignored by older readers; a change they would misread bumps `version`."""
+    message), the operator and `harnessctl run` read it; status.attempts[] takes its outcome fields as
+    they are. Fields added within a version are optional and ignored by older readers; a change they
+    would misread bumps `version`."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     version: int = Field(default=RESULT_VERSION, ge=1)
-    attempt: int = 0
+    # The attempt's number, `attempt` on the wire (and as an attribute: the property below).
+    index: int = Field(default=0, alias="attempt")
     provider: str = ""
     exit_code: int
-    reason: str | None = None
-    message: str | None = None
     agent_exit_code: int | None = None
     # True when the runner could not end the agent's process: the operator deletes the pod.
     agent_left_running: bool | None = None
-    usage: Usage | None = None
-    model: str | None = None
-    session_id: str | None = Field(default=None, alias="sessionID")
     output: ResultOutput | None = None
-    cli_version: str | None = None
-    start_time: str | None = None
-    completion_time: str | None = None
+
+    @property
+    def attempt(self) -> int:
+        return self.index
 
     @property
     def succeeded(self) -> bool:

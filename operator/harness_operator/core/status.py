@@ -65,19 +65,7 @@ def build_excerpt(output: bytes, limit: int = EXCERPT_CHARS) -> str:
 
 def build_attempt(doc: ResultDocument) -> Attempt:
     """status.attempts[] entry from one result document."""
-    return Attempt(
-        index=doc.attempt,
-        provider=doc.provider,
-        start_time=doc.start_time,
-        completion_time=doc.completion_time,
-        exit_code=doc.exit_code,
-        reason=doc.reason,
-        message=doc.message or None,
-        model=doc.model,
-        session_id=doc.session_id,
-        usage=doc.usage,
-        cli_version=doc.cli_version,
-    )
+    return Attempt(**{**doc.outcome(), "message": doc.message or None})
 
 
 @dataclass(frozen=True)
@@ -188,7 +176,7 @@ def _read_result(
         )
         return ended, False
     # The essentials-only form of a long message leaves out attempt and provider: ours fill them in.
-    unset = {"attempt": index, "provider": provider}.items()
+    unset = {"index": index, "provider": provider}.items()
     result = parsed.model_copy(update={k: v for k, v in unset if k not in parsed.model_fields_set})
     return compute_checked_result(result, exit_code, agent), True
 
@@ -292,19 +280,7 @@ def observe_attempt(
 def build_result_from_attempt(attempt: Attempt) -> ResultDocument:
     """The result document an ended attempt's status entry records (the inverse of build_attempt)."""
     assert attempt.exit_code is not None
-    return ResultDocument(
-        attempt=attempt.index,
-        provider=attempt.provider,
-        exit_code=attempt.exit_code,
-        reason=attempt.reason,
-        message=attempt.message,
-        model=attempt.model,
-        session_id=attempt.session_id,
-        usage=attempt.usage,
-        cli_version=attempt.cli_version,
-        start_time=attempt.start_time,
-        completion_time=attempt.completion_time,
-    )
+    return ResultDocument(**attempt.outcome())
 
 
 def recorded_attempts(status: HarnessRunStatus | None) -> list[ObservedAttempt]:

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.api.v1alpha1 import AttemptOutcome, HarnessRun
 from harness_operator.contract.result import ResultDocument, build_result_doc, render_termination_message
 from harness_operator.core.decide import decide_deletions
 from harness_operator.core.status import (
@@ -15,6 +15,7 @@ from harness_operator.core.status import (
     SUSPENDED,
     Observed,
     ObservedAttempt,
+    build_attempt,
     build_result_from_attempt,
     compute_definition_status,
     compute_next_attempt,
@@ -759,3 +760,29 @@ def test_a_failed_clone_names_its_cause(clone: dict[str, Any], reason: str, says
     assert (
         not seen.result.fallback_allowed if reason == "NetworkNotConfined" else seen.result.fallback_allowed
     )
+
+
+def test_status_attempts_take_every_outcome_field_of_the_result_document() -> None:
+    doc = ResultDocument.model_validate(
+        {
+            "attempt": 2,
+            "provider": "codex",
+            "startTime": "2026-01-01T00:00:00Z",
+            "completionTime": "2026-01-01T00:01:00Z",
+            "exitCode": 1,
+            "reason": "ProviderFailed",
+            "message": "boom",
+            "model": "gpt-x",
+            "sessionID": "s-1",
+            "usage": {"inputTokens": 5, "costSource": "reported", "costUSD": 0.5},
+            "cliVersion": "0.1.0",
+            "agentExitCode": 1,
+            "output": {"bytes": 3},
+        }
+    )
+    entry = build_attempt(doc).to_api()
+    shared = {
+        k: v for k, v in doc.to_doc().items() if k not in {"version", "attempt", "agentExitCode", "output"}
+    }
+    assert entry == {"index": 2, **shared}
+    assert set(AttemptOutcome.model_fields) - {"index"} <= set(doc.model_fields_set)
