@@ -15,6 +15,7 @@ from harness_operator.controller.cache import KINDS, ChildStore, Watcher
 from harness_operator.controller.definitions import DefinitionReconciler
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.logs import setup_logging
+from harness_operator.controller.progress import ProgressReader
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.retention import ExpiryQueue
 from harness_operator.controller.wiring import Controller
@@ -39,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     retention = ExpiryQueue(kube.delete_run, on_error=Controller.log_retention_error)
     reconciler = Reconciler(kube, config, children=children)
     definitions = DefinitionReconciler(kube, reconciler.clock)
-    controller = Controller(reconciler, definitions, retention, config.default_ttl_seconds_after_finished)
+    progress = ProgressReader(kube, reconciler.run_lock, reconciler.clock)
+    controller = Controller(
+        reconciler, definitions, retention, config.default_ttl_seconds_after_finished, progress=progress
+    )
     for kind in KINDS:
         for namespace in config.namespaces or (None,):
             Watcher(kube, children, kind, namespace, controller.child_changed).start()

@@ -43,3 +43,15 @@ def test_a_misplaced_module_breaks_them(tmp_path: Path, module: str, source: str
     result = lint(tmp_path, tmp_path / "operator")
     assert result.returncode != 0, result.stdout
     assert f"{broken}" in result.stdout and "BROKEN" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("folder", ["api", "contract", "core", "controller", "cli"])
+def test_the_readme_layout_names_every_module_of_the_folder(folder: str) -> None:
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout") : readme.index("## Development")]
+    row = next(
+        line for line in layout.splitlines() if line.startswith(f"| `operator/harness_operator/{folder}/`")
+    )
+    modules = sorted(p.name for p in (ROOT / "operator" / "harness_operator" / folder).glob("*.py"))
+    missing = [m for m in modules if not m.startswith("__") and f"`{m}`" not in row]
+    assert not missing, f"README's layout row of {folder}/ does not name {missing}"

@@ -13,10 +13,8 @@ from harness_operator.api.common import (
     FREE_FORM,
     NO_NUL,
     NUL,
-    Condition,
     ConfigMapKeySelector,
     CredentialGrant,
-    EgressRule,
     EnvVar,
     Model,
     SecretKeySelector,
@@ -24,6 +22,8 @@ from harness_operator.api.common import (
     rule,
     validations,
 )
+from harness_operator.api.run_status import HarnessRunStatus
+from harness_operator.api.sandbox import Sandbox, Workspace
 
 # --- HarnessRun ----------------------------------------------------------------------------------
 
@@ -225,147 +225,6 @@ class FallbackProvider(Model):
     )
 
 
-class VolumeScope(StrEnum):
-    run = "run"
-    agent = "agent"
-    agent_user = "agentUser"
-
-
-class PersistentVolumeClaimRef(Model):
-    """An existing PersistentVolumeClaim."""
-
-    claim_name: str = Field(
-        min_length=1,
-        max_length=253,
-        description="Name of the claim.",
-        json_schema_extra=object_name("PersistentVolumeClaim"),
-    )
-
-
-class EmptyDir(Model):
-    """A scratch volume, as in a pod's emptyDir."""
-
-    medium: str | None = Field(default=None, description="Empty for disk, or Memory for tmpfs.")
-    size_limit: str | None = Field(
-        default=None, max_length=32, description="Most space it may use, e.g. 10Gi."
-    )
-
-
-class WorkspaceVolume(Model):
-    """Where the workspace lives; emptyDir when nothing is set."""
-
-    empty_dir: EmptyDir | None = Field(
-        default=None, description="A scratch volume for the run (the default)."
-    )
-    persistent_volume_claim: PersistentVolumeClaimRef | None = Field(
-        default=None, description="An existing claim."
-    )
-    scope: VolumeScope | None = Field(
-        default=None,
-        description="A claim the operator creates: run (owned by the run), agent (one per provider, kept) "
-        "or agentUser (one per provider and user label, kept).",
-    )
-    size: str | None = Field(default=None, max_length=32, description="Size of an operator-created claim.")
-    storage_class_name: str | None = Field(
-        default=None,
-        max_length=253,
-        description="Storage class of an operator-created claim.",
-        json_schema_extra=object_name("StorageClass"),
-    )
-
-    model_config = ConfigDict(
-        json_schema_extra=validations(
-            rule(
-                "[has(self.emptyDir), has(self.persistentVolumeClaim), has(self.scope)]"
-                ".filter(x, x).size() <= 1",
-                "set at most one of emptyDir, persistentVolumeClaim or scope",
-            ),
-            rule(
-                "has(self.scope) || !(has(self.size) || has(self.storageClassName))",
-                "size and storageClassName apply only with scope",
-            ),
-        )
-    )
-
-
-class GitSource(Model):
-    """A git repository cloned into the working directory by an init container."""
-
-    url: str = Field(min_length=1, max_length=2048, description="Repository URL.")
-    ref: str | None = Field(default=None, max_length=256, description="Branch, tag or commit.")
-    credentials_secret_ref: SecretKeySelector | None = Field(
-        default=None, description="Secret key with a token for the clone (never placed in argv)."
-    )
-
-
-class Workspace(Model):
-    """The agent's working directory and the volume behind it."""
-
-    working_dir: str | None = Field(
-        default=None,
-        max_length=4096,
-        description="Absolute working directory in the sandbox (created if missing).",
-        json_schema_extra=validations(rule("self.startsWith('/')", "must be an absolute path")),
-    )
-    volume: WorkspaceVolume | None = Field(default=None, description="The workspace volume.")
-    git: GitSource | None = Field(default=None, description="A repository cloned into workingDir.")
-
-
-class NetworkPolicyMode(StrEnum):
-    none = "none"
-    provider = "provider"
-    allowlist = "allowlist"
-    unrestricted = "unrestricted"
-
-
-class Toleration(Model):
-    """A pod toleration, passed through."""
-
-    key: str | None = Field(default=None, description="Taint key.")
-    operator: str | None = Field(default=None, description="Exists or Equal.")
-    value: str | None = Field(default=None, description="Taint value.")
-    effect: str | None = Field(default=None, description="NoSchedule, PreferNoSchedule or NoExecute.")
-    toleration_seconds: int | None = Field(default=None, description="For NoExecute: how long to stay.")
-
-
-class Resources(Model):
-    """Container resource requests and limits (quantities)."""
-
-    requests: dict[str, str | int] = Field(
-        default_factory=dict,
-        description="Requests, e.g. {cpu: 500m, memory: 1Gi}.",
-        json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}},
-    )
-    limits: dict[str, str | int] = Field(
-        default_factory=dict,
-        description="Limits, e.g. {memory: 2Gi}.",
-        json_schema_extra={"additionalProperties": {"x-kubernetes-int-or-string": True}},
-    )
-
-
-class Sandbox(Model):
-    """Isolation and placement of the sandbox pod."""
-
-    network_policy: NetworkPolicyMode = Field(
-        default=NetworkPolicyMode.provider,
-        description="Egress: none (nothing, not even DNS), provider (DNS and the definition's egress), "
-        "allowlist (DNS and sandbox.egress) or unrestricted.",
-    )
-    egress: list[EgressRule] = Field(
-        default_factory=list, max_length=32, description="Destinations for networkPolicy allowlist."
-    )
-    resources: Resources | None = Field(default=None, description="Container resources.")
-    runtime_class_name: str | None = Field(
-        default=None,
-        max_length=253,
-        description="RuntimeClass, e.g. gvisor.",
-        json_schema_extra=object_name("RuntimeClass"),
-    )
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Node selector, passed through.")
-    tolerations: list[Toleration] = Field(default_factory=list, max_length=32, description="Tolerations.")
-    image: str | None = Field(default=None, max_length=1024, description="Sandbox image override.")
-
-
 class Limits(Model):
     """Limits enforced while the agent runs."""
 
@@ -514,130 +373,6 @@ class HarnessRunSpec(Model):
             ),
         )
     )
-
-
-class CostSource(StrEnum):
-    reported = "reported"
-    computed = "computed"
-    unknown = "unknown"
-
-
-class Usage(Model):
-    """Tokens, turns and cost; a figure that is not known is absent, never 0."""
-
-    input_tokens: int | None = Field(default=None, description="Input tokens.")
-    output_tokens: int | None = Field(default=None, description="Output tokens.")
-    cache_read_tokens: int | None = Field(default=None, description="Cache-read tokens.")
-    cache_write_tokens: int | None = Field(default=None, description="Cache-write tokens.")
-    turns: int | None = Field(default=None, description="Agent turns.")
-    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost in USD.")
-    cost_source: CostSource = Field(
-        default=CostSource.unknown, description="reported by the CLI, computed from pricing, or unknown."
-    )
-    price_source: str | None = Field(
-        default=None,
-        description="Where the prices of a computed cost came from: `definition` (its `pricing`) or the "
-        "pinned price table and its version, e.g. `genai-prices 0.2.3`.",
-    )
-
-
-class AttemptOutcome(Model):
-    """What one attempt did: the fields the runner's result document (contract/result.py) and the run's
-    status.attempts[] share."""
-
-    index: int = Field(description="1-based attempt number.")
-    provider: str = Field(description="Provider of this attempt.")
-    start_time: str | None = Field(default=None, description="When the attempt started.")
-    completion_time: str | None = Field(default=None, description="When it ended.")
-    exit_code: int | None = Field(default=None, description="The agent's exit code (124 timeout/cancel).")
-    reason: str | None = Field(default=None, description="Typed outcome, e.g. ProviderFailed.")
-    message: str | None = Field(default=None, description="Detail.")
-    model: str | None = Field(default=None, description="Model the CLI reported.")
-    session_id: str | None = Field(
-        default=None, alias="sessionID", description="Session id the CLI reported."
-    )
-    usage: Usage | None = Field(default=None, description="This attempt's usage.")
-    cli_version: str | None = Field(default=None, description="CLI version, where cheap to learn.")
-
-    def outcome(self) -> dict[str, Any]:
-        """The shared fields by name, to make the other shape of the same outcome."""
-        return {name: getattr(self, name) for name in AttemptOutcome.model_fields}
-
-
-class Attempt(AttemptOutcome):
-    """One attempt with one provider."""
-
-    job_name: str | None = Field(default=None, description="The attempt's Job.")
-    pod_name: str | None = Field(default=None, description="The attempt's Pod.")
-    image_digest: str | None = Field(default=None, description="Image digest the pod ran.")
-
-
-class OutputStatus(Model):
-    """The successful attempt's output."""
-
-    excerpt: str | None = Field(default=None, description="The first part of the output.")
-    bytes: int | None = Field(default=None, description="Size of the full output.")
-    sha256: str | None = Field(default=None, description="SHA-256 of the full output.")
-    truncated: bool | None = Field(default=None, description="True when cut at maxOutputBytes.")
-    config_map_name: str | None = Field(default=None, description="ConfigMap holding the full output.")
-
-
-class Progress(Model):
-    """The run so far, for `kubectl get -w`: finished attempts' usage plus the running attempt's figures,
-    which the operator reads from the sandbox's log while it runs; at the end, the run's totals."""
-
-    attempt: int | None = Field(default=None, description="The attempt these figures run up to.")
-    turns: int | None = Field(default=None, description="Agent turns so far.")
-    tokens: int | None = Field(
-        default=None, description="Tokens so far: input, output, cache read and cache write together."
-    )
-    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost so far in USD.")
-    last_tool: str | None = Field(default=None, description="The last tool the agent called.")
-    duration: str | None = Field(default=None, description="Time since the run started, e.g. 2m5s.")
-    update_time: str | None = Field(default=None, description="When these figures were read.")
-
-
-class Phase(StrEnum):
-    pending = "Pending"
-    running = "Running"
-    succeeded = "Succeeded"
-    failed = "Failed"
-    cancelled = "Cancelled"
-
-
-class RunBudget(Model):
-    """The budgets a run was admitted under and the cap it reserved from them."""
-
-    names: list[str] = Field(default_factory=list, description="The HarnessBudgets covering the run.")
-    reserved_usd: float | None = Field(
-        default=None,
-        alias="reservedUSD",
-        description="The run's effective maxCostUSD: counted as spent while it runs, and when its cost "
-        "stays unknown.",
-    )
-    admitted_at: str | None = Field(default=None, description="When it took its place in the budgets.")
-
-
-class HarnessRunStatus(Model):
-    """Observed state, written only by the operator (or `harnessctl run --status-file`)."""
-
-    phase: Phase | None = Field(default=None, description="Summary derived from the conditions.")
-    conditions: list[Condition] = Field(
-        default_factory=list,
-        description="Accepted and Succeeded; Ready, Reconciling and Stalled follow Succeeded for kstatus.",
-    )
-    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
-    start_time: str | None = Field(default=None, description="When the first attempt started.")
-    completion_time: str | None = Field(default=None, description="When the run ended.")
-    exit_code: int | None = Field(default=None, description="The final exit code.")
-    reason: str | None = Field(default=None, description="The final typed reason.")
-    message: str | None = Field(default=None, description="The final detail.")
-    attempts: list[Attempt] = Field(default_factory=list, description="One entry per attempt.")
-    usage: Usage | None = Field(default=None, description="Summed across attempts.")
-    output: OutputStatus | None = Field(default=None, description="The output.")
-    budget: RunBudget | None = Field(default=None, description="Budget admission and reservation.")
-
-    progress: Progress | None = Field(default=None, description="Turns, tokens and cost so far.")
 
 
 def immutable_except(model: type[Model], mutable: set[str]) -> str:

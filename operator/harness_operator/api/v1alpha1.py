@@ -185,22 +185,7 @@ from harness_operator.api.run import (
     AcpPermission as AcpPermission,
 )
 from harness_operator.api.run import (
-    Attempt as Attempt,
-)
-from harness_operator.api.run import (
-    AttemptOutcome as AttemptOutcome,
-)
-from harness_operator.api.run import (
-    CostSource as CostSource,
-)
-from harness_operator.api.run import (
-    EmptyDir as EmptyDir,
-)
-from harness_operator.api.run import (
     FallbackProvider as FallbackProvider,
-)
-from harness_operator.api.run import (
-    GitSource as GitSource,
 )
 from harness_operator.api.run import (
     HarnessRun as HarnessRun,
@@ -209,31 +194,7 @@ from harness_operator.api.run import (
     HarnessRunSpec as HarnessRunSpec,
 )
 from harness_operator.api.run import (
-    HarnessRunStatus as HarnessRunStatus,
-)
-from harness_operator.api.run import (
     Limits as Limits,
-)
-from harness_operator.api.run import (
-    NetworkPolicyMode as NetworkPolicyMode,
-)
-from harness_operator.api.run import (
-    OutputStatus as OutputStatus,
-)
-from harness_operator.api.run import (
-    PersistentVolumeClaimRef as PersistentVolumeClaimRef,
-)
-from harness_operator.api.run import (
-    Phase as Phase,
-)
-from harness_operator.api.run import (
-    Progress as Progress,
-)
-from harness_operator.api.run import (
-    Resources as Resources,
-)
-from harness_operator.api.run import (
-    RunBudget as RunBudget,
 )
 from harness_operator.api.run import (
     RunInput as RunInput,
@@ -242,31 +203,70 @@ from harness_operator.api.run import (
     RunOutputRef as RunOutputRef,
 )
 from harness_operator.api.run import (
-    Sandbox as Sandbox,
-)
-from harness_operator.api.run import (
-    Toleration as Toleration,
-)
-from harness_operator.api.run import (
-    Usage as Usage,
-)
-from harness_operator.api.run import (
     ValueSource as ValueSource,
-)
-from harness_operator.api.run import (
-    VolumeScope as VolumeScope,
-)
-from harness_operator.api.run import (
-    Workspace as Workspace,
-)
-from harness_operator.api.run import (
-    WorkspaceVolume as WorkspaceVolume,
 )
 from harness_operator.api.run import (
     immutable_except as immutable_except,
 )
 from harness_operator.api.run import (
     input_references_rule as input_references_rule,
+)
+from harness_operator.api.run_status import (
+    Attempt as Attempt,
+)
+from harness_operator.api.run_status import (
+    AttemptOutcome as AttemptOutcome,
+)
+from harness_operator.api.run_status import (
+    CostSource as CostSource,
+)
+from harness_operator.api.run_status import (
+    HarnessRunStatus as HarnessRunStatus,
+)
+from harness_operator.api.run_status import (
+    OutputStatus as OutputStatus,
+)
+from harness_operator.api.run_status import (
+    Phase as Phase,
+)
+from harness_operator.api.run_status import (
+    Progress as Progress,
+)
+from harness_operator.api.run_status import (
+    RunBudget as RunBudget,
+)
+from harness_operator.api.run_status import (
+    Usage as Usage,
+)
+from harness_operator.api.sandbox import (
+    EmptyDir as EmptyDir,
+)
+from harness_operator.api.sandbox import (
+    GitSource as GitSource,
+)
+from harness_operator.api.sandbox import (
+    NetworkPolicyMode as NetworkPolicyMode,
+)
+from harness_operator.api.sandbox import (
+    PersistentVolumeClaimRef as PersistentVolumeClaimRef,
+)
+from harness_operator.api.sandbox import (
+    Resources as Resources,
+)
+from harness_operator.api.sandbox import (
+    Sandbox as Sandbox,
+)
+from harness_operator.api.sandbox import (
+    Toleration as Toleration,
+)
+from harness_operator.api.sandbox import (
+    VolumeScope as VolumeScope,
+)
+from harness_operator.api.sandbox import (
+    Workspace as Workspace,
+)
+from harness_operator.api.sandbox import (
+    WorkspaceVolume as WorkspaceVolume,
 )
 
 KINDS: dict[

@@ -14,15 +14,11 @@ from harness_operator.api.v1alpha1 import ClusterHarnessDefinition, HarnessRun, 
 from harness_operator.cli.manifests import Document
 from harness_operator.cli.validation import build_catalog
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.desired import (
-    build_job,
-    build_network_policy,
-    build_plan_secret,
-    build_plans,
-    build_workspace_claim,
-)
+from harness_operator.core.desired import build_job, build_plan_secret, build_plans
+from harness_operator.core.network_policy import build_network_policy
 from harness_operator.core.planning import PlanError
 from harness_operator.core.resolution import Rejection, check_references, compose_inputs, resolve_targets
+from harness_operator.core.workspace import build_workspace_claim
 
 UID_PLACEHOLDER = "<uid assigned by the API server>"
 

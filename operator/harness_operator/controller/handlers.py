@@ -14,7 +14,7 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION, HarnessBudgetSpec, Har
 from harness_operator.controller.wiring import Controller
 from harness_operator.core.budget import BudgetRef, RunCharge, build_run_charge
 from harness_operator.core.fairqueue import QueueEntry, build_queue_entry
-from harness_operator.core.status import is_progress_wanted
+from harness_operator.core.progress import is_progress_wanted
 
 BUDGET_RESYNC_SECONDS = 5.0
 # Left out of kopf's diff base: they are immutable, so no diff needs them, and they may be as large as the

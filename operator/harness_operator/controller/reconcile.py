@@ -21,7 +21,6 @@ from harness_operator.api.v1alpha1 import (
     Limits,
     RunBudget,
 )
-from harness_operator.contract.events import decode_events, latest_progress
 from harness_operator.contract.frame import FrameError, decode_frame
 from harness_operator.contract.result import fallback_line
 from harness_operator.contract.times import timestamp
@@ -40,13 +39,10 @@ from harness_operator.core.conditions import (
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.decide import decide, decide_deletions, decide_wake
 from harness_operator.core.desired import (
-    build_fqdn_policy,
     build_job,
-    build_network_policy,
     build_output_config_map,
     build_plan_secret,
     build_plans,
-    build_workspace_claim,
     grace_period,
 )
 from harness_operator.core.egress import (
@@ -64,6 +60,7 @@ from harness_operator.core.fairqueue import (
     is_slot_free,
 )
 from harness_operator.core.naming import LABEL_ATTEMPT, job_name, label_value, output_config_map_name
+from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
 from harness_operator.core.ownership import describe_conflict, is_expected_child, is_owned_child
 from harness_operator.core.planning import PlanError
 from harness_operator.core.resolution import (
@@ -80,19 +77,15 @@ from harness_operator.core.status import (
     Observed,
     ObservedAttempt,
     compute_next_attempt,
-    compute_progress,
     compute_status,
-    is_progress_changed,
-    is_progress_wanted,
     merge_attempts,
     observe_attempt,
     recorded_attempts,
 )
+from harness_operator.core.workspace import build_workspace_claim
 
 log = structlog.get_logger("harness_operator")
 # One progress read: the last lines of the pod log, and never more than this many bytes of them.
-PROGRESS_TAIL_LINES = 40
-PROGRESS_TAIL_BYTES = 32 * 1024
 RUN_LOCK_STRIPES = 256
 
 
@@ -139,7 +132,7 @@ class Reconciler:
         self._started: dict[tuple[str, str], datetime] = {}
         metrics.OLDEST_IN_FLIGHT.set_function(self._oldest_in_flight_seconds)
 
-    def _run_lock(self, namespace: str, name: str) -> threading.Lock:
+    def run_lock(self, namespace: str, name: str) -> threading.Lock:
         return self._run_locks[hash((namespace, name)) % RUN_LOCK_STRIPES]
 
     def _oldest_in_flight_seconds(self) -> float:
@@ -151,7 +144,7 @@ class Reconciler:
     def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[tuple[str, str]]:
         """Bring one run forward; returns other runs to reconcile now (dependents and queued runs).
         `retry`: how many times the handler has retried this run (errors.classify weighs it)."""
-        with self._run_lock(namespace, name):
+        with self.run_lock(namespace, name):
             raw = self.kube.fetch_run(namespace, name)
             if raw is None:
                 return []
@@ -204,30 +197,6 @@ class Reconciler:
         """Delete the run's gateway grant (if the gateway is on): its proxy credential opens nothing more."""
         if self.config.egress_gateway_service:
             self.kube.delete_egress_grant(self.config.egress_gateway_namespace, grant_name(namespace, name))
-
-    def refresh_progress(self, namespace: str, name: str) -> None:
-        """While a run's attempt runs, read the tail of its pod log (one bounded GET) and write
-        status.progress when the figures moved. Under the run's lock, so that a reconcile's final status
-        is never overwritten by figures read before it."""
-        with self._run_lock(namespace, name):
-            raw = self.kube.fetch_run(namespace, name)
-            if raw is None:
-                return
-            status = HarnessRun.model_validate(raw).status
-            if status is None or not is_progress_wanted(status):
-                return
-            attempt = status.attempts[-1]
-            assert attempt.pod_name is not None
-            log = self.kube.fetch_pod_log_tail(
-                namespace, attempt.pod_name, PROGRESS_TAIL_LINES, PROGRESS_TAIL_BYTES
-            )
-            metrics.PROGRESS_READS.inc()
-            metrics.PROGRESS_BYTES.inc(len((log or "").encode("utf-8")))
-            latest = latest_progress(decode_events((log or "").splitlines()))
-            progress = compute_progress(status, attempt.index, latest, self.clock())
-            if is_progress_changed(status.progress, progress):
-                self.kube.patch_run_status(namespace, name, {"progress": progress.to_api()})
-                metrics.PROGRESS_WRITES.inc()
 
     # --- the reconcile path --------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from harness_operator.controller.definitions import DefinitionReconciler
 from harness_operator.controller.due import DueQueue
 from harness_operator.controller.errors import Permanent, Temporary, classify
 from harness_operator.controller.kube import Kube, KubeReader
+from harness_operator.controller.progress import ProgressReader
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.retention import ExpiryQueue, compute_expiry
 from harness_operator.core.budget import BudgetRef, RunCharge
@@ -81,8 +82,10 @@ class Controller:
         retention: ExpiryQueue | None = None,
         default_ttl: int | None = None,
         max_retries: int = MAX_CHILD_EVENT_RETRIES,
+        progress: ProgressReader | None = None,
     ) -> None:
         self.reconciler = reconciler  # runs, with their budgets (reconciler.budgets)
+        self.progress = progress
         self.definitions = definitions
         self.retention = retention
         self.default_ttl = default_ttl
@@ -171,7 +174,8 @@ class Controller:
     def refresh_progress(self, namespace: str, name: str) -> None:
         """Best effort: a failed read is counted and logged, and the next tick tries again."""
         try:
-            self.reconciler.refresh_progress(namespace, name)
+            if self.progress is not None:
+                self.progress.refresh(namespace, name)
         except Exception as exc:
             verdict = classify(exc)
             metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()

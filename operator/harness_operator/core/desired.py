@@ -7,26 +7,19 @@ last, so nothing in a run can override our labels or security settings.
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from harness_operator.api.v1alpha1 import (
-    API_VERSION,
-    EgressRule,
     HarnessRun,
-    NetworkPolicyMode,
 )
 from harness_operator.contract.plan import CONFINEMENT_ENV
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.confinement import compute_confinement
 from harness_operator.core.egress import (
     NO_PROXY_ENVS,
-    ROUTE_CILIUM,
     ROUTE_GATEWAY,
-    build_cilium_policy,
-    build_gateway_egress_rule,
     build_no_proxy,
     build_proxy_env,
     compute_egress_rules,
@@ -35,26 +28,21 @@ from harness_operator.core.egress import (
 )
 from harness_operator.core.naming import (
     AGENT_CONTAINER,
-    ANNOTATION_CONTENT_SHA256,
     ANNOTATION_RUN,
     CLONE_CONTAINER,
     KUEUE_QUEUE_LABEL,
-    LABEL_ATTEMPT,
-    LABEL_USER,
-    LABEL_WORKSPACE,
     RUNNER_CONTAINER,
     attempt_labels,
     job_name,
-    network_policy_name,
     output_config_map_name,
     plan_secret_name,
     run_labels,
-    workspace_claim_name,
 )
-from harness_operator.core.ownership import compute_data_hash
+from harness_operator.core.ownership import build_child_meta
 from harness_operator.core.planning import build_plan, merge_grants, with_output_limit
 from harness_operator.core.pricing import with_table_pricing
 from harness_operator.core.resolution import AttemptTarget
+from harness_operator.core.workspace import build_workspace_volume, working_dir, workspace_mount_path
 
 PLAN_DIR = "/etc/harness"
 PLAN_FILE = "plan.json"
@@ -66,20 +54,9 @@ CHANNEL = f"{CHANNEL_DIR}/channel"
 # through it (past the limit the kubelet evicts the pod and the attempt fails).
 RUNNER_TMP_LIMIT = "1Gi"
 RUNNER_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
-DEFAULT_WORKING_DIR = "/workspace"
 # The sandbox user's home (sandbox-image/Dockerfile), an emptyDir: the root file system is read-only and
 # agent CLIs keep config, caches and sessions there.
 SANDBOX_HOME = "/home/sandbox"
-# Egress to a named host cannot be expressed in a NetworkPolicy; it is allowed on the host's ports to
-# public addresses only, so a sandbox can never reach the cluster, the node or a metadata service.
-PRIVATE_RANGES = [
-    "10.0.0.0/8",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "169.254.0.0/16",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-]
 # ConfigMaps hold at most 1 MiB: without maxOutputBytes, a run's output is cut (and flagged) here.
 OUTPUT_CONFIG_MAP_LIMIT = 1_000_000
 # The runner enforces timeoutSeconds itself and reports; the Job deadline is only a backstop after it.
@@ -118,32 +95,6 @@ def build_plans(
     return plans
 
 
-def owner_reference(run: HarnessRun) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "HarnessRun",
-        "name": run.metadata["name"],
-        "uid": run.metadata["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def _meta(
-    run: HarnessRun, name: str, labels: Mapping[str, str], data: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """Owned by the run; with `data`, annotated with its hash so a squatted or edited copy is caught."""
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": run.metadata["namespace"],
-        "labels": dict(labels),
-        "ownerReferences": [owner_reference(run)],
-    }
-    if data is not None:
-        meta["annotations"] = {ANNOTATION_CONTENT_SHA256: compute_data_hash(data)}
-    return meta
-
-
 def build_plan_secret(
     run: HarnessRun, plans: Sequence[Mapping[str, Any]], proxy_urls: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
@@ -156,124 +107,10 @@ def build_plan_secret(
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": _meta(run, plan_secret_name(name), run_labels(name), data),
+        "metadata": build_child_meta(run, plan_secret_name(name), run_labels(name), data),
         "immutable": True,
         "stringData": data,
     }
-
-
-def _dns_rule(config: OperatorConfig) -> dict[str, Any]:
-    return {
-        "to": [
-            {
-                "namespaceSelector": {"matchLabels": dict(config.dns_namespace_labels)},
-                "podSelector": {"matchLabels": dict(config.dns_pod_labels)},
-            }
-        ],
-        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-    }
-
-
-def build_egress_rule(rule: EgressRule) -> dict[str, Any]:
-    """One declared destination as a NetworkPolicy egress rule."""
-    block = {"cidr": rule.cidr} if rule.cidr else {"cidr": "0.0.0.0/0", "except": PRIVATE_RANGES}
-    out: dict[str, Any] = {"to": [{"ipBlock": block}]}
-    if rule.ports:
-        out["ports"] = [{"protocol": "TCP", "port": port} for port in rule.ports]
-    return out
-
-
-def build_network_policy(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> dict[str, Any]:
-    """One attempt's policy: ingress denied; egress by sandbox.networkPolicy with that provider's egress."""
-    name = run.metadata["name"]
-    sandbox = run.spec.sandbox
-    mode = sandbox.network_policy if sandbox else NetworkPolicyMode.provider
-    if mode == NetworkPolicyMode.none:
-        egress: list[dict[str, Any]] = []
-    elif mode == NetworkPolicyMode.unrestricted:
-        egress = [{}]
-    else:
-        rules = compute_egress_rules(run, target.definition)
-        route = compute_route(run, target.definition, config)
-        if route in (ROUTE_GATEWAY, ROUTE_CILIUM):  # names are enforced there, not by address here
-            rules = [r for r in rules if not r.host]
-        egress = [_dns_rule(config), *(build_egress_rule(r) for r in rules)]
-        if route == ROUTE_GATEWAY:
-            egress.insert(1, build_gateway_egress_rule(config))
-    selector = {**run_labels(name), LABEL_ATTEMPT: str(target.index)}
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": _meta(
-            run, network_policy_name(name, target.index), attempt_labels(name, target.index, target.provider)
-        ),
-        "spec": {
-            "podSelector": {"matchLabels": selector},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [],
-            "egress": egress,
-        },
-    }
-
-
-def build_fqdn_policy(
-    run: HarnessRun, target: AttemptTarget, config: OperatorConfig
-) -> dict[str, Any] | None:
-    """Without an egress gateway, on Cilium: the attempt's host rules as a CiliumNetworkPolicy."""
-    name = run.metadata["name"]
-    meta = _meta(
-        run, network_policy_name(name, target.index), attempt_labels(name, target.index, target.provider)
-    )
-    return build_cilium_policy(run, target, config, meta)
-
-
-def workspace_claim(run: HarnessRun, provider: str) -> tuple[str, str] | None:
-    """(claim name, scope) when the run asks the operator for a claim, else None."""
-    workspace = run.spec.workspace
-    volume = workspace.volume if workspace else None
-    if volume is None or volume.scope is None:
-        return None
-    user = run.metadata.get("labels", {}).get(LABEL_USER)
-    return workspace_claim_name(run.metadata["name"], provider, volume.scope, user), volume.scope
-
-
-def build_workspace_claim(run: HarnessRun, provider: str) -> dict[str, Any] | None:
-    """The claim for scope run (owned by the run) or agent/agentUser (shared, kept, not owned)."""
-    claim = workspace_claim(run, provider)
-    if claim is None:
-        return None
-    name, scope = claim
-    volume = run.spec.workspace.volume  # type: ignore[union-attr]
-    spec: dict[str, Any] = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": volume.size or "1Gi"}},  # type: ignore[union-attr]
-    }
-    if volume.storage_class_name:  # type: ignore[union-attr]
-        spec["storageClassName"] = volume.storage_class_name  # type: ignore[union-attr]
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": run.metadata["namespace"],
-        "labels": {**run_labels(run.metadata["name"]), LABEL_WORKSPACE: scope},
-    }
-    if scope == "run":
-        metadata["ownerReferences"] = [owner_reference(run)]
-    else:
-        metadata["labels"].pop("agentharness.dev/run")
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
-
-
-def _workspace_volume(run: HarnessRun, provider: str) -> dict[str, Any]:
-    claim = workspace_claim(run, provider)
-    if claim:
-        return {"name": "workspace", "persistentVolumeClaim": {"claimName": claim[0]}}
-    workspace = run.spec.workspace
-    volume = workspace.volume if workspace else None
-    if volume and volume.persistent_volume_claim:
-        return {
-            "name": "workspace",
-            "persistentVolumeClaim": {"claimName": volume.persistent_volume_claim.claim_name},
-        }
-    return {"name": "workspace", "emptyDir": volume.empty_dir.to_api() if volume and volume.empty_dir else {}}
 
 
 def _container_security(config: OperatorConfig, uid: int | None = None) -> dict[str, Any]:
@@ -318,19 +155,6 @@ def _env(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> list
     env += proxy
     env.append({"name": "HOME", "value": SANDBOX_HOME})
     return env
-
-
-def working_dir(run: HarnessRun) -> str:
-    workspace = run.spec.workspace
-    return (workspace.working_dir if workspace else None) or DEFAULT_WORKING_DIR
-
-
-def workspace_mount_path(workdir: str) -> str:
-    """The workspace volume goes on the working directory's parent, so the directory itself (and a git
-    clone in it) belongs to the sandbox user: git refuses a repository owned by someone else, and a
-    volume's root is owned by root. A working directory right under / gets the volume itself."""
-    parent = posixpath.dirname(workdir.rstrip("/"))
-    return parent if parent not in ("", "/") else workdir
 
 
 def grace_period(run: HarnessRun, config: OperatorConfig) -> int:
@@ -540,7 +364,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                         "defaultMode": 0o440,
                     },
                 },
-                _workspace_volume(run, target.provider),
+                build_workspace_volume(run, target.provider),
                 {"name": "tmp", "emptyDir": {"sizeLimit": config.scratch_size_limit}},
                 {"name": "home", "emptyDir": {"sizeLimit": config.scratch_size_limit}},
                 {"name": "channel", "emptyDir": {}},
@@ -571,7 +395,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
     job_spec["activeDeadlineSeconds"] = timeout + grace + DEADLINE_SLACK_SECONDS
     if queue:
         job_spec["suspend"] = True
-    metadata = _meta(run, job_name(name, target.index), job_labels)
+    metadata = build_child_meta(run, job_name(name, target.index), job_labels)
     metadata["annotations"] = {ANNOTATION_RUN: name}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
@@ -583,7 +407,7 @@ def build_output_config_map(run: HarnessRun, output: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(run, output_config_map_name(name), run_labels(name), data),
+        "metadata": build_child_meta(run, output_config_map_name(name), run_labels(name), data),
         "immutable": True,
         "data": data,
     }

@@ -1,4 +1,5 @@
-"""Whether an object that exists is the child a run expects: owner, content hash, shared-claim labels (pure).
+"""The metadata that makes an object a run's child, and whether an object that exists is the child a run
+expects: owner, content hash, shared-claim labels (pure).
 
 `create` answering 409 proves only that a name is taken. A run's children carry its controller owner
 reference (the run's UID); the plan Secret and the output ConfigMap also carry the sha256 of their data,
@@ -14,6 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from harness_operator.api.v1alpha1 import API_VERSION, HarnessRun
 from harness_operator.core.naming import ANNOTATION_CONTENT_SHA256, LABEL_MANAGED_BY, LABEL_WORKSPACE
 
 
@@ -107,3 +109,29 @@ def is_run_output(config_map: Mapping[str, Any], run: Mapping[str, Any]) -> bool
     if not is_owned_child(config_map, str(uid)) or expected is None or text is None:
         return False
     return hashlib.sha256(str(text).encode("utf-8")).hexdigest() == str(expected)
+
+
+def owner_reference(run: HarnessRun) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "HarnessRun",
+        "name": run.metadata["name"],
+        "uid": run.metadata["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def build_child_meta(
+    run: HarnessRun, name: str, labels: Mapping[str, str], data: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Owned by the run; with `data`, annotated with its hash so a squatted or edited copy is caught."""
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": run.metadata["namespace"],
+        "labels": dict(labels),
+        "ownerReferences": [owner_reference(run)],
+    }
+    if data is not None:
+        meta["annotations"] = {ANNOTATION_CONTENT_SHA256: compute_data_hash(data)}
+    return meta

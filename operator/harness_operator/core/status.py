@@ -20,20 +20,13 @@ from harness_operator.api.v1alpha1 import (
     HarnessRunStatus,
     OutputStatus,
     Phase,
-    Progress,
-    Usage,
 )
-from harness_operator.contract.events import Event
-from harness_operator.contract.plan import EXIT_NOT_CONFINED
 from harness_operator.contract.result import (
     EXIT_STOPPED,
-    NETWORK_NOT_CONFINED,
     ResultDocument,
-    ResultProblem,
     fallback_line,
-    parse_termination_message,
 )
-from harness_operator.contract.times import normalize_time, parse_time, timestamp
+from harness_operator.contract.times import normalize_time, timestamp
 from harness_operator.core.conditions import (
     ACCEPTED,
     FALSE,
@@ -44,17 +37,21 @@ from harness_operator.core.conditions import (
     UNKNOWN,
     compute_kstatus_conditions,
     find_condition,
-    is_running,
     set_condition,
 )
 from harness_operator.core.naming import AGENT_CONTAINER, CLONE_CONTAINER, RUNNER_CONTAINER
+from harness_operator.core.progress import build_final_progress
+from harness_operator.core.results import (
+    compute_clone_failure,
+    container_state,
+    explain_stop,
+    lost_result,
+    read_result,
+)
 from harness_operator.core.usage import sum_usage
 
 PENDING, SUSPENDED, RUNNING, FINISHED = "Pending", "Suspended", "Running", "Finished"
 EXCERPT_CHARS = 2000
-CLONE_MESSAGE_CHARS = 500
-# A lost attempt ends with a non-zero exit that no limit caused: fallback follows, as after a crash.
-EXIT_LOST = 1
 
 
 def build_excerpt(output: bytes, limit: int = EXCERPT_CHARS) -> str:
@@ -101,14 +98,6 @@ class Observed:
     cancelled: bool = False
 
 
-def _container_state(
-    pod: dict[str, Any] | None, name: str, kind: str = "containerStatuses"
-) -> dict[str, Any]:
-    statuses = ((pod or {}).get("status") or {}).get(kind) or []
-    found: dict[str, Any] = next((s for s in statuses if s.get("name") == name), {})
-    return dict(found.get("state") or {})
-
-
 def _job_condition(job: dict[str, Any], type_: str) -> dict[str, Any] | None:
     for cond in (job.get("status") or {}).get("conditions") or []:
         if cond.get("type") == type_ and cond.get("status") == "True":
@@ -119,111 +108,6 @@ def _job_condition(job: dict[str, Any], type_: str) -> dict[str, Any] | None:
 def is_job_finished(job: dict[str, Any]) -> bool:
     """The Job completed or failed (a suspended or running Job is still in flight)."""
     return _job_condition(job, "Complete") is not None or _job_condition(job, "Failed") is not None
-
-
-def _lost(index: int, provider: str, what: str) -> ResultDocument:
-    """The result of an attempt whose Job or pod went away before it reported."""
-    return ResultDocument(
-        attempt=index,
-        provider=provider,
-        exit_code=EXIT_LOST,
-        reason=Reason.JobLost,
-        message=f"{what} before attempt {index} finished; the attempt is not run again",
-    )
-
-
-def _explain_stop(
-    result: ResultDocument, failed: dict[str, Any] | None, cancelled: bool, job: str
-) -> ResultDocument:
-    """The runner reports Cancelled whenever it is sent SIGTERM; unless spec.cancel asked for it, the
-    Job's deadline or someone deleting, evicting or draining the pod stopped it."""
-    if result.reason != Reason.Cancelled or cancelled:
-        return result
-    if failed is not None and failed.get("reason") == "DeadlineExceeded":
-        return result.model_copy(
-            update={"reason": Reason.Timeout, "message": f"Job {job} passed its activeDeadlineSeconds"}
-        )
-    lost = _lost(result.attempt, result.provider, f"the pod of Job {job} was stopped from outside")
-    return result.model_copy(update=lost.model_dump(include={"exit_code", "reason", "message"}))
-
-
-def _read_result(
-    index: int, provider: str, terminated: dict[str, Any], agent: dict[str, Any] | None
-) -> tuple[ResultDocument, bool]:
-    """The runner's result from its container's termination message, parsed once, checked against
-    the kubelet's record of both containers (`agent`: the agent container's terminated state, if it
-    ended); and whether it was the runner's report. Without one, what the container's end says; one
-    this operator cannot use is ResultUnreadable, never a crash."""
-    parsed = parse_termination_message(terminated.get("message") or "")
-    exit_code = terminated.get("exitCode", 1)
-    if isinstance(parsed, ResultProblem):
-        unreadable = ResultDocument(
-            attempt=index,
-            provider=provider,
-            exit_code=exit_code or 1,
-            reason=Reason.ResultUnreadable,
-            message=parsed.message,
-        )
-        return unreadable, False
-    if parsed is None:
-        reason = Reason.OOMKilled if terminated.get("reason") == Reason.OOMKilled else Reason.ProviderFailed
-        ended = ResultDocument(
-            attempt=index,
-            provider=provider,
-            exit_code=exit_code,
-            reason=reason,
-            message=f"the runner's container ended ({terminated.get('reason')}) without a result",
-        )
-        return ended, False
-    # The essentials-only form of a long message leaves out attempt and provider: ours fill them in.
-    unset = {"index": index, "provider": provider}.items()
-    result = parsed.model_copy(update={k: v for k, v in unset if k not in parsed.model_fields_set})
-    return compute_checked_result(result, exit_code, agent), True
-
-
-def compute_checked_result(
-    result: ResultDocument, runner_exit: int, agent: dict[str, Any] | None
-) -> ResultDocument:
-    """The runner's report as the kubelet's record allows it: the runner's container's own exit code
-    must be the report's, and a success needs the agent's container to have exited as the report says
-    the agent did (a forged exit status fools the runner, never the kubelet); otherwise
-    ResultContradicted (exit 1, fallback follows). An agent container the kernel killed for memory
-    makes a failed attempt OOMKilled."""
-    problems = []
-    if runner_exit != result.exit_code:
-        problems.append(f"the runner's container exited {runner_exit} but its report says {result.exit_code}")
-    agent_exit = None if agent is None else agent.get("exitCode")
-    # The exit the runner saw (an ACP adapter is killed at the session's end: 137), else 0: a launcher
-    # given nothing to run (a remote agent) ends with 0.
-    expected = 0 if result.agent_exit_code is None else result.agent_exit_code
-    if result.succeeded and agent_exit != expected:
-        seen = "had not ended" if agent is None else f"exited {agent_exit} ({agent.get('reason')})"
-        problems.append(f"the report says the agent exited {expected}, but its container {seen}")
-    if problems:
-        message = "; ".join(problems) + ": the attempt is not trusted as a success"
-        return result.model_copy(
-            update={"exit_code": runner_exit or 1, "reason": Reason.ResultContradicted, "message": message}
-        )
-    if not result.succeeded and agent is not None and agent.get("reason") == Reason.OOMKilled:
-        limit = "the agent's container ran out of memory (sandbox.resources.limits.memory)"
-        return result.model_copy(update={"reason": Reason.OOMKilled, "message": limit})
-    return result
-
-
-def compute_clone_failure(index: int, provider: str, terminated: dict[str, Any]) -> ResultDocument:
-    """The workspace's clone failed, so the agent never started: its wait for the network policy
-    (NetworkNotConfined, no fallback) or git itself (SetupFailed), named by the last line it logged."""
-    code = int(terminated.get("exitCode") or 1)
-    lines = [line for line in str(terminated.get("message") or "").splitlines() if line.strip()]
-    said = lines[-1][:CLONE_MESSAGE_CHARS] if lines else str(terminated.get("reason") or "no message")
-    if code == EXIT_NOT_CONFINED:
-        return ResultDocument(
-            attempt=index, provider=provider, exit_code=1, reason=NETWORK_NOT_CONFINED, message=said
-        )
-    message = f"the workspace's clone (init container {CLONE_CONTAINER}) exited {code}: {said}"
-    return ResultDocument(
-        attempt=index, provider=provider, exit_code=1, reason=Reason.SetupFailed, message=message
-    )
 
 
 def observe_attempt(
@@ -238,21 +122,21 @@ def observe_attempt(
     name = job["metadata"]["name"]
     pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
     pod_name = pod["metadata"]["name"] if pod else None
-    runner = _container_state(pod, RUNNER_CONTAINER).get("terminated")
-    agent = _container_state(pod, AGENT_CONTAINER)
+    runner = container_state(pod, RUNNER_CONTAINER).get("terminated")
+    agent = container_state(pod, AGENT_CONTAINER)
     start = normalize_time((job.get("status") or {}).get("startTime"))
     failed = _job_condition(job, "Failed")
     complete = _job_condition(job, "Complete")
     if runner:
-        result, reported = _read_result(index, provider, runner, agent.get("terminated"))
+        result, reported = read_result(index, provider, runner, agent.get("terminated"))
         agent_running = "running" in agent
         if agent_running and reported and not result.agent_left_running and not failed:
             # The runner ends once the agent's processes are gone; the kubelet records the agent's
             # container a moment later, and its exit is what the report is checked against.
             return ObservedAttempt(index, provider, name, pod_name, RUNNING, start)
-        result = _explain_stop(result, failed, cancelled, name)
+        result = explain_stop(result, failed, cancelled, name)
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result, agent_running)
-    clone = _container_state(pod, CLONE_CONTAINER, "initContainerStatuses").get("terminated")
+    clone = container_state(pod, CLONE_CONTAINER, "initContainerStatuses").get("terminated")
     if clone and clone.get("exitCode"):
         result = compute_clone_failure(index, provider, clone)
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
@@ -266,7 +150,7 @@ def observe_attempt(
             message=failed.get("message") or failed.get("reason") or "the Job failed",
         )
         if pod is None and not deadline:
-            result = _lost(index, provider, f"the pod of Job {name} vanished")
+            result = lost_result(index, provider, f"the pod of Job {name} vanished")
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
     if complete:
         result = ResultDocument(attempt=index, provider=provider, exit_code=0)
@@ -329,7 +213,7 @@ def merge_attempts(
                 message="cancelled by spec.cancel",
             )
         else:
-            result = _lost(index, record.provider, f"Job {record.job_name} vanished")
+            result = lost_result(index, record.provider, f"Job {record.job_name} vanished")
         result = result.model_copy(update={"completion_time": timestamp(now)})
         out.append(
             ObservedAttempt(
@@ -474,83 +358,6 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
     if status.completion_time:
         return status.model_copy(update={"progress": build_final_progress(status, previous.progress)})
     return status.model_copy(update={"progress": previous.progress})
-
-
-def format_duration(seconds: float) -> str:
-    """kubectl's short form: 45s, 2m5s, 1h3m."""
-    total = max(0, int(seconds))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m"
-    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
-
-
-def _seconds_between(start: str | None, end: datetime | None) -> float | None:
-    begin = parse_time(start)
-    return None if begin is None or end is None else (end - begin).total_seconds()
-
-
-def _plus(a: int | float | None, b: int | float | None) -> Any:
-    return None if a is None and b is None else (a or 0) + (b or 0)
-
-
-def build_final_progress(status: HarnessRunStatus, previous: Progress | None) -> Progress:
-    """At the end, the run's totals (the same as status.usage) and how long it took."""
-    usage = status.usage
-    elapsed = _seconds_between(status.start_time, parse_time(status.completion_time))
-    return Progress(
-        attempt=status.attempts[-1].index if status.attempts else None,
-        turns=usage.turns if usage else None,
-        tokens=total_usage_tokens(usage),
-        cost_usd=usage.cost_usd if usage else None,
-        last_tool=previous.last_tool if previous else None,
-        duration=None if elapsed is None else format_duration(elapsed),
-        update_time=status.completion_time,
-    )
-
-
-def total_usage_tokens(usage: Usage | None) -> int | None:
-    """All tokens of a Usage (input, output, cache read and write); None when none is known."""
-    if usage is None:
-        return None
-    values = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-def compute_progress(status: HarnessRunStatus, attempt: int, latest: Event | None, now: datetime) -> Progress:
-    """The run so far while attempt `attempt` runs: the finished attempts' usage (status.usage) plus that
-    attempt's latest `progress` (or `result`) figures from its log; none yet: the finished attempts'."""
-    done = status.usage
-    live = latest if latest is not None and latest.kind in ("progress", "result") else None
-    elapsed = _seconds_between(status.start_time, now)
-    previous_tool = status.progress.last_tool if status.progress else None
-    return Progress(
-        attempt=attempt,
-        turns=_plus(done.turns if done else None, live.turns if live else None),
-        tokens=_plus(total_usage_tokens(done), live.tokens if live else None),
-        cost_usd=_plus(done.cost_usd if done else None, live.cost_usd if live else None),
-        last_tool=(live.last_tool if live else None) or previous_tool,
-        duration=None if elapsed is None else format_duration(elapsed),
-        update_time=timestamp(now),
-    )
-
-
-def is_progress_wanted(status: HarnessRunStatus | None) -> bool:
-    """The run's last attempt runs in a pod: there is a log to read progress from."""
-    if status is None or not is_running(status.conditions) or not status.attempts:
-        return False
-    last = status.attempts[-1]
-    return last.pod_name is not None and last.exit_code is None and last.reason is None
-
-
-def is_progress_changed(old: Progress | None, new: Progress) -> bool:
-    """Worth a status write: the figures moved (the clock alone does not count)."""
-    if old is None:
-        return True
-    fields = ("attempt", "turns", "tokens", "cost_usd", "last_tool")
-    return any(getattr(old, f) != getattr(new, f) for f in fields)
 
 
 def find_succeeded(run: HarnessRun) -> str | None:

@@ -9,7 +9,7 @@ from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus
 from harness_operator.contract.events import Event, text_event
 from harness_operator.core.naming import LABEL_ATTEMPT, RUNNER_CONTAINER
-from harness_operator.core.status import total_usage_tokens
+from harness_operator.core.progress import total_usage_tokens
 
 LOG_STATES = ("running", "terminated")
 

@@ -17,15 +17,14 @@ from harness_operator.core.desired import (
     DEADLINE_SLACK_SECONDS,
     AttemptTarget,
     build_job,
-    build_network_policy,
     build_output_config_map,
     build_plan_secret,
     build_plans,
-    build_workspace_claim,
     grace_period,
-    workspace_mount_path,
 )
+from harness_operator.core.network_policy import build_network_policy
 from harness_operator.core.ownership import compute_data_hash
+from harness_operator.core.workspace import build_workspace_claim, workspace_mount_path
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 CONFIG = OperatorConfig()

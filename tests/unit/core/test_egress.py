@@ -12,14 +12,7 @@ from tests.unit.core.test_desired import golden
 from harness_operator.api.v1alpha1 import EgressRule, HarnessDefinitionSpec, HarnessRun
 from harness_operator.contract.plan import load_plan
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.desired import (
-    AttemptTarget,
-    build_fqdn_policy,
-    build_job,
-    build_network_policy,
-    build_plan_secret,
-    build_plans,
-)
+from harness_operator.core.desired import AttemptTarget, build_job, build_plan_secret, build_plans
 from harness_operator.core.egress import (
     PROXY_URL_ENVS,
     ROUTE_CILIUM,
@@ -34,6 +27,7 @@ from harness_operator.core.egress import (
     grant_name,
     proxy_user,
 )
+from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
 
 GATEWAY = OperatorConfig(
     egress_gateway_service="harness-operator-egress.harness-system.svc",

@@ -1,0 +1,138 @@
+"""HarnessRun's status: conditions, attempts, usage, output, progress, and the budgets the run was
+admitted under."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from harness_operator.api.common import (
+    Condition,
+    Model,
+)
+
+
+class CostSource(StrEnum):
+    reported = "reported"
+    computed = "computed"
+    unknown = "unknown"
+
+
+class Usage(Model):
+    """Tokens, turns and cost; a figure that is not known is absent, never 0."""
+
+    input_tokens: int | None = Field(default=None, description="Input tokens.")
+    output_tokens: int | None = Field(default=None, description="Output tokens.")
+    cache_read_tokens: int | None = Field(default=None, description="Cache-read tokens.")
+    cache_write_tokens: int | None = Field(default=None, description="Cache-write tokens.")
+    turns: int | None = Field(default=None, description="Agent turns.")
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost in USD.")
+    cost_source: CostSource = Field(
+        default=CostSource.unknown, description="reported by the CLI, computed from pricing, or unknown."
+    )
+    price_source: str | None = Field(
+        default=None,
+        description="Where the prices of a computed cost came from: `definition` (its `pricing`) or the "
+        "pinned price table and its version, e.g. `genai-prices 0.2.3`.",
+    )
+
+
+class AttemptOutcome(Model):
+    """What one attempt did: the fields the runner's result document (contract/result.py) and the run's
+    status.attempts[] share."""
+
+    index: int = Field(description="1-based attempt number.")
+    provider: str = Field(description="Provider of this attempt.")
+    start_time: str | None = Field(default=None, description="When the attempt started.")
+    completion_time: str | None = Field(default=None, description="When it ended.")
+    exit_code: int | None = Field(default=None, description="The agent's exit code (124 timeout/cancel).")
+    reason: str | None = Field(default=None, description="Typed outcome, e.g. ProviderFailed.")
+    message: str | None = Field(default=None, description="Detail.")
+    model: str | None = Field(default=None, description="Model the CLI reported.")
+    session_id: str | None = Field(
+        default=None, alias="sessionID", description="Session id the CLI reported."
+    )
+    usage: Usage | None = Field(default=None, description="This attempt's usage.")
+    cli_version: str | None = Field(default=None, description="CLI version, where cheap to learn.")
+
+    def outcome(self) -> dict[str, Any]:
+        """The shared fields by name, to make the other shape of the same outcome."""
+        return {name: getattr(self, name) for name in AttemptOutcome.model_fields}
+
+
+class Attempt(AttemptOutcome):
+    """One attempt with one provider."""
+
+    job_name: str | None = Field(default=None, description="The attempt's Job.")
+    pod_name: str | None = Field(default=None, description="The attempt's Pod.")
+    image_digest: str | None = Field(default=None, description="Image digest the pod ran.")
+
+
+class OutputStatus(Model):
+    """The successful attempt's output."""
+
+    excerpt: str | None = Field(default=None, description="The first part of the output.")
+    bytes: int | None = Field(default=None, description="Size of the full output.")
+    sha256: str | None = Field(default=None, description="SHA-256 of the full output.")
+    truncated: bool | None = Field(default=None, description="True when cut at maxOutputBytes.")
+    config_map_name: str | None = Field(default=None, description="ConfigMap holding the full output.")
+
+
+class Progress(Model):
+    """The run so far, for `kubectl get -w`: finished attempts' usage plus the running attempt's figures,
+    which the operator reads from the sandbox's log while it runs; at the end, the run's totals."""
+
+    attempt: int | None = Field(default=None, description="The attempt these figures run up to.")
+    turns: int | None = Field(default=None, description="Agent turns so far.")
+    tokens: int | None = Field(
+        default=None, description="Tokens so far: input, output, cache read and cache write together."
+    )
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost so far in USD.")
+    last_tool: str | None = Field(default=None, description="The last tool the agent called.")
+    duration: str | None = Field(default=None, description="Time since the run started, e.g. 2m5s.")
+    update_time: str | None = Field(default=None, description="When these figures were read.")
+
+
+class Phase(StrEnum):
+    pending = "Pending"
+    running = "Running"
+    succeeded = "Succeeded"
+    failed = "Failed"
+    cancelled = "Cancelled"
+
+
+class RunBudget(Model):
+    """The budgets a run was admitted under and the cap it reserved from them."""
+
+    names: list[str] = Field(default_factory=list, description="The HarnessBudgets covering the run.")
+    reserved_usd: float | None = Field(
+        default=None,
+        alias="reservedUSD",
+        description="The run's effective maxCostUSD: counted as spent while it runs, and when its cost "
+        "stays unknown.",
+    )
+    admitted_at: str | None = Field(default=None, description="When it took its place in the budgets.")
+
+
+class HarnessRunStatus(Model):
+    """Observed state, written only by the operator (or `harnessctl run --status-file`)."""
+
+    phase: Phase | None = Field(default=None, description="Summary derived from the conditions.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Accepted and Succeeded; Ready, Reconciling and Stalled follow Succeeded for kstatus.",
+    )
+    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
+    start_time: str | None = Field(default=None, description="When the first attempt started.")
+    completion_time: str | None = Field(default=None, description="When the run ended.")
+    exit_code: int | None = Field(default=None, description="The final exit code.")
+    reason: str | None = Field(default=None, description="The final typed reason.")
+    message: str | None = Field(default=None, description="The final detail.")
+    attempts: list[Attempt] = Field(default_factory=list, description="One entry per attempt.")
+    usage: Usage | None = Field(default=None, description="Summed across attempts.")
+    output: OutputStatus | None = Field(default=None, description="The output.")
+    budget: RunBudget | None = Field(default=None, description="Budget admission and reservation.")
+
+    progress: Progress | None = Field(default=None, description="Turns, tokens and cost so far.")

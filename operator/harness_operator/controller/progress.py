@@ -1,0 +1,48 @@
+"""status.progress of a running attempt, read from the tail of its pod's log."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime
+
+from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.contract.events import decode_events, latest_progress
+from harness_operator.controller import metrics
+from harness_operator.controller.kube import Kube
+from harness_operator.core.progress import compute_progress, is_progress_changed, is_progress_wanted
+
+PROGRESS_TAIL_LINES = 40
+PROGRESS_TAIL_BYTES = 32 * 1024
+
+
+class ProgressReader:
+    """One bounded log GET per tick of a running run; `run_lock` is the run reconciler's lock of the run."""
+
+    def __init__(
+        self, kube: Kube, run_lock: Callable[[str, str], threading.Lock], clock: Callable[[], datetime]
+    ) -> None:
+        self.kube, self.run_lock, self.clock = kube, run_lock, clock
+
+    def refresh(self, namespace: str, name: str) -> None:
+        """Write status.progress when the figures moved. Under the run's lock, so that a reconcile's final
+        status is never overwritten by figures read before it."""
+        with self.run_lock(namespace, name):
+            raw = self.kube.fetch_run(namespace, name)
+            if raw is None:
+                return
+            status = HarnessRun.model_validate(raw).status
+            if status is None or not is_progress_wanted(status):
+                return
+            attempt = status.attempts[-1]
+            assert attempt.pod_name is not None
+            log = self.kube.fetch_pod_log_tail(
+                namespace, attempt.pod_name, PROGRESS_TAIL_LINES, PROGRESS_TAIL_BYTES
+            )
+            metrics.PROGRESS_READS.inc()
+            metrics.PROGRESS_BYTES.inc(len((log or "").encode("utf-8")))
+            latest = latest_progress(decode_events((log or "").splitlines()))
+            progress = compute_progress(status, attempt.index, latest, self.clock())
+            if is_progress_changed(status.progress, progress):
+                self.kube.patch_run_status(namespace, name, {"progress": progress.to_api()})
+                metrics.PROGRESS_WRITES.inc()
