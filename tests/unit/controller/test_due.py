@@ -3,15 +3,9 @@ and the thread serves what is scheduled after it started."""
 
 import threading
 
+from tests.unit.controller.test_retention import Clock
+
 from harness_operator.controller.due import DueQueue
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_calls_run_in_due_order_and_only_when_due() -> None:
