@@ -7,19 +7,13 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
+from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.fairqueue import QueueEntry
-from harness_operator.core.resolution import AttemptTarget
-from harness_operator.core.status import FINISHED, RUNNING
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
-TARGETS = [
-    AttemptTarget(1, "claude", HarnessDefinitionSpec.model_validate({"binary": "claude", "image": "i"})),
-    AttemptTarget(2, "codex", HarnessDefinitionSpec.model_validate({"binary": "codex", "image": "i"})),
-]
 LABELS = {"app.kubernetes.io/managed-by": "harness-operator", "agentharness.dev/run": "r"}
 
 
@@ -63,11 +57,20 @@ def pod(state: dict[str, Any]) -> dict[str, Any]:
 
 
 class ApiServer:
-    """What the API server holds, for the reads the reconciler makes past its caches (it counts them)."""
+    """What the API server holds: runs (whose status patches it applies), Jobs and Pods, and what the
+    reconciler created; it counts the reads the reconciler makes past its caches."""
 
-    def __init__(self, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+    def __init__(self, jobs: list[dict[str, Any]], pods: list[dict[str, Any]], *runs: HarnessRun) -> None:
         self.jobs, self.pods = jobs, pods
+        self.runs = {r.metadata["name"]: r.to_api() for r in runs}
         self.reads: list[str] = []
+        self.created: list[str] = []
+
+    def fetch_run(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.runs.get(name)
+
+    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.runs[name]["status"] = {**(self.runs[name].get("status") or {}), **status}
 
     def fetch_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append(f"job {name}")
@@ -77,6 +80,34 @@ class ApiServer:
         self.reads.append("pods")
         return self.pods
 
+    def create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        self.created.append(f"{obj['kind']} {obj['metadata']['name']}")
+        return None
+
+    def create_event(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def delete_job(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        pass
+
+    def status(self, name: str) -> dict[str, Any]:
+        return dict(self.runs[name].get("status") or {})
+
+
+class Definitions:
+    """The definitions the watch caches would hold: a ClusterHarnessDefinition per provider."""
+
+    def definition(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        if namespace is not None:
+            return None
+        spec = {"binary": name, "image": f"harness.local/sandbox-{name}:0.1.0"}
+        return {
+            "apiVersion": "agentharness.dev/v1alpha1",
+            "kind": "ClusterHarnessDefinition",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+
 
 def started_run(**spec: Any) -> HarnessRun:
     """A run whose status records attempt 1 as started (its Job created), not ended."""
@@ -84,7 +115,10 @@ def started_run(**spec: Any) -> HarnessRun:
         {
             "metadata": {"name": "r", "namespace": "ns", "uid": "run-uid", "creationTimestamp": "t"},
             "spec": {"provider": "claude", "prompt": "p", "fallback": [{"provider": "codex"}], **spec},
-            "status": {"attempts": [{"index": 1, "provider": "claude", "jobName": "r-a1"}]},
+            "status": {
+                "attempts": [{"index": 1, "provider": "claude", "jobName": "r-a1"}],
+                "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted"}],
+            },
         }
     )
 
@@ -95,32 +129,39 @@ def reconciler(
     store = ChildStore()
     store.replace("Job", None, cached_jobs)
     store.replace("Pod", None, cached_pods)
-    return Reconciler(api, OperatorConfig(max_runs_per_namespace=2), lambda: NOW, children=store)  # type: ignore[arg-type]
+    r = Reconciler(api, OperatorConfig(max_runs_per_namespace=2), lambda: NOW, children=store)  # type: ignore[arg-type]
+    r.definitions = Definitions()
+    return r
 
 
 RUNNING_POD = pod({"running": {}})
 
 
+def first_attempt(api: ApiServer) -> dict[str, Any]:
+    attempts: list[dict[str, Any]] = api.status("r")["attempts"]
+    return attempts[0]
+
+
 def test_a_job_the_cache_has_not_shown_yet_is_not_lost() -> None:
-    api = ApiServer([job()], [RUNNING_POD])
-    attempts = reconciler(api, [], [])._observe_attempts(started_run(), TARGETS)
-    assert [(a.index, a.state, a.result) for a in attempts] == [(1, RUNNING, None)]
+    api = ApiServer([job()], [RUNNING_POD], started_run())
+    reconciler(api, [], []).reconcile("ns", "r")
+    assert "reason" not in first_attempt(api) and len(api.status("r")["attempts"]) == 1
     assert api.reads == ["job r-a1", "pods"]
+    assert api.created == []  # attempt 1 is not started again, and no fallback starts
 
 
 def test_a_job_the_api_server_no_longer_has_is_lost_and_never_created_again() -> None:
-    api = ApiServer([], [])
-    attempts = reconciler(api, [], [])._observe_attempts(started_run(), TARGETS)
-    assert [(a.index, a.state, (a.result.reason if a.result else None)) for a in attempts] == [
-        (1, FINISHED, "JobLost")
-    ]
+    api = ApiServer([], [], started_run())
+    reconciler(api, [], []).reconcile("ns", "r")
+    assert first_attempt(api)["reason"] == "JobLost"
+    assert "Job r-a1" not in api.created and "Job r-a2" in api.created  # the fallback runs instead
 
 
 def test_a_job_in_the_cache_costs_no_read() -> None:
-    api = ApiServer([], [])
-    attempts = reconciler(api, [job()], [RUNNING_POD])._observe_attempts(started_run(), TARGETS)
-    assert [(a.index, a.state) for a in attempts] == [(1, RUNNING)]
-    assert api.reads == []
+    api = ApiServer([], [], started_run())
+    reconciler(api, [job()], [RUNNING_POD]).reconcile("ns", "r")
+    assert "reason" not in first_attempt(api)
+    assert api.reads == [] and api.created == []
 
 
 def test_a_pod_the_cache_lags_is_read_before_its_attempt_is_called_lost() -> None:
@@ -128,12 +169,12 @@ def test_a_pod_the_cache_lags_is_read_before_its_attempt_is_called_lost() -> Non
     decides, not 'the pod vanished'."""
     failed = job([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}])
     ended = pod({"terminated": {"exitCode": 3, "reason": "Error", "message": ""}})
-    attempts = reconciler(ApiServer([failed], [ended]), [failed], [])._observe_attempts(
-        started_run(), TARGETS
-    )
-    assert attempts[0].result and attempts[0].result.reason == "ProviderFailed"
-    vanished = reconciler(ApiServer([failed], []), [failed], [])._observe_attempts(started_run(), TARGETS)
-    assert vanished[0].result and vanished[0].result.reason == "JobLost"
+    api = ApiServer([failed], [ended], started_run())
+    reconciler(api, [failed], []).reconcile("ns", "r")
+    assert first_attempt(api)["reason"] == "ProviderFailed"
+    api = ApiServer([failed], [], started_run())
+    reconciler(api, [failed], []).reconcile("ns", "r")
+    assert first_attempt(api)["reason"] == "JobLost"
 
 
 class Queue:
@@ -153,18 +194,24 @@ def queued_run(name: str, created: str) -> HarnessRun:
     )
 
 
+QUEUED = [QueueEntry("07:00", "first"), QueueEntry("07:01", "second"), QueueEntry("07:02", "third")]
+
+
 def test_a_run_waits_behind_earlier_queued_runs_and_a_freed_slot_wakes_the_first() -> None:
-    r = reconciler(ApiServer([], []), [], [])
-    r.queue_source = Queue(
-        [QueueEntry("07:00", "first"), QueueEntry("07:01", "second"), QueueEntry("07:02", "third")]
-    )
+    runs = [queued_run(entry.name, entry.created) for entry in QUEUED]
+    api = ApiServer([], [], *runs)
+    r = reconciler(api, [], [])
+    r.queue_source = Queue(list(QUEUED))
     r.children.note_started("ns", "running")  # one of the two slots is taken
-    assert r._queue_position(queued_run("first", "07:00")) is None
-    assert r._queue_position(queued_run("second", "07:01")) == (
+    r.reconcile("ns", "second")
+    assert (api.status("second")["reason"], api.status("second")["message"]) == (
         "Queued",
         "position 2 of 3 in the queue of namespace ns (1 runs in flight, limit 2)",
     )
-    assert r._runs_to_wake("ns") == [("ns", "first")]
+    assert api.created == []
+    assert r.runs_waiting("ns") == [("ns", "first")]
+    r.reconcile("ns", "first")
+    assert "Job first-a1" in api.created
 
 
 class RefusingApiServer(ApiServer):
@@ -176,11 +223,13 @@ class RefusingApiServer(ApiServer):
 
 
 def test_a_slot_taken_for_a_job_that_was_not_created_is_free_again() -> None:
-    api = RefusingApiServer([], [])
+    api = RefusingApiServer([], [], queued_run("first", "07:00"), queued_run("second", "07:01"))
     r = reconciler(api, [], [])
-    run = queued_run("first", "07:00")
+    r.children.note_started("ns", "running")  # one of the two slots is taken: a leaked one fills both
     with pytest.raises(ApiException):
-        r._start_attempt(run, TARGETS[:1], 1, [], 0)
+        r.reconcile("ns", "first")
     assert api.reads == ["create Secret"]
-    assert r.children.in_flight("ns") == set()
-    assert r._queue_position(queued_run("second", "07:01")) is None  # the slot is free
+    assert r.children.in_flight("ns") == {"running"}
+    with pytest.raises(ApiException):  # not Queued: the slot "first" took is free again
+        r.reconcile("ns", "second")
+    assert api.reads == ["create Secret", "create Secret"]
