@@ -19,12 +19,21 @@ if ((!was_running)); then
 	tests/cluster/down --purge >&2 || true # a cluster this script starts starts empty
 fi
 
-# The Go builds (CPU: the cluster's binaries, the tools tests' helpers) in the background, while the CLI
-# tools and the images download (I/O); the cluster then starts from what they cached.
+# The Go builds (CPU: the cluster's binaries, then the tools tests' helpers) in the background, while the
+# CLI tools and the images download (I/O); the cluster then starts from what they cached. Each in its own
+# session, so a failure here stops the whole group, the compilers included.
+background() { # NAME LOG CMD...: sets bg_pid
+	local name=$1 log=$2
+	shift 2
+	setsid bash -c 'source tests/lib/phases.sh && phase "$@"' _ "$name" "$@" >"$log" 2>&1 &
+	bg_pid=$!
+}
+await() { # PID LOG WHAT
+	wait "$1" || { cat "$2" >&2; echo "run-all: $3 failed" >&2; exit 1; }
+}
 go_log="$(mktemp)"
-# Its own session, so a failure here stops the whole group, the compilers included.
-setsid bash -c 'source tests/lib/phases.sh && phase go-builds tests/go-builds' >"$go_log" 2>&1 &
-go_builds=$!
+background go-cluster "$go_log" tests/go-builds cluster
+go_builds=$bg_pid
 trap 'kill -- -$go_builds 2>/dev/null || true' EXIT
 
 cli_bin="$(phase cli-tools bash tests/cli-tools.sh claude codex gemini qwen opencode pi copilot aider claude-acp codex-acp | tail -n 1)"
@@ -34,19 +43,24 @@ export PATH="$cli_bin:$PATH"
 if ((!was_running)); then
 	phase images sandbox-image/build --no-load >&2
 fi
-wait "$go_builds" || { cat "$go_log" >&2; echo "run-all: the Go builds failed" >&2; exit 1; }
-trap - EXIT
+await "$go_builds" "$go_log" "the cluster's Go builds"
+tools_log="$(mktemp)"
+background go-tools "$tools_log" tests/go-builds tools # beside the cluster's start
+tools_builds=$bg_pid
+trap 'kill -- -$tools_builds 2>/dev/null || true' EXIT
 
 start=$SECONDS
 kubeconfig_line="$(phase cluster tests/cluster/up | tail -n 1)"
 echo "run-all: cluster ready in $((SECONDS - start))s" >&2
 export "${kubeconfig_line?}"
 if ((!was_running)); then
-	trap 'tests/cluster/down >&2 || true' EXIT
+	trap 'kill -- -$tools_builds 2>/dev/null || true; tests/cluster/down >&2 || true' EXIT
 fi
 # The images loaded onto the node (e2e/ runs them; a build already done above is Docker's cache), then
 # the integration tests' fake-agent image.
 phase images-load make images >&2
 phase test-image sandbox-image/build --test --only test >&2
+
+await "$tools_builds" "$tools_log" "the tools tests' Go builds"
 
 phase pytest .venv/bin/python -m pytest -q --durations=15
