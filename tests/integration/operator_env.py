@@ -134,6 +134,26 @@ def service_account_kubeconfig(
 TEST_CLUSTER_API_SERVICE = "10.96.0.1:443"
 
 
+def listens_on(pid: int, port: int) -> bool:
+    """A TCP socket of process `pid` (any of its threads) listens on `port`: the inodes of its file
+    descriptors against the kernel's table of listening sockets."""
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as fh:
+            for line in fh.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    listening.add(fields[9])
+    owned = set()
+    with contextlib.suppress(OSError):  # the process is gone
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    owned.add(target[8:-1])
+    return bool(listening & owned)
+
+
 @dataclass
 class OperatorProcess:
     """The operator as a real process (`python -m harness_operator`), restartable."""
@@ -188,8 +208,11 @@ class OperatorProcess:
                 time.sleep(0.2)
         else:
             raise RuntimeError(f"operator not healthy within 60s; log: {self.log_path}")
-        time.sleep(2)  # a bind that failed ends the process within this: what answered was not ours
-        return self.proc.poll() is None or self._port_was_taken()
+        if listens_on(self.proc.pid, self.health_port):
+            return True
+        # What answered was not ours: the operator's own bind failed, and it ends.
+        self.proc.wait(timeout=60)
+        return self._port_was_taken()
 
     def _port_was_taken(self) -> bool:
         """False when the operator exited because a port was taken (start again); else its error."""
