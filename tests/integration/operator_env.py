@@ -106,11 +106,11 @@ def service_account_kubeconfig(
     request = client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=7200)
     )
-    token = (
-        client.CoreV1Api(admin)
-        .create_namespaced_service_account_token(service_account, RELEASE_NAMESPACE, request)
-        .status.token
+    issued = client.CoreV1Api(admin).create_namespaced_service_account_token(
+        service_account, RELEASE_NAMESPACE, request
     )
+    assert issued.status is not None, "the TokenRequest API returned no token"
+    token = issued.status.token
     cfg = yaml.safe_load(Path(admin_kubeconfig).read_text())
     cluster = cfg["clusters"][0]
     path.write_text(
