@@ -120,13 +120,13 @@ def run_changed(namespace: str | None, name: str, retry: int, memo: kopf.Memo, *
 
 @kopf.on.event(GROUP, VERSION, "harnessruns")
 def run_event(namespace: str | None, type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """A run deleted before it finished leaves its egress grant; its deletion revokes it (an event
+    """A deleted run leaves the gauges, and one deleted before it finished its egress grant (an event
     handler: kopf calls deletion handlers only behind a finalizer, which runs do not get). Every run is
     seen once at startup and again on each change: a finished run with a TTL gets its deletion scheduled
     (nothing is polled)."""
     controller = _controller(memo)
     if type == "DELETED" and namespace and body.metadata.name:
-        controller.revoke_egress(namespace, body.metadata.name)
+        controller.run_deleted(namespace, body.metadata.name)
     controller.schedule_expiry(type, body)
 
 

@@ -147,6 +147,7 @@ class Reconciler:
         with self.run_lock(namespace, name):
             raw = self.kube.fetch_run(namespace, name)
             if raw is None:
+                self.forget(namespace, name)
                 return []
             run = HarnessRun.model_validate(raw)
             if is_finished(run.status.conditions if run.status else []):
@@ -192,6 +193,17 @@ class Reconciler:
                         "Recording the run's metrics failed", run=f"{namespace}/{name}", error=str(exc)
                     )
         return self._runs_to_wake(namespace) if wake else []
+
+    def forget(self, namespace: str, name: str) -> None:
+        """The run is gone: it counts no more as in flight or queued (the gauges and the oldest in
+        flight drop it), and its slot is no longer this process's to hold."""
+        key = (namespace, name)
+        self._in_flight.discard(key)
+        self._queued.discard(key)
+        self._started.pop(key, None)
+        self._admitted.discard(key)
+        metrics.IN_FLIGHT.set(len(self._in_flight))
+        metrics.QUEUED.set(len(self._queued))
 
     def revoke_egress(self, namespace: str, name: str) -> None:
         """Delete the run's gateway grant (if the gateway is on): its proxy credential opens nothing more."""

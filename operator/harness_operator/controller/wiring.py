@@ -181,8 +181,10 @@ class Controller:
             metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
             log.warning("Progress read failed", run=f"{namespace}/{name}", error=verdict.message)
 
-    def revoke_egress(self, namespace: str, name: str) -> None:
-        """A run deleted before it finished leaves its egress grant; its deletion revokes it."""
+    def run_deleted(self, namespace: str, name: str) -> None:
+        """A deleted run leaves the gauges; one deleted before it finished leaves its egress grant, which
+        its deletion revokes."""
+        self.reconciler.forget(namespace, name)
         try:
             self.reconciler.revoke_egress(namespace, name)
         except Exception as exc:  # left behind, the grant opens hosts only to the deleted plan Secret

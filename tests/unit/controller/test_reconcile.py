@@ -1,11 +1,12 @@
 """The reconciler reading Jobs and Pods from the watch caches: a cache that lags a create or a pod
 never makes an attempt lost or run twice; the queue is first come, first served."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
+from prometheus_client import REGISTRY
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.controller.cache import ChildStore
@@ -82,6 +83,10 @@ class ApiServer:
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         self.created.append(f"{obj['kind']} {obj['metadata']['name']}")
+        if obj["kind"] == "Job":
+            self.jobs.append(
+                {**obj, "metadata": {**obj["metadata"], "uid": f"{obj['metadata']['name']}-uid"}}
+            )
         return None
 
     def create_event(self, *args: Any, **kwargs: Any) -> None:
@@ -233,3 +238,35 @@ def test_a_slot_taken_for_a_job_that_was_not_created_is_free_again() -> None:
     with pytest.raises(ApiException):  # not Queued: the slot "first" took is free again
         r.reconcile("ns", "second")
     assert api.reads == ["create Secret", "create Secret"]
+
+
+def gauge(name: str) -> float | None:
+    return REGISTRY.get_sample_value(name)
+
+
+def test_a_deleted_run_leaves_the_gauges() -> None:
+    """Deleting a running and a queued run leaves nothing in flight or queued, and no oldest run in
+    flight that keeps growing (HarnessRunStuck would fire)."""
+    api = ApiServer([], [], queued_run("first", "07:00"), queued_run("second", "07:01"))
+    r = reconciler(api, [], [])
+    r.queue_source = Queue([QueueEntry("07:01", "second")])
+    r.children.note_started("ns", "other")
+    r.reconcile("ns", "first")
+    running = pod({"running": {}})
+    running["metadata"].update(
+        labels={**LABELS, "agentharness.dev/run": "first", "agentharness.dev/attempt": "1"},
+        ownerReferences=[{"uid": "first-a1-uid", "controller": True}],
+    )
+    api.pods.append(running)  # its pod started
+    r.reconcile("ns", "first")
+    assert api.status("first")["phase"] == "Running"
+    r.reconcile("ns", "second")
+    assert api.status("second")["reason"] == "Queued"
+    assert (gauge("harness_runs_in_flight"), gauge("harness_runs_queued")) == (1, 1)
+    r.clock = lambda: NOW + timedelta(minutes=5)
+    assert gauge("harness_run_oldest_in_flight_seconds") == 300
+    del api.runs["second"]
+    r.reconcile("ns", "second")  # a reconcile that finds the run gone
+    r.forget("ns", "first")  # the deletion's event
+    assert (gauge("harness_runs_in_flight"), gauge("harness_runs_queued")) == (0, 0)
+    assert gauge("harness_run_oldest_in_flight_seconds") == 0
