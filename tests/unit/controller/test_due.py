@@ -61,7 +61,7 @@ def test_a_returned_delay_calls_again_and_a_raising_call_is_dropped() -> None:
 
 
 def test_a_call_that_schedules_itself_again_is_kept() -> None:
-    clock, calls = Clock(), []
+    clock, calls = Clock(), list[int]()
     queue = DueQueue("test", clock)
 
     def again() -> None:
