@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from harness_operator import __version__
 from harness_operator.api.crd import build_crds, render_crd_yaml
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.dagu_import import dns_name, import_dagu
@@ -125,22 +126,32 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return 130
 
 
+PATHS_HELP = "files or folders of YAML manifests; - reads them from stdin"
+
+
 def build_parser() -> argparse.ArgumentParser:
     prog = "kubectl harness" if Path(sys.argv[0]).name == "kubectl-harness" else "harnessctl"
     parser = argparse.ArgumentParser(prog=prog, description="Run and check agent-harness manifests.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     validate = sub.add_parser("validate", help="check manifests offline (schema, CEL rules, references)")
-    validate.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests")
+    validate.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests; - for stdin"
+    )
     validate.set_defaults(func=cmd_validate)
 
     run = sub.add_parser("run", help="execute each HarnessRun in the files locally, with no cluster")
-    run.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests")
+    run.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests; - for stdin"
+    )
     run.add_argument("--status-file", metavar="FILE", help="write the final status (as in the CR) as YAML")
     run.set_defaults(func=cmd_run)
 
     render = sub.add_parser("render", help="print the objects the operator would create (secrets redacted)")
-    render.add_argument("paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests")
+    render.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests; - for stdin"
+    )
     render.set_defaults(func=cmd_render)
 
     crds = sub.add_parser("crds", help="write the generated CustomResourceDefinitions")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -31,11 +32,13 @@ class Document:
 
 
 def manifest_files(paths: list[str]) -> list[Path]:
-    """The YAML files named, folders expanded recursively, in a stable order."""
+    """The YAML files named, folders expanded recursively, in a stable order (`-` kept: stdin)."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        if raw == "-":
+            files.append(path)
+        elif path.is_dir():
             files += sorted(p for p in path.rglob("*") if p.suffix in {".yaml", ".yml"} and p.is_file())
         else:
             files.append(path)
@@ -59,10 +62,14 @@ def parse_documents(text: str, path: str) -> list[Document]:
     return docs
 
 
-def load_documents(paths: list[str]) -> list[Document]:
-    """Every document in the given files and folders."""
+def load_documents(paths: list[str], stdin: IO[str] | None = None) -> list[Document]:
+    """Every document in the given files and folders; `-` is the documents on `stdin`, as kubectl reads
+    `-f -`."""
     docs: list[Document] = []
     for file in manifest_files(paths):
+        if str(file) == "-":
+            docs += parse_documents((stdin or sys.stdin).read(), "<stdin>")
+            continue
         try:
             text = file.read_text(encoding="utf-8")
         except OSError as exc:

@@ -10,13 +10,31 @@ ROOT = Path(__file__).resolve().parents[3]
 BAD = ROOT / "tests" / "fixtures" / "bad-manifests"
 
 
-def harnessctl(*args: str) -> subprocess.CompletedProcess[str]:
+def harnessctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "harness_operator.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
         check=False,
+        input=stdin,
+    )
+
+
+def test_validate_reads_stdin_as_kubectl_does() -> None:
+    runs = (ROOT / RUNS).read_text()
+    from_stdin = harnessctl("validate", "-", stdin=runs)
+    from_file = harnessctl("validate", RUNS)
+    assert from_stdin.returncode == 1
+    assert from_stdin.stdout.replace("<stdin>", RUNS) == from_file.stdout
+
+
+def test_version() -> None:
+    result = harnessctl("--version")
+    assert (
+        result.returncode == 0
+        and result.stdout.startswith("harnessctl ")
+        and result.stdout.split()[1][0].isdigit()
     )
 
 
