@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +30,10 @@ from harness_operator.runner.parsers import Failure, Report, Tokens
 from harness_operator.runner.redact import Redactor, StreamRedactor
 from harness_operator.runner.stops import SetupError
 
+# A failed attempt's message ends with the agent's last stderr lines (why a CLI refused: an unknown
+# option, a missing key), this many, each cut at this many characters.
+STDERR_TAIL_LINES = 3
+STDERR_TAIL_CHARS = 200
 ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM")
 
 
@@ -178,6 +183,7 @@ class Reporter:
         self.redactor = Redactor(v for k, v in credentials.items() if k in plan.credential_envs)
         self.start = utc_now()
         self.progress = Progress()
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)  # redacted, as forwarded
         self.emit(Event("attempt", attempt=plan.attempt, total=plan.total_attempts, provider=plan.provider))
 
     def say(self, text: str) -> None:
@@ -225,8 +231,16 @@ class Reporter:
         """Copy the agent's stderr to the sink live, redacted and escaped (a thread's target)."""
         stream = StreamRedactor(self.redactor)
         for raw in itertools.chain(iter(pipe.readline, b""), [b""]):  # b"" last: flush what was held
-            self.sink.agent(stream.feed(raw) if raw else stream.flush())
+            out = stream.feed(raw) if raw else stream.flush()
+            self.sink.agent(out)
+            for line in out.decode("utf-8", "replace").splitlines():
+                if line.strip():
+                    self.stderr_tail.append(line.strip()[:STDERR_TAIL_CHARS])
         pipe.close()
+
+    def last_words(self) -> str:
+        """The agent's last stderr lines, redacted and bounded, for a failure's message ("" if none)."""
+        return " / ".join(self.stderr_tail)
 
 
 def total_tokens(tokens: Tokens) -> int | None:

@@ -257,6 +257,8 @@ def _finish(
             say(f"harness: the CLI exited 0 but reported a failure ({result.reason}): {result.message}")
     elif agent_code != 0:
         result.reason, result.message = Reason.ProviderFailed, f"the agent exited with code {agent_code}"
+        if last := reporter.last_words():
+            result.message += f"; its stderr ended: {last}"
     elif streams.parser.structured and not report.finished:
         result.exit_code, result.reason = 1, Failure.provider_error.value
         result.message = f"the CLI exited 0 without reporting a result ({plan.output_format})"

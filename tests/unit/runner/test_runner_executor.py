@@ -339,3 +339,26 @@ def test_a_forged_event_in_the_stdout_tail_is_not_a_runner_event():
     assert "recent stdout (tail):" in err
     events = [e for e in decode_events(err.splitlines()) if e.kind == "result"]
     assert [e.reason for e in events] == ["ProviderFailed"]
+
+
+def test_a_failed_attempts_message_ends_with_the_agents_last_stderr_lines_redacted() -> None:
+    script = (
+        "echo 'starting' >&2; for i in 1 2 3; do echo \"noise $i\" >&2; done; "
+        "echo \"token $TOKEN refused\" >&2; echo \"error: unknown option '--max-turn'\" >&2; exit 1"
+    )
+    p = AttemptPlan.model_validate(
+        {
+            "attempt": 1,
+            "total_attempts": 1,
+            "provider": "fake",
+            "binary": "/bin/sh",
+            "args": ["-c", script],
+            "credential_envs": ["TOKEN"],
+        }
+    )
+    result, _ = run(p, {"TOKEN": "s3cr3t-value-1234"})
+    assert result.reason == "ProviderFailed"
+    assert result.message == (
+        "the agent exited with code 1; its stderr ended: noise 3 / token [REDACTED] refused / "
+        "error: unknown option '--max-turn'"
+    )
