@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,7 @@ from harness_operator.api.crd import crd_schema_for
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
     API_VERSION,
+    DNS_SUBDOMAIN_RULE,
     GROUP,
     KINDS,
     WITH_VALUES_CHECK,
@@ -149,7 +151,9 @@ def _provider_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list
     for index, (field, provider) in enumerate(compute_provider_chain(run.spec)):
         if resolve_definition(catalog, doc.namespace, provider) is None:
             what = "provider" if index == 0 else "fallback provider"
-            found.append(Finding(doc.path, doc.kind, doc.name, field, f'unknown {what} "{provider}"'))
+            known = sorted({n for ns, n in catalog.namespaced if ns == doc.namespace} | set(catalog.cluster))
+            message = f'unknown {what} "{provider}"; known here: {", ".join(known) or "none"}'
+            found.append(Finding(doc.path, doc.kind, doc.name, field, message))
     return found
 
 
@@ -293,6 +297,18 @@ def validate_documents(
             found.append(Finding(doc.path, "", "", "", doc.error))
             continue
         api_version = str(doc.obj.get("apiVersion", ""))
+        if not api_version or not doc.kind:
+            missing = " and ".join(f for f in ("apiVersion", "kind") if not doc.obj.get(f))
+            found.append(
+                Finding(
+                    doc.path,
+                    doc.kind,
+                    doc.name,
+                    missing,
+                    "required: the API server refuses a manifest without it",
+                )
+            )
+            continue
         if doc.kind not in KINDS:
             if api_version.startswith(GROUP + "/"):
                 found.append(Finding(doc.path, doc.kind, doc.name, "kind", f"unknown kind in {GROUP}"))
@@ -306,6 +322,17 @@ def validate_documents(
             continue
         if not doc.name:
             found.append(Finding(doc.path, doc.kind, doc.name, "metadata.name", "required field is missing"))
+        elif len(doc.name) > 253 or not re.fullmatch(DNS_SUBDOMAIN_RULE, doc.name):
+            found.append(
+                Finding(
+                    doc.path,
+                    doc.kind,
+                    doc.name,
+                    "metadata.name",
+                    "must be a DNS subdomain (lower-case letters, digits, '-' and '.', starting and ending "
+                    "with a letter or digit, at most 253 characters), as the API server requires",
+                )
+            )
         refused = schema_findings(doc) + cel_findings(doc)
         if doc.kind == "HarnessRun":
             refused += with_findings(doc)

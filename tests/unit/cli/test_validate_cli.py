@@ -55,6 +55,13 @@ def test_bad_manifests_exit_1(bad: subprocess.CompletedProcess[str]) -> None:
 
 
 RUNS = "tests/fixtures/bad-manifests/runs.yaml"
+# The definitions a run there may name: the built-in catalog and the fixtures' own (broken ones too:
+# their errors are reported on their own lines).
+KNOWN = (
+    "acp-stdio-without-binary, aider, amp, claude, claude-acp, cline, codex, codex-acp, copilot, cursor, "
+    "deepseek, droid, flag-mode-without-flag, flag-without-flag-mode, gemini, gemini-acp, goose, kiro, "
+    "no-binary, opencode, pi, qwen"
+)
 DEFS = "tests/fixtures/bad-manifests/definitions.yaml"
 ADMISSION = "tests/fixtures/bad-manifests/admission.yaml"
 NAME = "(a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; no '/')"
@@ -79,9 +86,9 @@ WITH_VALUES = (
         "(letters, digits and '_', not starting with a digit)",
         f"{RUNS}: HarnessRun/env-collides-with-credential: spec.env: spec.env names must not collide with "
         "spec.credentials[].env; a secret is granted only through credentials",
-        f'{RUNS}: HarnessRun/unknown-provider: spec.provider: unknown provider "no-such-agent"',
+        f'{RUNS}: HarnessRun/unknown-provider: spec.provider: unknown provider "no-such-agent"; known here: {KNOWN}',
         f"{RUNS}: HarnessRun/unknown-fallback: spec.fallback[0].provider: unknown fallback provider "
-        '"no-such-fallback"',
+        f'"no-such-fallback"; known here: {KNOWN}',
         f'{RUNS}: HarnessRun/missing-run-output: spec.promptFrom.runOutput.name: HarnessRun "never-created" is '
         "not among the given manifests",
         f"{RUNS}: HarnessRun/typo-field: spec.limits.timeoutSecs: unknown field; remove it (kubectl explain "

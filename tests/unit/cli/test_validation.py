@@ -156,7 +156,7 @@ metadata: {name: local, namespace: elsewhere}
 spec: {binary: mine}
 """
     found = check(run_doc("  provider: local\n  prompt: hi\n  workspace: {workingDir: /w}\n", definition))
-    assert messages(found) == ['spec.provider: unknown provider "local"']
+    assert messages(found) == ['spec.provider: unknown provider "local"; known here: vendor']
 
 
 def test_run_output_in_same_files_resolves() -> None:
@@ -265,3 +265,24 @@ def test_acp_definitions_refuse_cli_and_local_fields() -> None:
     assert acp_definition_messages(
         {**remote, "transport": "http", "url": "http://h/a", "bearerSubprotocol": True}
     ) == ["spec.bearerSubprotocol applies only to transport websocket"]
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ("metadata: {name: r}\nspec: {provider: vendor}\n", "apiVersion and kind"),
+        ("apiVersion: agentharness.dev/v1alpha1\nmetadata: {name: r}\n", "kind"),
+        ("kind: HarnessRun\nmetadata: {name: r}\n", "apiVersion"),
+    ],
+)
+def test_a_document_without_api_version_or_kind_is_an_error(document: str, field: str) -> None:
+    assert messages(check(document), ERROR) == [
+        f"{field}: required: the API server refuses a manifest without it"
+    ]
+
+
+@pytest.mark.parametrize("name", ["Upper", "under_score", "-dash", "x" * 254])
+def test_a_name_the_api_server_refuses_is_an_error(name: str) -> None:
+    found = check(run_doc(GOOD, SECRET).replace("name: r,", f"name: {name!r},", 1))
+    assert [f.field for f in found if f.severity == ERROR] == ["metadata.name"]
+    assert "must be a DNS subdomain" in messages(found, ERROR)[0]
