@@ -344,7 +344,7 @@ def test_a_forged_event_in_the_stdout_tail_is_not_a_runner_event():
 def test_a_failed_attempts_message_ends_with_the_agents_last_stderr_lines_redacted() -> None:
     script = (
         "echo 'starting' >&2; for i in 1 2 3; do echo \"noise $i\" >&2; done; "
-        "echo \"token $TOKEN refused\" >&2; echo \"error: unknown option '--max-turn'\" >&2; exit 1"
+        'echo "token $TOKEN refused" >&2; echo "error: unknown option \'--max-turn\'" >&2; exit 1'
     )
     p = AttemptPlan.model_validate(
         {
