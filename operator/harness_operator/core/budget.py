@@ -20,6 +20,9 @@ from harness_operator.api.v1alpha1 import BudgetPeriod, HarnessBudgetSpec, Harne
 from harness_operator.contract.times import parse_time, timestamp
 
 BUDGET_EXHAUSTED = Reason.BudgetExhausted
+# An attempt that ended with one of these never started its agent (the runner reports them before the
+# agent's exec): it spent nothing, so a run whose attempts all ended so is settled at nothing.
+AGENT_NEVER_RAN = frozenset({Reason.BinaryNotFound, Reason.SetupFailed, Reason.NetworkNotConfined})
 ROLLING_BUCKETS = 100  # a rolling window's spend is kept in this many buckets (a bounded ledger)
 
 
@@ -106,7 +109,7 @@ class RunCharge:
     name: str
     uid: str
     finished: bool
-    attempted: bool = False  # an attempt (a Job) was started
+    attempted: bool = False  # an attempt started its agent (or may have: it has not ended yet)
     cost_usd: float | None = None
     tokens: int = 0
     waiting: bool = False  # waits Queued with BudgetExhausted
@@ -133,7 +136,9 @@ def build_run_charge(run: Mapping[str, Any]) -> RunCharge:
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         finished=succeeded.get("status") in ("True", "False"),
-        attempted=bool(status.get("attempts")),
+        attempted=any(
+            (a or {}).get("reason") not in AGENT_NEVER_RAN for a in status.get("attempts") or []
+        ),
         cost_usd=float(cost) if isinstance(cost, int | float) else None,
         tokens=tokens,
         waiting=succeeded.get("status") == "Unknown" and succeeded.get("reason") == BUDGET_EXHAUSTED,
@@ -200,8 +205,8 @@ def prune(spec: HarnessBudgetSpec, ledger: Ledger, now: datetime) -> Ledger:
 
 
 def compute_settlement(entry: LedgerEntry, run: RunCharge | None) -> Settlement | None:
-    """How an open run is settled, or None while it runs: at its cost when it finished (nothing when it
-    never started an attempt), at its cap when its cost is unknown or it was deleted before it finished."""
+    """How an open run is settled, or None while it runs: at its cost when it finished (nothing when no
+    attempt started its agent), at its cap when its cost is unknown or it was deleted before it finished."""
     if run is not None and not run.finished:
         return None
     reserved = entry.reserved_usd or 0.0

@@ -17,6 +17,7 @@ from harness_operator.core.budget import (
     Ledger,
     LedgerEntry,
     RunCharge,
+    build_run_charge,
     compute_admission,
     compute_budget_status,
     compute_period,
@@ -107,6 +108,38 @@ def test_a_run_that_never_started_an_attempt_costs_nothing() -> None:
     assert (
         compute_settlement(LedgerEntry(uid="a", run="a", admittedAt="x"), RunCharge("a", "a", False)) is None
     )
+
+
+def charge(*attempts: dict[str, Any]) -> RunCharge:
+    condition = {"type": "Succeeded", "status": "False", "reason": "Failed"}
+    return build_run_charge(
+        {
+            "metadata": {"name": "r", "uid": "a"},
+            "status": {"conditions": [condition], "attempts": list(attempts)},
+        }
+    )
+
+
+def test_a_run_whose_agent_never_ran_costs_nothing_and_one_that_may_have_its_cap() -> None:
+    """BinaryNotFound, SetupFailed, NetworkNotConfined: the runner ended the attempt before the agent's
+    exec, so nothing was spent; an attempt that ran (or was lost) with an unknown cost weighs its cap."""
+    never = charge(
+        {"index": 1, "provider": "amp", "reason": "BinaryNotFound"},
+        {"index": 2, "provider": "x", "reason": "SetupFailed"},
+    )
+    ran = charge(
+        {"index": 1, "provider": "amp", "reason": "BinaryNotFound"},
+        {"index": 2, "provider": "y", "reason": "ProviderFailed"},
+    )
+    lost = charge({"index": 1, "provider": "claude", "reason": "JobLost"})
+    entry = LedgerEntry(uid="a", run="r", admittedAt="x", reservedUSD=5)
+    assert not never.attempted and ran.attempted and lost.attempted
+    settled = [compute_settlement(entry, c) for c in (never, ran, lost)]
+    assert [(s.charge_usd, s.unknown_cost) if s else None for s in settled] == [
+        (0.0, False),
+        (5, True),
+        (5, True),
+    ]
 
 
 def test_a_run_admitted_again_keeps_one_place() -> None:
