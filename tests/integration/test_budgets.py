@@ -1,5 +1,5 @@
 """HarnessBudget on the real cluster, with the operator as a process under the chart's RBAC: a run waits
-while its budget is spent and starts when the rolling window moves on; two concurrent runs reserve caps
+while its budget is spent and starts when the rolling window moves on, or when the budget is deleted; two concurrent runs reserve caps
 that together stay within the budget; the spend survives a SIGKILL of the operator, and deleting or
 relabelling runs gives none of it back (the red team's refund attacks); two writers of one ledger
 never lose each other's change."""
@@ -88,6 +88,19 @@ def test_exhausted_budget_queues_a_run_until_the_window_rolls(
         "END",
         "AGE",
     ]
+
+
+def test_deleting_a_budget_wakes_the_runs_it_held(api: Api, fake: Callable[..., None]) -> None:
+    fake("fake", "ok")
+    create_budget(api, "spent", {"period": "daily", "limits": {"maxRuns": 1}})
+    wait_until(lambda: budget_status(api, "spent").get("periodEnd"), timeout=30, what="budget status")
+    api.create(run_body("first", {"provider": "fake", "prompt": "p"}))
+    assert api.wait_finished("first")["phase"] == "Succeeded"
+    api.create(run_body("held", {"provider": "fake", "prompt": "p"}))
+    wait_until(lambda: reason(api, "held") == "BudgetExhausted", timeout=30, what="held to wait")
+    api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, BUDGETS, "spent")
+    # No other event would move it: the day's period ends hours from now.
+    assert api.wait_finished("held", timeout=60)["phase"] == "Succeeded"
 
 
 def test_two_concurrent_runs_cannot_overspend_their_budget(

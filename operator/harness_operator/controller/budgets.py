@@ -51,13 +51,18 @@ class BudgetReconciler:
         self.clock = clock
         self.source: BudgetSource = NoBudgets()
         self.ledgers = LedgerStore(kube, ledger_namespace)
+        # Budgets deleted that the watch cache may still hold for a moment: by uid, their namespace.
+        self._deleted: dict[str, str] = {}
 
     def admit(self, run: HarnessRun) -> tuple[Admission, list[str]]:
         """Budget admission, from the budgets' watch cache and their ledgers: whether the run may start,
         its cap, and the names of the budgets covering it (none: no budget applies)."""
         ns = run.metadata["namespace"]
         labels = run.metadata.get("labels") or {}
-        covering = [b for b in self.source.budgets(ns) if is_covered(b.spec, labels)]
+        budgets = self.source.budgets(ns)
+        live = {b.uid for b in budgets}
+        self._deleted = {uid: n for uid, n in self._deleted.items() if n != ns or uid in live}
+        covering = [b for b in budgets if b.uid not in self._deleted and is_covered(b.spec, labels)]
         limits = run.spec.limits or Limits()
         if not covering:
             return Admission(True, cap_usd=limits.max_cost_usd), []
@@ -104,6 +109,9 @@ class BudgetReconciler:
             self.kube.patch_budget_status(namespace, budget.name, computed.to_api())
         return [(namespace, r.name) for r in runs if r.waiting]
 
-    def forget(self, namespace: str, name: str) -> None:
-        """A deleted budget's ledger goes with it."""
+    def forget(self, namespace: str, name: str, uid: str) -> list[tuple[str, str]]:
+        """A deleted budget's ledger goes with it, and it admits no more; the runs waiting for budget
+        room in its namespace, to reconcile now (it may have been what held them)."""
         self.ledgers.forget(namespace, name)
+        self._deleted[uid] = namespace
+        return [(namespace, r.name) for r in self.source.runs(namespace) if r.waiting]

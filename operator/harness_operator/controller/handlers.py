@@ -149,11 +149,12 @@ def budget_tick(
 
 
 @kopf.on.delete(GROUP, VERSION, "harnessbudgets", optional=True)
-def budget_deleted(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-    """A deleted budget's ledger goes too (optional: no finalizer holds the budget for it; a ledger an
-    operator that was down missed is replaced when a budget of the same name is created again)."""
+def budget_deleted(namespace: str | None, name: str, uid: str, memo: kopf.Memo, **_: Any) -> None:
+    """A deleted budget's ledger goes too, and the runs it held waiting are woken (optional: no
+    finalizer holds the budget for it; a ledger an operator that was down missed is replaced when a
+    budget of the same name is created again)."""
     if namespace:
-        _controller(memo).forget_budget(namespace, name)
+        _controller(memo).forget_budget(namespace, name, uid)
 
 
 @kopf.on.event(GROUP, VERSION, "harnessdefinitions")

@@ -195,8 +195,11 @@ class Controller:
         for key in self.reconciler.budgets.reconcile(budget, namespace, status):
             self.reconcile_after_child_event(*key)
 
-    def forget_budget(self, namespace: str, name: str) -> None:
-        self.reconciler.budgets.forget(namespace, name)
+    def forget_budget(self, namespace: str, name: str, uid: str) -> None:
+        """A deleted budget: the runs it held waiting are reconciled (they start if nothing else holds
+        them)."""
+        for key in self.reconciler.budgets.forget(namespace, name, uid):
+            self.reconcile_after_child_event(*key)
 
     def check_definition(self, plural: str, namespace: str | None, name: str, retry: int = 0) -> None:
         """Like runs' child events, a temporary failure retries later, a bounded number of times."""

@@ -136,9 +136,7 @@ def build_run_charge(run: Mapping[str, Any]) -> RunCharge:
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         finished=succeeded.get("status") in ("True", "False"),
-        attempted=any(
-            (a or {}).get("reason") not in AGENT_NEVER_RAN for a in status.get("attempts") or []
-        ),
+        attempted=any((a or {}).get("reason") not in AGENT_NEVER_RAN for a in status.get("attempts") or []),
         cost_usd=float(cost) if isinstance(cost, int | float) else None,
         tokens=tokens,
         waiting=succeeded.get("status") == "Unknown" and succeeded.get("reason") == BUDGET_EXHAUSTED,
