@@ -78,16 +78,15 @@ def test_exhausted_budget_queues_a_run_until_the_window_rolls(
         check=True,
     ).stdout
     print("\n" + listed)
-    assert listed.split("\n")[0].split() == [
-        "NAME",
-        "PERIOD",
-        "LIMIT",
-        "SPENT",
-        "REMAINING",
+    header = listed.split("\n")[0].split()
+    assert header == ["NAME", "PERIOD", "MAX", "USD", "SPENT", "REMAINING", "RUNS", "MAX", "RUNS"] + [
         "PERIOD",
         "END",
         "AGE",
     ]
+    row = listed.split("\n")[1].split()  # one word a column: no value here has a space
+    assert (row[1], row[2], row[6]) == ("rolling", "<none>", "1"), listed  # maxRuns is the limit shown
+    assert row[5].isdigit(), listed  # the runs the window holds
 
 
 def test_deleting_a_budget_wakes_the_runs_it_held(api: Api, fake: Callable[..., None]) -> None:

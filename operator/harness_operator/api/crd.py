@@ -101,9 +101,11 @@ KIND_SPECS = [
         status_subresource=True,
         printer_columns=[
             {"name": "Period", "type": "string", "jsonPath": ".spec.period"},
-            {"name": "Limit", "type": "number", "jsonPath": ".spec.limits.maxCostUSD"},
+            {"name": "Max USD", "type": "number", "jsonPath": ".spec.limits.maxCostUSD"},
             {"name": "Spent", "type": "number", "jsonPath": ".status.spentUSD"},
             {"name": "Remaining", "type": "number", "jsonPath": ".status.remainingUSD"},
+            {"name": "Runs", "type": "integer", "jsonPath": ".status.runs"},
+            {"name": "Max Runs", "type": "integer", "jsonPath": ".spec.limits.maxRuns"},
             {"name": "Period End", "type": "string", "jsonPath": ".status.periodEnd"},
             _AGE,
         ],
