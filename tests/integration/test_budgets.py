@@ -79,11 +79,8 @@ def test_exhausted_budget_queues_a_run_until_the_window_rolls(
     ).stdout
     print("\n" + listed)
     header = listed.split("\n")[0].split()
-    assert header == ["NAME", "PERIOD", "MAX", "USD", "SPENT", "REMAINING", "RUNS", "MAX", "RUNS"] + [
-        "PERIOD",
-        "END",
-        "AGE",
-    ]
+    expected = "NAME PERIOD MAX USD SPENT REMAINING RUNS MAX RUNS PERIOD END AGE"
+    assert header == expected.split(), listed
     row = listed.split("\n")[1].split()  # one word a column: no value here has a space
     assert (row[1], row[2], row[6]) == ("rolling", "<none>", "1"), listed  # maxRuns is the limit shown
     assert row[5].isdigit(), listed  # the runs the window holds
