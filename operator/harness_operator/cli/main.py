@@ -136,22 +136,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     validate = sub.add_parser("validate", help="check manifests offline (schema, CEL rules, references)")
-    validate.add_argument(
-        "paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests; - for stdin"
-    )
+    validate.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     validate.set_defaults(func=cmd_validate)
 
     run = sub.add_parser("run", help="execute each HarnessRun in the files locally, with no cluster")
-    run.add_argument(
-        "paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests; - for stdin"
-    )
+    run.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     run.add_argument("--status-file", metavar="FILE", help="write the final status (as in the CR) as YAML")
     run.set_defaults(func=cmd_run)
 
     render = sub.add_parser("render", help="print the objects the operator would create (secrets redacted)")
-    render.add_argument(
-        "paths", nargs="+", metavar="PATH", help="files or folders of YAML manifests; - for stdin"
-    )
+    render.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     render.set_defaults(func=cmd_render)
 
     crds = sub.add_parser("crds", help="write the generated CustomResourceDefinitions")

@@ -85,7 +85,6 @@ from harness_operator.core.status import (
 from harness_operator.core.workspace import build_workspace_claim
 
 log = structlog.get_logger("harness_operator")
-# One progress read: the last lines of the pod log, and never more than this many bytes of them.
 RUN_LOCK_STRIPES = 256
 
 
@@ -163,19 +162,10 @@ class Reconciler:
                 return []
             just_finished = is_finished(status.conditions)
             wake = decide_wake(run.status, status)
+            started = None
             if is_running(status.conditions):
-                self._in_flight.add((namespace, name))
-                start = datetime.fromisoformat(status.start_time) if status.start_time else self.clock()
-                self._started.setdefault((namespace, name), start)
-            else:
-                self._in_flight.discard((namespace, name))
-                self._started.pop((namespace, name), None)
-            if status.reason == Reason.Queued:
-                self._queued.add((namespace, name))
-            else:
-                self._queued.discard((namespace, name))
-            metrics.IN_FLIGHT.set(len(self._in_flight))
-            metrics.QUEUED.set(len(self._queued))
+                started = datetime.fromisoformat(status.start_time) if status.start_time else self.clock()
+            self._count((namespace, name), started, status.reason == Reason.Queued)
             if just_finished:
                 # Independent of each other: the grant goes even when the metrics cannot be updated.
                 try:
@@ -197,11 +187,21 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         """The run is gone: it counts no more as in flight or queued (the gauges and the oldest in
         flight drop it), and its slot is no longer this process's to hold."""
-        key = (namespace, name)
-        self._in_flight.discard(key)
-        self._queued.discard(key)
-        self._started.pop(key, None)
-        self._admitted.discard(key)
+        self._count((namespace, name), None, False)
+        self._admitted.discard((namespace, name))
+
+    def _count(self, key: tuple[str, str], started: datetime | None, queued: bool) -> None:
+        """The run in the gauges: in flight since `started` (None: not in flight), queued or not."""
+        if started is None:
+            self._in_flight.discard(key)
+            self._started.pop(key, None)
+        else:
+            self._in_flight.add(key)
+            self._started.setdefault(key, started)
+        if queued:
+            self._queued.add(key)
+        else:
+            self._queued.discard(key)
         metrics.IN_FLIGHT.set(len(self._in_flight))
         metrics.QUEUED.set(len(self._queued))
 

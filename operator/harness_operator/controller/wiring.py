@@ -4,7 +4,9 @@ expiry heap, and what each kopf handler asks of them (handlers.py finds this in 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import kopf
@@ -147,9 +149,8 @@ class Controller:
             log.warning(
                 "Reconcile after child event failed; retrying", run=f"{namespace}/{name}", error=str(exc)
             )
-            self._later(
-                ("run", namespace, name), exc.delay or 1.0, self.reconcile_after_child_event, retry + 1
-            )
+            again = partial(self.reconcile_after_child_event, namespace, name, retry + 1)
+            self._later(("run", namespace, name), exc.delay or 1.0, again)
         except kopf.PermanentError:
             pass  # reconcile_and_wake logged it with its reason
 
@@ -212,8 +213,8 @@ class Controller:
             verdict = classify(exc, retry)
             if isinstance(verdict, Temporary) and retry + 1 < self.max_retries:
                 log.warning("Definition status not written; retrying", definition=what, error=verdict.message)
-                key = (plural, namespace, name)
-                self._later(key, verdict.delay, self.check_definition, retry + 1)
+                again = partial(self.check_definition, plural, namespace, name, retry + 1)
+                self._later((plural, namespace, name), verdict.delay, again)
                 return
             log.error("Definition status not written", definition=what, error=verdict.message)
 
@@ -235,8 +236,8 @@ class Controller:
             "Deleting an expired run failed; retrying", run=f"{namespace}/{name}", error=verdict.message
         )
 
-    def _later(self, key: tuple[str | None, ...], delay: float, call: Any, retry: int) -> None:
-        """`call(*key[1:], retry)` `delay` seconds from now (the key's kind first), replacing a retry of
-        the same object already waiting."""
+    def _later(self, key: tuple[str | None, ...], delay: float, call: Callable[[], None]) -> None:
+        """`call()` `delay` seconds from now, replacing a retry of the same object (`key`) already
+        waiting."""
         self.retries.start()
-        self.retries.schedule(key, delay, lambda: call(*key[1:], retry))
+        self.retries.schedule(key, delay, call)
