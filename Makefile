@@ -43,7 +43,7 @@ demo: venv
 
 ## build every image from sandbox-image/Dockerfile, tagged as the chart's defaults, and load them into the
 ## local test cluster; REGISTRY=host[:port][/path] PUSH=1 also tags them there and pushes them;
-## ONLY=name,... builds only those (operator, gateway, sandbox, or agent names from sandbox-image/agents)
+## ONLY=name,... builds only those (operator, gateway, store, sandbox, or agent names from sandbox-image/agents)
 images:
 	sandbox-image/build $(if $(REGISTRY),--registry $(REGISTRY)) $(if $(PUSH),--push) $(if $(ONLY),--only $(ONLY))
 

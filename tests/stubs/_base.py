@@ -15,6 +15,7 @@ down, as a real model is, so that a run can be watched turn by turn.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import threading
@@ -48,6 +49,9 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any  # parsed JSON, raw text, or None
     auth_present: bool
+    # sha256 of each credential the request carried (header or `key=`), never the value itself: a test
+    # tells which key reached the vendor without the log holding one.
+    auth_sha256: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +60,7 @@ class RecordedRequest:
             "query": self.query,
             "headers": self.headers,
             "auth_present": self.auth_present,
+            "auth_sha256": self.auth_sha256,
             "body_keys": sorted(self.body) if isinstance(self.body, dict) else None,
         }
 
@@ -117,6 +122,9 @@ class _Handler(BaseHTTPRequestHandler):
         body, _raw = self._read_body()
         headers = {k.lower(): v for k, v in self.headers.items() if k.lower() in _LOGGED_HEADERS}
         auth = any(self.headers.get(h) for h in _SECRET_HEADERS) or "key=" in (parts.query or "")
+        credentials = [self.headers[h] for h in _SECRET_HEADERS if self.headers.get(h)]
+        credentials += parse_qs(parts.query).get("key", [])
+        credentials = [c[7:] if c.lower().startswith("bearer ") else c for c in credentials]
         req = RecordedRequest(
             method=self.command,
             path=parts.path,
@@ -124,6 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers=headers,
             body=body,
             auth_present=bool(auth),
+            auth_sha256=[hashlib.sha256(c.encode()).hexdigest() for c in credentials],
         )
         with stub._lock:
             stub.requests.append(req)

@@ -115,9 +115,17 @@ class AnthropicStub(StubServer):
         content = self._content_for(body)
         stop_reason = "tool_use" if content[0]["type"] == "tool_use" else "end_turn"
         msg_id = "msg_stub_" + uuid.uuid4().hex[:16]
+        # As the API does, never more output than the request's max_tokens.
+        cap = body.get("max_tokens")
+        usage = {
+            **USAGE,
+            "output_tokens": min(USAGE["output_tokens"], cap if isinstance(cap, int) else 10**9),
+        }
         if body.get("stream"):
             return Response(
-                200, sse=self._sse(msg_id, model, content, stop_reason), headers={"request-id": "req_stub"}
+                200,
+                sse=self._sse(msg_id, model, content, stop_reason, usage),
+                headers={"request-id": "req_stub"},
             )
         return Response(
             200,
@@ -129,7 +137,7 @@ class AnthropicStub(StubServer):
                 "content": content,
                 "stop_reason": stop_reason,
                 "stop_sequence": None,
-                "usage": dict(USAGE),
+                "usage": usage,
             },
             headers={"request-id": "req_stub"},
         )
@@ -162,9 +170,9 @@ class AnthropicStub(StubServer):
         return [{"type": "text", "text": self.text}]
 
     def _sse(
-        self, msg_id: str, model: str, content: list[dict[str, Any]], stop_reason: str
+        self, msg_id: str, model: str, content: list[dict[str, Any]], stop_reason: str, usage: dict[str, int]
     ) -> Iterator[tuple[str, Any]]:
-        start_usage = dict(USAGE)
+        start_usage = dict(usage)
         start_usage["output_tokens"] = 1
         yield (
             "message_start",
@@ -231,7 +239,7 @@ class AnthropicStub(StubServer):
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                "usage": dict(USAGE),
+                "usage": dict(usage),
             },
         )
         yield "message_stop", {"type": "message_stop"}

@@ -49,3 +49,26 @@ app.kubernetes.io/component: egress-gateway
 {{- $repository := .Values.egressGateway.image.repository | default (printf "%s/harness-gateway" .Values.imageRegistry) -}}
 {{- printf "%s:%s" $repository (.Values.egressGateway.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
+
+{{/* The model gateway: its name, its pods' labels, its store's name and image. It runs from the
+operator's image (one Python program of the package); its store is Debian's Redis. */}}
+{{- define "harness-operator.modelGatewayName" -}}
+{{- printf "%s-model" (include "harness-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "harness-operator.modelGatewaySelectorLabels" -}}
+app.kubernetes.io/name: harness-model-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: model-gateway
+{{- end -}}
+
+{{- define "harness-operator.modelStoreSelectorLabels" -}}
+app.kubernetes.io/name: harness-model-store
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: model-store
+{{- end -}}
+
+{{- define "harness-operator.modelStoreImage" -}}
+{{- $repository := .Values.modelGateway.store.image.repository | default (printf "%s/harness-store" .Values.imageRegistry) -}}
+{{- printf "%s:%s" $repository (.Values.modelGateway.store.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}

@@ -121,6 +121,37 @@ class ModelPricing(Model):
     cache_write: float = Field(default=0, ge=0, description="USD per million cache-write tokens.")
 
 
+class ModelVendor(StrEnum):
+    anthropic = "anthropic"
+    openai = "openai"
+    gemini = "gemini"
+
+
+MODEL_GATEWAY_URL = "$(HARNESS_MODEL_GATEWAY_URL)"
+MODEL_GATEWAY_TOKEN = "$(HARNESS_MODEL_GATEWAY_TOKEN)"
+
+
+class ModelRoute(Model):
+    """How the CLI reaches its vendor through the model gateway, which holds the vendor's key: the
+    variables that point it there. In their values `$(HARNESS_MODEL_GATEWAY_URL)` is the gateway's base
+    URL for the vendor and `$(HARNESS_MODEL_GATEWAY_TOKEN)` the attempt's own gateway token."""
+
+    vendor: ModelVendor = Field(description="The vendor API the CLI speaks: anthropic, openai or gemini.")
+    env: list[EnvVar] = Field(
+        min_length=1,
+        max_length=16,
+        description="Variables set on the CLI for a routed attempt, which gets none of the definition's "
+        "credential grants (the gateway holds the vendor's key).",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options a routed attempt adds to the run's `with` (a list is appended to the run's, "
+        "anything else replaces it), for a CLI that takes its endpoint only as flags (Codex's `config`). "
+        "Only `$(HARNESS_MODEL_GATEWAY_URL)` is expanded in them: flags are argv, never the token.",
+        json_schema_extra=FREE_FORM,
+    )
+
+
 class HarnessDefinitionSpec(Model):
     """How to invoke one agent CLI. Keys and semantics follow Dagu's `harnesses:` entries, camelCased."""
 
@@ -205,6 +236,11 @@ class HarnessDefinitionSpec(Model):
     env: list[EnvVar] = Field(default_factory=list, max_length=64, description="Plain environment.")
     egress: list[EgressRule] = Field(
         default_factory=list, max_length=32, description="Network destinations the provider needs."
+    )
+    model_route: ModelRoute | None = Field(
+        default=None,
+        description="How the CLI is routed through the model gateway (when the chart deploys one with a "
+        "key for this vendor); absent: the CLI cannot be routed and its key stays in the sandbox.",
     )
     pricing: dict[str, ModelPricing] = Field(
         default_factory=dict,

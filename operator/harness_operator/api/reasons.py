@@ -57,6 +57,9 @@ class Reason(StrEnum):
     CostUnknown = "CostUnknown"
     OutputUnavailable = "OutputUnavailable"
     EgressNotEnforcedByName = "EgressNotEnforcedByName"
+    ModelKeyInSandbox = "ModelKeyInSandbox"
+    UsageMismatch = "UsageMismatch"
+    MeterLost = "MeterLost"
     Updated = "Updated"
 
 
@@ -214,6 +217,23 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Event",
         "Warning",
         "an attempt's host egress rules are not enforced by name: no egress gateway and no Cilium",
+    ),
+    Reason.ModelKeyInSandbox: (
+        "Event",
+        "Warning",
+        "an attempt is not routed through the model gateway (its CLI cannot be, or the run sets the route's "
+        "variables itself): its vendor key is in the sandbox and its usage is the sandbox's word",
+    ),
+    Reason.UsageMismatch: (
+        "Event",
+        "Warning",
+        "the usage the sandbox reported differs from what the model gateway metered (which counts)",
+    ),
+    Reason.MeterLost: (
+        "Event",
+        "Warning",
+        "the model gateway's store lost its meters during the attempt: its usage is what the sandbox "
+        "reported",
     ),
     Reason.Updated: ("Event", "Normal", "the run's status changed without a reason of its own"),
 }

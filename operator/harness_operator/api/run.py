@@ -238,6 +238,12 @@ class Limits(Model):
         description="Stop the agent once reported or computed cost crosses this (reason CostLimitExceeded).",
     )
     max_turns: int | None = Field(default=None, ge=1, le=10000, description="Most agent turns.")
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most tokens (input, output and cache together) an attempt may use; held by the model "
+        "gateway, so only for a routed CLI (reason CostLimitExceeded).",
+    )
     max_output_bytes: int | None = Field(
         default=None,
         ge=1,

@@ -15,6 +15,7 @@ from harness_operator.api.common import (
 
 
 class CostSource(StrEnum):
+    metered = "metered"
     reported = "reported"
     computed = "computed"
     unknown = "unknown"
@@ -30,7 +31,9 @@ class Usage(Model):
     turns: int | None = Field(default=None, description="Agent turns.")
     cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost in USD.")
     cost_source: CostSource = Field(
-        default=CostSource.unknown, description="reported by the CLI, computed from pricing, or unknown."
+        default=CostSource.unknown,
+        description="metered by the model gateway from the vendor's answers, reported by the CLI, "
+        "computed from pricing, or unknown.",
     )
     price_source: str | None = Field(
         default=None,
@@ -56,6 +59,11 @@ class AttemptOutcome(Model):
     )
     usage: Usage | None = Field(default=None, description="This attempt's usage.")
     cli_version: str | None = Field(default=None, description="CLI version, where cheap to learn.")
+    reported_usage: Usage | None = Field(
+        default=None,
+        description="What the sandbox reported, kept beside the model gateway's metered `usage`, which is "
+        "what counts.",
+    )
 
     def outcome(self) -> dict[str, Any]:
         """The shared fields by name, to make the other shape of the same outcome."""

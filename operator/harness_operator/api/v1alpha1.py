@@ -89,6 +89,12 @@ from harness_operator.api.common import (
     validations as validations,
 )
 from harness_operator.api.definition import (
+    MODEL_GATEWAY_TOKEN as MODEL_GATEWAY_TOKEN,
+)
+from harness_operator.api.definition import (
+    MODEL_GATEWAY_URL as MODEL_GATEWAY_URL,
+)
+from harness_operator.api.definition import (
     AcpHeader as AcpHeader,
 )
 from harness_operator.api.definition import (
@@ -117,6 +123,12 @@ from harness_operator.api.definition import (
 )
 from harness_operator.api.definition import (
     ModelPricing as ModelPricing,
+)
+from harness_operator.api.definition import (
+    ModelRoute as ModelRoute,
+)
+from harness_operator.api.definition import (
+    ModelVendor as ModelVendor,
 )
 from harness_operator.api.definition import (
     OutputFormat as OutputFormat,

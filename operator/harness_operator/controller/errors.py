@@ -46,6 +46,10 @@ def _retry_after(exc: ApiException) -> float | None:
         return None
 
 
+class MeterUnavailable(Exception):
+    """The model gateway did not answer for an attempt's meter: retried, as the run cannot end without it."""
+
+
 def classify(exc: BaseException, attempt: int = 0) -> Temporary | Permanent:
     """Conflicts, 429, 5xx and transport errors are temporary; invalid objects are permanent, and so
     are denials from the `FORBIDDEN_RETRIES`th retry (`attempt` counts the retries so far)."""
@@ -67,7 +71,7 @@ def classify(exc: BaseException, attempt: int = 0) -> Temporary | Permanent:
         return Temporary(backoff, f"API server answered {status} {exc.reason}")
     if isinstance(exc, HTTPError | ConnectionError | TimeoutError):
         return Temporary(backoff, f"cannot reach the API server: {exc}")
-    if isinstance(exc, LogNotComplete):
+    if isinstance(exc, LogNotComplete | MeterUnavailable):
         return Temporary(backoff, str(exc))
     raise exc
 

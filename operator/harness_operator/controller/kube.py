@@ -234,9 +234,10 @@ class Kube:
         )
         return crd is not None
 
-    def apply_egress_grant(self, grant: dict[str, Any]) -> None:
-        """Create the gateway's grant ConfigMap, or replace the one a deleted run of the same name left:
-        the gateway's namespace is the operator's own, so what holds the name there is ours."""
+    def apply_grant(self, grant: dict[str, Any]) -> None:
+        """Create a gateway's grant ConfigMap, or replace the one a deleted run of the same name left (or
+        this run's, with an ended attempt taken out): the gateways' namespace is the operator's own, so
+        what holds the name there is ours."""
         ns, name = grant["metadata"]["namespace"], grant["metadata"]["name"]
         body: Any = grant  # the client serialises plain dicts as they are
         try:
@@ -246,8 +247,8 @@ class Kube:
                 raise
             self.core.replace_namespaced_config_map(name, ns, body, field_manager=FIELD_MANAGER)
 
-    def delete_egress_grant(self, namespace: str, name: str) -> None:
-        """Delete a run's grant: the gateway refuses its credential from then on."""
+    def delete_grant(self, namespace: str, name: str) -> None:
+        """Delete a run's grant: the gateway refuses its credentials from then on."""
         self.delete_config_map(namespace, name)
 
     def write_config_map(self, body: dict[str, Any]) -> str | None:

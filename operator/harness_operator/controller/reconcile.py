@@ -29,6 +29,7 @@ from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.errors import LOG_RETRIES, LogNotComplete, Permanent, classify
 from harness_operator.controller.kube import Kube, KubeReader
+from harness_operator.controller.metering import AttemptMetering
 from harness_operator.core.budget import (
     Admission,
 )
@@ -58,6 +59,12 @@ from harness_operator.core.fairqueue import (
     compute_queue_position,
     compute_runs_to_wake,
     is_slot_free,
+)
+from harness_operator.core.model_route import (
+    build_model_grant,
+    build_model_secrets,
+    compute_key_warning,
+    route_targets,
 )
 from harness_operator.core.naming import LABEL_ATTEMPT, job_name, label_value, output_config_map_name
 from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
@@ -119,6 +126,7 @@ class Reconciler:
         self.clock = clock
         self.children = children or ChildStore()
         self.budgets = BudgetReconciler(kube, config.ledger_namespace, clock)
+        self.metering = AttemptMetering(kube, config)
         self.definitions: DefinitionReader = KubeReader(kube)
         self.queue_source: QueueSource = NoQueue()
         # Runs this process started whose start the run index may not show yet: not queued any more.
@@ -173,7 +181,7 @@ class Reconciler:
                 except Exception as exc:  # the budget's next tick settles it from the watch cache
                     log.warning("Settling the budgets failed", run=f"{namespace}/{name}", error=repr(exc))
                 try:
-                    self.revoke_egress(namespace, name)
+                    self.revoke_grants(namespace, name)
                 except Exception as exc:  # the status is written; the run's deletion revokes it again
                     log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
                 try:
@@ -205,10 +213,12 @@ class Reconciler:
         metrics.IN_FLIGHT.set(len(self._in_flight))
         metrics.QUEUED.set(len(self._queued))
 
-    def revoke_egress(self, namespace: str, name: str) -> None:
-        """Delete the run's gateway grant (if the gateway is on): its proxy credential opens nothing more."""
+    def revoke_grants(self, namespace: str, name: str) -> None:
+        """Delete the run's gateway grants (of the gateways that are on): its credentials open nothing
+        more."""
         if self.config.egress_gateway_service:
-            self.kube.delete_egress_grant(self.config.egress_gateway_namespace, grant_name(namespace, name))
+            self.kube.delete_grant(self.config.egress_gateway_namespace, grant_name(namespace, name))
+        self.metering.revoke_run(namespace, name)
 
     # --- the reconcile path --------------------------------------------------------------------------
 
@@ -221,7 +231,7 @@ class Reconciler:
         providers = [t.provider for t in targets]
         attempts = recorded_attempts(run.status)
         try:
-            attempts = self._observe_attempts(run, targets)
+            attempts = self.metering.meter(run, targets, self._observe_attempts(run, targets))
             cancelled = run.spec.cancel
             for name in decide_deletions(attempts, cancelled):
                 self.kube.delete_job(ns, name, grace_period(run, self.config))
@@ -275,7 +285,9 @@ class Reconciler:
     # --- resolution ----------------------------------------------------------------------------------
 
     def _resolve_targets(self, run: HarnessRun, retry: int) -> list[AttemptTarget]:
-        return resolve_targets(KubeReader(self.kube, self.definitions, retry), run)
+        return route_targets(
+            run, resolve_targets(KubeReader(self.kube, self.definitions, retry), run), self.config
+        )
 
     def _resolve_inputs(self, run: HarnessRun, retry: int) -> tuple[str, str | None]:
         return resolve_inputs(KubeReader(self.kube, retry=retry), run)
@@ -437,10 +449,18 @@ class Reconciler:
                     plans = build_plans(planned, targets, prompt, stdin, self.clock(), self.config)
                 except PlanError as exc:
                     raise Rejection(exc.reason, exc.message) from exc
-                grant = build_egress_grant(run, targets, self.config)
-                if grant is not None:  # before the Job: the gateway must know the credential first
-                    self.kube.apply_egress_grant(grant)
-                self._create(run, build_plan_secret(run, plans, build_proxy_urls(run, targets, self.config)))
+                # Before the Job: the gateways must know the credentials first.
+                for grant in (
+                    build_egress_grant(run, targets, self.config),
+                    build_model_grant(run, targets, plans, self.config),
+                ):
+                    if grant is not None:
+                        self.kube.apply_grant(grant)
+                credentials = {
+                    **build_proxy_urls(run, targets, self.config),
+                    **build_model_secrets(run, targets, self.config),
+                }
+                self._create(run, build_plan_secret(run, plans, credentials))
             target = targets[index - 1]
             claim = build_workspace_claim(run, target.provider)
             if claim is not None:
@@ -463,6 +483,9 @@ class Reconciler:
                 f"attempt {index} ({target.provider}): host egress rules are not enforced by name: no egress "
                 "gateway and no Cilium; the sandbox may reach their ports on every public address",
             )
+        warning = compute_key_warning(run, target, self.config) if created else None
+        if warning is not None:
+            self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.ModelKeyInSandbox, warning)
         if created and index > 1:
             failed = attempts[-1]
             metrics.FALLBACKS.labels(provider=failed.provider).inc()

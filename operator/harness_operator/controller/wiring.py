@@ -187,7 +187,7 @@ class Controller:
         its deletion revokes."""
         self.reconciler.forget(namespace, name)
         try:
-            self.reconciler.revoke_egress(namespace, name)
+            self.reconciler.revoke_grants(namespace, name)
         except Exception as exc:  # left behind, the grant opens hosts only to the deleted plan Secret
             log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
 

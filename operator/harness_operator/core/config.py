@@ -64,6 +64,18 @@ class OperatorConfig:
     )
     egress_gateway_key: str = field(default="", repr=False)
     fqdn_policy: str = FQDN_AUTO
+    # The model gateway (the chart's modelGateway): its Service's host name (empty: none), the vendors'
+    # and the admin port, its namespace (grants), pod labels (the sandbox policy's peer), the vendors it
+    # holds a key for (only those CLIs are routed) and the key the attempts' tokens are derived from.
+    model_gateway_service: str = ""
+    model_gateway_port: int = 8080
+    model_gateway_admin_port: int = 9102
+    model_gateway_namespace: str = ""
+    model_gateway_pod_labels: dict[str, str] = field(
+        default_factory=lambda: {"app.kubernetes.io/component": "model-gateway"}
+    )
+    model_gateway_vendors: tuple[str, ...] = ()
+    model_gateway_key: str = field(default="", repr=False)
     # Enforcers program a pod's policy after it starts: the runner waits until this host:port (the API
     # server; empty: found at startup) is refused before starting the agent.
     await_network_policy: str = AWAIT_REQUIRE
@@ -82,6 +94,11 @@ class OperatorConfig:
             raise ValueError(
                 "HARNESS_EGRESS_GATEWAY_SERVICE is set: HARNESS_EGRESS_GATEWAY_KEY and "
                 "HARNESS_EGRESS_GATEWAY_NAMESPACE must be set too (the chart sets all three)"
+            )
+        if self.model_gateway_service and not (self.model_gateway_key and self.model_gateway_namespace):
+            raise ValueError(
+                "HARNESS_MODEL_GATEWAY_SERVICE is set: HARNESS_MODEL_GATEWAY_KEY and "
+                "HARNESS_MODEL_GATEWAY_NAMESPACE must be set too (the chart sets all three)"
             )
         if self.fqdn_policy not in (FQDN_AUTO, FQDN_CILIUM, FQDN_NONE):
             raise ValueError(

@@ -26,6 +26,12 @@ from harness_operator.core.egress import (
     compute_route,
     with_gateway,
 )
+from harness_operator.core.model_route import (
+    build_model_env,
+    compute_model_route,
+    merge_route_options,
+    with_model_route,
+)
 from harness_operator.core.naming import (
     AGENT_CONTAINER,
     ANNOTATION_RUN,
@@ -79,9 +85,13 @@ def build_plans(
     options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
     plans = []
     for t in targets:
+        route = compute_model_route(run, t.definition, config) if config is not None else None
+        given = options[t.index - 1]
+        if route is not None and config is not None:
+            given = merge_route_options(given, route, config)
         plan = with_table_pricing(
             with_output_limit(
-                build_plan(run, t.definition, t.index, t.provider, options[t.index - 1], prompt, stdin),
+                build_plan(run, t.definition, t.index, t.provider, given, prompt, stdin),
                 OUTPUT_CONFIG_MAP_LIMIT,
             ),
             t.definition,
@@ -89,6 +99,8 @@ def build_plans(
         )
         if config is not None and compute_route(run, t.definition, config) == ROUTE_GATEWAY:
             plan = with_gateway(plan, compute_egress_rules(run, t.definition))
+        if route is not None and config is not None:
+            plan = with_model_route(plan, route, config)
         if config is not None:
             plan = plan.model_copy(update={"confinement": compute_confinement(run, t.definition, config)})
         plans.append(plan.model_dump(by_alias=True, mode="json", exclude_defaults=True))
@@ -96,13 +108,14 @@ def build_plans(
 
 
 def build_plan_secret(
-    run: HarnessRun, plans: Sequence[Mapping[str, Any]], proxy_urls: Mapping[str, str] | None = None
+    run: HarnessRun, plans: Sequence[Mapping[str, Any]], credentials: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """The attempts' plans (prompt, stdin, argv, limits): prompts may be sensitive, so a Secret. It also
-    holds the egress gateway's proxy URL of each attempt that uses it (`egress.build_proxy_urls`)."""
+    holds each attempt's gateway credentials: the egress gateway's proxy URL (`egress.build_proxy_urls`)
+    and the model gateway's routed variables (`model_route.build_model_secrets`)."""
     name = run.metadata["name"]
     data = {f"attempt-{i}.json": json.dumps(plan, sort_keys=True) for i, plan in enumerate(plans, start=1)}
-    data.update(proxy_urls or {})
+    data.update(credentials or {})
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -153,6 +166,7 @@ def _env(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> list
             ref["optional"] = True
         env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
     env += proxy
+    env += build_model_env(run, target, config, plan_secret_name(run.metadata["name"]))
     env.append({"name": "HOME", "value": SANDBOX_HOME})
     return env
 

@@ -19,6 +19,7 @@ from harness_operator.core.egress import (
     compute_egress_rules,
     compute_route,
 )
+from harness_operator.core.model_route import build_gateway_peer_rule, compute_model_route
 from harness_operator.core.naming import (
     LABEL_ATTEMPT,
     attempt_labels,
@@ -78,6 +79,8 @@ def build_network_policy(run: HarnessRun, target: AttemptTarget, config: Operato
         egress = [build_dns_rule(config), *(build_egress_rule(r) for r in rules)]
         if route == ROUTE_GATEWAY:
             egress.insert(1, build_gateway_egress_rule(config))
+        if compute_model_route(run, target.definition, config) is not None:
+            egress.insert(1, build_gateway_peer_rule(config))
     selector = {**run_labels(name), LABEL_ATTEMPT: str(target.index)}
     return {
         "apiVersion": "networking.k8s.io/v1",

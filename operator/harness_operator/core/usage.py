@@ -7,7 +7,7 @@ from harness_operator.api.v1alpha1 import CostSource, Usage
 
 def sum_usage(items: list[Usage]) -> Usage:
     """Usage summed across attempts; a cost is known only if every attempt's is, and is then
-    `reported` only if every attempt's was."""
+    `metered` or `reported` only if every attempt's was."""
     if not items:
         return Usage()
 
@@ -21,7 +21,9 @@ def sum_usage(items: list[Usage]) -> Usage:
         cost, source = None, CostSource.unknown
     else:
         cost = round(sum(c for c in costs if c is not None), 6)
-        source = CostSource.reported if sources == {CostSource.reported} else CostSource.computed
+        source = next(
+            (s for s in (CostSource.metered, CostSource.reported) if sources == {s}), CostSource.computed
+        )
     where = ", ".join(sorted({u.price_source for u in items if u.price_source})) or None
     return Usage(
         input_tokens=total([u.input_tokens for u in items]),

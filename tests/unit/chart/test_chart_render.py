@@ -38,9 +38,20 @@ def render(*settings: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
-def one(docs: list[dict[str, Any]], kind: str, gateway: bool = False) -> dict[str, Any]:
-    """The one object of `kind`: the egress gateway's (named <release>-egress...) or else the other one."""
-    found = [d for d in docs if d["kind"] == kind and ("-egress" in d["metadata"]["name"]) == gateway]
+def one(docs: list[dict[str, Any]], kind: str, gateway: bool = False, model: bool = False) -> dict[str, Any]:
+    """The one object of `kind`: the egress gateway's (named <release>-egress...), the model gateway's
+    (<release>-model, not its store's) or else the operator's."""
+
+    def owner(name: str) -> tuple[bool, bool]:
+        return "-egress" in name, name.endswith("-model")
+
+    found = [
+        d
+        for d in docs
+        if d["kind"] == kind
+        and owner(d["metadata"]["name"]) == (gateway, model)
+        and not d["metadata"]["name"].endswith("-model-store")
+    ]
     assert len(found) == 1, f"{len(found)} {kind} objects"
     return found[0]
 

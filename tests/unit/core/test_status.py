@@ -774,8 +774,9 @@ def test_status_attempts_take_every_outcome_field_of_the_result_document() -> No
             "message": "boom",
             "model": "gpt-x",
             "sessionID": "s-1",
-            "usage": {"inputTokens": 5, "costSource": "reported", "costUSD": 0.5},
+            "usage": {"inputTokens": 5, "costSource": "metered", "costUSD": 0.5},
             "cliVersion": "0.1.0",
+            "reportedUsage": {"inputTokens": 1, "costSource": "reported", "costUSD": 0.0},
             "agentExitCode": 1,
             "output": {"bytes": 3},
         }

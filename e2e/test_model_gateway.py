@@ -1,0 +1,224 @@
+"""The chart's model gateway holding the vendors' keys: every routed built-in, in its shipped image, reaches
+its vendor's stub through the gateway and nothing else; the stub sees the gateway's key, never the
+attempt's token; status shows the metered usage; and an agent that forges its usage is billed what it
+spent, in status and in its budget.
+
+The release is upgraded with `modelGateway.vendors` naming a key Secret per vendor and the stubs as the
+vendors' base URLs (what a platform team sets, with the vendors' real URLs left at their defaults), and
+given back its defaults afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from tests.stubs.run_cli import stub_class
+
+from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.core.model_route import model_grant_name
+
+from .conftest import RELEASE_NAMESPACE, STUB_HOST, Runs, install_chart, wait_until
+
+VENDOR_KEYS = {"anthropic": "sk-ant-e2e-gateway-held", "openai": "sk-openai-e2e-gateway-held"}
+# Per routed built-in: its vendor and what the run says besides its provider (a model the stub answers).
+ROUTED: dict[str, tuple[str, dict[str, Any]]] = {
+    "claude": ("anthropic", {}),
+    "claude-acp": ("anthropic", {}),
+    "codex": ("openai", {}),
+    "codex-acp": ("openai", {}),
+    "qwen": ("openai", {}),
+    "opencode": ("anthropic", {"model": "anthropic/claude-sonnet-4-5"}),
+    "aider": ("openai", {"model": "gpt-4o", "no_git": True}),
+}
+# What each stub bills per model call, as status counts it (input without cache reads and writes).
+SERVED = {
+    "anthropic": {"inputTokens": 1234, "outputTokens": 56, "cacheReadTokens": 100, "cacheWriteTokens": 10},
+    "openai": {"inputTokens": 1134, "outputTokens": 56, "cacheReadTokens": 100, "cacheWriteTokens": 0},
+}
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def vendors(release: str, kube: client.ApiClient) -> Iterator[dict[str, Any]]:
+    """The release with the gateway holding a key per vendor, the stubs as the vendors."""
+    stubs = {v: stub_class(v)(mode="ok", host=STUB_HOST).start() for v in VENDOR_KEYS}
+    core = client.CoreV1Api(kube)
+    settings = []
+    for vendor, key in VENDOR_KEYS.items():
+        name = f"e2e-{vendor}-key"
+        body = client.V1Secret(metadata=client.V1ObjectMeta(name=name), string_data={"api-key": key})
+        try:
+            core.create_namespaced_secret(RELEASE_NAMESPACE, body)
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+        settings += [
+            "--set", f"modelGateway.vendors.{vendor}.secretName={name}",
+            "--set", f"modelGateway.vendors.{vendor}.upstream={stubs[vendor].base_url}",
+        ]  # fmt: skip
+    install_chart(*settings)
+    try:
+        yield stubs
+    finally:
+        install_chart()
+        for vendor, stub in stubs.items():
+            stub.stop()
+            core.delete_namespaced_secret(f"e2e-{vendor}-key", RELEASE_NAMESPACE)
+
+
+def model_calls_since(stub: Any, before: int) -> list[Any]:
+    return [r for r in stub.requests[before:] if stub.is_model_call(r)]
+
+
+@pytest.mark.parametrize("provider", sorted(ROUTED))
+def test_routed_builtin_reaches_its_vendor_only_through_the_gateway(
+    provider: str, vendors: dict[str, Any], runs: Runs, kube: client.ApiClient
+) -> None:
+    vendor, options = ROUTED[provider]
+    stub = vendors[vendor]
+    before = len(stub.requests)
+    runs.create("routed", {"provider": provider, "prompt": "Say hello.", "with": options,
+                           "limits": {"timeoutSeconds": 180}})  # fmt: skip
+    status = runs.wait_finished("routed")
+    assert status["phase"] == "Succeeded", runs.describe("routed")
+    assert "Hello from the" in status["output"]["excerpt"]
+    calls = model_calls_since(stub, before)
+    assert calls, f"{provider} made no model call through the gateway"
+    # The vendor saw the key the gateway holds, on every request; the attempt's token never left it.
+    assert {tuple(r.auth_sha256) for r in stub.requests[before:]} == {(sha(VENDOR_KEYS[vendor]),)}
+    usage = status["usage"]
+    assert {k: usage.get(k) for k in SERVED[vendor]} == {k: v * len(calls) for k, v in SERVED[vendor].items()}
+    assert usage["costSource"] in ("metered", "unknown"), usage  # unknown: a model the table has no price for
+    if usage["costSource"] == "metered":
+        assert usage["costUSD"] > 0 and "model gateway" in usage["priceSource"]
+    assert "reportedUsage" in status["attempts"][0]  # the sandbox's own figures, kept beside
+    pod = runs.core.read_namespaced_pod(status["attempts"][0]["podName"], runs.ns)
+    secrets = {
+        e.value_from.secret_key_ref.name
+        for c in pod.spec.containers + (pod.spec.init_containers or [])
+        for e in c.env or []
+        if e.value_from and e.value_from.secret_key_ref
+    }
+    assert secrets <= {"routed-plan"}, secrets  # no vendor key Secret is referenced by the sandbox
+    policy = client.NetworkingV1Api(kube).read_namespaced_network_policy("routed-a1", runs.ns)
+    assert not any(peer.ip_block for rule in policy.spec.egress or [] for peer in rule.to or []), (
+        "a routed attempt's policy opens no address: DNS and the gateway only"
+    )
+    warnings = [r for t, r, _ in runs.events("routed") if t == "Warning"]
+    assert "ModelKeyInSandbox" not in warnings
+
+
+# The agent of the forgery test: it spends tokens through the gateway, looks for the vendor's key in
+# everything the sandbox lets it read, then claims it spent nothing (Claude's stream-json, zero usage).
+FORGER = r"""
+import json, os, urllib.request
+key = os.environ["LOOK_FOR"][::-1].encode()  # given reversed: the variable itself does not hold it
+prompt = [{"role": "user", "content": "hi " * 600}]
+body = {"model": "claude-sonnet-4-5", "max_tokens": 256, "messages": prompt}
+headers = {"x-api-key": os.environ["ANTHROPIC_API_KEY"], "content-type": "application/json"}
+for _ in range(3):
+    url = os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages"
+    urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(), headers), timeout=30).read()
+
+
+def holds(path):
+    try:
+        with open(path, "rb") as handle:
+            return key in handle.read()
+    except OSError:
+        return False
+
+
+found = [k for k, v in os.environ.items() if key in v.encode()]
+procs = [f"/proc/{p}/{f}" for p in os.listdir("/proc") for f in ("environ", "cmdline")]
+found += [path for path in procs if holds(path)]
+for top in ("/workspace", "/home", "/tmp", "/etc", "/var/run", "/run"):
+    for folder, _, names in os.walk(top):
+        found += [os.path.join(folder, n) for n in names if holds(os.path.join(folder, n))]
+print("key found in: " + (", ".join(found) or "nothing"), flush=True)
+usage = {"input_tokens": 0, "output_tokens": 0}
+print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": "done",
+                  "total_cost_usd": 0, "usage": usage, "num_turns": 1}))
+"""
+
+
+def test_a_forged_usage_report_is_billed_what_the_gateway_metered(
+    vendors: dict[str, Any], runs: Runs
+) -> None:
+    definition = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HarnessDefinition",
+        "metadata": {"name": "forger"},
+        "spec": {
+            "binary": "python3",
+            "prefixArgs": ["-c", FORGER],
+            "output": {"format": "claude-stream-json"},
+            "capabilities": {"usageReporting": True, "costReporting": True},
+            "env": [{"name": "LOOK_FOR", "value": VENDOR_KEYS["anthropic"][::-1]}],
+            "credentials": [
+                {"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "none", "key": "k"}, "optional": True}
+            ],
+            "modelRoute": {
+                "vendor": "anthropic",
+                "env": [
+                    {"name": "ANTHROPIC_BASE_URL", "value": "$(HARNESS_MODEL_GATEWAY_URL)"},
+                    {"name": "ANTHROPIC_API_KEY", "value": "$(HARNESS_MODEL_GATEWAY_TOKEN)"},
+                ],
+            },
+        },
+    }  # fmt: skip
+    runs.custom.create_namespaced_custom_object(GROUP, VERSION, runs.ns, "harnessdefinitions", definition)
+    budget = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HarnessBudget",
+        "metadata": {"name": "team"},
+        "spec": {"period": "daily", "limits": {"maxCostUSD": 5}},
+    }
+    runs.custom.create_namespaced_custom_object(GROUP, VERSION, runs.ns, "harnessbudgets", budget)
+    stub = vendors["anthropic"]
+    before = len(stub.requests)
+    runs.create("forged", {"provider": "forger", "prompt": "go", "limits": {"timeoutSeconds": 120}})
+    status = runs.wait_finished("forged")
+    assert status["phase"] == "Succeeded", runs.describe("forged")
+    assert "key found in: nothing" in runs.output("forged"), runs.output("forged")
+    assert len(model_calls_since(stub, before)) == 3
+    usage, reported = status["usage"], status["attempts"][0]["reportedUsage"]
+    assert reported["costUSD"] == 0 and reported["inputTokens"] == 0  # what the agent claimed
+    assert usage["costSource"] == "metered" and usage["inputTokens"] == 3 * 1234 and usage["costUSD"] > 0.01
+    mismatch = [m for t, r, m in runs.events("forged") if r == "UsageMismatch"]
+    assert mismatch and "metered" in mismatch[0], runs.events("forged")
+
+    def spent() -> float | None:
+        got = runs.custom.get_namespaced_custom_object(GROUP, VERSION, runs.ns, "harnessbudgets", "team")
+        value = (got.get("status") or {}).get("spentUSD")
+        return value if value and value >= usage["costUSD"] - 1e-6 else None
+
+    assert wait_until(spent, 60, "the budget to show the metered spend") == pytest.approx(usage["costUSD"])
+
+
+def test_an_ended_runs_grant_is_gone(vendors: dict[str, Any], runs: Runs) -> None:
+    """Once the run has ended its grant is deleted: the gateway refuses its tokens from then on
+    (tests/integration/test_model_gateway.py measures the refusal)."""
+    runs.create("ended", {"provider": "claude", "prompt": "Say hello.", "limits": {"timeoutSeconds": 180}})
+    status = runs.wait_finished("ended")
+    assert status["phase"] == "Succeeded", runs.describe("ended")
+    assert "model-env-1-ANTHROPIC_API_KEY" in (
+        runs.core.read_namespaced_secret("ended-plan", runs.ns).data or {}
+    )
+    name = model_grant_name(runs.ns, "ended")
+
+    def gone() -> bool:
+        try:
+            runs.core.read_namespaced_config_map(name, RELEASE_NAMESPACE)
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    assert wait_until(gone, 30, f"the grant {name} to be deleted")

@@ -1,0 +1,125 @@
+"""The model gateway's side of an attempt's end: its token revoked, its meter read into its result (I/O;
+the decisions are core/metered.py's and core/model_route.py's)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import urllib.request
+from collections.abc import Sequence
+
+from harness_operator.api.reasons import Reason
+from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.contract.model_access import (
+    MODEL_GRANT_KEY,
+    MeteredUsage,
+    ModelGrant,
+    build_meter_reader_token,
+)
+from harness_operator.controller.errors import MeterUnavailable
+from harness_operator.controller.kube import Kube
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.metered import compute_usage_mismatch, is_meter_whole, with_metered, with_reported
+from harness_operator.core.model_route import (
+    build_model_grant_map,
+    compute_model_route,
+    model_grant_name,
+    without_attempts,
+)
+from harness_operator.core.resolution import AttemptTarget
+from harness_operator.core.status import ObservedAttempt
+
+TIMEOUT_SECONDS = 5
+
+
+class MeterReader:
+    """An attempt's meter, from the gateway's admin port, with the operator's reader token."""
+
+    def __init__(self, config: OperatorConfig) -> None:
+        self.base = f"http://{config.model_gateway_service}:{config.model_gateway_admin_port}/meters"
+        self.token = build_meter_reader_token(config.model_gateway_key) if config.model_gateway_key else ""
+
+    def read(self, run_uid: str, attempt: int) -> MeteredUsage:
+        request = urllib.request.Request(
+            f"{self.base}/{run_uid}/{attempt}", headers={"Authorization": f"Bearer {self.token}"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+                return MeteredUsage.model_validate(json.load(response))
+        except (OSError, ValueError) as exc:  # URLError is an OSError
+            raise MeterUnavailable(f"the model gateway's meter of attempt {attempt}: {exc}") from exc
+
+
+class AttemptMetering:
+    def __init__(self, kube: Kube, config: OperatorConfig, reader: MeterReader | None = None) -> None:
+        self.kube, self.config = kube, config
+        self.reader = reader or MeterReader(config)
+
+    def meter(
+        self, run: HarnessRun, targets: Sequence[AttemptTarget], attempts: list[ObservedAttempt]
+    ) -> list[ObservedAttempt]:
+        """Each routed attempt that has ended, with the gateway's meter as its usage. Its token is
+        revoked first, so nothing is spent after the reading; an attempt whose metered usage status
+        already records keeps it, read once."""
+        recorded = {a.index: a for a in (run.status.attempts if run.status else [])}
+        out = []
+        for attempt in attempts:
+            result = attempt.result
+            target = targets[attempt.index - 1] if 1 <= attempt.index <= len(targets) else None
+            if (
+                result is None
+                or target is None
+                or compute_model_route(run, target.definition, self.config) is None
+            ):
+                out.append(attempt)
+                continue
+            prior = recorded.get(attempt.index)
+            if prior is not None and prior.reported_usage is not None:
+                kept = result.model_copy(
+                    update={"usage": prior.usage, "reported_usage": prior.reported_usage}
+                )
+                out.append(dataclasses.replace(attempt, result=kept))
+                continue
+            self.revoke_attempt(run, attempt.index)
+            meter = self.reader.read(run.metadata["uid"], attempt.index)
+            if not is_meter_whole(meter, attempt.start_time):
+                self.kube.create_event(
+                    {"metadata": run.metadata},
+                    "Warning",
+                    Reason.MeterLost,
+                    f"attempt {attempt.index} ({attempt.provider}): the model gateway's store has kept "
+                    f"meters only since {meter.store_since or 'now'}, after the attempt started: its usage "
+                    "is what the sandbox reported",
+                )
+                out.append(dataclasses.replace(attempt, result=with_reported(result)))
+                continue
+            metered = with_metered(result, meter)
+            mismatch = compute_usage_mismatch(result.usage, metered.usage) if metered.usage else None
+            if mismatch:
+                self.kube.create_event(
+                    {"metadata": run.metadata},
+                    "Warning",
+                    Reason.UsageMismatch,
+                    f"attempt {attempt.index} ({attempt.provider}): the sandbox's usage differs from the "
+                    f"model gateway's meter, which counts: {mismatch}",
+                )
+            out.append(dataclasses.replace(attempt, result=metered))
+        return out
+
+    def revoke_attempt(self, run: HarnessRun, index: int) -> None:
+        """Take the attempt out of the run's grant: the gateway refuses its token from then on."""
+        ns, name = (
+            self.config.model_gateway_namespace,
+            model_grant_name(run.metadata["namespace"], run.metadata["name"]),
+        )
+        found = self.kube.fetch_config_map(ns, name)
+        if found is None:
+            return
+        grant = ModelGrant.model_validate_json((found.get("data") or {}).get(MODEL_GRANT_KEY, "{}"))
+        if str(index) in grant.attempts:
+            self.kube.apply_grant(build_model_grant_map(run, self.config, without_attempts(grant, {index})))
+
+    def revoke_run(self, namespace: str, name: str) -> None:
+        """Delete the run's grant: none of its tokens opens anything more."""
+        if self.config.model_gateway_service:
+            self.kube.delete_grant(self.config.model_gateway_namespace, model_grant_name(namespace, name))

@@ -1,0 +1,87 @@
+"""`python3 -m harness_operator.modelgateway`: the model gateway, configured from its environment (I/O).
+
+  HARNESS_NAMESPACE            the namespace whose grants it serves (default: its pod's)
+  HARNESS_REDIS_URL            the meters' Redis (redis://HOST:PORT/DB); HARNESS_REDIS_PASSWORD its password
+  HARNESS_GATEWAY_KEY          the operator's key, from which the meter reader's token is derived
+  HARNESS_KEY_<VENDOR>         a vendor's key (ANTHROPIC, OPENAI, GEMINI); a vendor without one is refused
+  HARNESS_UPSTREAM_<VENDOR>    a vendor's base URL (default: the vendor's public API)
+  HARNESS_PORT, HARNESS_ADMIN_PORT   the vendors' port (8080) and the admin port (9102)
+In a pod it talks to the API server as its ServiceAccount; elsewhere through KUBECONFIG.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import aiohttp
+from aiohttp import web
+from kubernetes import client, config
+
+from harness_operator.contract.model_access import build_meter_reader_token
+from harness_operator.modelgateway.grants import GrantWatch
+from harness_operator.modelgateway.server import Gateway, build_apps
+from harness_operator.modelgateway.store import MeterStore
+from harness_operator.modelgateway.vendors import VENDORS
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _namespace() -> str:
+    if os.environ.get("HARNESS_NAMESPACE"):
+        return os.environ["HARNESS_NAMESPACE"]
+    with open(SERVICE_ACCOUNT_NAMESPACE, encoding="utf-8") as handle:
+        return handle.read().strip()
+
+
+async def serve() -> None:
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    grants = GrantWatch(client.CoreV1Api(), _namespace())
+    grants.start()
+    gateway = Gateway(
+        grants=grants,
+        store=MeterStore(os.environ["HARNESS_REDIS_URL"], os.environ.get("HARNESS_REDIS_PASSWORD") or None),
+        keys={
+            v: os.environ[f"HARNESS_KEY_{v.upper()}"]
+            for v in VENDORS
+            if os.environ.get(f"HARNESS_KEY_{v.upper()}")
+        },
+        upstreams={
+            v: os.environ[f"HARNESS_UPSTREAM_{v.upper()}"]
+            for v in VENDORS
+            if os.environ.get(f"HARNESS_UPSTREAM_{v.upper()}")
+        },
+        reader_token=build_meter_reader_token(os.environ["HARNESS_GATEWAY_KEY"]),
+    )
+    # No read timeout: a model streams for as long as it thinks; the connection's own keepalive ends it.
+    gateway.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, connect=10))
+    public, admin = build_apps(gateway)
+    runners = [web.AppRunner(public, access_log=None), web.AppRunner(admin, access_log=None)]
+    for app_runner in runners:
+        await app_runner.setup()
+    await web.TCPSite(runners[0], "0.0.0.0", int(os.environ.get("HARNESS_PORT", "8080"))).start()
+    await web.TCPSite(runners[1], "0.0.0.0", int(os.environ.get("HARNESS_ADMIN_PORT", "9102"))).start()
+    print("harness-model-gateway: serving", sorted(gateway.keys), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    # Stop taking requests, let the ones in flight finish (and settle), then go.
+    for app_runner in runners:
+        await app_runner.cleanup()
+    await gateway.session.close()
+    grants.stop()
+
+
+def main() -> int:
+    asyncio.run(serve())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

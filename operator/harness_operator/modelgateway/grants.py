@@ -1,0 +1,96 @@
+"""The live grants: ConfigMaps labelled agentharness.dev/model-grant=true in the gateway's namespace, kept by
+a watch, read with the pod's ServiceAccount (a Role that may list, watch and get ConfigMaps there) (I/O).
+
+The operator writes a run's grant before its Job and rewrites it without an attempt once that attempt has
+ended, so a token works from its attempt's first request and is refused as soon as the watch delivers
+the change. A token whose grant the watch has not delivered yet is looked up once by name.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from kubernetes import client, watch
+from pydantic import ValidationError
+
+from harness_operator.contract.model_access import LABEL_MODEL_GRANT, MODEL_GRANT_KEY, ModelGrant
+
+SELECTOR = f"{LABEL_MODEL_GRANT}=true"
+RETRY_SECONDS = 1.0
+
+
+def parse(config_map: Any) -> ModelGrant | None:
+    """A grant ConfigMap's grant (a V1ConfigMap), or None when it is not one."""
+    labels = config_map.metadata.labels or {}
+    if labels.get(LABEL_MODEL_GRANT) != "true":
+        return None
+    try:
+        return ModelGrant.model_validate_json((config_map.data or {}).get(MODEL_GRANT_KEY, ""))
+    except ValidationError:
+        return None
+
+
+class GrantWatch:
+    """The namespace's grants by ConfigMap name, updated by a list and watch in a thread."""
+
+    def __init__(self, api: client.CoreV1Api, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self.grants: dict[str, ModelGrant] = {}
+        self.synced = threading.Event()
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name="grant-watch", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def get(self, name: str) -> ModelGrant | None:
+        grant = self.grants.get(name)
+        if grant is None and self.synced.is_set():
+            grant = self._fetch(name)
+        return grant
+
+    def _fetch(self, name: str) -> ModelGrant | None:
+        """A grant the watch has not delivered yet (created a moment ago), read by its name."""
+        try:
+            grant = parse(self.api.read_namespaced_config_map(name, self.namespace, _request_timeout=5))
+        except client.ApiException:
+            return None
+        if grant is not None:
+            self.grants.setdefault(name, grant)
+        return grant
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                listed: Any = self.api.list_namespaced_config_map(self.namespace, label_selector=SELECTOR)
+                self.grants = {
+                    item.metadata.name: grant for item in listed.items if (grant := parse(item)) is not None
+                }
+                self.synced.set()
+                self._follow(listed.metadata.resource_version)
+            except Exception as exc:  # a dropped connection, an expired version: list again
+                print(f"harness-model-gateway: grant watch: {exc!r}; listing again", flush=True)
+                time.sleep(RETRY_SECONDS)
+
+    def _follow(self, version: Any) -> None:
+        stream = watch.Watch().stream(
+            self.api.list_namespaced_config_map,
+            self.namespace,
+            label_selector=SELECTOR,
+            resource_version=version,
+            timeout_seconds=300,
+        )
+        for event in stream:
+            if self._stop.is_set():
+                return
+            item = event["object"]
+            name = item.metadata.name
+            grant = parse(item) if event["type"] != "DELETED" else None
+            if grant is None:
+                self.grants.pop(name, None)
+            else:
+                self.grants[name] = grant

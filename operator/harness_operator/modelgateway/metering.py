@@ -1,0 +1,236 @@
+"""Usage and price of one request, from the vendor's own answer (pure).
+
+genai-prices' `extract_usage` reads each vendor's usage shape; a stream is first folded into the one
+document that shape describes: Anthropic's input and cache tokens from `message_start` with the
+cumulative output of the last `message_delta` (never summed twice), OpenAI's final `usage` (a Responses
+stream's `response.completed`, a Chat Completions stream's last chunk), Gemini's last `usageMetadata`.
+Token counts are kept as the run's status counts them: input without the cache reads and writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import genai_prices
+from genai_prices import types
+
+from harness_operator.api.v1alpha1 import ModelPricing
+from harness_operator.modelgateway.vendors import Flavor, Vendor
+
+# A worst case needs the input's token count before the vendor has counted it: tokenizers average about
+# 4 bytes of English or code a token, so bytes / 3 is a safe estimate for text (a request of rare
+# scripts can have more tokens; its cost is then settled above its reservation, by that much only).
+BYTES_PER_TOKEN = 3
+
+
+@dataclass(frozen=True)
+class RequestUsage:
+    model: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+def usage_of(vendor: Vendor, flavor: Flavor, document: Any) -> RequestUsage | None:
+    """The usage a response document reports, or None when it reports none."""
+    if not isinstance(document, dict):
+        return None
+    try:  # the provider's extractor: the usage without the model lookup (an unpriced model has usage too)
+        model, usage = _provider(vendor).extract_usage(document, api_flavor=flavor.api_flavor)
+    except (ValueError, KeyError, TypeError, LookupError):  # no usage in it, or not this shape
+        return None
+    cache_read, cache_write = int(usage.cache_read_tokens or 0), int(usage.cache_write_tokens or 0)
+    return RequestUsage(
+        model=_model_field(document) or model,
+        input_tokens=max(int(usage.input_tokens or 0) - cache_read - cache_write, 0),
+        output_tokens=int(usage.output_tokens or 0),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+    )
+
+
+def _provider(vendor: Vendor) -> types.Provider:
+    snapshot = genai_prices.data_snapshot.get_snapshot()
+    return next(p for p in snapshot.providers if p.id == vendor.provider_id)
+
+
+def _model_field(document: dict[str, Any]) -> str | None:
+    value = document.get("model") or document.get("modelVersion")
+    return value if isinstance(value, str) else None
+
+
+class StreamMeter:
+    """Folds a server-sent-event stream into the usage document its vendor's shape describes. Fed the
+    bytes as they pass; events may be split anywhere."""
+
+    def __init__(self, flavor: Flavor) -> None:
+        self.flavor = flavor
+        self.buffer = b""
+        self.document: dict[str, Any] | None = None
+        self.completed = False
+
+    def feed(self, chunk: bytes) -> None:
+        self.buffer += chunk
+        while True:
+            cut = _event_end(self.buffer)
+            if cut is None:
+                return
+            event, self.buffer = self.buffer[: cut[0]], self.buffer[cut[1] :]
+            self._event(event)
+
+    def _event(self, raw: bytes) -> None:
+        data = b"\n".join(
+            line[5:].lstrip(b" ")
+            for line in raw.replace(b"\r\n", b"\n").split(b"\n")
+            if line.startswith(b"data:")
+        )
+        if not data or data == b"[DONE]":
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return
+        if isinstance(event, dict):
+            self._fold(event)
+
+    def _fold(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if self.flavor == Flavor.anthropic:
+            if kind == "message_start" and isinstance(event.get("message"), dict):
+                message = event["message"]
+                self.document = {"model": message.get("model"), "usage": dict(message.get("usage") or {})}
+            elif kind == "message_delta" and self.document is not None:
+                delta = {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
+                self.document["usage"].update(delta)  # cumulative: replaces, never adds
+            elif kind == "message_stop":
+                self.completed = True
+        elif self.flavor == Flavor.openai_responses:
+            if kind in ("response.completed", "response.incomplete", "response.failed"):
+                self.document = event.get("response") if isinstance(event.get("response"), dict) else None
+                self.completed = True
+        elif self.flavor == Flavor.openai_chat:
+            if event.get("usage"):
+                self.document = {"model": event.get("model"), "usage": event["usage"]}
+                self.completed = True
+        elif event.get("usageMetadata"):
+            self.document = event
+            finish = [c.get("finishReason") for c in event.get("candidates") or [] if isinstance(c, dict)]
+            self.completed = self.completed or any(finish)
+
+
+def _event_end(buffer: bytes) -> tuple[int, int] | None:
+    """(end of the first event, start of the rest), events ending in a blank line (LF or CRLF)."""
+    found = [(i, i + len(sep)) for sep in (b"\n\n", b"\r\n\r\n") if (i := buffer.find(sep)) >= 0]
+    return min(found) if found else None
+
+
+def fold_json_stream(vendor: Vendor, flavor: Flavor, body: bytes) -> RequestUsage | None:
+    """A stream not sent as events (Gemini's JSON array): its last element that reports usage."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None
+    items = document if isinstance(document, list) else [document]
+    for item in reversed(items):
+        usage = usage_of(vendor, flavor, item)
+        if usage is not None:
+            return usage
+    return None
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per token of one model."""
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+    def cost(self, usage: RequestUsage) -> float:
+        return (
+            usage.input_tokens * self.input
+            + usage.output_tokens * self.output
+            + usage.cache_read_tokens * self.cache_read
+            + usage.cache_write_tokens * self.cache_write
+        )
+
+    def worst_input(self, tokens: int) -> float:
+        """Input tokens at the dearest way they can be billed (a cache write costs more than input)."""
+        return tokens * max(self.input, self.cache_write, self.cache_read)
+
+
+def find_prices(
+    vendor: Vendor, model: str | None, pricing: dict[str, ModelPricing], now: datetime
+) -> Prices | None:
+    """The definition's prices for the model, else the pinned table's; None when neither has one."""
+    if model is None:
+        return None
+    own = pricing.get(model)
+    if own is not None:
+        return Prices(own.input / 1e6, own.output / 1e6, own.cache_read / 1e6, own.cache_write / 1e6)
+    try:
+        _provider, info = data_snapshot_lookup(vendor, model)
+    except LookupError:
+        return None
+    price = info.get_prices(now)
+    if price.input_mtok is None and price.output_mtok is None:
+        return None
+    return Prices(
+        _per_token(price.input_mtok),
+        _per_token(price.output_mtok),
+        _per_token(price.cache_read_mtok if price.cache_read_mtok is not None else price.input_mtok),
+        _per_token(price.cache_write_mtok if price.cache_write_mtok is not None else price.input_mtok),
+    )
+
+
+def data_snapshot_lookup(vendor: Vendor, model: str) -> tuple[types.Provider, types.ModelInfo]:
+    snapshot = genai_prices.data_snapshot.get_snapshot()
+    return snapshot.find_provider_model(model, None, vendor.provider_id, None)
+
+
+def _per_token(value: Any) -> float:
+    # A tiered price (above a prompt size) is billed at its top tier in a worst case: the dearest.
+    if value is None:
+        return 0.0
+    if isinstance(value, types.TieredPrices):
+        return float(max([value.base, *(t.price for t in value.tiers)])) / 1e6
+    return float(value) / 1e6
+
+
+def estimate_input_tokens(body: bytes) -> int:
+    return math.ceil(len(body) / BYTES_PER_TOKEN)
+
+
+def cost_of(
+    vendor: Vendor, usage: RequestUsage, pricing: dict[str, ModelPricing], now: datetime
+) -> float | None:
+    """What the request cost: the definition's prices, else the table's for this request's size (a tier
+    above a prompt size applies per request, which the gateway, unlike a run's totals, can tell)."""
+    if usage.model is None:
+        return None
+    own = pricing.get(usage.model)
+    if own is not None:
+        return find_prices(vendor, usage.model, pricing, now).cost(usage)  # type: ignore[union-attr]
+    table_usage = genai_prices.Usage(
+        input_tokens=usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+    )
+    try:
+        calc = genai_prices.calc_price(
+            table_usage, usage.model, provider_id=vendor.provider_id, genai_request_timestamp=now
+        )
+    except LookupError:
+        return None
+    return float(calc.total_price)

@@ -1,0 +1,349 @@
+"""The model gateway's HTTP server: the vendors' APIs for the sandboxes, meters for the operator (I/O).
+
+A request comes with an attempt's gateway token where the CLI puts its key. The gateway finds the
+attempt's grant, refuses a token that is not live, reserves the request's worst case under the attempt's
+caps (clamping its output tokens to what they leave), forwards it to the vendor with the real key in the
+token's place, passes the answer back as it comes and meters the usage the vendor reported in it.
+The operator reads an attempt's meter on the admin port with its reader token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import sys
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from harness_operator.contract.model_access import (
+    ModelAttemptGrant,
+    ModelGrant,
+    is_token_of,
+    parse_model_token,
+)
+from harness_operator.modelgateway.grants import GrantWatch
+from harness_operator.modelgateway.metering import (
+    RequestUsage,
+    StreamMeter,
+    cost_of,
+    estimate_input_tokens,
+    find_prices,
+    fold_json_stream,
+    usage_of,
+)
+from harness_operator.modelgateway.store import MeterStore, Reservation, meter_key
+from harness_operator.modelgateway.vendors import (
+    CAP_STATUS,
+    HOP_BY_HOP,
+    Endpoint,
+    Flavor,
+    Vendor,
+    split_route,
+)
+
+MAX_BODY = 32 * 1024 * 1024
+MAX_KEPT_ANSWER = 16 * 1024 * 1024  # a non-streamed answer is kept to be metered, up to this
+MIN_OUTPUT_TOKENS = 16  # an answer of fewer output tokens than this is not worth forwarding
+
+
+@dataclass
+class Gateway:
+    grants: GrantWatch
+    store: MeterStore
+    keys: Mapping[str, str]  # vendor -> its key
+    upstreams: Mapping[str, str]  # vendor -> base URL
+    reader_token: str
+    session: aiohttp.ClientSession | None = None
+    counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (namespace, vendor, verdict)
+
+    def count(self, grant: ModelGrant | None, vendor: Vendor, verdict: str) -> None:
+        self.counts[(grant.namespace if grant else "-", vendor.name, verdict)] += 1
+
+    # --- the vendors' side --------------------------------------------------------------------------
+
+    async def proxy(self, request: web.Request) -> web.StreamResponse:
+        route = split_route(request.path)
+        if route is None:
+            return web.json_response(
+                {"error": "unknown route: the gateway serves /anthropic, /openai, /gemini"}, status=404
+            )
+        vendor, path = route
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        token = vendor.caller_token(headers, request.query)
+        found = self._attempt(token or "")
+        if found is None:
+            self.count(None, vendor, "unauthenticated")
+            return _error(
+                vendor,
+                401,
+                "harness model gateway: this token is not live (its attempt has ended, "
+                "or it was never issued)",
+                "unauthorized",
+            )
+        grant, index, attempt = found
+        if attempt.vendor != vendor.name:
+            self.count(grant, vendor, "refused")
+            return _error(
+                vendor,
+                403,
+                f"harness model gateway: this attempt is routed to {attempt.vendor}, not {vendor.name}",
+                "unauthorized",
+            )
+        key = self.keys.get(vendor.name)
+        if not key:
+            self.count(grant, vendor, "refused")
+            return _error(
+                vendor,
+                503,
+                f"harness model gateway: no key for {vendor.name} is configured "
+                "(modelGateway.vendors in the chart)",
+                "upstream",
+            )
+        body = await request.read()
+        document = _json(body)
+        endpoint = vendor.endpoint(request.method, path, document)
+        if endpoint is None:
+            self.count(grant, vendor, "refused")
+            return _error(
+                vendor, 404, f"harness model gateway: {request.method} {path} is not forwarded", "not_found"
+            )
+        held: Reservation | None = None
+        meter = meter_key(grant.uid, index)
+        if endpoint.flavor is not None and isinstance(document, dict):
+            refusal, held, document = await self._reserve(
+                vendor, endpoint, path, document, body, attempt, meter
+            )
+            if refusal is not None:
+                self.count(grant, vendor, "capped")
+                return refusal
+            body = json.dumps(document).encode() if document is not None else body
+        self.count(grant, vendor, "forwarded")
+        return await self._forward(request, vendor, path, headers, key, body, endpoint, held, attempt, meter)
+
+    def _attempt(self, token: str) -> tuple[ModelGrant, str, ModelAttemptGrant] | None:
+        parsed = parse_model_token(token)
+        if parsed is None:
+            return None
+        grant = self.grants.get(parsed[0])
+        attempt = grant.attempts.get(parsed[1]) if grant else None
+        if grant is None or attempt is None or not is_token_of(attempt, token):
+            return None
+        return grant, parsed[1], attempt
+
+    async def _reserve(
+        self,
+        vendor: Vendor,
+        endpoint: Endpoint,
+        path: str,
+        document: dict[str, Any],
+        body: bytes,
+        attempt: ModelAttemptGrant,
+        meter: str,
+    ) -> tuple[web.Response | None, Reservation | None, dict[str, Any] | None]:
+        """(refusal, reservation, the body to send when it changed)."""
+        flavor = endpoint.flavor
+        assert flavor is not None
+        capped = attempt.max_cost_usd is not None or attempt.max_tokens is not None
+        prices = find_prices(vendor, vendor.model(path, document), attempt.pricing, datetime.now(UTC))
+        if prices is None and attempt.max_cost_usd is not None:
+            model = vendor.model(path, document)
+            return (
+                _error(
+                    vendor,
+                    CAP_STATUS[vendor.name],
+                    f"harness model gateway: model {model!r} has no "
+                    "price, so the attempt's maxCostUSD cannot be held; give the definition a pricing "
+                    "entry for it",
+                    "cap",
+                ),
+                None,
+                None,
+            )
+        input_tokens = estimate_input_tokens(body)
+        requested = vendor.requested_output(flavor, document)
+        held = await self.store.reserve(
+            meter,
+            attempt.max_cost_usd,
+            attempt.max_tokens,
+            prices.worst_input(input_tokens) if prices else 0.0,
+            prices.output if prices else 0.0,
+            input_tokens,
+            requested,
+            MIN_OUTPUT_TOKENS,
+        )
+        if not held.granted:
+            limit = (
+                f"maxCostUSD {attempt.max_cost_usd}"
+                if attempt.max_cost_usd is not None
+                else f"maxTokens {attempt.max_tokens}"
+            )
+            return (
+                _error(
+                    vendor,
+                    CAP_STATUS[vendor.name],
+                    f"harness model gateway: the attempt's {limit} is "
+                    f"reached (spent and in flight: {held.spent:.6f} USD); the run stops here",
+                    "cap",
+                ),
+                None,
+                None,
+            )
+        changed = None
+        if capped and held.output_tokens is not None and held.output_tokens != requested:
+            changed = vendor.clamp(flavor, document, held.output_tokens)
+        if flavor == Flavor.openai_chat and endpoint.streaming:
+            options = (changed or document).get("stream_options") or {}
+            if not options.get("include_usage"):  # else a chat stream reports no usage at all
+                changed = {**(changed or document), "stream_options": {**options, "include_usage": True}}
+        return None, held, changed
+
+    async def _forward(
+        self,
+        request: web.Request,
+        vendor: Vendor,
+        path: str,
+        headers: Mapping[str, str],
+        key: str,
+        body: bytes,
+        endpoint: Endpoint,
+        held: Reservation | None,
+        attempt: ModelAttemptGrant,
+        meter: str,
+    ) -> web.StreamResponse:
+        assert self.session is not None
+        query = [(k, v) for k, v in request.query.items() if k != "key"]
+        url = self.upstreams.get(vendor.name, vendor.default_upstream).rstrip("/") + path
+        flavor = endpoint.flavor
+        stream_meter = StreamMeter(flavor) if flavor is not None and endpoint.streaming else None
+        kept = bytearray()
+        usage: RequestUsage | None = None
+        finished = False
+        response: web.StreamResponse | None = None
+        try:
+            async with self.session.request(
+                request.method, url, params=query, headers=vendor.upstream_headers(headers, key), data=body
+            ) as upstream:
+                response = web.StreamResponse(status=upstream.status)
+                for name, value in upstream.headers.items():
+                    if name.lower() not in HOP_BY_HOP and name.lower() not in (
+                        "content-length",
+                        "content-encoding",
+                    ):
+                        response.headers[name] = value
+                await response.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    if stream_meter is not None:
+                        stream_meter.feed(chunk)
+                    elif flavor is not None and len(kept) < MAX_KEPT_ANSWER:
+                        kept += chunk
+                    await response.write(chunk)
+                await response.write_eof()
+                finished = True
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            if response is None:
+                return _error(
+                    vendor, 502, f"harness model gateway: the vendor did not answer: {exc}", "upstream"
+                )
+        except ConnectionResetError:  # the caller went away mid-answer
+            pass
+        finally:
+            if held is not None and flavor is not None:
+                if stream_meter is not None and stream_meter.document is not None:
+                    usage = usage_of(vendor, flavor, stream_meter.document)
+                elif kept:
+                    usage = usage_of(vendor, flavor, _json(bytes(kept))) or fold_json_stream(
+                        vendor, flavor, bytes(kept)
+                    )
+                await self._settle(vendor, held, usage, attempt, meter, finished, response)
+        return response  # type: ignore[return-value]
+
+    async def _settle(
+        self,
+        vendor: Vendor,
+        held: Reservation,
+        usage: RequestUsage | None,
+        attempt: ModelAttemptGrant,
+        meter: str,
+        finished: bool,
+        response: web.StreamResponse | None,
+    ) -> None:
+        """Count what the answer says it used. An answer cut short, or one that said nothing of its usage
+        while it succeeded, is billed its worst case held; a refused one (an error status) nothing."""
+        ok = response is not None and response.status < 400
+        if usage is not None and (finished or not ok):
+            cost = cost_of(vendor, usage, attempt.pricing, datetime.now(UTC))
+        elif ok or not finished:  # a worst case of nothing is a model without a price: unknown
+            usage, cost = RequestUsage(model=None), held.cost or None
+        else:
+            usage, cost = RequestUsage(model=None), 0.0
+        await asyncio.shield(self.store.settle(meter, held, usage, cost))
+
+    # --- the operator's side ------------------------------------------------------------------------
+
+    async def read_meter(self, request: web.Request) -> web.Response:
+        bearer = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(bearer.encode(), f"Bearer {self.reader_token}".encode()):
+            return web.json_response({"error": "unauthorized"}, status=401)
+        meter = await self.store.read(meter_key(request.match_info["uid"], request.match_info["attempt"]))
+        return web.json_response(meter.model_dump(by_alias=True, mode="json"))
+
+    async def ready(self, request: web.Request) -> web.Response:
+        try:
+            healthy = self.grants.synced.is_set() and await self.store.ping()
+        except Exception:  # Redis down: not ready
+            healthy = False
+        return web.Response(text="ok\n" if healthy else "not ready\n", status=200 if healthy else 503)
+
+    async def alive(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        lines = [
+            "# HELP harness_model_gateway_requests_total Requests to the model gateway by namespace, vendor "
+            "and verdict.",
+            "# TYPE harness_model_gateway_requests_total counter",
+        ]
+        for (namespace, vendor, verdict), n in sorted(self.counts.items()):
+            lines.append(
+                f'harness_model_gateway_requests_total{{namespace="{namespace}",vendor="{vendor}",'
+                f'verdict="{verdict}"}} {n}'
+            )
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+
+def _json(body: bytes) -> Any:
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _error(vendor: Vendor, status: int, message: str, kind: str) -> web.Response:
+    print(
+        json.dumps({"msg": "refused", "vendor": vendor.name, "status": status, "reason": message}),
+        file=sys.stderr,
+        flush=True,
+    )
+    code, body = vendor.error(status, message, kind)
+    return web.Response(status=code, body=body, content_type="application/json")
+
+
+def build_apps(gateway: Gateway) -> tuple[web.Application, web.Application]:
+    """The vendors' app (the sandboxes') and the admin app (meters, readiness, metrics)."""
+    public = web.Application(client_max_size=MAX_BODY)
+    public.router.add_route("*", "/{tail:.*}", gateway.proxy)
+    admin = web.Application()
+    admin.router.add_get("/meters/{uid}/{attempt}", gateway.read_meter)
+    admin.router.add_get("/readyz", gateway.ready)
+    admin.router.add_get("/healthz", gateway.alive)
+    admin.router.add_get("/metrics", gateway.metrics)
+    return public, admin

@@ -1,0 +1,335 @@
+"""The model gateway as it runs: two real gateway processes (`python -m harness_operator.modelgateway`)
+under the chart's ServiceAccount, a real Redis (Debian's redis-server) for their meters, grants in the
+API server as the operator writes them, and the vendor stubs as upstreams.
+
+Checked: the vendor sees the gateway's key and never the attempt's token; answers pass unchanged and
+are metered from the vendor's own usage; a token is refused once its attempt leaves the grant, and a
+token never opens another run's grant; concurrent streams of one attempt across both replicas, one of
+them killed mid-request, end refused at the cap, overspending by at most the clamped worst cases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes import client
+
+from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.contract.model_access import (
+    MeteredUsage,
+    ModelAttemptGrant,
+    ModelGrant,
+    build_meter_reader_token,
+    token_sha256,
+)
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.model_route import (
+    build_model_grant_map,
+    model_grant_name,
+    model_token,
+    without_attempts,
+)
+from tests.stubs.anthropic import AnthropicStub
+from tests.stubs.gemini import GeminiStub
+from tests.stubs.openai import OpenAIStub
+
+from .conftest import wait_until
+from .operator_env import (
+    RELEASE_NAMESPACE,
+    free_port,
+    install_chart_rbac_and_catalog,
+    service_account_kubeconfig,
+)
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
+KEY = "gateway-test-key"
+VENDOR_KEYS = {
+    "anthropic": "sk-ant-real-vendor-key",
+    "openai": "sk-openai-real-vendor-key",
+    "gemini": "g-real",
+}
+SERVICE_ACCOUNT = "harness-operator-model"  # the chart's (templates/model-gateway.yaml)
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class Gateway:
+    proc: subprocess.Popen[bytes]
+    port: int
+    admin: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@dataclass
+class Env:
+    kube: client.ApiClient
+    config: OperatorConfig
+    gateways: list[Gateway]
+    stubs: dict[str, Any]
+    start: Any  # () -> Gateway
+
+    def grant(self, name: str, uid: str, attempts: dict[str, ModelAttemptGrant]) -> HarnessRun:
+        run = HarnessRun.model_validate(
+            {
+                "metadata": {"name": name, "namespace": "team-a", "uid": uid},
+                "spec": {"provider": "claude", "prompt": "x"},
+            }
+        )
+        grant = ModelGrant(namespace="team-a", run=name, uid=uid, attempts=attempts)
+        body = build_model_grant_map(run, self.config, grant)
+        core = client.CoreV1Api(self.kube)
+        try:
+            core.create_namespaced_config_map(RELEASE_NAMESPACE, body)
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+            core.replace_namespaced_config_map(body["metadata"]["name"], RELEASE_NAMESPACE, body)
+        return run
+
+    def attempt(self, run: HarnessRun, index: int, **caps: Any) -> tuple[str, ModelAttemptGrant]:
+        token = model_token(run, self.config, index)
+        return token, ModelAttemptGrant(token_sha256=token_sha256(token), vendor="anthropic", **caps)
+
+    def meter(self, gateway: Gateway, uid: str, attempt: int) -> MeteredUsage:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{gateway.admin}/meters/{uid}/{attempt}",
+            headers={"Authorization": f"Bearer {build_meter_reader_token(KEY)}"},
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return MeteredUsage.model_validate(json.load(response))
+
+
+@pytest.fixture(scope="module")
+def env(
+    kube: client.ApiClient,
+    kubeconfig_path: str,
+    cluster_bin_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Env]:
+    install_chart_rbac_and_catalog(cluster_bin_dir, kubeconfig_path)
+    folder = tmp_path_factory.mktemp("model-gateway")
+    sa_config = service_account_kubeconfig(kube, kubeconfig_path, folder / "kubeconfig", SERVICE_ACCOUNT)
+    redis_port = free_port()
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--requirepass", "store-pw", "--dir", str(folder)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    stubs = {"anthropic": AnthropicStub(mode="ok").start(), "openai": OpenAIStub(mode="ok").start(),
+             "gemini": GeminiStub(mode="ok").start()}  # fmt: skip
+    gateways: list[Gateway] = []
+
+    def start() -> Gateway:
+        port, admin = free_port(), free_port()
+        environ = {
+            "PATH": os.environ["PATH"],
+            "KUBECONFIG": sa_config,
+            "HARNESS_NAMESPACE": RELEASE_NAMESPACE,
+            "HARNESS_PORT": str(port),
+            "HARNESS_ADMIN_PORT": str(admin),
+            "HARNESS_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+            "HARNESS_REDIS_PASSWORD": "store-pw",
+            "HARNESS_GATEWAY_KEY": KEY,
+            **{f"HARNESS_KEY_{v.upper()}": k for v, k in VENDOR_KEYS.items()},
+            **{f"HARNESS_UPSTREAM_{v.upper()}": s.base_url for v, s in stubs.items()},
+        }
+        log = (folder / f"gateway-{len(gateways)}.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness_operator.modelgateway"], env=environ, stdout=log, stderr=log
+        )
+        gateway = Gateway(proc, port, admin)
+
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=1) as response:
+                    return response.status == 200
+            except (urllib.error.URLError, OSError):
+                assert proc.poll() is None, (folder / f"gateway-{len(gateways)}.log").read_text()
+                return False
+
+        wait_until(ready, timeout=30, what="the model gateway's /readyz")
+        gateways.append(gateway)
+        return gateway
+
+    config = OperatorConfig(
+        model_gateway_service="unused", model_gateway_namespace=RELEASE_NAMESPACE, model_gateway_key=KEY
+    )
+    try:
+        start(), start()
+        yield Env(kube, config, gateways, stubs, start)
+    finally:
+        for gateway in gateways:
+            if gateway.proc.poll() is None:
+                gateway.proc.send_signal(signal.SIGTERM)
+                gateway.proc.wait(timeout=30)
+        for stub in stubs.values():
+            stub.stop()
+        redis.terminate()
+        redis.wait()
+        core = client.CoreV1Api(kube)
+        for item in core.list_namespaced_config_map(
+            RELEASE_NAMESPACE, label_selector="agentharness.dev/model-grant=true"
+        ).items:
+            core.delete_namespaced_config_map(item.metadata.name, RELEASE_NAMESPACE)
+
+
+def post(url: str, token: str, body: dict[str, Any], header: str = "x-api-key") -> tuple[int, bytes]:
+    value = f"Bearer {token}" if header == "authorization" else token
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={header: value, "content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+MESSAGE = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": [{"role": "user", "content": "Hi"}]}
+
+
+def test_the_vendor_sees_the_key_never_the_token_and_usage_is_metered(env: Env) -> None:
+    run = env.grant("keyswap", "uid-keyswap", {})
+    token, attempt = env.attempt(run, 1)
+    env.grant("keyswap", "uid-keyswap", {"1": attempt})
+    gateway = env.gateways[0]
+    anthropic = env.stubs["anthropic"]
+    before = len(anthropic.requests)
+    status, body = post(f"{gateway.url}/anthropic/v1/messages", token, MESSAGE)
+    assert status == 200, body
+    assert json.loads(body)["usage"]["output_tokens"] == 56  # the vendor's answer, unchanged
+    status, streamed = post(f"{gateway.url}/anthropic/v1/messages", token, {**MESSAGE, "stream": True})
+    assert status == 200 and b"event: message_stop" in streamed
+    seen = anthropic.requests[before:]
+    assert [r.auth_sha256 for r in seen] == [[sha(VENDOR_KEYS["anthropic"])]] * 2
+    assert all(sha(token) not in r.auth_sha256 for r in anthropic.requests)
+    meter = env.meter(env.gateways[1], "uid-keyswap", 1)  # either replica: one store
+    assert (meter.requests, meter.input_tokens, meter.output_tokens) == (2, 2468, 112)
+    assert (meter.cache_read_tokens, meter.cache_write_tokens, meter.reserved_usd) == (200, 20, 0.0)
+    assert meter.cost_usd == pytest.approx(2 * 0.0046095)
+
+
+def test_openai_and_gemini_routes_swap_their_own_headers(env: Env) -> None:
+    run = env.grant("vendors", "uid-vendors", {})
+    openai_token = model_token(run, env.config, 1)
+    gemini_token = model_token(run, env.config, 2)
+    env.grant("vendors", "uid-vendors", {
+        "1": ModelAttemptGrant(token_sha256=token_sha256(openai_token), vendor="openai"),
+        "2": ModelAttemptGrant(token_sha256=token_sha256(gemini_token), vendor="gemini"),
+    })  # fmt: skip
+    url = env.gateways[0].url
+    body = {"model": "gpt-4.1", "input": "Hi", "stream": True}
+    assert post(f"{url}/openai/v1/responses", openai_token, body, "authorization")[0] == 200
+    chat = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "Hi"}], "stream": True}
+    assert post(f"{url}/openai/v1/chat/completions", openai_token, chat, "authorization")[0] == 200
+    gemini = f"{url}/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    assert post(gemini, gemini_token, {"contents": [{"parts": [{"text": "Hi"}]}]}, "x-goog-api-key")[0] == 200
+    assert (
+        post(f"{url}/openai/v1/responses", gemini_token, body, "authorization")[0] == 403
+    )  # its vendor only
+    assert {tuple(r.auth_sha256) for r in env.stubs["openai"].requests} == {(sha(VENDOR_KEYS["openai"]),)}
+    assert {tuple(r.auth_sha256) for r in env.stubs["gemini"].requests} == {(sha(VENDOR_KEYS["gemini"]),)}
+    assert env.meter(env.gateways[0], "uid-vendors", 1).output_tokens == 112
+    assert env.meter(env.gateways[0], "uid-vendors", 2).output_tokens == 56
+
+
+def test_a_token_is_refused_once_its_attempt_leaves_the_grant_and_never_opens_another_run(env: Env) -> None:
+    run = env.grant("revoked", "uid-revoked", {})
+    token, attempt = env.attempt(run, 1)
+    env.grant("revoked", "uid-revoked", {"1": attempt})
+    url = f"{env.gateways[0].url}/anthropic/v1/messages"
+    assert post(url, token, MESSAGE)[0] == 200
+    # Another run's token with this run's grant name: its HMAC is not this grant's.
+    other = HarnessRun.model_validate(
+        {
+            "metadata": {"name": "revoked", "namespace": "team-a", "uid": "uid-other"},
+            "spec": {"provider": "claude", "prompt": "x"},
+        }
+    )
+    assert post(url, model_token(other, env.config, 1), MESSAGE)[0] == 401
+    ended = time.monotonic()
+    grant = ModelGrant(namespace="team-a", run="revoked", uid="uid-revoked", attempts={"1": attempt})
+    body = build_model_grant_map(run, env.config, without_attempts(grant, {1}))
+    client.CoreV1Api(env.kube).replace_namespaced_config_map(
+        body["metadata"]["name"], RELEASE_NAMESPACE, body
+    )
+    status = wait_until(lambda: post(url, token, MESSAGE)[0] == 401 or None, timeout=10, what="the refusal")
+    print(
+        f"\nmeasured: a revoked token refused {time.monotonic() - ended:.3f}s after its grant was rewritten"
+    )
+    assert status
+    status, answer = post(url, token, MESSAGE)
+    assert status == 401 and json.loads(answer)["error"]["type"] == "authentication_error"
+    assert model_grant_name("team-a", "revoked") == body["metadata"]["name"]
+
+
+# A prompt of the size the stub bills (1344 input tokens): the gateway estimates input at 3 bytes a token.
+LONG = {**MESSAGE, "messages": [{"role": "user", "content": "word " * 1000}], "stream": True}
+
+
+async def _stream(session: aiohttp.ClientSession, url: str, token: str) -> int:
+    async with session.post(url, json=LONG, headers={"x-api-key": token}) as response:
+        await response.read()
+        return response.status
+
+
+def test_concurrent_streams_across_replicas_end_at_the_cap_with_one_replica_killed(env: Env) -> None:
+    cap = 0.05
+    run = env.grant("capped", "uid-capped", {})
+    token, attempt = env.attempt(run, 1, max_cost_usd=cap)
+    env.grant("capped", "uid-capped", {"1": attempt})
+    anthropic: AnthropicStub = env.stubs["anthropic"]
+    anthropic.delay = 1.0  # the model thinks: requests overlap
+    victim, survivor = env.gateways[0], env.gateways[1]
+
+    async def fire() -> list[int | BaseException]:
+        async with aiohttp.ClientSession() as session:
+            calls = [
+                _stream(session, f"{(victim if i % 2 else survivor).url}/anthropic/v1/messages", token)
+                for i in range(24)
+            ]
+            tasks = [asyncio.ensure_future(c) for c in calls]
+            await asyncio.sleep(0.5)  # the first wave is in flight at the vendor
+            victim.proc.send_signal(signal.SIGKILL)
+            return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+    try:
+        results = asyncio.run(fire())
+    finally:
+        anthropic.delay = 0.0
+        env.gateways.remove(victim)
+        env.start()  # the module's other tests keep two replicas
+    statuses = [r for r in results if isinstance(r, int)]
+    assert 400 in statuses, results  # refused at the cap, in Anthropic's shape
+    meter = env.meter(survivor, "uid-capped", 1)
+    spent = meter.cost_usd + meter.reserved_usd
+    # The killed replica's requests in flight stay held at their worst case: billed, never lost.
+    assert meter.refused > 0 and meter.reserved_usd > 0, meter
+    # Each forwarded request was reserved before it went, its output clamped to what the cap left: the
+    # worst cases never pass the cap together.
+    assert spent <= cap + 1e-9, meter
+    print(
+        f"\nmeasured: {meter.requests} answered, {meter.refused} refused, {spent:.4f} of {cap} USD spent or held"
+    )

@@ -1,0 +1,243 @@
+"""Routing through the model gateway: which attempts are routed, what their definition, plan, plan Secret,
+Job and policy hold (never the vendor key, the token only from the plan Secret), the grant, the warnings."""
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from tests.unit.core.test_desired import golden
+
+from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.contract.model_access import (
+    ModelGrant,
+    is_token_of,
+    parse_model_token,
+    token_sha256,
+)
+from harness_operator.contract.plan import load_plan
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.desired import AttemptTarget, build_job, build_plan_secret, build_plans
+from harness_operator.core.model_route import (
+    build_model_grant,
+    build_model_secrets,
+    compute_key_warning,
+    compute_model_route,
+    merge_route_options,
+    model_base_url,
+    model_grant_name,
+    model_token,
+    route_targets,
+    without_attempts,
+)
+from harness_operator.core.network_policy import build_network_policy
+
+GATEWAY = OperatorConfig(
+    model_gateway_service="harness-operator-model.harness-system.svc",
+    model_gateway_namespace="harness-system",
+    model_gateway_vendors=("anthropic", "openai"),
+    model_gateway_key="m0del-k3y",
+)
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+CLAUDE = HarnessDefinitionSpec.model_validate(
+    {
+        "binary": "claude",
+        "credentials": [
+            {"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "anthropic", "key": "api-key"}}
+        ],
+        "egress": [{"host": "api.anthropic.com", "ports": [443]}],
+        "modelRoute": {
+            "vendor": "anthropic",
+            "env": [
+                {"name": "ANTHROPIC_BASE_URL", "value": "$(HARNESS_MODEL_GATEWAY_URL)"},
+                {"name": "ANTHROPIC_API_KEY", "value": "$(HARNESS_MODEL_GATEWAY_TOKEN)"},
+            ],
+        },
+        "pricing": {"claude-x": {"input": 3, "output": 15}},
+    }
+)
+CODEX = HarnessDefinitionSpec.model_validate(
+    {
+        "binary": "codex",
+        "prefixArgs": ["exec"],
+        "optionFlags": {"config": "-c"},
+        "credentials": [{"env": "OPENAI_API_KEY", "secretKeyRef": {"name": "openai", "key": "api-key"}}],
+        "modelRoute": {
+            "vendor": "openai",
+            "env": [{"name": "OPENAI_API_KEY", "value": "$(HARNESS_MODEL_GATEWAY_TOKEN)"}],
+            "options": {"config": ["base_url=$(HARNESS_MODEL_GATEWAY_URL)/v1"]},
+        },
+    }
+)
+CURSOR = HarnessDefinitionSpec.model_validate(
+    {
+        "binary": "cursor-agent",
+        "credentials": [{"env": "CURSOR_API_KEY", "secretKeyRef": {"name": "cursor", "key": "api-key"}}],
+    }
+)
+
+
+def make_run(**spec: Any) -> HarnessRun:
+    return HarnessRun.model_validate(
+        {
+            "metadata": {"name": "review", "namespace": "team-a", "uid": "uid-1"},
+            "spec": {"provider": "claude", "prompt": "Review.", **spec},
+        }
+    )
+
+
+def routed(run: HarnessRun, *definitions: HarnessDefinitionSpec) -> list[AttemptTarget]:
+    targets = [AttemptTarget(i, "p", d) for i, d in enumerate(definitions, start=1)]
+    return route_targets(run, targets, GATEWAY)
+
+
+@pytest.mark.parametrize(
+    ("definition", "config", "spec", "expected"),
+    [
+        (CLAUDE, GATEWAY, {}, "anthropic"),
+        (CODEX, GATEWAY, {}, "openai"),
+        (CURSOR, GATEWAY, {}, None),  # no route: cannot be routed
+        (CLAUDE, OperatorConfig(), {}, None),  # no gateway
+        (CLAUDE, OperatorConfig(**{**GATEWAY.__dict__, "model_gateway_vendors": ("openai",)}), {}, None),
+        # The run brings its own endpoint or key: it keeps them.
+        (CLAUDE, GATEWAY, {"env": [{"name": "ANTHROPIC_BASE_URL", "value": "http://mine"}]}, None),
+        (
+            CLAUDE,
+            GATEWAY,
+            {"credentials": [{"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "mine", "key": "k"}}]},
+            None,
+        ),
+        (CLAUDE, GATEWAY, {"env": [{"name": "OTHER", "value": "x"}]}, "anthropic"),
+    ],
+)
+def test_which_attempts_are_routed(
+    definition: HarnessDefinitionSpec, config: OperatorConfig, spec: dict[str, Any], expected: str | None
+) -> None:
+    route = compute_model_route(make_run(**spec), definition, config)
+    assert (route.vendor if route else None) == expected
+
+
+def test_a_routed_definition_holds_no_credential_and_under_provider_no_egress() -> None:
+    claude, cursor = routed(make_run(), CLAUDE, CURSOR)
+    assert claude.definition.credentials == [] and claude.definition.egress == []
+    assert cursor.definition == CURSOR  # not routed: as it was
+    allowlist = routed(
+        make_run(sandbox={"networkPolicy": "allowlist", "egress": [{"cidr": "10.0.0.0/8"}]}), CLAUDE
+    )
+    assert allowlist[0].definition.egress == CLAUDE.egress  # the run's egress decides there anyway
+
+
+def test_token_names_its_grant_and_attempt_and_only_its_hash_is_granted() -> None:
+    run = make_run()
+    token = model_token(run, GATEWAY, 2)
+    assert parse_model_token(token) == (model_grant_name("team-a", "review"), "2")
+    assert token == model_token(run, GATEWAY, 2)  # a restarted operator derives the same
+    other = make_run()
+    other.metadata["uid"] = "uid-2"
+    assert len({token, model_token(run, GATEWAY, 1), model_token(other, GATEWAY, 2)}) == 3
+    assert parse_model_token("sk-ant-real") is None and parse_model_token("hmg-x") is None
+
+
+def test_plan_secret_and_job_carry_the_token_only_by_reference() -> None:
+    run = make_run(fallback=[{"provider": "cursor"}])
+    targets = routed(run, CLAUDE, CURSOR)
+    plans = build_plans(run, targets, "Review.", None, NOW, GATEWAY)
+    token = model_token(run, GATEWAY, 1)
+    first = load_plan(json.dumps(plans[0]))
+    env = {e.name: e.value for e in first.env}
+    assert env["ANTHROPIC_BASE_URL"] == "http://harness-operator-model.harness-system.svc:8080/anthropic"
+    assert "ANTHROPIC_API_KEY" in first.credential_envs and "ANTHROPIC_API_KEY" not in env
+    assert token not in json.dumps(plans)  # the plan never holds the token
+    secret = build_plan_secret(run, plans, build_model_secrets(run, targets, GATEWAY))
+    assert secret["stringData"]["model-env-1-ANTHROPIC_API_KEY"] == token
+    assert not any(k.startswith("model-env-2") for k in secret["stringData"])  # cursor is not routed
+    job = build_job(run, targets[0], GATEWAY)
+    golden("job-model-routed", job)
+    runner, agent = job["spec"]["template"]["spec"]["containers"]
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in runner["env"] if "valueFrom" in e}
+    assert refs == {"ANTHROPIC_API_KEY": {"name": "review-plan", "key": "model-env-1-ANTHROPIC_API_KEY"}}
+    assert "env" not in agent  # the agent's container: nothing, as for any credential
+    assert token not in json.dumps(job) and "anthropic" not in json.dumps(refs["ANTHROPIC_API_KEY"]["name"])
+
+
+def test_route_options_are_added_to_the_runs_with_their_url_expanded() -> None:
+    route = CODEX.model_route
+    assert route is not None
+    merged = merge_route_options({"config": ["model=o4"], "model": "x"}, route, GATEWAY)
+    base = model_base_url(GATEWAY, "openai")
+    assert merged == {"config": ["model=o4", f"base_url={base}/v1"], "model": "x"}
+    plans = build_plans(make_run(provider="codex"), routed(make_run(), CODEX), "Go.", None, NOW, GATEWAY)
+    assert f"base_url={base}/v1" in plans[0]["args"]
+
+
+def test_policy_opens_the_gateway_and_under_provider_nothing_of_the_vendor() -> None:
+    run = make_run()
+    policy = build_network_policy(run, routed(run, CLAUDE)[0], GATEWAY)
+    golden("network-policy-model-routed", policy)
+    peers = [rule.get("to", [{}])[0] for rule in policy["spec"]["egress"]]
+    assert any(p.get("podSelector", {}).get("matchLabels") == GATEWAY.model_gateway_pod_labels for p in peers)
+    assert not any("ipBlock" in p for p in peers)  # no public address: the vendor only via the gateway
+    none = build_network_policy(make_run(sandbox={"networkPolicy": "none"}), routed(run, CLAUDE)[0], GATEWAY)
+    assert none["spec"]["egress"] == []
+
+
+def test_grant_holds_hash_vendor_caps_and_prices_of_routed_attempts_only() -> None:
+    run = make_run(limits={"maxCostUSD": 0.5, "maxTokens": 9000}, fallback=[{"provider": "cursor"}])
+    targets = routed(run, CLAUDE, CURSOR)
+    plans = build_plans(run, targets, "Review.", None, NOW, GATEWAY)
+    config_map = build_model_grant(run, targets, plans, GATEWAY)
+    assert config_map is not None
+    golden("model-grant", config_map)
+    grant = ModelGrant.model_validate_json(config_map["data"]["grant.json"])
+    assert list(grant.attempts) == ["1"]
+    attempt = grant.attempts["1"]
+    assert is_token_of(attempt, model_token(run, GATEWAY, 1)) and not is_token_of(attempt, "hmg-x.1.y")
+    assert (attempt.vendor, attempt.max_cost_usd, attempt.max_tokens) == ("anthropic", 0.5, 9000)
+    assert attempt.pricing["claude-x"].output == 15
+    assert model_token(run, GATEWAY, 1) not in json.dumps(config_map)
+    assert config_map["metadata"]["namespace"] == "harness-system"
+    assert without_attempts(grant, {1}).attempts == {}
+    assert build_model_grant(run, routed(run, CURSOR), plans[1:], GATEWAY) is None
+
+
+def test_token_hash_is_sha256() -> None:
+    assert token_sha256("a") == "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"
+
+
+@pytest.mark.parametrize(
+    ("definition", "spec", "says"),
+    [
+        (CURSOR, {}, "its CLI cannot be routed"),
+        (
+            CLAUDE,
+            {"env": [{"name": "ANTHROPIC_BASE_URL", "value": "http://mine"}]},
+            "the run sets ANTHROPIC_BASE_URL",
+        ),
+    ],
+)
+def test_an_unrouted_attempt_with_a_key_gets_a_warning(
+    definition: HarnessDefinitionSpec, spec: dict[str, Any], says: str
+) -> None:
+    run = make_run(**spec)
+    warning = compute_key_warning(
+        run, route_targets(run, [AttemptTarget(1, "p", definition)], GATEWAY)[0], GATEWAY
+    )
+    assert warning is not None and says in warning and "reach the sandbox" in warning
+
+
+def test_no_warning_when_routed_keyless_or_without_a_gateway() -> None:
+    run = make_run()
+    assert compute_key_warning(run, routed(run, CLAUDE)[0], GATEWAY) is None
+    keyless = HarnessDefinitionSpec.model_validate({"binary": "x"})
+    assert compute_key_warning(run, AttemptTarget(1, "p", keyless), GATEWAY) is None
+    assert compute_key_warning(run, AttemptTarget(1, "p", CURSOR), OperatorConfig()) is None
+
+
+def test_catalog_routes_never_put_the_token_in_options_and_name_a_known_vendor() -> None:
+    for entry in load_builtin_catalog():
+        route = entry.spec.model_route
+        if route is None:
+            continue
+        assert "HARNESS_MODEL_GATEWAY_TOKEN" not in json.dumps(route.options), entry.metadata["name"]
+        assert any("HARNESS_MODEL_GATEWAY_TOKEN" in e.value for e in route.env), entry.metadata["name"]
