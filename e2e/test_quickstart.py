@@ -3,8 +3,9 @@ to a real registry (CNCF distribution on loopback, tests/cluster/registry), the 
 at it, so the kubelet pulls the operator's, the gateway's and the sandbox's image itself; then Claude
 Code runs once.
 
-Two substitutions only: the registry's address, and the run manifest gets the stub's base URL (the one
-thing a test cannot leave as it is: the real vendor API is not reachable here).
+Two substitutions only: the registry's address, and the model gateway's Anthropic base URL is the stub's
+(the one thing a test cannot leave as it is: the real vendor API is not reachable here). The run is the
+example as it stands: routed through the gateway, which holds the key.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import re
 import subprocess
 import urllib.request
 from collections.abc import Callable, Iterator
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from .conftest import RELEASE_NAMESPACE, ROOT, STUB_HOST, Runs, install_chart, tool
+from .conftest import RELEASE_NAMESPACE, ROOT, Runs, install_chart, tool
 
 REGISTRY = os.environ.get("E2E_REGISTRY", "127.0.0.1:5000")
 README_REGISTRY = "registry.example.com/harness"
@@ -85,15 +87,11 @@ def test_readme_quick_start(
     if not registry_up():
         pytest.skip(f"no registry answers at {REGISTRY} (tests/cluster/registry start)")
     server = stub("anthropic")
-    manifest = yaml.safe_load((ROOT / "examples" / "quickstart" / "hello.yaml").read_text())
-    manifest["spec"]["env"] = [{"name": "ANTHROPIC_BASE_URL", "value": server.base_url}]
-    manifest["spec"]["sandbox"] = {
-        "networkPolicy": "allowlist",
-        "egress": [{"cidr": f"{STUB_HOST}/32", "ports": [server.port]}],
-    }
     forget_pulled_images()
-    routed = tmp_path / "hello.yaml"
-    routed.write_text(yaml.safe_dump(manifest))
+    # The one change from the README: the model gateway's Anthropic is the stub (the sandbox reaches
+    # only the gateway; the run is the example as it stands).
+    vendor = "--set modelGateway.vendors.anthropic.secretName=anthropic-api-key"
+    upstream = f"{vendor} --set modelGateway.vendors.anthropic.upstream={server.base_url}"
     env = {
         **os.environ,
         "KUBECONFIG": user_kubeconfig,
@@ -102,14 +100,18 @@ def test_readme_quick_start(
     }
     outputs = []
     for command in quickstart_commands():
-        command = command.replace(README_REGISTRY, f"{REGISTRY}/harness")
-        command = command.replace("examples/quickstart/hello.yaml", str(routed))
+        command = command.replace(README_REGISTRY, f"{REGISTRY}/harness").replace(vendor, upstream)
         done = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True)
         assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         outputs.append(done.stdout)
     excerpt, output, cost = outputs[-3:]
     assert "Hello from the" in excerpt and "Hello from the" in output
     assert re.fullmatch(r"0\.\d+ USD, 1234 tokens in\n", cost), cost
+    usage = runs.get("hello")["status"]["usage"]
+    assert usage["costSource"] == "metered", usage  # the gateway's figure, not the sandbox's
+    assert {tuple(r.auth_sha256) for r in server.requests} == {
+        (sha256(b"sk-e2e-not-a-real-key").hexdigest(),)
+    }
     pod = runs.core.list_namespaced_pod(runs.ns, label_selector="agentharness.dev/run=hello").items[0]
     assert pod.spec.containers[0].image.startswith(f"{REGISTRY}/harness/sandbox-claude:")
     assert pod.status.container_statuses[0].image.startswith(f"{REGISTRY}/harness/"), "pulled by the kubelet"
@@ -121,4 +123,5 @@ def test_readme_quick_start(
     ]
     assert any("/harness-operator:" in image for image in serving), serving
     assert any("/harness-gateway:" in image for image in serving), serving
+    assert any("/harness-store:" in image for image in serving), serving
     assert all(image.startswith(f"{REGISTRY}/harness/") for image in serving), serving

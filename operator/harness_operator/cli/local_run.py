@@ -151,6 +151,12 @@ class LocalRunner:
         results: list[AttemptResult] = []
         for plan in plans:
             say(f"harness: HarnessRun {label}: attempt {plan.attempt}/{plan.total_attempts}: {plan.provider}")
+            if definitions[plan.provider].model_route is not None:
+                say(
+                    f"harness: {plan.provider}: no model gateway on this machine: the CLI uses your key "
+                    "directly and its usage is what it reports (in a cluster the gateway holds the key and "
+                    "meters it)"
+                )
             credentials = self.credentials_for(run, doc.namespace, definitions[plan.provider])
             result = execute(plan, credentials, cancel=self.cancel, on_event=self.view)
             results.append(result)

@@ -288,3 +288,23 @@ def test_a_failed_dependency_stops_the_runs_after_it(tmp_path, capfd):
     out, err = capfd.readouterr()
     assert out == ""
     assert "harness: 1 remaining HarnessRun(s) not run after a failure" in err
+
+
+def test_a_routed_cli_run_locally_uses_the_users_own_key_and_says_so(tmp_path, capfd, monkeypatch):
+    """No gateway on a laptop: the route is not applied, the key the user has is granted as written."""
+    monkeypatch.setenv("FAKE_TOKEN", "env-secret-789")
+    route = {"vendor": "anthropic", "env": [{"name": "FAKE_TOKEN", "value": "$(HARNESS_MODEL_GATEWAY_TOKEN)"}]}
+    files = manifests(
+        tmp_path,
+        definition(
+            "s",
+            "secret",
+            credentials=[{"env": "FAKE_TOKEN", "secretKeyRef": {"name": "tok", "key": "k"}}],
+            modelRoute=route,
+        ),
+        harness_run("r", "s", tmp_path),
+    )
+    assert run_paths([files], None) == 0
+    out, err = capfd.readouterr()
+    assert "no model gateway on this machine: the CLI uses your key directly" in err
+    assert out == "output has [REDACTED]"  # the fake agent printed the user's key: it was granted
