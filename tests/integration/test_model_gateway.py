@@ -89,13 +89,14 @@ class Env:
     stubs: dict[str, Any]
     start: Any  # () -> Gateway
 
+    @staticmethod
+    def run(name: str, uid: str) -> HarnessRun:
+        metadata = {"name": name, "namespace": "team-a", "uid": uid}
+        return HarnessRun.model_validate({"metadata": metadata, "spec": {"provider": "claude", "prompt": "x"}})
+
     def grant(self, name: str, uid: str, attempts: dict[str, ModelAttemptGrant]) -> HarnessRun:
-        run = HarnessRun.model_validate(
-            {
-                "metadata": {"name": name, "namespace": "team-a", "uid": uid},
-                "spec": {"provider": "claude", "prompt": "x"},
-            }
-        )
+        """Write the run's grant as the operator does: once, before the run's first request."""
+        run = self.run(name, uid)
         grant = ModelGrant(namespace="team-a", run=name, uid=uid, attempts=attempts)
         body = build_model_grant_map(run, self.config, grant)
         core = client.CoreV1Api(self.kube)
@@ -128,7 +129,9 @@ def env(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Env]:
     if shutil.which("redis-server") is None:
-        pytest.fail("the model gateway's store is Debian's Redis: apt-get install redis-server (.ci/run does)")
+        pytest.fail(
+            "the model gateway's store is Debian's Redis: apt-get install redis-server (.ci/run does)"
+        )
     install_chart_rbac_and_catalog(cluster_bin_dir, kubeconfig_path)
     folder = tmp_path_factory.mktemp("model-gateway")
     sa_config = service_account_kubeconfig(kube, kubeconfig_path, folder / "kubeconfig", SERVICE_ACCOUNT)
@@ -212,7 +215,7 @@ MESSAGE = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": [{"role
 
 
 def test_the_vendor_sees_the_key_never_the_token_and_usage_is_metered(env: Env) -> None:
-    run = env.grant("keyswap", "uid-keyswap", {})
+    run = env.run("keyswap", "uid-keyswap")
     token, attempt = env.attempt(run, 1)
     env.grant("keyswap", "uid-keyswap", {"1": attempt})
     gateway = env.gateways[0]
@@ -233,7 +236,7 @@ def test_the_vendor_sees_the_key_never_the_token_and_usage_is_metered(env: Env) 
 
 
 def test_openai_and_gemini_routes_swap_their_own_headers(env: Env) -> None:
-    run = env.grant("vendors", "uid-vendors", {})
+    run = env.run("vendors", "uid-vendors")
     openai_token = model_token(run, env.config, 1)
     gemini_token = model_token(run, env.config, 2)
     env.grant("vendors", "uid-vendors", {
@@ -257,7 +260,7 @@ def test_openai_and_gemini_routes_swap_their_own_headers(env: Env) -> None:
 
 
 def test_a_token_is_refused_once_its_attempt_leaves_the_grant_and_never_opens_another_run(env: Env) -> None:
-    run = env.grant("revoked", "uid-revoked", {})
+    run = env.run("revoked", "uid-revoked")
     token, attempt = env.attempt(run, 1)
     env.grant("revoked", "uid-revoked", {"1": attempt})
     url = f"{env.gateways[0].url}/anthropic/v1/messages"
@@ -297,40 +300,54 @@ async def _stream(session: aiohttp.ClientSession, url: str, token: str) -> int:
 
 
 def test_concurrent_streams_across_replicas_end_at_the_cap_with_one_replica_killed(env: Env) -> None:
-    cap = 0.05
-    run = env.grant("capped", "uid-capped", {})
+    cap = 0.1
+    run = env.run("capped", "uid-capped")
     token, attempt = env.attempt(run, 1, max_cost_usd=cap)
     env.grant("capped", "uid-capped", {"1": attempt})
     anthropic: AnthropicStub = env.stubs["anthropic"]
     anthropic.delay = 1.0  # the model thinks: requests overlap
     victim, survivor = env.gateways[0], env.gateways[1]
 
+    def url(gateway: Gateway) -> str:
+        return f"{gateway.url}/anthropic/v1/messages"
+
     async def fire() -> list[int | BaseException]:
         async with aiohttp.ClientSession() as session:
-            calls = [
-                _stream(session, f"{(victim if i % 2 else survivor).url}/anthropic/v1/messages", token)
-                for i in range(24)
+
+            async def at_the_vendor(gateway: Gateway) -> asyncio.Future[int]:
+                seen = len(anthropic.requests)
+                call = asyncio.ensure_future(_stream(session, url(gateway), token))
+                while len(anthropic.requests) == seen:
+                    await asyncio.sleep(0.01)
+                return call
+
+            # One request of each replica is in flight at the vendor, then a flood on both.
+            tasks = [await at_the_vendor(victim), await at_the_vendor(survivor)]
+            tasks += [
+                asyncio.ensure_future(_stream(session, url(victim if i % 2 else survivor), token))
+                for i in range(22)
             ]
-            tasks = [asyncio.ensure_future(c) for c in calls]
-            await asyncio.sleep(0.5)  # the first wave is in flight at the vendor
+            await asyncio.sleep(0.3)
             victim.proc.send_signal(signal.SIGKILL)
             return list(await asyncio.gather(*tasks, return_exceptions=True))
 
     try:
-        results = asyncio.run(fire())
+        first = asyncio.run(fire())
     finally:
         anthropic.delay = 0.0
         env.gateways.remove(victim)
         env.start()  # the module's other tests keep two replicas
-    statuses = [r for r in results if isinstance(r, int)]
-    assert 400 in statuses, results  # refused at the cap, in Anthropic's shape
+    assert 400 in [r for r in first if isinstance(r, int)], first  # refused at the cap, Anthropic's shape
+    assert isinstance(first[0], BaseException), first  # the killed replica's caller was cut off
+    assert first[1] == 200, first  # the survivor's answered, and settled
     meter = env.meter(survivor, "uid-capped", 1)
     spent = meter.cost_usd + meter.reserved_usd
     # The killed replica's requests in flight stay held at their worst case: billed, never lost.
-    assert meter.refused > 0 and meter.reserved_usd > 0, meter
+    assert meter.requests > 0 and meter.refused > 0 and meter.reserved_usd > 0, meter
     # Each forwarded request was reserved before it went, its output clamped to what the cap left: the
-    # worst cases never pass the cap together.
+    # worst cases, and so what was spent, never pass the cap together.
     assert spent <= cap + 1e-9, meter
     print(
-        f"\nmeasured: {meter.requests} answered, {meter.refused} refused, {spent:.4f} of {cap} USD spent or held"
+        f"\nmeasured: {meter.requests} answered, {meter.refused} refused, {meter.reserved_usd:.4f} USD held by "
+        f"the killed replica, {spent:.4f} of {cap} USD spent or held"
     )
