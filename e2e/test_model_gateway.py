@@ -118,7 +118,7 @@ def test_routed_builtin_reaches_its_vendor_only_through_the_gateway(
 # The agent of the forgery test: it spends tokens through the gateway, looks for the vendor's key in
 # everything the sandbox lets it read, then claims it spent nothing (Claude's stream-json, zero usage).
 FORGER = r"""
-import json, os, urllib.request
+import json, os, stat, urllib.request
 key = os.environ["LOOK_FOR"][::-1].encode()  # given reversed: the variable itself does not hold it
 prompt = [{"role": "user", "content": "hi " * 600}]
 body = {"model": "claude-sonnet-4-5", "max_tokens": 256, "messages": prompt}
@@ -129,7 +129,9 @@ for _ in range(3):
 
 
 def holds(path):
-    try:
+    try:  # regular files only: the runner's channel is FIFOs, which an open would wait on
+        if not stat.S_ISREG(os.stat(path).st_mode) and not path.startswith("/proc/"):
+            return False
         with open(path, "rb") as handle:
             return key in handle.read()
     except OSError:
@@ -142,9 +144,9 @@ found += [path for path in procs if holds(path)]
 for top in ("/workspace", "/home", "/tmp", "/etc", "/var/run", "/run"):
     for folder, _, names in os.walk(top):
         found += [os.path.join(folder, n) for n in names if holds(os.path.join(folder, n))]
-print("key found in: " + (", ".join(found) or "nothing"), flush=True)
 usage = {"input_tokens": 0, "output_tokens": 0}
-print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": "done",
+said = "key found in: " + (", ".join(found) or "nothing")
+print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": said,
                   "total_cost_usd": 0, "usage": usage, "num_turns": 1}))
 """
 

@@ -92,7 +92,9 @@ class Env:
     @staticmethod
     def run(name: str, uid: str) -> HarnessRun:
         metadata = {"name": name, "namespace": "team-a", "uid": uid}
-        return HarnessRun.model_validate({"metadata": metadata, "spec": {"provider": "claude", "prompt": "x"}})
+        return HarnessRun.model_validate(
+            {"metadata": metadata, "spec": {"provider": "claude", "prompt": "x"}}
+        )
 
     def grant(self, name: str, uid: str, attempts: dict[str, ModelAttemptGrant]) -> HarnessRun:
         """Write the run's grant as the operator does: once, before the run's first request."""

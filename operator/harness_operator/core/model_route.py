@@ -2,10 +2,10 @@
 
 An attempt is routed when the chart deploys the gateway with a key for the vendor its definition's
 `modelRoute` names, and the run does not set the route's variables itself (a run that brings its own key
-or endpoint keeps them, with a Warning Event). A routed attempt's definition is seen without the
-credentials the route replaces and, under `networkPolicy: provider`, without its egress: the sandbox
-reaches the gateway and nothing else, and its token is good for its own attempt only (the grant in the
-gateway's namespace, rewritten without the attempt once it has ended).
+or endpoint keeps them, with a Warning Event). A routed attempt's definition is seen without any of its
+credential grants (its vendor keys: another vendor's too) and, under `networkPolicy: provider`, without
+its egress: the sandbox reaches the gateway and nothing else, and its token is good for its own attempt
+only (the grant in the gateway's namespace, rewritten without the attempt once it has ended).
 """
 
 from __future__ import annotations
@@ -68,10 +68,7 @@ def route_targets(
         if route is None:
             out.append(target)
             continue
-        replaced = {e.name for e in route.env}
-        update: dict[str, Any] = {
-            "credentials": [c for c in target.definition.credentials if c.env not in replaced]
-        }
+        update: dict[str, Any] = {"credentials": []}
         mode = run.spec.sandbox.network_policy if run.spec.sandbox else NetworkPolicyMode.provider
         if mode == NetworkPolicyMode.provider:
             update["egress"] = []

@@ -293,7 +293,10 @@ def test_a_failed_dependency_stops_the_runs_after_it(tmp_path, capfd):
 def test_a_routed_cli_run_locally_uses_the_users_own_key_and_says_so(tmp_path, capfd, monkeypatch):
     """No gateway on a laptop: the route is not applied, the key the user has is granted as written."""
     monkeypatch.setenv("FAKE_TOKEN", "env-secret-789")
-    route = {"vendor": "anthropic", "env": [{"name": "FAKE_TOKEN", "value": "$(HARNESS_MODEL_GATEWAY_TOKEN)"}]}
+    route = {
+        "vendor": "anthropic",
+        "env": [{"name": "FAKE_TOKEN", "value": "$(HARNESS_MODEL_GATEWAY_TOKEN)"}],
+    }
     files = manifests(
         tmp_path,
         definition(

@@ -121,6 +121,12 @@ def test_which_attempts_are_routed(
 def test_a_routed_definition_holds_no_credential_and_under_provider_no_egress() -> None:
     claude, cursor = routed(make_run(), CLAUDE, CURSOR)
     assert claude.definition.credentials == [] and claude.definition.egress == []
+    # A definition granting two vendors' keys (aider, opencode) keeps neither, routed for one of them.
+    both = CLAUDE.model_copy(update={"credentials": [*CLAUDE.credentials, *CODEX.credentials]})
+    (routed_both,) = routed(make_run(), both)
+    job = build_job(make_run(), routed_both, GATEWAY)
+    runner_env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {e["valueFrom"]["secretKeyRef"]["name"] for e in runner_env if "valueFrom" in e} == {"review-plan"}
     assert cursor.definition == CURSOR  # not routed: as it was
     allowlist = routed(
         make_run(sandbox={"networkPolicy": "allowlist", "egress": [{"cidr": "10.0.0.0/8"}]}), CLAUDE
