@@ -79,6 +79,9 @@ class Response:
 class _Handler(BaseHTTPRequestHandler):
     server_version = "harness-stub/1"
     protocol_version = "HTTP/1.1"
+    # Headers and body are separate writes: with Nagle on, a kept-alive client's delayed ACK adds 40 ms
+    # that are the stub's, not what a test or a benchmark measures.
+    disable_nagle_algorithm = True
 
     def log_message(self, fmt: str, *args: Any) -> None:  # quiet by default
         stub: StubServer = self.server.stub  # type: ignore[attr-defined]

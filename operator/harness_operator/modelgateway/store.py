@@ -18,6 +18,7 @@ from harness_operator.contract.model_access import MeteredUsage
 from harness_operator.contract.times import timestamp
 from harness_operator.modelgateway.metering import RequestUsage
 
+MAX_CONNECTIONS = 32
 METER_TTL_SECONDS = 30 * 24 * 3600  # a meter outlives any attempt the operator still has to read
 
 RESERVE = """
@@ -104,7 +105,12 @@ def meter_key(run_uid: str, attempt: str) -> str:
 
 class MeterStore:
     def __init__(self, url: str, password: str | None = None) -> None:
-        self.redis = aioredis.Redis.from_url(url, password=password, decode_responses=True)
+        # A burst of requests waits for one of a bounded set of connections (each is held for one
+        # script's call) rather than opening one each and failing past the pool's limit.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, password=password, decode_responses=True, max_connections=MAX_CONNECTIONS, timeout=10
+        )
+        self.redis = aioredis.Redis(connection_pool=pool)
         self._reserve = self.redis.register_script(RESERVE)
         self._settle = self.redis.register_script(SETTLE)
 
