@@ -403,6 +403,23 @@ GUARDRAILS = [
         "definitions",
         f'spec.credentials[0].env: "GIT_CONFIG_COUNT" {ENV_REFUSED}',
     ),
+    (
+        "definition-model-route-env",
+        definition_body(
+            "x",
+            IMAGE,
+            "ok",
+            modelRoute={
+                "vendor": "anthropic",
+                "env": [
+                    {"name": "ANTHROPIC_API_KEY", "value": "$(HARNESS_MODEL_GATEWAY_TOKEN)"},
+                    {"name": "LD_PRELOAD", "value": "/workspace/evil.so"},
+                ],
+            },
+        ),
+        "definitions",
+        f'spec.modelRoute.env[1].name: "LD_PRELOAD" {ENV_REFUSED}',
+    ),
 ]
 
 

@@ -16,6 +16,9 @@ MAX_DELAY_SECONDS = 60.0
 FORBIDDEN_RETRIES = 3
 # A finished attempt's log may lag its container's recorded end: read again this many times.
 LOG_RETRIES = 4
+# Retries of a meter the model gateway does not serve (backing off to about two minutes in all) before
+# the attempt counts what its sandbox reported.
+METER_RETRIES = 7
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The model gateway's side of an attempt's end: its token revoked, its meter read into its result (I/O;
-the decisions are core/metered.py's and core/model_route.py's)."""
+the decisions are core/metered.py's)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,16 @@ from collections.abc import Sequence
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.contract.model_access import (
-    MODEL_GRANT_KEY,
     MeteredUsage,
-    ModelGrant,
     build_meter_reader_token,
 )
-from harness_operator.controller.errors import MeterUnavailable
+from harness_operator.controller.errors import METER_RETRIES, MeterUnavailable
+from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.metered import compute_usage_mismatch, is_meter_whole, with_metered, with_reported
 from harness_operator.core.model_route import (
-    build_model_grant_map,
     compute_model_route,
-    model_grant_name,
-    without_attempts,
 )
 from harness_operator.core.resolution import AttemptTarget
 from harness_operator.core.status import ObservedAttempt
@@ -51,16 +47,23 @@ class MeterReader:
 
 
 class AttemptMetering:
-    def __init__(self, kube: Kube, config: OperatorConfig, reader: MeterReader | None = None) -> None:
-        self.kube, self.config = kube, config
+    def __init__(
+        self, kube: Kube, config: OperatorConfig, grants: Grants, reader: MeterReader | None = None
+    ) -> None:
+        self.kube, self.config, self.grants = kube, config, grants
         self.reader = reader or MeterReader(config)
 
     def meter(
-        self, run: HarnessRun, targets: Sequence[AttemptTarget], attempts: list[ObservedAttempt]
+        self,
+        run: HarnessRun,
+        targets: Sequence[AttemptTarget],
+        attempts: list[ObservedAttempt],
+        retry: int = 0,
     ) -> list[ObservedAttempt]:
         """Each routed attempt that has ended, with the gateway's meter as its usage. Its token is
         revoked first, so nothing is spent after the reading; an attempt whose metered usage status
-        already records keeps it, read once."""
+        already records keeps it, read once. A gateway that does not answer is asked again (a temporary
+        error) METER_RETRIES times; then the sandbox's report counts, with a MeterLost Warning."""
         recorded = {a.index: a for a in (run.status.attempts if run.status else [])}
         out = []
         for attempt in attempts:
@@ -80,8 +83,21 @@ class AttemptMetering:
                 )
                 out.append(dataclasses.replace(attempt, result=kept))
                 continue
-            self.revoke_attempt(run, attempt.index)
-            meter = self.reader.read(run.metadata["uid"], attempt.index)
+            self.grants.revoke_attempt(run, attempt.index)
+            try:
+                meter = self.reader.read(run.metadata["uid"], attempt.index)
+            except MeterUnavailable as exc:
+                if retry < METER_RETRIES:
+                    raise
+                self.kube.create_event(
+                    {"metadata": run.metadata},
+                    "Warning",
+                    Reason.MeterLost,
+                    f"attempt {attempt.index} ({attempt.provider}): {exc}, {retry} times: its usage is what "
+                    "the sandbox reported",
+                )
+                out.append(dataclasses.replace(attempt, result=with_reported(result)))
+                continue
             if not is_meter_whole(meter, attempt.start_time):
                 self.kube.create_event(
                     {"metadata": run.metadata},
@@ -105,21 +121,3 @@ class AttemptMetering:
                 )
             out.append(dataclasses.replace(attempt, result=metered))
         return out
-
-    def revoke_attempt(self, run: HarnessRun, index: int) -> None:
-        """Take the attempt out of the run's grant: the gateway refuses its token from then on."""
-        ns, name = (
-            self.config.model_gateway_namespace,
-            model_grant_name(run.metadata["namespace"], run.metadata["name"]),
-        )
-        found = self.kube.fetch_config_map(ns, name)
-        if found is None:
-            return
-        grant = ModelGrant.model_validate_json((found.get("data") or {}).get(MODEL_GRANT_KEY, "{}"))
-        if str(index) in grant.attempts:
-            self.kube.apply_grant(build_model_grant_map(run, self.config, without_attempts(grant, {index})))
-
-    def revoke_run(self, namespace: str, name: str) -> None:
-        """Delete the run's grant: none of its tokens opens anything more."""
-        if self.config.model_gateway_service:
-            self.kube.delete_grant(self.config.model_gateway_namespace, model_grant_name(namespace, name))

@@ -28,6 +28,7 @@ from harness_operator.controller import metrics
 from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.errors import LOG_RETRIES, LogNotComplete, Permanent, classify
+from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.core.budget import (
@@ -48,10 +49,7 @@ from harness_operator.core.desired import (
 )
 from harness_operator.core.egress import (
     ROUTE_PUBLIC,
-    build_egress_grant,
-    build_proxy_urls,
     compute_route,
-    grant_name,
 )
 from harness_operator.core.fairqueue import (
     QueueEntry,
@@ -60,12 +58,7 @@ from harness_operator.core.fairqueue import (
     compute_runs_to_wake,
     is_slot_free,
 )
-from harness_operator.core.model_route import (
-    build_model_grant,
-    build_model_secrets,
-    compute_key_warning,
-    route_targets,
-)
+from harness_operator.core.model_route import compute_key_warning, route_targets
 from harness_operator.core.naming import LABEL_ATTEMPT, job_name, label_value, output_config_map_name
 from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
 from harness_operator.core.ownership import describe_conflict, is_expected_child, is_owned_child
@@ -126,7 +119,8 @@ class Reconciler:
         self.clock = clock
         self.children = children or ChildStore()
         self.budgets = BudgetReconciler(kube, config.ledger_namespace, clock)
-        self.metering = AttemptMetering(kube, config)
+        self.grants = Grants(kube, config)
+        self.metering = AttemptMetering(kube, config, self.grants)
         self.definitions: DefinitionReader = KubeReader(kube)
         self.queue_source: QueueSource = NoQueue()
         # Runs this process started whose start the run index may not show yet: not queued any more.
@@ -181,9 +175,11 @@ class Reconciler:
                 except Exception as exc:  # the budget's next tick settles it from the watch cache
                     log.warning("Settling the budgets failed", run=f"{namespace}/{name}", error=repr(exc))
                 try:
-                    self.revoke_grants(namespace, name)
+                    self.grants.revoke_run(namespace, name)
                 except Exception as exc:  # the status is written; the run's deletion revokes it again
-                    log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
+                    log.warning(
+                        "Revoking the gateway grants failed", run=f"{namespace}/{name}", error=str(exc)
+                    )
                 try:
                     metrics.record_finished(run, status)
                 except Exception as exc:  # figures a counter refuses must not stop the run's cleanup
@@ -213,13 +209,6 @@ class Reconciler:
         metrics.IN_FLIGHT.set(len(self._in_flight))
         metrics.QUEUED.set(len(self._queued))
 
-    def revoke_grants(self, namespace: str, name: str) -> None:
-        """Delete the run's gateway grants (of the gateways that are on): its credentials open nothing
-        more."""
-        if self.config.egress_gateway_service:
-            self.kube.delete_grant(self.config.egress_gateway_namespace, grant_name(namespace, name))
-        self.metering.revoke_run(namespace, name)
-
     # --- the reconcile path --------------------------------------------------------------------------
 
     def _reconcile_run(self, run: HarnessRun, retry: int) -> HarnessRunStatus | None:
@@ -231,7 +220,7 @@ class Reconciler:
         providers = [t.provider for t in targets]
         attempts = recorded_attempts(run.status)
         try:
-            attempts = self.metering.meter(run, targets, self._observe_attempts(run, targets))
+            attempts = self.metering.meter(run, targets, self._observe_attempts(run, targets), retry)
             cancelled = run.spec.cancel
             for name in decide_deletions(attempts, cancelled):
                 self.kube.delete_job(ns, name, grace_period(run, self.config))
@@ -449,18 +438,7 @@ class Reconciler:
                     plans = build_plans(planned, targets, prompt, stdin, self.clock(), self.config)
                 except PlanError as exc:
                     raise Rejection(exc.reason, exc.message) from exc
-                # Before the Job: the gateways must know the credentials first.
-                for grant in (
-                    build_egress_grant(run, targets, self.config),
-                    build_model_grant(run, targets, plans, self.config),
-                ):
-                    if grant is not None:
-                        self.kube.apply_grant(grant)
-                credentials = {
-                    **build_proxy_urls(run, targets, self.config),
-                    **build_model_secrets(run, targets, self.config),
-                }
-                self._create(run, build_plan_secret(run, plans, credentials))
+                self._create(run, build_plan_secret(run, plans, self.grants.write(run, targets, plans)))
             target = targets[index - 1]
             claim = build_workspace_claim(run, target.provider)
             if claim is not None:

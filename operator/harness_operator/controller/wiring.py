@@ -187,9 +187,9 @@ class Controller:
         its deletion revokes."""
         self.reconciler.forget(namespace, name)
         try:
-            self.reconciler.revoke_grants(namespace, name)
+            self.reconciler.grants.revoke_run(namespace, name)
         except Exception as exc:  # left behind, the grant opens hosts only to the deleted plan Secret
-            log.warning("Revoking the egress grant failed", run=f"{namespace}/{name}", error=str(exc))
+            log.warning("Revoking the gateway grants failed", run=f"{namespace}/{name}", error=str(exc))
 
     def reconcile_budget(self, budget: BudgetRef, namespace: str, status: dict[str, Any]) -> None:
         """The budget's ledger settled and its status written; the runs waiting for it reconciled."""
