@@ -23,13 +23,20 @@ from harness_operator.core.model_route import model_grant_name
 
 from .conftest import RELEASE_NAMESPACE, STUB_HOST, Runs, install_chart, wait_until
 
-VENDOR_KEYS = {"anthropic": "sk-ant-e2e-gateway-held", "openai": "sk-openai-e2e-gateway-held"}
+VENDOR_KEYS = {
+    "anthropic": "sk-ant-e2e-gateway-held",
+    "openai": "sk-openai-e2e-gateway-held",
+    "gemini": "gemini-e2e-gateway-held",
+}
 # Per routed built-in: its vendor and what the run says besides its provider (a model the stub answers).
 ROUTED: dict[str, tuple[str, dict[str, Any]]] = {
     "claude": ("anthropic", {}),
     "claude-acp": ("anthropic", {}),
     "codex": ("openai", {}),
     "codex-acp": ("openai", {}),
+    "gemini": ("gemini", {"model": "gemini-2.5-flash"}),
+    "gemini-acp": ("gemini", {}),
+    "pi": ("anthropic", {"provider": "anthropic", "model": "claude-sonnet-4-5"}),
     "qwen": ("openai", {}),
     "opencode": ("anthropic", {"model": "anthropic/claude-sonnet-4-5"}),
     "aider": ("openai", {"model": "gpt-4o", "no_git": True}),
@@ -38,6 +45,7 @@ ROUTED: dict[str, tuple[str, dict[str, Any]]] = {
 SERVED = {
     "anthropic": {"inputTokens": 1234, "outputTokens": 56, "cacheReadTokens": 100, "cacheWriteTokens": 10},
     "openai": {"inputTokens": 1134, "outputTokens": 56, "cacheReadTokens": 100, "cacheWriteTokens": 0},
+    "gemini": {"inputTokens": 1134, "outputTokens": 56, "cacheReadTokens": 100, "cacheWriteTokens": 0},
 }
 
 

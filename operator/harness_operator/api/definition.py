@@ -143,6 +143,21 @@ class ModelRoute(Model):
         description="Variables set on the CLI for a routed attempt, which gets none of the definition's "
         "credential grants (the gateway holds the vendor's key).",
     )
+    home_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Files written into the agent's home before it starts (path relative to the home, "
+        "content), for a CLI that reads its endpoint or auth type only from a file (Gemini CLI's "
+        "settings, Pi's models.json); `$(HARNESS_MODEL_GATEWAY_URL)` is expanded in them, never the token.",
+        json_schema_extra={
+            "maxProperties": 8,
+            **validations(
+                rule(
+                    "self.all(k, !k.startsWith('/') && !k.contains('..') && size(k) <= 256)",
+                    "homeFiles keys are paths relative to the agent's home, without '..'",
+                )
+            ),
+        },
+    )
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="Options a routed attempt adds to the run's `with` (a list is appended to the run's, "

@@ -106,6 +106,10 @@ class AttemptPlan(Model):
     model_hint: str | None = Field(default=None, description="The model requested with the `model` option.")
     limits: Limits = Field(default_factory=Limits, description="Time, cost, turn and output limits.")
     working_dir: str | None = Field(default=None, description="Working directory (created if missing).")
+    home_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Files written into the agent's home before it starts (relative path -> content).",
+    )
     acp: AcpSessionPlan | None = Field(default=None, description="Set for protocol acp: the session.")
     confinement: ConfinementProbe | None = Field(
         default=None, description="Wait for the network policy before starting the agent (operator-set)."

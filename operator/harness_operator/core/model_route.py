@@ -121,7 +121,7 @@ def _expand_url(value: Any, base: str) -> Any:
 
 def with_model_route(plan: AttemptPlan, route: ModelRoute, config: OperatorConfig) -> AttemptPlan:
     """The plan of a routed attempt: the route's plain variables (the gateway's URL in them) as env,
-    those carrying the token as credentials the runner passes through and redacts."""
+    those carrying the token as credentials the runner passes through and redacts, its home files."""
     base = model_base_url(config, route.vendor)
     secret = {e.name for e in route.env if MODEL_GATEWAY_TOKEN in e.value}
     plain = [EnvVar(name=e.name, value=expand(e.value, base, "")) for e in route.env if e.name not in secret]
@@ -132,6 +132,7 @@ def with_model_route(plan: AttemptPlan, route: ModelRoute, config: OperatorConfi
             "env": sorted(env, key=lambda e: e.name),
             "credential_envs": sorted({*plan.credential_envs, *secret}),
             "optional_credential_envs": sorted(set(plan.optional_credential_envs) - secret),
+            "home_files": {path: _expand_url(text, base) for path, text in route.home_files.items()},
         }
     )
 

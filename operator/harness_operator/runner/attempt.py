@@ -136,7 +136,9 @@ def build_launch(
     """The agent's process as the plan says: argv, binary, environment, working directory (the
     plan's, else this process's); SetupError when a credential is missing."""
     env = build_env(plan, base_env, credentials)
-    return Launch(list(plan.argv), plan.binary, env, plan.working_dir or os.getcwd(), stdin)
+    return Launch(
+        list(plan.argv), plan.binary, env, plan.working_dir or os.getcwd(), stdin, dict(plan.home_files)
+    )
 
 
 class LogSink:

@@ -8,7 +8,7 @@ import errno
 import os
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from harness_operator.api.reasons import Reason
@@ -25,6 +25,7 @@ class Launch:
     env: dict[str, str]
     cwd: str
     stdin: bool
+    home_files: dict[str, str] = field(default_factory=dict)
 
     def to_doc(self) -> dict[str, Any]:
         return {
@@ -33,6 +34,7 @@ class Launch:
             "env": self.env,
             "cwd": self.cwd,
             "stdin": self.stdin,
+            "homeFiles": self.home_files,
         }
 
     @classmethod
@@ -43,16 +45,37 @@ class Launch:
             {str(k): str(v) for k, v in doc["env"].items()},
             str(doc["cwd"]),
             bool(doc["stdin"]),
+            {str(k): str(v) for k, v in (doc.get("homeFiles") or {}).items()},
         )
 
 
+def write_home_files(launch: Launch) -> None:
+    """The launch's files under the agent's HOME, created with their folders, readable by the agent only;
+    a path that leaves the home is refused (SetupFailed)."""
+    home = os.path.realpath(launch.env.get("HOME") or os.path.expanduser("~"))
+    for relative, text in sorted(launch.home_files.items()):
+        path = os.path.realpath(os.path.join(home, relative))
+        if os.path.commonpath([home, path]) != home or path == home:
+            raise SetupError(Reason.SetupFailed, f"harness: home file {relative!r} is not under {home}")
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise SetupError(
+                Reason.SetupFailed, f"harness: failed to write home file {relative}: {exc}"
+            ) from exc
+
+
 def start_agent(launch: Launch, stdin: Any, stdout: Any, stderr: Any) -> subprocess.Popen[bytes]:
-    """Create the working directory, resolve the binary (Dagu's rule) and start the agent as the
-    leader of its own process group; SetupError with a typed reason when any of it fails."""
+    """Create the working directory and the home files, resolve the binary (Dagu's rule) and start the
+    agent as the leader of its own process group; SetupError with a typed reason when any of it fails."""
     try:
         os.makedirs(launch.cwd, exist_ok=True)
     except OSError as exc:
         raise SetupError(Reason.SetupFailed, f"harness: failed to create working directory: {exc}") from exc
+    write_home_files(launch)
     executable = resolve_binary(launch.binary, launch.env.get("PATH", os.defpath), launch.cwd)
     try:
         return subprocess.Popen(

@@ -247,3 +247,20 @@ def test_catalog_routes_never_put_the_token_in_options_and_name_a_known_vendor()
             continue
         assert "HARNESS_MODEL_GATEWAY_TOKEN" not in json.dumps(route.options), entry.metadata["name"]
         assert any("HARNESS_MODEL_GATEWAY_TOKEN" in e.value for e in route.env), entry.metadata["name"]
+
+
+def test_home_files_reach_the_plan_with_the_url_expanded_and_never_the_token() -> None:
+    pi = CLAUDE.model_copy(
+        update={
+            "model_route": CLAUDE.model_route.model_copy(  # type: ignore[union-attr]
+                update={
+                    "home_files": {".pi/agent/models.json": '{"baseUrl": "$(HARNESS_MODEL_GATEWAY_URL)"}'}
+                }
+            )
+        }
+    )
+    run = make_run()
+    plan = load_plan(json.dumps(build_plans(run, routed(run, pi), "Go.", None, NOW, GATEWAY)[0]))
+    base = model_base_url(GATEWAY, "anthropic")
+    assert plan.home_files == {".pi/agent/models.json": f'{{"baseUrl": "{base}"}}'}
+    assert model_token(run, GATEWAY, 1) not in json.dumps(plan.home_files)

@@ -149,6 +149,18 @@ def test_working_directory_is_created(tmp_path):
     assert json.loads(result.output.decode().splitlines()[1])["cwd"] == str(workdir)
 
 
+def test_home_files_are_written_before_the_agent_starts_and_only_under_its_home(tmp_path):
+    home = tmp_path / "home"
+    files = {".pi/agent/models.json": '{"baseUrl": "http://gw/anthropic"}'}
+    result, _ = run(plan("ok", home_files=files), base_env={**BASE_ENV, "HOME": str(home)})
+    written = home / ".pi" / "agent" / "models.json"
+    assert result.succeeded and written.read_text() == files[".pi/agent/models.json"]
+    assert oct(written.stat().st_mode & 0o777) == "0o600"  # the agent's own
+    escaped, err = run(plan("ok", home_files={"../outside": "x"}), base_env={**BASE_ENV, "HOME": str(home)})
+    assert (escaped.exit_code, escaped.reason) == (1, "SetupFailed") and "is not under" in err
+    assert not (tmp_path / "outside").exists()
+
+
 def test_working_directory_that_cannot_be_created(tmp_path):
     (tmp_path / "file").write_text("")
     result, err = run(plan("ok", working_dir=str(tmp_path / "file" / "sub")))
