@@ -19,7 +19,7 @@ from kubernetes import client
 from tests.stubs.run_cli import stub_class
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
-from harness_operator.core.model_route import model_grant_name
+from harness_operator.core.model_route import model_grant_name, model_key_secret_name
 
 from .conftest import RELEASE_NAMESPACE, STUB_HOST, Runs, install_chart, wait_until
 
@@ -232,3 +232,34 @@ def test_an_ended_runs_grant_is_gone(vendors: dict[str, Any], runs: Runs) -> Non
         return False
 
     assert wait_until(gone, 30, f"the grant {name} to be deleted")
+
+
+def test_a_runs_own_key_is_held_by_the_gateway_too(vendors: dict[str, Any], runs: Runs) -> None:
+    """A run granting its own key where the token goes is still routed: the operator copies the key
+    for the gateway, the sandbox gets the token, the vendor sees the run's key."""
+    team_key = "sk-ant-the-teams-own"
+    runs.secret("team-key", "api-key", team_key)
+    stub = vendors["anthropic"]
+    before = len(stub.requests)
+    credentials = [{"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "team-key", "key": "api-key"}}]
+    runs.create("own", {"provider": "claude", "prompt": "Say hello.", "credentials": credentials,
+                        "limits": {"timeoutSeconds": 180}})  # fmt: skip
+    status = runs.wait_finished("own")
+    assert status["phase"] == "Succeeded", runs.describe("own")
+    assert {tuple(r.auth_sha256) for r in stub.requests[before:]} == {(sha(team_key),)}
+    assert status["usage"]["costSource"] == "metered"
+    pod = runs.core.read_namespaced_pod(status["attempts"][0]["podName"], runs.ns)
+    refs = {
+        e.value_from.secret_key_ref.name for c in pod.spec.containers for e in c.env or [] if e.value_from
+    }
+    assert refs == {"own-plan"}, refs  # the team's Secret is not the sandbox's
+    name = model_key_secret_name(runs.ns, "own")
+
+    def gone() -> bool:
+        try:
+            runs.core.read_namespaced_secret(name, RELEASE_NAMESPACE)
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    assert wait_until(gone, 30, f"the copy of the run's key, {name}, to be deleted with the run's end")

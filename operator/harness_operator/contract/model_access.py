@@ -34,6 +34,10 @@ class ModelAttemptGrant(Model):
     pricing: dict[str, ModelPricing] = Field(
         default_factory=dict, description="The definition's prices, which win over the price table."
     )
+    key_secret: str | None = Field(
+        default=None, description="The Secret of the gateway's namespace with the run's own key, if any."
+    )
+    key_field: str | None = Field(default=None, description="Its data key for this attempt.")
 
 
 class ModelGrant(Model):

@@ -247,6 +247,22 @@ class Kube:
                 raise
             self.core.replace_namespaced_config_map(name, ns, body, field_manager=FIELD_MANAGER)
 
+    def apply_key_secret(self, body: dict[str, Any]) -> None:
+        """Create the runs' own keys' Secret in the model gateway's namespace, or replace the one a
+        deleted run of the same name left (that namespace is the operator's own)."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        sent: Any = body  # the client serialises plain dicts as they are
+        try:
+            self.core.create_namespaced_secret(ns, sent, field_manager=FIELD_MANAGER)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.core.replace_namespaced_secret(name, ns, sent, field_manager=FIELD_MANAGER)
+
+    def delete_secret(self, namespace: str, name: str) -> None:
+        """Delete a Secret (gone: nothing to do)."""
+        _none_if_missing(lambda: self.core.delete_namespaced_secret(name, namespace))
+
     def delete_grant(self, namespace: str, name: str) -> None:
         """Delete a run's grant: the gateway refuses its credentials from then on."""
         self.delete_config_map(namespace, name)

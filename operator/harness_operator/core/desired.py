@@ -155,6 +155,9 @@ def _env(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> list
     Through the egress gateway, the proxy URLs come from the plan Secret, in place of any grant of
     those names."""
     grants = merge_grants(run, target.definition)
+    route = compute_model_route(run, target.definition, config)
+    if route is not None:  # a run's own key (the token's variable) is the gateway's to hold
+        grants = {k: v for k, v in grants.items() if k not in {e.name for e in route.env}}
     proxy: list[dict[str, Any]] = []
     if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
         proxy = build_proxy_env(plan_secret_name(run.metadata["name"]), target.index)

@@ -16,6 +16,7 @@ from typing import Any
 from harness_operator.api.v1alpha1 import (
     MODEL_GATEWAY_TOKEN,
     MODEL_GATEWAY_URL,
+    CredentialGrant,
     EnvVar,
     HarnessDefinitionSpec,
     HarnessRun,
@@ -50,10 +51,52 @@ def compute_model_route(
 
 
 def find_own_route_settings(run: HarnessRun, route: ModelRoute) -> list[str]:
-    """The route's variables the run sets itself (its env or credentials), sorted."""
+    """The route's variables the run sets itself, sorted: in its env (its own endpoint), or as a
+    credential that is not the token's (a run's own key, granted where the token goes, is routed: the
+    gateway holds it, `find_own_key`)."""
     names = {e.name for e in route.env}
-    own = {e.name for e in run.spec.env} | {c.env for c in run.spec.credentials}
+    own = {e.name for e in run.spec.env} | {c.env for c in run.spec.credentials} - token_envs(route)
     return sorted(names & own)
+
+
+def token_envs(route: ModelRoute) -> set[str]:
+    return {e.name for e in route.env if MODEL_GATEWAY_TOKEN in e.value}
+
+
+def find_own_key(run: HarnessRun, route: ModelRoute) -> CredentialGrant | None:
+    """The run's own vendor key: its grant of a variable the route puts the token in. The gateway
+    holds it for the attempt (the admission policy checked that the run's author may read it)."""
+    return next((c for c in run.spec.credentials if c.env in token_envs(route)), None)
+
+
+def model_key_secret_name(namespace: str, run_name: str) -> str:
+    """The Secret in the gateway's namespace holding the runs' own keys, one data key per attempt."""
+    return fit_name(f"model-key.{namespace}.{run_name}", "", MAX_GRANT_NAME)
+
+
+def model_key_field(attempt: int) -> str:
+    return f"attempt-{attempt}"
+
+
+def build_model_key_secret(
+    run: HarnessRun, config: OperatorConfig, keys: Mapping[int, str]
+) -> dict[str, Any] | None:
+    """The runs' own keys, by attempt, for the gateway (None when no routed attempt brings one). In the
+    gateway's namespace, like the grant, and deleted with it."""
+    if not keys:
+        return None
+    ns, name = run.metadata["namespace"], run.metadata["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": model_key_secret_name(ns, name),
+            "namespace": config.model_gateway_namespace,
+            "labels": {**run_labels(name), LABEL_MODEL_GRANT: "true", LABEL_RUN_NAMESPACE: label_value(ns)},
+        },
+        "stringData": {model_key_field(i): key for i, key in sorted(keys.items())},
+    }
 
 
 def route_targets(
@@ -175,25 +218,30 @@ def build_model_grant(
     targets: Sequence[AttemptTarget],
     plans: Sequence[Mapping[str, Any]],
     config: OperatorConfig,
+    with_own_keys: frozenset[int] = frozenset(),
 ) -> dict[str, Any] | None:
     """The gateway's grant for the run: per routed attempt, its token's hash, vendor, caps (the plan's,
-    a budget's reservation included) and the definition's prices. None when no attempt is routed."""
+    a budget's reservation included), the definition's prices and, for the attempts in `with_own_keys`,
+    where the run's own key is. None when no attempt is routed."""
+    ns, name = run.metadata["namespace"], run.metadata["name"]
     attempts = {}
     for target, planned in zip(targets, plans, strict=True):
         plan = AttemptPlan.model_validate(planned)
         route = compute_model_route(run, target.definition, config)
         if route is None:
             continue
+        own = find_own_key(run, route) if target.index in with_own_keys else None
         attempts[str(target.index)] = ModelAttemptGrant(
             token_sha256=token_sha256(model_token(run, config, target.index)),
             vendor=route.vendor,
             max_cost_usd=plan.limits.max_cost_usd,
             max_tokens=plan.limits.max_tokens,
             pricing=dict(target.definition.pricing),
+            key_secret=model_key_secret_name(ns, name) if own else None,
+            key_field=model_key_field(target.index) if own else None,
         )
     if not attempts:
         return None
-    ns, name = run.metadata["namespace"], run.metadata["name"]
     grant = ModelGrant(namespace=ns, run=name, uid=run.metadata["uid"], attempts=attempts)
     return build_model_grant_map(run, config, grant)
 

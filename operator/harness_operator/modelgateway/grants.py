@@ -1,5 +1,6 @@
 """The live grants: ConfigMaps labelled agentharness.dev/model-grant=true in the gateway's namespace, kept by
-a watch, read with the pod's ServiceAccount (a Role that may list, watch and get ConfigMaps there) (I/O).
+a watch, read with the pod's ServiceAccount (a Role that may list, watch and get ConfigMaps there, and
+get Secrets: the runs' own keys the operator copies there) (I/O).
 
 The operator writes a run's grant before its Job and rewrites it without an attempt once that attempt has
 ended, so a token works from its attempt's first request and is refused as soon as the watch delivers
@@ -8,6 +9,7 @@ the change. A token whose grant the watch has not delivered yet is looked up onc
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from typing import Any
@@ -15,7 +17,12 @@ from typing import Any
 from kubernetes import client, watch
 from pydantic import ValidationError
 
-from harness_operator.contract.model_access import LABEL_MODEL_GRANT, MODEL_GRANT_KEY, ModelGrant
+from harness_operator.contract.model_access import (
+    LABEL_MODEL_GRANT,
+    MODEL_GRANT_KEY,
+    ModelAttemptGrant,
+    ModelGrant,
+)
 
 SELECTOR = f"{LABEL_MODEL_GRANT}=true"
 RETRY_SECONDS = 1.0
@@ -39,6 +46,7 @@ class GrantWatch:
         self.api, self.namespace = api, namespace
         self.grants: dict[str, ModelGrant] = {}
         self.synced = threading.Event()
+        self._keys: dict[tuple[str, str], str] = {}
         self._stop = threading.Event()
 
     def start(self) -> None:
@@ -52,6 +60,26 @@ class GrantWatch:
         if grant is None and self.synced.is_set():
             grant = self._fetch(name)
         return grant
+
+    def own_key(self, grant: ModelGrant, attempt: ModelAttemptGrant) -> str | None:
+        """A run's own key for its attempt, from the Secret the operator copied it into (read once per
+        run and attempt; None when it is gone)."""
+        if not (attempt.key_secret and attempt.key_field):
+            return None
+        cached = self._keys.get((grant.uid, attempt.key_field))
+        if cached is None:
+            try:
+                secret = self.api.read_namespaced_secret(
+                    attempt.key_secret, self.namespace, _request_timeout=5
+                )
+            except client.ApiException:
+                return None
+            data = (secret.data or {}).get(attempt.key_field)
+            if data is None:
+                return None
+            cached = base64.b64decode(data).decode("utf-8", errors="replace")
+            self._keys[(grant.uid, attempt.key_field)] = cached
+        return cached
 
     def _fetch(self, name: str) -> ModelGrant | None:
         """A grant the watch has not delivered yet (created a moment ago), read by its name."""

@@ -96,13 +96,16 @@ class Gateway:
                 f"harness model gateway: this attempt is routed to {attempt.vendor}, not {vendor.name}",
                 "unauthorized",
             )
-        key = self.keys.get(vendor.name)
+        key = await asyncio.to_thread(self.grants.own_key, grant, attempt) if attempt.key_secret else None
+        key = key or (None if attempt.key_secret else self.keys.get(vendor.name))
         if not key:
             self.count(grant, vendor, "refused")
             return _error(
                 vendor,
                 503,
-                f"harness model gateway: no key for {vendor.name} is configured "
+                f"harness model gateway: the run's own key (Secret {attempt.key_secret}) is gone"
+                if attempt.key_secret
+                else f"harness model gateway: no key for {vendor.name} is configured "
                 "(modelGateway.vendors in the chart)",
                 "upstream",
             )

@@ -21,12 +21,15 @@ from harness_operator.core.config import OperatorConfig
 from harness_operator.core.desired import AttemptTarget, build_job, build_plan_secret, build_plans
 from harness_operator.core.model_route import (
     build_model_grant,
+    build_model_key_secret,
     build_model_secrets,
     compute_key_warning,
     compute_model_route,
+    find_own_key,
     merge_route_options,
     model_base_url,
     model_grant_name,
+    model_key_secret_name,
     model_token,
     route_targets,
     without_attempts,
@@ -102,11 +105,12 @@ def routed(run: HarnessRun, *definitions: HarnessDefinitionSpec) -> list[Attempt
         (CLAUDE, OperatorConfig(**{**GATEWAY.__dict__, "model_gateway_vendors": ("openai",)}), {}, None),
         # The run brings its own endpoint or key: it keeps them.
         (CLAUDE, GATEWAY, {"env": [{"name": "ANTHROPIC_BASE_URL", "value": "http://mine"}]}, None),
+        # Its own key where the token goes: routed, the gateway holds the key.
         (
             CLAUDE,
             GATEWAY,
             {"credentials": [{"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "mine", "key": "k"}}]},
-            None,
+            "anthropic",
         ),
         (CLAUDE, GATEWAY, {"env": [{"name": "OTHER", "value": "x"}]}, "anthropic"),
     ],
@@ -264,3 +268,35 @@ def test_home_files_reach_the_plan_with_the_url_expanded_and_never_the_token() -
     base = model_base_url(GATEWAY, "anthropic")
     assert plan.home_files == {".pi/agent/models.json": f'{{"baseUrl": "{base}"}}'}
     assert model_token(run, GATEWAY, 1) not in json.dumps(plan.home_files)
+
+
+def test_a_runs_own_key_is_routed_and_held_by_the_gateway_not_the_sandbox() -> None:
+    own = {"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "team-key", "key": "api-key"}}
+    run = make_run(credentials=[own])
+    route = compute_model_route(run, CLAUDE, GATEWAY)
+    assert route is not None and find_own_key(run, route) is not None
+    # A run's grant of another route variable than the token's is its own endpoint: not routed.
+    other = make_run(credentials=[{**own, "env": "ANTHROPIC_BASE_URL"}])
+    assert compute_model_route(other, CLAUDE, GATEWAY) is None
+    targets = routed(run, CLAUDE)
+    job = build_job(run, targets[0], GATEWAY)
+    refs = [
+        e["valueFrom"]["secretKeyRef"]
+        for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+        if "valueFrom" in e
+    ]
+    assert refs == [
+        {"name": "review-plan", "key": "model-env-1-ANTHROPIC_API_KEY"}
+    ]  # the token, not team-key
+    plans = build_plans(run, targets, "Review.", None, NOW, GATEWAY)
+    grant = ModelGrant.model_validate_json(
+        build_model_grant(run, targets, plans, GATEWAY, frozenset({1}))["data"]["grant.json"]  # type: ignore[index]
+    )
+    assert (grant.attempts["1"].key_secret, grant.attempts["1"].key_field) == (
+        model_key_secret_name("team-a", "review"),
+        "attempt-1",
+    )
+    secret = build_model_key_secret(run, GATEWAY, {1: "sk-team"})
+    assert secret is not None and secret["stringData"] == {"attempt-1": "sk-team"}
+    assert secret["metadata"]["namespace"] == "harness-system"
+    assert build_model_key_secret(run, GATEWAY, {}) is None
