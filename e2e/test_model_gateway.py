@@ -11,7 +11,7 @@ given back its defaults afterwards.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -79,6 +79,15 @@ def vendors(release: str, kube: client.ApiClient) -> Iterator[dict[str, Any]]:
         for vendor, stub in stubs.items():
             stub.stop()
             core.delete_namespaced_secret(f"e2e-{vendor}-key", RELEASE_NAMESPACE)
+
+
+def gone(read: Callable[[str, str], Any], name: str) -> bool:
+    """Whether the object of the release namespace `read` reads is deleted."""
+    try:
+        read(name, RELEASE_NAMESPACE)
+    except client.ApiException as exc:
+        return exc.status == 404
+    return False
 
 
 def model_calls_since(stub: Any, before: int) -> list[Any]:
@@ -223,15 +232,7 @@ def test_an_ended_runs_grant_is_gone(vendors: dict[str, Any], runs: Runs) -> Non
         runs.core.read_namespaced_secret("ended-plan", runs.ns).data or {}
     )
     name = model_grant_name(runs.ns, "ended")
-
-    def gone() -> bool:
-        try:
-            runs.core.read_namespaced_config_map(name, RELEASE_NAMESPACE)
-        except client.ApiException as exc:
-            return exc.status == 404
-        return False
-
-    assert wait_until(gone, 30, f"the grant {name} to be deleted")
+    assert wait_until(lambda: gone(runs.core.read_namespaced_config_map, name), 30, f"the grant {name} to go")
 
 
 def test_a_runs_own_key_is_held_by_the_gateway_too(vendors: dict[str, Any], runs: Runs) -> None:
@@ -254,12 +255,6 @@ def test_a_runs_own_key_is_held_by_the_gateway_too(vendors: dict[str, Any], runs
     }
     assert refs == {"own-plan"}, refs  # the team's Secret is not the sandbox's
     name = model_key_secret_name(runs.ns, "own")
-
-    def gone() -> bool:
-        try:
-            runs.core.read_namespaced_secret(name, RELEASE_NAMESPACE)
-        except client.ApiException as exc:
-            return exc.status == 404
-        return False
-
-    assert wait_until(gone, 30, f"the copy of the run's key, {name}, to be deleted with the run's end")
+    assert wait_until(
+        lambda: gone(runs.core.read_namespaced_secret, name), 30, f"the copy of the key, {name}, to go"
+    )

@@ -238,26 +238,24 @@ class Kube:
         """Create a gateway's grant ConfigMap, or replace the one a deleted run of the same name left (or
         this run's, with an ended attempt taken out): the gateways' namespace is the operator's own, so
         what holds the name there is ours."""
-        ns, name = grant["metadata"]["namespace"], grant["metadata"]["name"]
-        body: Any = grant  # the client serialises plain dicts as they are
-        try:
-            self.core.create_namespaced_config_map(ns, body, field_manager=FIELD_MANAGER)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            self.core.replace_namespaced_config_map(name, ns, body, field_manager=FIELD_MANAGER)
+        self._create_or_replace(
+            grant, self.core.create_namespaced_config_map, self.core.replace_namespaced_config_map
+        )
 
     def apply_key_secret(self, body: dict[str, Any]) -> None:
         """Create the runs' own keys' Secret in the model gateway's namespace, or replace the one a
         deleted run of the same name left (that namespace is the operator's own)."""
+        self._create_or_replace(body, self.core.create_namespaced_secret, self.core.replace_namespaced_secret)
+
+    def _create_or_replace(self, body: dict[str, Any], create: Any, replace: Any) -> None:
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         sent: Any = body  # the client serialises plain dicts as they are
         try:
-            self.core.create_namespaced_secret(ns, sent, field_manager=FIELD_MANAGER)
+            create(ns, sent, field_manager=FIELD_MANAGER)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            self.core.replace_namespaced_secret(name, ns, sent, field_manager=FIELD_MANAGER)
+            replace(name, ns, sent, field_manager=FIELD_MANAGER)
 
     def delete_secret(self, namespace: str, name: str) -> None:
         """Delete a Secret (gone: nothing to do)."""

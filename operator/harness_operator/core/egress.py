@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness_operator.api.v1alpha1 import (
@@ -175,16 +175,21 @@ def build_proxy_env(secret_name: str, attempt: int) -> list[dict[str, Any]]:
 
 def build_gateway_egress_rule(config: OperatorConfig) -> dict[str, Any]:
     """NetworkPolicy egress to the gateway's pods, on its port only."""
+    return build_peer_rule(
+        config.egress_gateway_namespace, config.egress_gateway_pod_labels, config.egress_gateway_port
+    )
+
+
+def build_peer_rule(namespace: str, pod_labels: Mapping[str, str], port: int) -> dict[str, Any]:
+    """NetworkPolicy egress to the pods with these labels in that namespace, on one TCP port."""
     return {
         "to": [
             {
-                "namespaceSelector": {
-                    "matchLabels": {"kubernetes.io/metadata.name": config.egress_gateway_namespace}
-                },
-                "podSelector": {"matchLabels": dict(config.egress_gateway_pod_labels)},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "podSelector": {"matchLabels": dict(pod_labels)},
             }
         ],
-        "ports": [{"protocol": "TCP", "port": config.egress_gateway_port}],
+        "ports": [{"protocol": "TCP", "port": port}],
     }
 
 

@@ -33,7 +33,7 @@ from harness_operator.contract.model_access import (
 )
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress import LABEL_RUN_NAMESPACE
+from harness_operator.core.egress import LABEL_RUN_NAMESPACE, build_peer_rule
 from harness_operator.core.naming import fit_name, label_value, run_labels
 from harness_operator.core.resolution import AttemptTarget
 
@@ -269,17 +269,9 @@ def without_attempts(grant: ModelGrant, ended: set[int]) -> ModelGrant:
 
 def build_gateway_peer_rule(config: OperatorConfig) -> dict[str, Any]:
     """NetworkPolicy egress to the model gateway's pods, on its vendors' port only."""
-    return {
-        "to": [
-            {
-                "namespaceSelector": {
-                    "matchLabels": {"kubernetes.io/metadata.name": config.model_gateway_namespace}
-                },
-                "podSelector": {"matchLabels": dict(config.model_gateway_pod_labels)},
-            }
-        ],
-        "ports": [{"protocol": "TCP", "port": config.model_gateway_port}],
-    }
+    return build_peer_rule(
+        config.model_gateway_namespace, config.model_gateway_pod_labels, config.model_gateway_port
+    )
 
 
 def compute_key_warning(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> str | None:
