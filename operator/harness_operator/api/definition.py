@@ -127,6 +127,9 @@ class ModelVendor(StrEnum):
     gemini = "gemini"
 
 
+# The label of the built-in catalog's ClusterHarnessDefinitions.
+LABEL_CATALOG = "agentharness.dev/catalog"
+BUILTIN = "builtin"
 MODEL_GATEWAY_URL = "$(HARNESS_MODEL_GATEWAY_URL)"
 MODEL_GATEWAY_TOKEN = "$(HARNESS_MODEL_GATEWAY_TOKEN)"
 

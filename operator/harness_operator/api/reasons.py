@@ -59,6 +59,7 @@ class Reason(StrEnum):
     EgressNotEnforcedByName = "EgressNotEnforcedByName"
     ModelKeyInSandbox = "ModelKeyInSandbox"
     UsageMismatch = "UsageMismatch"
+    NoImage = "NoImage"
     MeterLost = "MeterLost"
     Updated = "Updated"
 
@@ -228,6 +229,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Event",
         "Warning",
         "the usage the sandbox reported differs from what the model gateway metered (which counts)",
+    ),
+    Reason.NoImage: (
+        "Ready",
+        "False",
+        "a built-in no sandbox image ships: its runs end BinaryNotFound unless they name an image with "
+        "the CLI",
     ),
     Reason.MeterLost: (
         "Event",

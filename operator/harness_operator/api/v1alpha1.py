@@ -89,6 +89,12 @@ from harness_operator.api.common import (
     validations as validations,
 )
 from harness_operator.api.definition import (
+    BUILTIN as BUILTIN,
+)
+from harness_operator.api.definition import (
+    LABEL_CATALOG as LABEL_CATALOG,
+)
+from harness_operator.api.definition import (
     MODEL_GATEWAY_TOKEN as MODEL_GATEWAY_TOKEN,
 )
 from harness_operator.api.definition import (

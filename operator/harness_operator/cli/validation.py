@@ -18,6 +18,7 @@ from harness_operator.api.v1alpha1 import (
     KINDS,
     WITH_VALUES_CHECK,
     WITH_VALUES_MESSAGE,
+    AcpTransport,
     ClusterHarnessDefinition,
     HarnessDefinitionSpec,
     HarnessRun,
@@ -25,6 +26,7 @@ from harness_operator.api.v1alpha1 import (
     rule,
     validations,
 )
+from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import Document
 from harness_operator.core.cel import check_rules
 from harness_operator.core.inputs import DependencyCycle, compute_dependencies, compute_run_order
@@ -222,6 +224,14 @@ def _argument_problem(
     return None
 
 
+# The built-ins no image of ours ships (their ClusterHarnessDefinitions are not Ready: NoImage).
+IMAGELESS_BUILTINS = [
+    e.spec
+    for e in load_builtin_catalog()
+    if e.spec.image is None and e.spec.transport in (None, AcpTransport.stdio)
+]
+
+
 def _warnings(
     doc: Document, run: HarnessRun, catalog: Catalog, secrets: set[tuple[str, str]]
 ) -> list[Finding]:
@@ -245,6 +255,14 @@ def _warnings(
         definition = resolve_definition(catalog, doc.namespace, name)
         if definition is None:
             continue
+        if definition in IMAGELESS_BUILTINS and not (sandbox and sandbox.image):
+            found.append(
+                warn(
+                    field,
+                    f"no sandbox image ships {definition.binary}: the built-in {name} is a recipe; the run "
+                    "ends BinaryNotFound unless spec.sandbox.image names an image with the CLI",
+                )
+            )
         problem = _argument_problem(run, definition, index, name, options[index - 1])
         if problem is not None:
             found.append(

@@ -12,6 +12,9 @@ from pydantic import ValidationError
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
+    BUILTIN,
+    LABEL_CATALOG,
+    AcpTransport,
     Attempt,
     Condition,
     HarnessDefinitionSpec,
@@ -20,6 +23,7 @@ from harness_operator.api.v1alpha1 import (
     HarnessRunStatus,
     OutputStatus,
     Phase,
+    Protocol,
 )
 from harness_operator.contract.result import (
     EXIT_STOPPED,
@@ -368,7 +372,8 @@ def find_succeeded(run: HarnessRun) -> str | None:
 
 def compute_definition_status(definition: dict[str, Any], now: datetime) -> HarnessDefinitionStatus:
     """A HarnessDefinition's or ClusterHarnessDefinition's status: Ready when its spec parses and runs
-    can use its protocol; otherwise Ready False and Stalled True (kstatus: Failed) until it is edited."""
+    can use it; otherwise Ready False and Stalled True (kstatus: Failed) until it is edited. A built-in
+    of the catalog that no image ships (it starts a CLI none of our images has) is not Ready: NoImage."""
     generation = (definition.get("metadata") or {}).get("generation")
     previous = [Condition.model_validate(c) for c in (definition.get("status") or {}).get("conditions") or []]
     try:
@@ -378,12 +383,20 @@ def compute_definition_status(definition: dict[str, Any], now: datetime) -> Harn
         where = ".".join(["spec", *(str(part) for part in error["loc"])])
         reason, message = Reason.InvalidDefinition, f"{where}: {error['msg']}; fix the definition"
     else:
-        del spec  # parsing is the check: every protocol the API admits has a runner
-        conds = set_condition(
-            previous, READY, TRUE, Reason.Valid, "runs can use this definition", generation, now
-        )
-        conds = [c for c in conds if c.type != STALLED]
-        return HarnessDefinitionStatus(conditions=conds, observed_generation=generation)
+        labels = (definition.get("metadata") or {}).get("labels") or {}
+        starts_a_cli = spec.protocol == Protocol.cli or spec.transport in (None, AcpTransport.stdio)
+        if labels.get(LABEL_CATALOG) == BUILTIN and spec.image is None and starts_a_cli:
+            reason = Reason.NoImage
+            message = (
+                f"no sandbox image ships {spec.binary}: a run of this built-in ends BinaryNotFound unless it "
+                "names an image with the CLI (spec.sandbox.image, or a HarnessDefinition with spec.image)"
+            )
+        else:  # parsing is the check: every protocol the API admits has a runner
+            conds = set_condition(
+                previous, READY, TRUE, Reason.Valid, "runs can use this definition", generation, now
+            )
+            conds = [c for c in conds if c.type != STALLED]
+            return HarnessDefinitionStatus(conditions=conds, observed_generation=generation)
     conds = set_condition(previous, READY, FALSE, reason, message, generation, now)
     conds = set_condition(conds, STALLED, TRUE, reason, message, generation, now)
     return HarnessDefinitionStatus(conditions=conds, observed_generation=generation)

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from harness_operator.api.v1alpha1 import AttemptOutcome, HarnessRun
+from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.result import ResultDocument, build_result_doc, render_termination_message
 from harness_operator.core.decide import decide_deletions
 from harness_operator.core.status import (
@@ -787,3 +788,20 @@ def test_status_attempts_take_every_outcome_field_of_the_result_document() -> No
     }
     assert entry == {"index": 2, **shared}
     assert set(AttemptOutcome.model_fields) - {"index"} <= set(doc.model_fields_set)
+
+
+def test_a_builtin_no_image_ships_is_not_ready_and_says_how_to_run_it() -> None:
+    """The catalog's recipes for CLIs without an image (cursor, goose, ...) are not Ready: their runs
+    would end BinaryNotFound in the operator's default sandbox."""
+    for entry in load_builtin_catalog():
+        body = {"metadata": {**entry.metadata, "generation": 1}, "spec": entry.spec.to_api()}
+        ready = {c.type: c for c in compute_definition_status(body, NOW).conditions}["Ready"]
+        starts_a_cli = entry.spec.transport in (None, "stdio")
+        if entry.spec.image is None and starts_a_cli:
+            assert (ready.status, ready.reason) == ("False", "NoImage"), entry.metadata["name"]
+            assert "spec.sandbox.image" in (ready.message or "")
+        else:
+            assert (ready.status, ready.reason) == ("True", "Valid"), entry.metadata["name"]
+    # The same spec without the catalog's label is a user's own: Ready (its image is theirs to choose).
+    custom = {"metadata": {"name": "mine", "generation": 1}, "spec": {"binary": "cursor-agent"}}
+    assert compute_definition_status(custom, NOW).conditions[0].status == "True"
