@@ -126,6 +126,40 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return 130
 
 
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from harness_operator.controller.kube import Kube
+
+    kube, namespace = Kube.from_kubeconfig(args.kubeconfig, args.context)
+    ns = args.namespace or namespace
+    if not kube.cancel_run(ns, args.run):
+        print(f"harnessctl: HarnessRun {ns}/{args.run} not found", file=sys.stderr)
+        return 1
+    print(f"harnessrun.agentharness.dev/{args.run} cancel requested")
+    return 0
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    from harness_operator.cli.manifests import build_rerun
+    from harness_operator.controller.kube import Kube
+
+    kube, namespace = Kube.from_kubeconfig(args.kubeconfig, args.context)
+    ns = args.namespace or namespace
+    run = kube.fetch_run(ns, args.run)
+    if run is None:
+        print(f"harnessctl: HarnessRun {ns}/{args.run} not found", file=sys.stderr)
+        return 1
+    created = kube.create_run(build_rerun(run))
+    print(f"harnessrun.agentharness.dev/{created['metadata']['name']} created")
+    return 0
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", metavar="RUN", help="the HarnessRun's name")
+    parser.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    parser.add_argument("--context", help="kubeconfig context to use")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+
+
 PATHS_HELP = "files or folders of YAML manifests; - reads them from stdin"
 
 
@@ -162,15 +196,20 @@ def build_parser() -> argparse.ArgumentParser:
     dagu.set_defaults(func=cmd_import_dagu)
 
     logs = sub.add_parser("logs", help="show a run's progress: turns, tool calls, text, usage, outcome")
-    logs.add_argument("run", metavar="RUN", help="the HarnessRun's name")
+    add_cluster_arguments(logs)
     logs.add_argument("-f", "--follow", action="store_true", help="follow the run until it ends")
-    logs.add_argument("-n", "--namespace", help="namespace (default: the context's)")
-    logs.add_argument("--context", help="kubeconfig context to use")
-    logs.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     logs.add_argument(
         "-o", "--output", choices=["text", "jsonl"], default="text", help="jsonl: the normalized events"
     )
     logs.set_defaults(func=cmd_logs)
+
+    cancel = sub.add_parser("cancel", help="cancel a run (sets spec.cancel: its agent is stopped)")
+    add_cluster_arguments(cancel)
+    cancel.set_defaults(func=cmd_cancel)
+
+    rerun = sub.add_parser("rerun", help="create a new run with a run's spec (named RUN-xxxxx)")
+    add_cluster_arguments(rerun)
+    rerun.set_defaults(func=cmd_rerun)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -77,3 +78,21 @@ def load_documents(paths: list[str], stdin: IO[str] | None = None) -> list[Docum
             continue
         docs += parse_documents(text, str(file))
     return docs
+
+
+def build_rerun(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A new run with the spec of `run` (not cancelled), its labels and annotations but kubectl's and
+    kopf's own, named `<run>-xxxxx` by the API server."""
+    metadata = run.get("metadata") or {}
+    own = ("kubectl.kubernetes.io/", "kopf.zalando.org/")
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if not k.startswith(own)}
+    spec = {k: v for k, v in (run.get("spec") or {}).items() if k != "cancel"}
+    new_metadata: dict[str, Any] = {
+        "generateName": f"{metadata['name'][:57]}-",
+        "namespace": metadata["namespace"],
+    }
+    if metadata.get("labels"):
+        new_metadata["labels"] = dict(metadata["labels"])
+    if annotations:
+        new_metadata["annotations"] = annotations
+    return {"apiVersion": run["apiVersion"], "kind": run["kind"], "metadata": new_metadata, "spec": spec}

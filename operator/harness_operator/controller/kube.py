@@ -286,6 +286,21 @@ class Kube:
         """Delete a ConfigMap (gone: nothing to do)."""
         _none_if_missing(lambda: self.core.delete_namespaced_config_map(name, namespace))
 
+    def cancel_run(self, namespace: str, name: str) -> bool:
+        """Set the run's spec.cancel (the one field of its spec that may change); False when it is gone."""
+        found = _none_if_missing(
+            lambda: self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, RUNS, name, {"spec": {"cancel": True}}
+            )
+        )
+        return found is not None
+
+    def create_run(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a HarnessRun (metadata.generateName allowed); the object as stored."""
+        ns = body["metadata"]["namespace"]
+        created: Any = self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, RUNS, body)
+        return dict(created)
+
     def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the run's status through the status subresource (spec is never touched)."""
         self.custom.patch_namespaced_custom_object_status(
