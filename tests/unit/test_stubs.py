@@ -60,7 +60,7 @@ def test_streaming_messages_reports_fixed_usage():
         assert start["model"] == "claude-x"
         assert start["usage"]["input_tokens"] == USAGE["input_tokens"]
         delta = next(d for n, d in events if n == "message_delta")
-        assert delta["usage"] == USAGE
+        assert delta["usage"] == {**USAGE, "output_tokens": 10}  # never more than max_tokens, as the API
         assert delta["delta"]["stop_reason"] == "end_turn"
         text = "".join(d["delta"]["text"] for n, d in events if n == "content_block_delta")
         assert text == TEXT
