@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 import genai_prices
@@ -58,6 +59,7 @@ def usage_of(vendor: Vendor, flavor: Flavor, document: Any) -> RequestUsage | No
     )
 
 
+@cache
 def _provider(vendor: Vendor) -> types.Provider:
     snapshot = genai_prices.data_snapshot.get_snapshot()
     return next(p for p in snapshot.providers if p.id == vendor.provider_id)

@@ -154,9 +154,9 @@ class Gateway:
         flavor = endpoint.flavor
         assert flavor is not None
         capped = attempt.max_cost_usd is not None or attempt.max_tokens is not None
-        prices = find_prices(vendor, vendor.model(path, document), attempt.pricing, datetime.now(UTC))
+        model = vendor.model(path, document)
+        prices = find_prices(vendor, model, attempt.pricing, datetime.now(UTC))
         if prices is None and attempt.max_cost_usd is not None:
-            model = vendor.model(path, document)
             return (
                 _error(
                     vendor,
