@@ -69,6 +69,9 @@ KIND_SPECS = [
             {"name": "Tokens", "type": "integer", "jsonPath": ".status.progress.tokens", "priority": 1},
             {"name": "Duration", "type": "string", "jsonPath": ".status.progress.duration", "priority": 1},
             {"name": "Tool", "type": "string", "jsonPath": ".status.progress.lastTool", "priority": 1},
+            {"name": "Files", "type": "integer", "jsonPath": ".status.changes.files", "priority": 1},
+            {"name": "Branch", "type": "string", "jsonPath": ".status.changes.branch", "priority": 1},
+            {"name": "PR", "type": "string", "jsonPath": ".status.changes.pullRequestURL", "priority": 1},
         ],
     ),
     KindSpec(

@@ -61,6 +61,13 @@ class Reason(StrEnum):
     UsageMismatch = "UsageMismatch"
     NoImage = "NoImage"
     MeterLost = "MeterLost"
+    ChangesUnavailable = "ChangesUnavailable"
+    WorkspaceNotGit = "WorkspaceNotGit"
+    ChangeHoldsCredential = "ChangeHoldsCredential"
+    PatchTooLarge = "PatchTooLarge"
+    PushRejected = "PushRejected"
+    PullRequestFailed = "PullRequestFailed"
+    PublishLost = "PublishLost"
     Updated = "Updated"
 
 
@@ -82,7 +89,7 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     Reason.RunOutputFailed: (
         "Accepted",
         "False",
-        "a run named by runOutput or spec.after ended without success",
+        "a run named by runOutput, spec.after or workspace.from ended without success",
     ),
     Reason.UnknownInput: (
         "Accepted",
@@ -110,7 +117,7 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     Reason.WaitingForRunOutput: (
         "Succeeded",
         "Unknown",
-        "waiting for a run named by runOutput or spec.after to succeed",
+        "waiting for a run named by runOutput, spec.after or workspace.from to succeed",
     ),
     Reason.Suspended: ("Succeeded", "Unknown", "the Job waits for Kueue to admit it"),
     Reason.Running: ("Succeeded", "Unknown", "the agent runs"),
@@ -241,6 +248,34 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Warning",
         "the model gateway's store lost its meters during the attempt: its usage is what the sandbox "
         "reported",
+    ),
+    Reason.ChangesUnavailable: (
+        "Accepted",
+        "False",
+        "workspace.from names a run that published no change of this run's repository",
+    ),
+    Reason.WorkspaceNotGit: (
+        "Succeeded",
+        "False",
+        "the agent succeeded but its working directory is no longer the cloned repository (replaced, or a "
+        "link): no change is taken",
+    ),
+    Reason.ChangeHoldsCredential: (
+        "Succeeded",
+        "False",
+        "the agent's change holds the value of a granted credential: nothing is kept, pushed or opened",
+    ),
+    Reason.PatchTooLarge: (
+        "Succeeded",
+        "False",
+        "the patch is larger than a ConfigMap holds and no branch was asked for to keep it",
+    ),
+    Reason.PushRejected: ("Succeeded", "False", "the origin refused the push of the run's branch"),
+    Reason.PullRequestFailed: ("Succeeded", "False", "the forge's API refused to open the pull request"),
+    Reason.PublishLost: (
+        "Succeeded",
+        "False",
+        "the publishing container ended without a report (stopped at the pod's grace period, or killed)",
     ),
     Reason.Updated: ("Event", "Normal", "the run's status changed without a reason of its own"),
 }

@@ -88,6 +88,25 @@ class OutputStatus(Model):
     config_map_name: str | None = Field(default=None, description="ConfigMap holding the full output.")
 
 
+class ChangesStatus(Model):
+    """The agent's change in the workspace, as the publishing container captured and published it."""
+
+    base: str | None = Field(default=None, description="The commit the change is against (cloned).")
+    commit: str | None = Field(default=None, description="The commit pushed (with branch).")
+    branch: str | None = Field(default=None, description="The branch pushed to the origin.")
+    files: int | None = Field(default=None, description="Files changed.")
+    insertions: int | None = Field(default=None, description="Lines added.")
+    deletions: int | None = Field(default=None, description="Lines removed.")
+    patch_bytes: int | None = Field(default=None, description="Size of the patch (git diff --binary).")
+    patch_sha256: str | None = Field(default=None, alias="patchSHA256", description="SHA-256 of the patch.")
+    patch_config_map_name: str | None = Field(
+        default=None, description="ConfigMap holding the patch (key changes.patch), when it fits in one."
+    )
+    pull_request_url: str | None = Field(
+        default=None, alias="pullRequestURL", description="The pull request opened."
+    )
+
+
 class Progress(Model):
     """The run so far, for `kubectl get -w`: finished attempts' usage plus the running attempt's figures,
     which the operator reads from the sandbox's log while it runs; at the end, the run's totals."""
@@ -141,6 +160,9 @@ class HarnessRunStatus(Model):
     attempts: list[Attempt] = Field(default_factory=list, description="One entry per attempt.")
     usage: Usage | None = Field(default=None, description="Summed across attempts.")
     output: OutputStatus | None = Field(default=None, description="The output.")
+    changes: ChangesStatus | None = Field(
+        default=None, description="The agent's change (spec.workspace.publish): patch, branch, pull request."
+    )
     budget: RunBudget | None = Field(default=None, description="Budget admission and reservation.")
 
     progress: Progress | None = Field(default=None, description="Turns, tokens and cost so far.")

@@ -90,6 +90,117 @@ class GitSource(Model):
     )
 
 
+# A branch name template: `$(run.name)` and `$(run.namespace)` are the run's; the rendered name must be a
+# valid branch name (git check-ref-format --branch), which the operator checks before the run starts.
+DEFAULT_BRANCH = "harness/$(run.name)"
+DEFAULT_TITLE = "$(run.name)"
+DEFAULT_BODY = "$(output)"
+DEFAULT_COMMIT_MESSAGE = "$(run.name)\n\nMade by HarnessRun $(run.namespace)/$(run.name)."
+PATCH_LIMIT_BYTES = 1_000_000  # what a ConfigMap holds (1 MiB) with room for its metadata
+
+
+class Forge(StrEnum):
+    github = "github"
+    gitea = "gitea"
+    gitlab = "gitlab"
+
+
+class PublishBranch(Model):
+    """The commit pushed to the origin: a new branch, never forced, never another ref."""
+
+    name: str = Field(
+        default=DEFAULT_BRANCH,
+        min_length=1,
+        max_length=200,
+        description="Branch name; $(run.name) and $(run.namespace) are replaced (default "
+        f"{DEFAULT_BRANCH}). The push fails if the branch exists.",
+    )
+
+
+class PullRequest(Model):
+    """A pull (merge) request from the pushed branch, opened through the forge's REST API."""
+
+    forge: Forge = Field(default=Forge.github, description="github (the default), gitea or gitlab.")
+    api_url: str | None = Field(
+        default=None,
+        alias="apiURL",
+        max_length=2048,
+        description="The forge's API root. Default: https://api.github.com for github.com, else the "
+        "repository host's /api/v3 (GitHub Enterprise), /api/v1 (Gitea) or /api/v4 (GitLab).",
+        json_schema_extra=validations(
+            rule("self.startsWith('https://') || self.startsWith('http://')", "must be an http(s) URL")
+        ),
+    )
+    repository: str | None = Field(
+        default=None,
+        max_length=512,
+        description="owner/name (GitLab: the project path). Default: the git URL's path without .git.",
+    )
+    base: str | None = Field(
+        default=None,
+        max_length=256,
+        description="The branch to merge into. Default: workspace.git.ref, else the origin's HEAD branch.",
+    )
+    title: str = Field(
+        default=DEFAULT_TITLE,
+        min_length=1,
+        max_length=1024,
+        description="Title; $(run.name), $(run.namespace) and $(output) (the run's output) are replaced.",
+    )
+    body: str = Field(
+        default=DEFAULT_BODY,
+        max_length=16384,
+        description="Body, with the title's variables (the output is cut at 60000 characters).",
+    )
+    draft: bool = Field(default=False, description="Open it as a draft (GitHub and GitLab).")
+
+
+class WorkspacePublish(Model):
+    """What happens to the agent's change after it exited successfully. The patch (git diff --binary
+    against the cloned commit) is always kept; a branch and a pull request are pushed and opened by a
+    container of the pod the agent never reaches, with a credential the agent never holds."""
+
+    branch: PublishBranch | None = Field(
+        default=None, description="Push the change as a commit on a new branch (needs credentialsSecretRef)."
+    )
+    pull_request: PullRequest | None = Field(
+        default=None, description="Open a pull request from the branch (implies branch with its default)."
+    )
+    credentials_secret_ref: SecretKeySelector | None = Field(
+        default=None,
+        description="Secret key with a token that may push to the origin and open pull requests. Only "
+        "the publishing container reads it; the agent's container never does.",
+    )
+    commit_message: str = Field(
+        default=DEFAULT_COMMIT_MESSAGE,
+        min_length=1,
+        max_length=16384,
+        description="Commit message; $(run.name) and $(run.namespace) are replaced.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "!(has(self.branch) || has(self.pullRequest)) || has(self.credentialsSecretRef)",
+                "branch and pullRequest need credentialsSecretRef: a Secret key with a token that may push",
+            )
+        )
+    )
+
+
+class WorkspaceFrom(Model):
+    """Start from another run's change: its patch applied to the commit it was made against (the change
+    shows as uncommitted, so `git diff` reads it), or its branch when the patch was too large to keep."""
+
+    run: str = Field(
+        min_length=1,
+        max_length=253,
+        description="A HarnessRun of this namespace that published a change of the same repository; this "
+        "run waits until it has succeeded.",
+        json_schema_extra=object_name("HarnessRun"),
+    )
+
+
 class Workspace(Model):
     """The agent's working directory and the volume behind it."""
 
@@ -101,6 +212,31 @@ class Workspace(Model):
     )
     volume: WorkspaceVolume | None = Field(default=None, description="The workspace volume.")
     git: GitSource | None = Field(default=None, description="A repository cloned into workingDir.")
+    from_: WorkspaceFrom | None = Field(
+        default=None,
+        alias="from",
+        description="Start from another run's published change (needs git: the same repository).",
+    )
+    publish: WorkspacePublish | None = Field(
+        default=None,
+        description="Keep the agent's change as a patch, and push it as a branch and a pull request "
+        "(needs git).",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "!has(self.publish) || has(self.git)",
+                "publish needs git: the change is taken against the commit the workspace cloned",
+                field_path=".publish",
+            ),
+            rule(
+                "!has(self.from) || has(self.git)",
+                "from needs git: the repository the earlier run changed",
+                field_path=".from",
+            ),
+        )
+    )
 
 
 class NetworkPolicyMode(StrEnum):

@@ -236,6 +236,9 @@ from harness_operator.api.run_status import (
     AttemptOutcome as AttemptOutcome,
 )
 from harness_operator.api.run_status import (
+    ChangesStatus as ChangesStatus,
+)
+from harness_operator.api.run_status import (
     CostSource as CostSource,
 )
 from harness_operator.api.run_status import (
@@ -257,7 +260,13 @@ from harness_operator.api.run_status import (
     Usage as Usage,
 )
 from harness_operator.api.sandbox import (
+    PATCH_LIMIT_BYTES as PATCH_LIMIT_BYTES,
+)
+from harness_operator.api.sandbox import (
     EmptyDir as EmptyDir,
+)
+from harness_operator.api.sandbox import (
+    Forge as Forge,
 )
 from harness_operator.api.sandbox import (
     GitSource as GitSource,
@@ -267,6 +276,12 @@ from harness_operator.api.sandbox import (
 )
 from harness_operator.api.sandbox import (
     PersistentVolumeClaimRef as PersistentVolumeClaimRef,
+)
+from harness_operator.api.sandbox import (
+    PublishBranch as PublishBranch,
+)
+from harness_operator.api.sandbox import (
+    PullRequest as PullRequest,
 )
 from harness_operator.api.sandbox import (
     Resources as Resources,
@@ -282,6 +297,12 @@ from harness_operator.api.sandbox import (
 )
 from harness_operator.api.sandbox import (
     Workspace as Workspace,
+)
+from harness_operator.api.sandbox import (
+    WorkspaceFrom as WorkspaceFrom,
+)
+from harness_operator.api.sandbox import (
+    WorkspacePublish as WorkspacePublish,
 )
 from harness_operator.api.sandbox import (
     WorkspaceVolume as WorkspaceVolume,

@@ -16,11 +16,13 @@ import structlog
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
+    ChangesStatus,
     HarnessRun,
     HarnessRunStatus,
     Limits,
     RunBudget,
 )
+from harness_operator.contract.changes import parse_report
 from harness_operator.contract.frame import FrameError, decode_frame
 from harness_operator.contract.result import fallback_line
 from harness_operator.contract.times import timestamp
@@ -41,6 +43,7 @@ from harness_operator.core.conditions import (
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.decide import decide, decide_deletions, decide_wake
 from harness_operator.core.desired import (
+    build_changes_config_map,
     build_job,
     build_output_config_map,
     build_plan_secret,
@@ -59,10 +62,17 @@ from harness_operator.core.fairqueue import (
     is_slot_free,
 )
 from harness_operator.core.model_route import compute_key_warning, route_targets
-from harness_operator.core.naming import LABEL_ATTEMPT, job_name, label_value, output_config_map_name
+from harness_operator.core.naming import (
+    LABEL_ATTEMPT,
+    PUBLISH_CONTAINER,
+    job_name,
+    label_value,
+    output_config_map_name,
+)
 from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
 from harness_operator.core.ownership import describe_conflict, is_expected_child, is_owned_child
 from harness_operator.core.planning import PlanError
+from harness_operator.core.publish import check_publish, compute_changes, lost_publish, resolve_start
 from harness_operator.core.resolution import (
     AttemptTarget,
     DefinitionReader,
@@ -225,7 +235,16 @@ class Reconciler:
             for name in decide_deletions(attempts, cancelled):
                 self.kube.delete_job(ns, name, grace_period(run, self.config))
             output, output_cm = self._collect_output(run, attempts, retry)
-            observed = Observed(providers, attempts, output, output_cm, cancelled=cancelled)
+            changes, publish_failed = self._collect_changes(run, attempts, retry)
+            observed = Observed(
+                providers,
+                attempts,
+                output,
+                output_cm,
+                changes=changes,
+                publish_failed=publish_failed,
+                cancelled=cancelled,
+            )
             next_index = compute_next_attempt(observed)
             if next_index is None:
                 return self._write(run, observed)
@@ -274,6 +293,7 @@ class Reconciler:
     # --- resolution ----------------------------------------------------------------------------------
 
     def _resolve_targets(self, run: HarnessRun, retry: int) -> list[AttemptTarget]:
+        check_publish(run)
         return route_targets(
             run, resolve_targets(KubeReader(self.kube, self.definitions, retry), run), self.config
         )
@@ -355,6 +375,37 @@ class Reconciler:
         self._create(run, build_output_config_map(run, text))
         return text.encode("utf-8"), output_config_map_name(name)
 
+    def _collect_changes(
+        self, run: HarnessRun, attempts: list[ObservedAttempt], retry: int = 0
+    ) -> tuple[ChangesStatus | None, tuple[str, str] | None]:
+        """The successful attempt's change as its publishing container reported it (termination message),
+        its patch from that container's log, checked, kept in the changes ConfigMap; and the run's
+        failure when publishing failed. The log is read again as the output's is."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        last = attempts[-1] if attempts else None
+        if last is None or not last.succeeded or last.publisher is None or last.pod_name is None:
+            return None, None
+        report = parse_report(str(last.publisher.get("message") or ""))
+        if report is None:
+            return None, lost_publish(last.publisher)
+        kept = False
+        if report.patch_sha256:
+            log = self.kube.fetch_pod_log(ns, last.pod_name, PUBLISH_CONTAINER) or ""
+            decoded = decode_frame(log, report.patch_sha256)
+            if isinstance(decoded, FrameError) and retry < LOG_RETRIES:
+                raise LogNotComplete(
+                    f"the patch of attempt {last.index} is not in its log yet: {decoded.message}"
+                )
+            if isinstance(decoded, FrameError):
+                message = f"the patch of attempt {last.index} cannot be read from its log: {decoded.message}"
+                self.kube.create_event(
+                    {"metadata": run.metadata}, "Warning", Reason.OutputUnavailable, message
+                )
+            else:
+                self._create(run, build_changes_config_map(run, decoded))
+                kept = True
+        return compute_changes(report, kept, name)
+
     def _create(self, run: HarnessRun, obj: dict[str, Any]) -> bool:
         """Create a child; True when created now. A name already taken by an object that is not this
         run's child (owner, content hash) fails the run with ChildConflict before anything else runs."""
@@ -416,6 +467,7 @@ class Reconciler:
         a run's inputs are consumed once, not on every event of its Jobs and Pods."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
         prompt, stdin = self._resolve_inputs(run, retry) if index == 1 else ("", None)
+        start = resolve_start(KubeReader(self.kube, retry=retry), run)
         planned = run
         with self._namespace_locks[ns]:  # counting and taking the slot under one lock: no two runs take one
             if index == 1:
@@ -447,7 +499,7 @@ class Reconciler:
             fqdn = build_fqdn_policy(run, target, self.config)
             if fqdn is not None:
                 self._create(run, fqdn)
-            created = self._create(run, build_job(run, target, self.config))
+            created = self._create(run, build_job(run, target, self.config, start))
         except BaseException:
             with self._namespace_locks[ns]:  # no Job: the slot is free again
                 self.children.forget_started(ns, name)

@@ -86,6 +86,9 @@ class OperatorConfig:
     ledger_namespace: str = "harness-system"
     # The Job deadline of an attempt whose run sets no limits.timeoutSeconds: none runs forever.
     max_run_seconds: int = 86400
+    # How long the publishing container may take (fetch, push, pull request) once the agent has ended;
+    # the pod's grace period and the Job's deadline grow by it for runs that publish.
+    publish_timeout_seconds: int = 120
     # Retention of finished runs without spec.ttlSecondsAfterFinished; None keeps them until deleted.
     default_ttl_seconds_after_finished: int | None = None
 

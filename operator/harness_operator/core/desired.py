@@ -14,6 +14,15 @@ from typing import Any
 from harness_operator.api.v1alpha1 import (
     HarnessRun,
 )
+from harness_operator.contract.changes import (
+    BASE_FILE,
+    CLONE_TOKEN_ENV,
+    PUBLISH_DIR,
+    PUBLISH_PLAN_ENV,
+    PUBLISH_TOKEN_ENV,
+    VERDICT_DIR,
+    VERDICT_FILE,
+)
 from harness_operator.contract.plan import CONFINEMENT_ENV
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.confinement import compute_confinement
@@ -37,8 +46,10 @@ from harness_operator.core.naming import (
     ANNOTATION_RUN,
     CLONE_CONTAINER,
     KUEUE_QUEUE_LABEL,
+    PUBLISH_CONTAINER,
     RUNNER_CONTAINER,
     attempt_labels,
+    changes_config_map_name,
     job_name,
     output_config_map_name,
     plan_secret_name,
@@ -47,6 +58,12 @@ from harness_operator.core.naming import (
 from harness_operator.core.ownership import build_child_meta
 from harness_operator.core.planning import build_plan, merge_grants, with_output_limit
 from harness_operator.core.pricing import with_table_pricing
+from harness_operator.core.publish import (
+    PATCH_KEY,
+    WorkspaceStart,
+    build_changes_config_map_data,
+    build_publish_plan,
+)
 from harness_operator.core.resolution import AttemptTarget
 from harness_operator.core.workspace import build_workspace_volume, working_dir, workspace_mount_path
 
@@ -67,6 +84,12 @@ SANDBOX_HOME = "/home/sandbox"
 OUTPUT_CONFIG_MAP_LIMIT = 1_000_000
 # The runner enforces timeoutSeconds itself and reports; the Job deadline is only a backstop after it.
 DEADLINE_SLACK_SECONDS = 60
+# The publisher's time past publish_timeout_seconds to write its report and exit.
+PUBLISH_SLACK_SECONDS = 10
+VERDICT_LIMIT = "1Mi"
+# Where the clone reads the patch of spec.workspace.from's run (a ConfigMap volume).
+FROM_PATCH_DIR = "/etc/harness-from"
+FROM_PATCH = f"{FROM_PATCH_DIR}/changes.patch"
 
 
 def build_plans(
@@ -182,7 +205,11 @@ def grace_period(run: HarnessRun, config: OperatorConfig) -> int:
 
 
 def _git_init_container(
-    run: HarnessRun, image: str, config: OperatorConfig, target: AttemptTarget
+    run: HarnessRun,
+    image: str,
+    config: OperatorConfig,
+    target: AttemptTarget,
+    start: WorkspaceStart | None = None,
 ) -> dict[str, Any] | None:
     workspace = run.spec.workspace
     git = workspace.git if workspace else None
@@ -193,18 +220,31 @@ def _git_init_container(
     # A repository already in the workspace (a shared claim) has a config and hooks the last agent could
     # write (hooks, fsmonitor, filters, credential helpers all run code): it starts from a clean config.
     # Init containers start before the enforcer programs the pod: the clone waits for it first.
+    # Starting from an earlier run's change (start), the exact commit is fetched (a clone takes only a
+    # branch or tag), and its patch applied once its sha256 is the one that run's status reports. With
+    # publish, the commit the workspace starts from is recorded where only the publisher reads it.
     probe = compute_confinement(run, target.definition, config)
+    publishing = run.spec.workspace is not None and run.spec.workspace.publish is not None
     script = (
         "set -eu\n"
         + ("python3 -I -m harness_operator.runner.confinement\n" if probe else "")
         + 'if [ -d "$WORKDIR/.git" ]; then\n'
         "  printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' >\"$WORKDIR/.git/config\"\n"
         '  rm -rf "$WORKDIR/.git/hooks" "$WORKDIR/.git/info/attributes"\n'
+        'elif [ -n "${GIT_COMMIT:-}" ]; then git init -q "$WORKDIR"; fi\n'
+        'if [ -d "$WORKDIR/.git" ]; then\n'
         '  git -C "$WORKDIR" remote add origin "$GIT_URL"\n'
-        '  git -C "$WORKDIR" fetch --depth 1 origin "${GIT_REF:-HEAD}"\n'
-        '  git -C "$WORKDIR" checkout --detach FETCH_HEAD\n'
+        '  git -C "$WORKDIR" fetch --depth 1 origin "${GIT_COMMIT:-${GIT_REF:-HEAD}}"\n'
+        '  git -C "$WORKDIR" checkout -q --detach FETCH_HEAD\n'
         'else git clone --depth 1 ${GIT_REF:+--branch "$GIT_REF"} "$GIT_URL" "$WORKDIR"; fi\n'
     )
+    if start is not None and start.patch_config_map:
+        script += (
+            f'echo "$PATCH_SHA256  {FROM_PATCH}" | sha256sum -c --quiet -\n'
+            f'git -C "$WORKDIR" apply --binary "{FROM_PATCH}"\n'
+        )
+    if publishing:
+        script += f'git -C "$WORKDIR" rev-parse HEAD >"{BASE_FILE}"\n'
     env: list[dict[str, Any]] = [
         {"name": "GIT_URL", "value": git.url},
         {"name": "WORKDIR", "value": workdir},
@@ -213,6 +253,10 @@ def _git_init_container(
     ]
     if git.ref:
         env.append({"name": "GIT_REF", "value": git.ref})
+    if start is not None:
+        env.append({"name": "GIT_COMMIT", "value": start.commit})
+        if start.patch_sha256:
+            env.append({"name": "PATCH_SHA256", "value": start.patch_sha256})
     if probe:
         env.append({"name": CONFINEMENT_ENV, "value": probe.model_dump_json(by_alias=True)})
     if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
@@ -258,6 +302,64 @@ def _git_init_container(
             {"name": "workspace", "mountPath": workspace_mount_path(workdir)},
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "home", "mountPath": SANDBOX_HOME},
+            *([{"name": "publish", "mountPath": PUBLISH_DIR}] if publishing else []),
+            *(
+                [{"name": "from-patch", "mountPath": FROM_PATCH_DIR, "readOnly": True}]
+                if start is not None and start.patch_config_map
+                else []
+            ),
+        ],
+    }
+
+
+def _publish_container(
+    run: HarnessRun, target: AttemptTarget, config: OperatorConfig, image: str
+) -> dict[str, Any] | None:
+    """The publisher (runner/publish.py), a sidecar: the kubelet stops it only after the runner and the
+    agent have ended, and then it takes the change. It holds the write credential, which no other
+    container does, and every credential the agent is granted, to refuse a change that holds one."""
+    workspace = run.spec.workspace
+    publish = workspace.publish if workspace else None
+    git = workspace.git if workspace else None
+    if publish is None or git is None:
+        return None
+    env = [e for e in _env(run, target, config) if e["name"] != "HOME"]
+    secrets = [e["name"] for e in env if "valueFrom" in e]
+    if git.credentials_secret_ref:
+        ref = git.credentials_secret_ref
+        env.append(
+            {"name": CLONE_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        )
+        secrets.append(CLONE_TOKEN_ENV)
+    if publish.credentials_secret_ref:
+        ref = publish.credentials_secret_ref
+        env.append(
+            {"name": PUBLISH_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        )
+        secrets.append(PUBLISH_TOKEN_ENV)
+    if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
+        no_proxy = build_no_proxy(compute_egress_rules(run, target.definition))
+        env += [{"name": name, "value": no_proxy} for name in NO_PROXY_ENVS]
+    plan = build_publish_plan(run, working_dir(run), secrets, config.publish_timeout_seconds)
+    assert plan is not None
+    # `$$` is the kubelet's escape for `$`: a template's $(NAME) must not become another variable's value.
+    env.append({"name": PUBLISH_PLAN_ENV, "value": plan.to_json().replace("$", "$$")})
+    return {
+        "name": PUBLISH_CONTAINER,
+        "image": image,
+        "imagePullPolicy": config.image_pull_policy,
+        "restartPolicy": "Always",
+        "command": ["tini", "--", *isolated_python("harness_operator.runner.publish")],
+        "workingDir": "/",
+        "env": env,
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": _container_security(config),
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "volumeMounts": [
+            {"name": "workspace", "mountPath": workspace_mount_path(working_dir(run)), "readOnly": True},
+            {"name": "publish", "mountPath": PUBLISH_DIR},
+            {"name": "verdict", "mountPath": VERDICT_DIR, "readOnly": True},
         ],
     }
 
@@ -289,6 +391,7 @@ def _runner_container(
                 CHANNEL,
                 "--workdir",
                 working_dir(run),
+                *(["--verdict", VERDICT_FILE] if _publishes(run) else []),
             ),
         ],
         "workingDir": "/",
@@ -301,8 +404,13 @@ def _runner_container(
             {"name": "plan", "mountPath": PLAN_DIR, "readOnly": True},
             {"name": "channel", "mountPath": CHANNEL_DIR},
             {"name": "runner-tmp", "mountPath": "/tmp"},
+            *([{"name": "verdict", "mountPath": VERDICT_DIR}] if _publishes(run) else []),
         ],
     }
+
+
+def _publishes(run: HarnessRun) -> bool:
+    return run.spec.workspace is not None and run.spec.workspace.publish is not None
 
 
 def _agent_container(run: HarnessRun, config: OperatorConfig, image: str) -> dict[str, Any]:
@@ -328,8 +436,11 @@ def _agent_container(run: HarnessRun, config: OperatorConfig, image: str) -> dic
     }
 
 
-def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) -> dict[str, Any]:
-    """The Job of one attempt, in the sandbox: restricted, no API token, credentials only as env."""
+def build_job(
+    run: HarnessRun, target: AttemptTarget, config: OperatorConfig, start: WorkspaceStart | None = None
+) -> dict[str, Any]:
+    """The Job of one attempt, in the sandbox: restricted, no API token, credentials only as env; with
+    spec.workspace.publish, the publishing sidecar; `start`: the change of spec.workspace.from."""
     name = run.metadata["name"]
     sandbox = run.spec.sandbox
     image = (
@@ -353,13 +464,16 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
             pod_spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
     if config.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
-    init = _git_init_container(run, image, config, target)
+    init = _git_init_container(run, image, config, target, start)
+    publisher = _publish_container(run, target, config, image)
+    # The publisher acts after the agent, within the pod's grace period and the Job's deadline.
+    publish_seconds = config.publish_timeout_seconds + PUBLISH_SLACK_SECONDS if publisher else 0
     pod_spec.update(
         {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
-            "terminationGracePeriodSeconds": grace + 5,
+            "terminationGracePeriodSeconds": grace + 5 + publish_seconds,
             "securityContext": {
                 "runAsNonRoot": True,
                 "runAsUser": config.sandbox_uid,
@@ -367,7 +481,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
                 "fsGroup": config.sandbox_uid,
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
-            "initContainers": [init] if init else [],
+            "initContainers": [c for c in (init, publisher) if c],
             "containers": [
                 _runner_container(run, target, config, image),
                 _agent_container(run, config, image),
@@ -389,7 +503,17 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
             ],
         }
     )
-    if not init:
+    if publisher:
+        pod_spec["volumes"] += [
+            {"name": "publish", "emptyDir": {"sizeLimit": config.scratch_size_limit}},
+            {"name": "verdict", "emptyDir": {"sizeLimit": VERDICT_LIMIT}},
+        ]
+    if start is not None and start.patch_config_map:
+        items = [{"key": PATCH_KEY, "path": PATCH_KEY}]
+        pod_spec["volumes"].append(
+            {"name": "from-patch", "configMap": {"name": start.patch_config_map, "items": items}}
+        )
+    if not pod_spec["initContainers"]:
         pod_spec.pop("initContainers")
     # One pod per attempt, ever: no retry, and a deleted pod is not replaced (Failed: not even once the
     # old one is gone), so the agent never runs twice; the operator reports the attempt as lost.
@@ -409,7 +533,7 @@ def build_job(run: HarnessRun, target: AttemptTarget, config: OperatorConfig) ->
     }
     limits = run.spec.limits
     timeout = (limits.timeout_seconds if limits else None) or config.max_run_seconds
-    job_spec["activeDeadlineSeconds"] = timeout + grace + DEADLINE_SLACK_SECONDS
+    job_spec["activeDeadlineSeconds"] = timeout + grace + DEADLINE_SLACK_SECONDS + publish_seconds
     if queue:
         job_spec["suspend"] = True
     metadata = build_child_meta(run, job_name(name, target.index), job_labels)
@@ -427,4 +551,18 @@ def build_output_config_map(run: HarnessRun, output: str) -> dict[str, Any]:
         "metadata": build_child_meta(run, output_config_map_name(name), run_labels(name), data),
         "immutable": True,
         "data": data,
+    }
+
+
+def build_changes_config_map(run: HarnessRun, patch: bytes) -> dict[str, Any]:
+    """The patch of the run's change (key changes.patch), owned by the run, immutable and hashed."""
+    name = run.metadata["name"]
+    payload = build_changes_config_map_data(patch)
+    data = payload.get("data") or payload["binaryData"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": build_child_meta(run, changes_config_map_name(name), run_labels(name), data),
+        "immutable": True,
+        **payload,
     }

@@ -24,6 +24,7 @@ ANNOTATION_CONTENT_SHA256 = f"{GROUP}/content-sha256"
 RUNNER_CONTAINER = "runner"
 AGENT_CONTAINER = "agent"
 CLONE_CONTAINER = "git-clone"  # the workspace's clone, an init container
+PUBLISH_CONTAINER = "publish"  # the agent's change published (a sidecar: it acts once the others ended)
 
 MAX_NAME = 63
 
@@ -61,6 +62,11 @@ def plan_secret_name(run: str) -> str:
 
 def output_config_map_name(run: str) -> str:
     return fit_name(run, "-output", 253)
+
+
+def changes_config_map_name(run: str) -> str:
+    """The ConfigMap holding the patch of the run's change (spec.workspace.publish)."""
+    return fit_name(run, "-changes", 253)
 
 
 def end_event_name(run: str, uid: str) -> str:

@@ -26,6 +26,10 @@ def container_state(pod: dict[str, Any] | None, name: str, kind: str = "containe
     return dict(found.get("state") or {})
 
 
+def pod_init_containers(pod: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return list(((pod or {}).get("spec") or {}).get("initContainers") or [])
+
+
 def lost_result(index: int, provider: str, what: str) -> ResultDocument:
     """The result of an attempt whose Job or pod went away before it reported."""
     return ResultDocument(

@@ -16,6 +16,7 @@ from harness_operator.api.v1alpha1 import (
     LABEL_CATALOG,
     AcpTransport,
     Attempt,
+    ChangesStatus,
     Condition,
     HarnessDefinitionSpec,
     HarnessDefinitionStatus,
@@ -43,13 +44,19 @@ from harness_operator.core.conditions import (
     find_condition,
     set_condition,
 )
-from harness_operator.core.naming import AGENT_CONTAINER, CLONE_CONTAINER, RUNNER_CONTAINER
+from harness_operator.core.naming import (
+    AGENT_CONTAINER,
+    CLONE_CONTAINER,
+    PUBLISH_CONTAINER,
+    RUNNER_CONTAINER,
+)
 from harness_operator.core.progress import build_final_progress
 from harness_operator.core.results import (
     compute_clone_failure,
     container_state,
     explain_stop,
     lost_result,
+    pod_init_containers,
     read_result,
 )
 from harness_operator.core.usage import sum_usage
@@ -82,6 +89,8 @@ class ObservedAttempt:
     result: ResultDocument | None = None
     # Ended, but the agent's container still runs (the runner gave up on it, or died): the Job goes.
     agent_running: bool = False
+    # The publishing container's terminated state (spec.workspace.publish), once it ended.
+    publisher: dict[str, Any] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -96,6 +105,9 @@ class Observed:
     attempts: list[ObservedAttempt] = field(default_factory=list)
     output: bytes | None = None
     output_config_map: str | None = None
+    changes: ChangesStatus | None = None
+    # The agent succeeded but publishing its change failed: (reason, message).
+    publish_failed: tuple[str, str] | None = None
     rejected: tuple[str, str] | None = None
     waiting: tuple[str, str] | None = None
     failed: tuple[str, str] | None = None
@@ -139,7 +151,15 @@ def observe_attempt(
             # container a moment later, and its exit is what the report is checked against.
             return ObservedAttempt(index, provider, name, pod_name, RUNNING, start)
         result = explain_stop(result, failed, cancelled, name)
-        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result, agent_running)
+        publishes = any(c.get("name") == PUBLISH_CONTAINER for c in pod_init_containers(pod))
+        publisher = container_state(pod, PUBLISH_CONTAINER, "initContainerStatuses").get("terminated")
+        if result.succeeded and publishes and publisher is None and not failed:
+            # The kubelet stops the publisher once the runner and the agent have ended; its report is the
+            # rest of the attempt.
+            return ObservedAttempt(index, provider, name, pod_name, RUNNING, start)
+        return ObservedAttempt(
+            index, provider, name, pod_name, FINISHED, start, result, agent_running, publisher
+        )
     clone = container_state(pod, CLONE_CONTAINER, "initContainerStatuses").get("terminated")
     if clone and clone.get("exitCode"):
         result = compute_clone_failure(index, provider, clone)
@@ -321,15 +341,27 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
             if ok
             else (last.result.message if last.result else None) or reason
         )
-        conds = set_condition(conds, SUCCEEDED, TRUE if ok else FALSE, reason, message, generation, now)
+        exit_code = last.result.exit_code if last.result else None
+        if ok and observed.publish_failed:  # the agent's output and usage stay; the run did not deliver
+            reason, message = observed.publish_failed
+            exit_code = 1
+        published = ok and not observed.publish_failed
+        if published and observed.changes is not None and observed.changes.pull_request_url:
+            message = f"{message}; pull request {observed.changes.pull_request_url}"
+        elif published and observed.changes is not None and observed.changes.branch:
+            message = f"{message}; pushed branch {observed.changes.branch}"
+        conds = set_condition(
+            conds, SUCCEEDED, TRUE if published else FALSE, reason, message, generation, now
+        )
         update |= {
             "phase": Phase.succeeded
-            if ok
+            if published
             else (Phase.cancelled if reason == Reason.Cancelled else Phase.failed),
             "reason": reason,
             "message": message,
-            "exit_code": last.result.exit_code if last.result else None,
+            "exit_code": exit_code,
             "completion_time": previous.completion_time or timestamp(now),
+            "changes": observed.changes,
         }
         if ok and observed.output is not None:
             update["output"] = OutputStatus(

@@ -20,6 +20,7 @@ import threading
 from types import FrameType
 
 from harness_operator.api.reasons import Reason
+from harness_operator.contract.changes import Verdict
 from harness_operator.contract.frame import encode_frame
 from harness_operator.contract.plan import AttemptPlan, load_plan
 from harness_operator.contract.result import EXIT_SETUP, NETWORK_NOT_CONFINED, render_termination_message
@@ -31,6 +32,7 @@ from harness_operator.runner.redact import Redactor
 
 DEFAULT_PLAN = "/etc/harness/plan.json"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+VERDICT_OUTPUT_BYTES = 65536  # a pull request's body takes at most 60000 characters of it
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -42,6 +44,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--workdir", default=None, help="the agent's working directory when the plan names none"
+    )
+    parser.add_argument(
+        "--verdict",
+        default=None,
+        help="also write whether the agent succeeded, and its output, here (for the publishing container)",
     )
     parser.add_argument(
         "--termination-log",
@@ -78,6 +85,18 @@ def write_reports(result: AttemptResult, termination_log: str, result_file: str 
     sys.stderr.flush()
 
 
+def write_verdict(result: AttemptResult, path: str) -> None:
+    """The publishing container's word from the runner: written whole (a rename) or not at all."""
+    doc = result.to_result()
+    text = result.output[:VERDICT_OUTPUT_BYTES].decode("utf-8", "replace")
+    verdict = Verdict(succeeded=doc.succeeded, output=text)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(verdict.model_dump_json())
+    os.chmod(tmp, 0o644)  # the publisher runs as the sandbox's user
+    os.replace(tmp, path)
+
+
 def credentials_from_env(plan: AttemptPlan) -> dict[str, str]:
     """In the pod, granted secrets arrive as the runner's environment (secretKeyRef)."""
     return {name: os.environ[name] for name in plan.credential_envs if name in os.environ}
@@ -99,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if spawner is not None:
             spawner.release()  # a launcher given nothing to run ends its container
+    if args.verdict:
+        try:
+            write_verdict(result, args.verdict)
+        except OSError as exc:  # the publisher then takes no change: it says so
+            print(f"harness: cannot write the verdict: {exc}", file=sys.stderr)
     write_reports(result, args.termination_log, args.result_file)
     return result.exit_code
 

@@ -73,6 +73,10 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self._forms)
 
+    def finds(self, data: builtins.bytes) -> bool:
+        """Whether `data` holds a secret in one of its forms."""
+        return any(form in data for form in self._forms)
+
     def bytes(self, data: bytes) -> bytes:
         for form in self._forms:
             if form in data:

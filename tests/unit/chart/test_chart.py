@@ -25,6 +25,7 @@ from harness_operator.api.v1alpha1 import (
     PersistentVolumeClaimRef,
     RunOutputRef,
     SecretKeySelector,
+    WorkspaceFrom,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -173,7 +174,7 @@ def test_denied_env_names_split_into_exact_names_and_prefixes() -> None:
     )
 
 
-REFERENCES = (SecretKeySelector, ConfigMapKeySelector, RunOutputRef, PersistentVolumeClaimRef)
+REFERENCES = (SecretKeySelector, ConfigMapKeySelector, RunOutputRef, PersistentVolumeClaimRef, WorkspaceFrom)
 
 
 def reference_paths(model: type[BaseModel], prefix: str) -> list[str]:
