@@ -78,3 +78,38 @@ def test_unauthorized_exits_non_zero_with_error_result(tmp_path):
     result = [line for line in _lines(out) if line.get("type") == "result"][-1]
     assert result["is_error"] is True
     assert result.get("api_error_status") == 401
+
+
+@needs_claude
+def test_bash_mode_makes_claude_edit_its_workspace(tmp_path):
+    # `--allowedTools Bash`: as root (CI) Claude Code refuses --permission-mode bypassPermissions and
+    # --dangerously-skip-permissions; without a permission flag it refuses the redirect ("needs approval").
+    work = tmp_path / "work"
+    with AnthropicStub(mode="bash", command="printf 'hello\\n' > edited.txt") as stub:
+        code, out, err, _ = run(
+            stub,
+            [CLAUDE, "-p", "edit", "--allowedTools", "Bash", "--output-format", "stream-json", "--verbose"],
+            ENV,
+            timeout=120,
+            home=str(tmp_path / "home"),
+            workdir=str(work),
+        )
+        calls = [
+            c.body
+            for c in stub.model_calls()
+            if any(t.get("name") == "Bash" for t in c.body.get("tools") or [])
+        ]
+    assert code == 0, err
+    assert (work / "edited.txt").read_text() == "hello\n"
+    # The CLI ran the stub's tool_use and sent its result back on the next turn, which ended the run.
+    assert len(calls) == 2, calls
+    results = [
+        b
+        for m in calls[1]["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+    assert len(results) == 1 and not results[0].get("is_error"), results
+    result = [line for line in _lines(out) if line.get("type") == "result"][-1]
+    assert result["subtype"] == "success" and result["result"] == TEXT

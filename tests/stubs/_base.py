@@ -38,7 +38,7 @@ _LOGGED_HEADERS = (
     "openai-beta",
     "upgrade",
 )
-_SECRET_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
+_SECRET_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key", "private-token")
 
 
 @dataclass

@@ -7,6 +7,7 @@
         stub.model_calls()      # the POST /v1/messages requests it saw
 
     python -m tests.stubs.anthropic --mode ok        # prints the base URL, logs requests
+    python -m tests.stubs.anthropic --mode bash --command 'printf "hi\\n" > edited.txt'
 
 Modes:
   ok            every /v1/messages call answers TEXT with USAGE (streaming SSE or plain JSON)
@@ -15,6 +16,9 @@ Modes:
                 ``--max-turns 1`` this drives Claude Code to ``error_max_turns``.
   tool_turns    the first TOOL_TURNS calls that offer tools each answer a tool_use block (the safe
                 tools in turn), later calls answer TEXT: a run of several turns to watch
+  bash          the first call that offers the Bash tool answers a tool_use block running
+                ``command`` (a constructor keyword, ``--command`` on the command line) with Bash;
+                every later call answers TEXT: an agent that edits its workspace
   unauthorized  every /v1/messages call answers 401 authentication_error
   overloaded    every /v1/messages call answers 529 overloaded_error (a provider down: fallback)
   hang          /v1/messages calls are accepted and never answered (until the stub stops)
@@ -51,12 +55,13 @@ _SAFE_TOOLS = (
 
 class AnthropicStub(StubServer):
     name = "anthropic"
-    modes = ("ok", "tool_use", "tool_turns", "unauthorized", "overloaded", "hang")
+    modes = ("ok", "tool_use", "tool_turns", "bash", "unauthorized", "overloaded", "hang")
     text = TEXT
     usage = USAGE
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, command: str = "", **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.command = command  # what the bash mode runs
         self._tool_use_sent = False
         self._tool_turns_sent = 0
 
@@ -144,6 +149,13 @@ class AnthropicStub(StubServer):
 
     def _content_for(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         offered_tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        if self.mode == "bash" and "Bash" in offered_tools:
+            with self._lock:
+                first, self._tool_use_sent = not self._tool_use_sent, True
+            if first:
+                tool_input = {"command": self.command, "description": "harness stub edit"}
+                tool_id = "toolu_stub_" + uuid.uuid4().hex[:12]
+                return [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": tool_input}]
         if self.mode == "tool_turns" and offered_tools:
             safe = [(n, i) for n, i in _SAFE_TOOLS if n in offered_tools]
             with self._lock:
@@ -246,7 +258,18 @@ class AnthropicStub(StubServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve_main(AnthropicStub, argv)
+    import argparse
+
+    # ``--command`` (the bash mode's) is this stub's own; serve_main parses the rest.
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--command", default="")
+    args, rest = pre.parse_known_args(argv)
+
+    class _Stub(AnthropicStub):
+        def __init__(self, *a: Any, **kw: Any):
+            super().__init__(*a, command=args.command, **kw)
+
+    return serve_main(_Stub, rest)
 
 
 if __name__ == "__main__":

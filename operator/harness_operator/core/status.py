@@ -261,6 +261,20 @@ def compute_next_attempt(observed: Observed) -> int | None:
     return None
 
 
+def describe_changes(changes: ChangesStatus) -> str:
+    """The change in the run's message (and so in `harnessctl logs` and the end Event)."""
+    text = f"{changes.files or 0} files changed (+{changes.insertions or 0} -{changes.deletions or 0})"
+    if changes.pull_request_url:
+        return f"{text}, pull request {changes.pull_request_url}"
+    if changes.branch:
+        return f"{text}, pushed to branch {changes.branch}"
+    return (
+        f"{text}, patch in ConfigMap {changes.patch_config_map_name}"
+        if changes.patch_config_map_name
+        else text
+    )
+
+
 def _final_reason(last: ObservedAttempt) -> str:
     result = last.result
     if result is not None and result.reason:
@@ -346,10 +360,8 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
             reason, message = observed.publish_failed
             exit_code = 1
         published = ok and not observed.publish_failed
-        if published and observed.changes is not None and observed.changes.pull_request_url:
-            message = f"{message}; pull request {observed.changes.pull_request_url}"
-        elif published and observed.changes is not None and observed.changes.branch:
-            message = f"{message}; pushed branch {observed.changes.branch}"
+        if published and observed.changes is not None:
+            message = f"{message}; {describe_changes(observed.changes)}"
         conds = set_condition(
             conds, SUCCEEDED, TRUE if published else FALSE, reason, message, generation, now
         )

@@ -365,7 +365,9 @@ def test_the_status_names_the_pull_request_or_the_publish_failure_keeping_the_ou
         run, Observed(observed.providers, observed.attempts, b"done", changes=changes), NOW
     )
     assert status.phase == Phase.succeeded and status.changes == changes
-    assert "https://github.com/acme/widgets/pull/7" in (status.message or "")
+    assert status.message == (
+        "attempt 1/1 with claude succeeded; 2 files changed (+3 -1), pull request https://github.com/acme/widgets/pull/7"
+    )
 
     refused = report.model_copy(
         update={
