@@ -13,6 +13,7 @@ from typing import Any
 
 from harness_operator.api.v1alpha1 import (
     HarnessRun,
+    SecretKeySelector,
 )
 from harness_operator.contract.changes import (
     BASE_FILE,
@@ -204,6 +205,10 @@ def grace_period(run: HarnessRun, config: OperatorConfig) -> int:
     return config.default_grace_period_seconds
 
 
+def _secret_env(name: str, ref: SecretKeySelector) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+
+
 def _git_init_container(
     run: HarnessRun,
     image: str,
@@ -224,7 +229,7 @@ def _git_init_container(
     # branch or tag), and its patch applied once its sha256 is the one that run's status reports. With
     # publish, the commit the workspace starts from is recorded where only the publisher reads it.
     probe = compute_confinement(run, target.definition, config)
-    publishing = run.spec.workspace is not None and run.spec.workspace.publish is not None
+    publishing = _publishes(run)
     script = (
         "set -eu\n"
         + ("python3 -I -m harness_operator.runner.confinement\n" if probe else "")
@@ -266,17 +271,7 @@ def _git_init_container(
         env += [{"name": name, "value": no_proxy} for name in NO_PROXY_ENVS]
     config_entries = [("core.hooksPath", "/dev/null"), ("core.fsmonitor", "false")]
     if git.credentials_secret_ref:
-        env.append(
-            {
-                "name": "GIT_TOKEN",
-                "valueFrom": {
-                    "secretKeyRef": {
-                        "name": git.credentials_secret_ref.name,
-                        "key": git.credentials_secret_ref.key,
-                    }
-                },
-            }
-        )
+        env.append(_secret_env(CLONE_TOKEN_ENV, git.credentials_secret_ref))
         # An empty helper first clears any helper configured before ours.
         config_entries += [
             ("credential.helper", ""),
@@ -325,18 +320,14 @@ def _publish_container(
         return None
     env = [e for e in _env(run, target, config) if e["name"] != "HOME"]
     secrets = [e["name"] for e in env if "valueFrom" in e]
-    if git.credentials_secret_ref:
-        ref = git.credentials_secret_ref
-        env.append(
-            {"name": CLONE_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
-        )
-        secrets.append(CLONE_TOKEN_ENV)
-    if publish.credentials_secret_ref:
-        ref = publish.credentials_secret_ref
-        env.append(
-            {"name": PUBLISH_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
-        )
-        secrets.append(PUBLISH_TOKEN_ENV)
+    tokens = (
+        (CLONE_TOKEN_ENV, git.credentials_secret_ref),
+        (PUBLISH_TOKEN_ENV, publish.credentials_secret_ref),
+    )
+    for name, ref in tokens:
+        if ref is not None:
+            env.append(_secret_env(name, ref))
+            secrets.append(name)
     if compute_route(run, target.definition, config) == ROUTE_GATEWAY:
         no_proxy = build_no_proxy(compute_egress_rules(run, target.definition))
         env += [{"name": name, "value": no_proxy} for name in NO_PROXY_ENVS]

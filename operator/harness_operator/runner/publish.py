@@ -408,16 +408,10 @@ def publish(
 def _commit(git: Git, plan: PublishPlan, tree: str, base: str) -> str:
     who = {"GIT_AUTHOR_NAME": plan.author_name, "GIT_AUTHOR_EMAIL": plan.author_email}
     who |= {"GIT_COMMITTER_NAME": plan.author_name, "GIT_COMMITTER_EMAIL": plan.author_email}
-    saved = git.env
-    git.env = saved | who
-    try:
-        return (
-            git.run("commit-tree", tree, "-p", base, "-F", "-", stdin=plan.commit_message.encode())
-            .decode()
-            .strip()
-        )
-    finally:
-        git.env = saved
+    message = plan.commit_message.encode()
+    return (
+        git.run("commit-tree", tree, "-p", base, "-F", "-", stdin=message, env=git.env | who).decode().strip()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
