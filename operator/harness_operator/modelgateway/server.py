@@ -226,9 +226,23 @@ class Gateway:
         flavor = endpoint.flavor
         stream_meter = StreamMeter(flavor) if flavor is not None and endpoint.streaming else None
         kept = bytearray()
-        usage: RequestUsage | None = None
-        finished = False
+        finished = settled = False
         response: web.StreamResponse | None = None
+
+        async def settle() -> None:
+            nonlocal settled
+            if settled or held is None or flavor is None:
+                return
+            settled = True
+            usage: RequestUsage | None = None
+            if stream_meter is not None and stream_meter.document is not None:
+                usage = usage_of(vendor, flavor, stream_meter.document)
+            elif kept:
+                usage = usage_of(vendor, flavor, _json(bytes(kept))) or fold_json_stream(
+                    vendor, flavor, bytes(kept)
+                )
+            await self._settle(vendor, held, usage, attempt, meter, finished, response)
+
         try:
             async with self.session.request(
                 request.method, url, params=query, headers=vendor.upstream_headers(headers, key), data=body
@@ -247,8 +261,9 @@ class Gateway:
                     elif flavor is not None and len(kept) < MAX_KEPT_ANSWER:
                         kept += chunk
                     await response.write(chunk)
-                await response.write_eof()
                 finished = True
+                await settle()  # before the caller sees the end: a meter read after the answer counts it
+                await response.write_eof()
         except (TimeoutError, aiohttp.ClientError) as exc:
             if response is None:
                 return _error(
@@ -257,14 +272,7 @@ class Gateway:
         except ConnectionResetError:  # the caller went away mid-answer
             pass
         finally:
-            if held is not None and flavor is not None:
-                if stream_meter is not None and stream_meter.document is not None:
-                    usage = usage_of(vendor, flavor, stream_meter.document)
-                elif kept:
-                    usage = usage_of(vendor, flavor, _json(bytes(kept))) or fold_json_stream(
-                        vendor, flavor, bytes(kept)
-                    )
-                await self._settle(vendor, held, usage, attempt, meter, finished, response)
+            await settle()
         return response  # type: ignore[return-value]
 
     async def _settle(
