@@ -156,7 +156,9 @@ def test_status_subresource_and_printer_columns(
         {
             "status": {
                 "phase": "Succeeded",
+                "reason": "Succeeded",
                 "exitCode": 0,
+                "attempts": [{"index": 1, "provider": "claude"}, {"index": 2, "provider": "codex"}],
                 "usage": {"costUSD": 0.25, "costSource": "reported"},
                 "progress": {"costUSD": 0.25},  # the Cost column: the run so far, then its totals
             }
@@ -177,5 +179,6 @@ def test_status_subresource_and_printer_columns(
         text=True,
         check=True,
     ).stdout.split("\n")
-    assert out[0].split() == ["NAME", "PROVIDER", "PHASE", "EXIT", "COST", "AGE"]
-    assert out[1].split()[:5] == ["cols", "claude", "Succeeded", "0", "0.25"]
+    # RAN: the provider of the latest attempt (here the fallback that succeeded).
+    assert out[0].split() == ["NAME", "PROVIDER", "RAN", "PHASE", "REASON", "COST", "AGE"]
+    assert out[1].split()[:6] == ["cols", "claude", "codex", "Succeeded", "Succeeded", "0.25"]

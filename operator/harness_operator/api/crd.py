@@ -60,11 +60,13 @@ KIND_SPECS = [
         status_subresource=True,
         printer_columns=[
             {"name": "Provider", "type": "string", "jsonPath": ".spec.provider"},
+            # The provider of the latest attempt: a fallback's, once the run fell back.
+            {"name": "Ran", "type": "string", "jsonPath": ".status.attempts[-1:].provider"},
             {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-            {"name": "Exit", "type": "integer", "jsonPath": ".status.exitCode"},
+            {"name": "Reason", "type": "string", "jsonPath": ".status.reason"},
             {"name": "Cost", "type": "number", "jsonPath": ".status.progress.costUSD"},
             _AGE,
-            {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
+            {"name": "Exit", "type": "integer", "jsonPath": ".status.exitCode", "priority": 1},
             {"name": "Turns", "type": "integer", "jsonPath": ".status.progress.turns", "priority": 1},
             {"name": "Tokens", "type": "integer", "jsonPath": ".status.progress.tokens", "priority": 1},
             {"name": "Duration", "type": "string", "jsonPath": ".status.progress.duration", "priority": 1},

@@ -64,12 +64,33 @@ def _loc(loc: Iterable[Any]) -> str:
     return out
 
 
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def _seconds(text: str) -> int | None:
+    """A Go-style duration ("30m", "1h30m", "45s") as seconds, else None."""
+    match = _DURATION.match(text.strip())
+    if not text.strip() or match is None:
+        return None
+    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
 def _schema_message(error: Any) -> str:
-    kind, msg = error["type"], error["msg"]
+    kind, msg, given = error["type"], error["msg"], error.get("input")
     if kind == "extra_forbidden":
         return "unknown field; remove it (kubectl explain shows the fields)"
     if kind == "missing":
         return "required field is missing"
+    if kind == "list_type":
+        return f"a list is expected, not {type(given).__name__} {given!r}: write [{given}]"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        seconds = _seconds(given) if isinstance(given, str) else None
+        if seconds is not None and str(error["loc"][-1]).endswith("Seconds"):
+            return f"a whole number of seconds is expected, not a duration: write {seconds} for {given}"
+        return f"a whole number is expected, not {given!r}"
+    if kind in ("bool_parsing", "bool_type"):
+        return f"true or false is expected, not {given!r}"
     return str(msg)
 
 

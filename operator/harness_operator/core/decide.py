@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, Usage
 from harness_operator.core.conditions import (
     SUCCEEDED,
     find_condition,
@@ -51,6 +51,18 @@ def build_status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, An
     return {**{key: None for key in old if key not in new}, **new}
 
 
+def cost_unknown_fix(usage: Usage, model: str | None) -> str:
+    """Why an attempt's cost is unknown, as the fix: a price only helps once tokens and model are known."""
+    if usage.input_tokens is None and usage.output_tokens is None:
+        return (
+            "the CLI reported no token counts, so no price can help: route the provider through the model "
+            "gateway (the chart's modelGateway), which meters every call"
+        )
+    if model is None:
+        return "the CLI did not say which model answered: name it in spec.with (its model option)"
+    return f"no price covers model {model}: add spec.pricing for it to the provider's definition"
+
+
 def decide_events(
     run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
 ) -> list[EventSpec]:
@@ -68,8 +80,8 @@ def decide_events(
             if attempt.usage and attempt.usage.cost_source == "unknown" and attempt.index not in ended_before:
                 message = (
                     f"attempt {attempt.index} ({attempt.provider}, model {attempt.model or 'unknown'}): "
-                    f"neither the CLI nor a price knows its cost, so maxCostUSD {limits.max_cost_usd} "
-                    "could not be enforced; add spec.pricing for the model to the provider's definition"
+                    f"its cost is unknown, so maxCostUSD {limits.max_cost_usd} could not be enforced; "
+                    + cost_unknown_fix(attempt.usage, attempt.model)
                 )
                 events.append(EventSpec("Warning", Reason.CostUnknown, message))
 

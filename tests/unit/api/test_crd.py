@@ -75,9 +75,9 @@ def test_run_has_status_subresource_and_printer_columns() -> None:
     version = CRDS["agentharness.dev_harnessruns.yaml"]["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
-    assert columns == ["Provider", "Phase", "Exit", "Cost", "Age"]
+    assert columns == ["Provider", "Ran", "Phase", "Reason", "Cost", "Age"]
     wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority") == 1]
-    assert wide == ["Reason", "Turns", "Tokens", "Duration", "Tool", "Files", "Branch", "PR"]
+    assert wide == ["Exit", "Turns", "Tokens", "Duration", "Tool", "Files", "Branch", "PR"]
     # Cost moves while the run is in flight: it reads the progress, which ends as the run's total.
     cost = next(c for c in version["additionalPrinterColumns"] if c["name"] == "Cost")
     assert cost["jsonPath"] == ".status.progress.costUSD"

@@ -286,3 +286,23 @@ def test_a_name_the_api_server_refuses_is_an_error(name: str) -> None:
     found = check(run_doc(GOOD, SECRET).replace("name: r,", f"name: {name!r},", 1))
     assert [f.field for f in found if f.severity == ERROR] == ["metadata.name"]
     assert "must be a DNS subdomain" in messages(found, ERROR)[0]
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("  fallback: codex\n", "spec.fallback: a list is expected, not str 'codex': write [codex]"),
+        (
+            "  limits: {timeoutSeconds: 1h30m}\n",
+            "spec.limits.timeoutSeconds: a whole number of seconds is expected, not a duration: write 5400 "
+            "for 1h30m",
+        ),
+        (
+            "  limits: {timeoutSeconds: soon}\n",
+            "spec.limits.timeoutSeconds: a whole number is expected, not 'soon'",
+        ),
+        ("  cancel: maybe\n", "spec.cancel: true or false is expected, not 'maybe'"),
+    ],
+)
+def test_a_value_of_the_wrong_shape_says_what_to_write(field: str, message: str) -> None:
+    assert messages(check(run_doc(GOOD + field, SECRET)), ERROR) == [message]

@@ -4,10 +4,11 @@ from typing import Any
 
 import pytest
 
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, Usage
 from harness_operator.core.decide import (
     EventSpec,
     build_status_patch,
+    cost_unknown_fix,
     decide,
     decide_deletions,
     decide_wake,
@@ -84,8 +85,9 @@ WAITING = status("Pending", "WaitingForRunOutput")
                 EventSpec(
                     "Warning",
                     "CostUnknown",
-                    "attempt 1 (claude, model m): neither the CLI nor a price knows its cost, so maxCostUSD 1.0 "
-                    "could not be enforced; add spec.pricing for the model to the provider's definition",
+                    "attempt 1 (claude, model m): its cost is unknown, so maxCostUSD 1.0 could not be "
+                    "enforced; the CLI reported no token counts, so no price can help: route the provider "
+                    "through the model gateway (the chart's modelGateway), which meters every call",
                 ),
                 EventSpec("Normal", "Succeeded", "Succeeded detail", "r.u.end"),
             ],
@@ -129,3 +131,15 @@ def test_cancel_deletes_the_jobs_of_attempts_not_finished() -> None:
     ]
     assert decide_deletions(attempts, cancelled=True) == ["r-a2"]
     assert decide_deletions(attempts, cancelled=False) == []
+
+
+@pytest.mark.parametrize(
+    ("usage", "model", "fix"),
+    [
+        ({}, "m", "the CLI reported no token counts, so no price can help"),
+        ({"outputTokens": 5}, None, "the CLI did not say which model answered: name it in spec.with"),
+        ({"inputTokens": 5}, "m", "no price covers model m: add spec.pricing for it"),
+    ],
+)
+def test_an_unknown_cost_names_what_is_missing(usage: dict[str, int], model: str | None, fix: str) -> None:
+    assert cost_unknown_fix(Usage.model_validate(usage), model).startswith(fix)
