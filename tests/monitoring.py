@@ -11,16 +11,21 @@ CHART = Path(__file__).resolve().parents[1] / "charts" / "harness-operator"
 DASHBOARD = CHART / "dashboards" / "harness-operator.json"
 # What Grafana puts in place of $__rate_interval (at least four scrape intervals).
 RATE_INTERVAL = "5m"
+# What the namespace and provider variables hold when All is picked.
+VARIABLES = {"$namespace": ".*", "$provider": ".*"}
 
 
 def dashboard_queries() -> list[tuple[str, str]]:
     """(panel title, PromQL) of every target of every panel, Grafana's variables filled in."""
     dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
-    return [
-        (panel["title"], target["expr"].replace("$__rate_interval", RATE_INTERVAL))
-        for panel in dashboard["panels"]
-        for target in panel.get("targets", [])
-    ]
+    queries = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"].replace("$__rate_interval", RATE_INTERVAL)
+            for name, value in VARIABLES.items():
+                expr = expr.replace(name, value)
+            queries.append((panel["title"], expr))
+    return queries
 
 
 def rule_queries(prometheus_rule: dict[str, Any]) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from tests.monitoring import CHART, dashboard_queries, rule_queries, rules_file
 
 from .conftest import Api, wait_until
 from .operator_env import OperatorProcess, free_port, run_body
+from .test_budgets import create_budget
 
 LOOSE = ("failureRatio=0", "costPerHourUSD=0", "stuckMinutes=0", "reconcileErrors=0")
 
@@ -133,6 +134,8 @@ def test_every_panel_and_alert_query_returns_series(
     prom, rule = prometheus
     fake("good", "ok")
     fake("bad", "fail")
+    # A budget covering the runs: the budget panels read its gauges.
+    create_budget(api, "mon", {"period": "daily", "limits": {"maxCostUSD": 100}})
     # One after another: the namespace's queue limit (2 in these tests) is not what this test is about.
     for name, spec in (
         ("mon-ok", {"provider": "good", "prompt": "p"}),

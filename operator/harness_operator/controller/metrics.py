@@ -15,7 +15,9 @@ MODEL_LABEL_CHARS = 64
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]*")
 
 RUNS = Counter(
-    "harness_runs_total", "Runs that ended, by provider, phase and reason.", ["provider", "phase", "reason"]
+    "harness_runs_total",
+    "Runs that ended, by namespace, provider, phase and reason.",
+    ["namespace", "provider", "phase", "reason"],
 )
 DURATION = Histogram(
     "harness_run_duration_seconds",
@@ -30,7 +32,9 @@ COST = Counter(
     "harness_cost_usd_total", "Cost in USD, reported or computed.", ["provider", "model", "namespace"]
 )
 FALLBACKS = Counter(
-    "harness_fallbacks_total", "Fallback attempts started, by the provider that failed.", ["provider"]
+    "harness_fallbacks_total",
+    "Fallback attempts started, by namespace and the provider that failed.",
+    ["namespace", "provider"],
 )
 IN_FLIGHT = Gauge("harness_runs_in_flight", "Runs with an attempt Job that has not ended.")
 RECONCILE_ERRORS = Counter("harness_reconcile_errors_total", "Reconciles that failed, by kind.", ["kind"])
@@ -87,7 +91,9 @@ def record_finished(run: HarnessRun, status: HarnessRunStatus) -> None:
     """Count one ended run: outcome, duration, and each attempt's tokens and cost."""
     provider = run.spec.provider
     namespace = str(run.metadata.get("namespace") or "")
-    RUNS.labels(provider=provider, phase=str(status.phase), reason=status.reason or "").inc()
+    RUNS.labels(
+        namespace=namespace, provider=provider, phase=str(status.phase), reason=status.reason or ""
+    ).inc()
     duration = _seconds(status.start_time, status.completion_time)
     if duration is not None:
         DURATION.labels(provider=provider).observe(duration)

@@ -518,7 +518,7 @@ class Reconciler:
             self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.ModelKeyInSandbox, warning)
         if created and index > 1:
             failed = attempts[-1]
-            metrics.FALLBACKS.labels(provider=failed.provider).inc()
+            metrics.FALLBACKS.labels(namespace=ns, provider=failed.provider).inc()
             line = fallback_line(failed.index, len(targets), failed.provider, target.provider)
             self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.FallingBack, line)
         return None
