@@ -40,10 +40,22 @@ def test_record_finished() -> None:
             ],
         }
     )
-    before = value("harness_runs_total", provider="metrics-test", phase="Succeeded", reason="Succeeded")
+    before = value(
+        "harness_runs_total",
+        namespace="team-a",
+        provider="metrics-test",
+        phase="Succeeded",
+        reason="Succeeded",
+    )
     metrics.record_finished(run, status)
     assert (
-        value("harness_runs_total", provider="metrics-test", phase="Succeeded", reason="Succeeded")
+        value(
+            "harness_runs_total",
+            namespace="team-a",
+            provider="metrics-test",
+            phase="Succeeded",
+            reason="Succeeded",
+        )
         == before + 1
     )
     tokens = value(
