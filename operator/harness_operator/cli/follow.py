@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +23,7 @@ from harness_operator.core.watch import (
     is_log_readable,
 )
 
-POLL_SECONDS = 1.0
+WAKE_SECONDS = 30.0  # a follower reads afresh at least this often, watches or not
 
 
 class RunNotFound(LookupError):
@@ -36,16 +36,19 @@ def follow_run(
     name: str,
     follow: bool,
     write: Callable[[Event], None],
-    poll_seconds: float = POLL_SECONDS,
 ) -> int:
     """Write every attempt's events, then the run's outcome; 0 unless the run ended without success.
 
     An attempt whose pod is still there is read from its log (followed while it runs, with `follow`);
     one whose pod is gone is told from status.attempts[] and, for the answer, the output ConfigMap.
-    Between attempts and until the run's status is final the CLI polls the run (`poll_seconds`): pods
-    of the next attempt have no log to follow yet."""
+    Between attempts and until the run's status is final it waits for a watch of the run or its pods
+    to say something changed: pods of the next attempt have no log to follow yet."""
     shown = 0
+    changed = threading.Event()
+    if follow:
+        kube.watch_run_and_pods(namespace, name, changed.set)
     while True:
+        changed.clear()
         raw = kube.fetch_run(namespace, name)
         if raw is None:
             raise RunNotFound(f'HarnessRun "{name}" not found in namespace "{namespace}"')
@@ -74,7 +77,7 @@ def follow_run(
         if finished or not follow:
             write(build_run_event(status))
             return 1 if finished and status is not None and not is_succeeded(status.conditions) else 0
-        time.sleep(poll_seconds)
+        changed.wait(WAKE_SECONDS)
 
 
 def _read_output(kube: Kube, run: dict[str, Any]) -> str | None:

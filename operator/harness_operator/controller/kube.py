@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client, config
+import urllib3
+from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
@@ -26,6 +29,7 @@ from harness_operator.core.resolution import DefinitionReader, NotTheOutput, Unr
 
 FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
+WATCH_SECONDS = 300  # how long the API server keeps one watch of `harnessctl logs -f` open
 CONNECTIONS = 32
 
 
@@ -96,6 +100,24 @@ class Kube:
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_RUN}={label_value(run)}"
         pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
         return [self.api.sanitize_for_serialization(p) for p in pods.items]
+
+    def watch_run_and_pods(self, namespace: str, run: str, changed: Callable[[], None]) -> None:
+        """Call `changed` on every change of the run or of its pods, from two watches in daemon threads
+        (each re-opened where the API server ends it, from its last resourceVersion)."""
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_RUN}={label_value(run)}"
+        streams: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, str]]] = [
+            (
+                self.custom.list_namespaced_custom_object,
+                (GROUP, VERSION, namespace, RUNS),
+                {"field_selector": f"metadata.name={run}"},
+            ),
+            (self.core.list_namespaced_pod, (namespace,), {"label_selector": selector}),
+        ]
+        for lister, args, selectors in streams:
+            thread = threading.Thread(
+                target=_watch_forever, args=(lister, args, selectors, changed), daemon=True
+            )
+            thread.start()
 
     def fetch_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         """One Job as stored (None when it does not exist): the check before an attempt is called lost."""
@@ -442,3 +464,25 @@ def _none_if_missing(call: Any) -> Any:
         if exc.status == 404:
             return None
         raise
+
+
+def _watch_forever(
+    lister: Callable[..., Any], args: tuple[Any, ...], selectors: dict[str, str], changed: Callable[[], None]
+) -> None:
+    """One watch, re-opened for as long as the process lives; after an error (410 Gone, a dropped
+    connection) it starts again from the present, and `changed` makes the follower read afresh."""
+    version: str | None = None
+    while True:
+        try:
+            options: dict[str, Any] = {**selectors, "timeout_seconds": WATCH_SECONDS}
+            if version:
+                options["resource_version"] = version
+            for event in watch.Watch().stream(lister, *args, **options):
+                obj = event["object"]
+                meta = obj.get("metadata", {}) if isinstance(obj, dict) else obj.metadata
+                version = meta.get("resourceVersion") if isinstance(meta, dict) else meta.resource_version
+                changed()
+        except (ApiException, OSError, urllib3.exceptions.HTTPError):
+            version = None
+            changed()
+            time.sleep(1)
