@@ -380,7 +380,9 @@ def test_gateway_and_operator_rights_over_grants_stay_in_the_gateways_namespace(
         return bool(authz.create_self_subject_access_review(review).status.allowed)
 
     assert allowed(GATEWAY, "list", "configmaps", RELEASE_NAMESPACE)
+    assert allowed(GATEWAY, "watch", "configmaps", RELEASE_NAMESPACE)  # the helpers keep grants by a watch
     assert not allowed(GATEWAY, "list", "configmaps", "default")
+    assert not allowed(GATEWAY, "watch", "configmaps", "default")
     assert not allowed(GATEWAY, "get", "secrets", RELEASE_NAMESPACE)
     assert not allowed(GATEWAY, "create", "configmaps", RELEASE_NAMESPACE)
     assert allowed("harness-operator", "delete", "configmaps", RELEASE_NAMESPACE)

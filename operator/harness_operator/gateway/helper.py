@@ -2,8 +2,9 @@
 opens the requested host:port (I/O: stdin/stdout with Squid, the API server for grants).
 
 Grants are the ConfigMaps labelled agentharness.dev/egress-grant=true in the gateway's own namespace,
-read with the pod's ServiceAccount (a Role that may only list ConfigMaps there). They are listed again
-when the copy is older than REFRESH_SECONDS, or on an unknown user when older than MISS_SECONDS: the
+read with the pod's ServiceAccount (a Role that may only list and watch ConfigMaps there): listed once,
+then kept by a watch, so a revoked grant closes as soon as the API server says so. While the watch is
+down, and on an unknown user, they are listed again when the last list is older than MISS_SECONDS: the
 operator writes a run's grant before its Job, so a new run is known on its first request.
 """
 
@@ -13,6 +14,7 @@ import json
 import os
 import ssl
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -20,38 +22,48 @@ from typing import Any, Protocol
 
 from harness_operator.gateway.rules import find_attempt, is_authentic, is_granted, parse_grant
 
-REFRESH_SECONDS = 5.0
 MISS_SECONDS = 0.5
+WATCH_SECONDS = 300  # how long the API server keeps one watch open before the helper opens the next
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 SELECTOR = "agentharness.dev/egress-grant=true"
 GRANT_KEY = "grant.json"
 
 
 class GrantStore:
-    """The grants of the gateway's namespace, listed through the API server and kept for a few seconds."""
+    """The grants of the gateway's namespace: listed through the API server, then kept by a watch in a
+    daemon thread (`watch=False`: listed only, as a test reads it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch: bool = True) -> None:
         host = os.environ["KUBERNETES_SERVICE_HOST"]
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         namespace = os.environ.get("POD_NAMESPACE") or _read(f"{SERVICE_ACCOUNT}/namespace")
-        query = urllib.parse.urlencode({"labelSelector": SELECTOR})
-        self.url = f"https://{host}:{port}/api/v1/namespaces/{namespace}/configmaps?{query}"
+        self.url = f"https://{host}:{port}/api/v1/namespaces/{namespace}/configmaps"
         self.context = ssl.create_default_context(cafile=f"{SERVICE_ACCOUNT}/ca.crt")
         self.grants: dict[str, dict[str, Any]] = {}
         self.fetched = float("-inf")
+        self.version: str | None = None
+        self.watching = False
+        self.lock = threading.Lock()
+        if watch:
+            threading.Thread(target=self._watch_forever, daemon=True).start()
 
     def current(self, user: str) -> dict[str, dict[str, Any]]:
         age = time.monotonic() - self.fetched
-        if age > REFRESH_SECONDS or (age > MISS_SECONDS and find_attempt(self.grants, user) is None):
+        if age > MISS_SECONDS and (not self.watching or find_attempt(self.grants, user) is None):
             self.refresh()
         return self.grants
 
-    def refresh(self) -> None:
+    def _open(self, **query: str) -> Any:
         # The token is read each time: the kubelet rotates it.
         token = _read(f"{SERVICE_ACCOUNT}/token")
-        request = urllib.request.Request(self.url, headers={"Authorization": f"Bearer {token}"})
+        url = f"{self.url}?{urllib.parse.urlencode({'labelSelector': SELECTOR, **query})}"
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+        timeout = WATCH_SECONDS + 30 if "watch" in query else 5
+        return urllib.request.urlopen(request, context=self.context, timeout=timeout)
+
+    def refresh(self) -> None:
         try:
-            with urllib.request.urlopen(request, context=self.context, timeout=5) as response:
+            with self._open() as response:
                 listed = json.load(response)
         except OSError as exc:  # keep the last copy; Squid asks again on the next request
             print(f"harness-gateway: listing grants failed: {exc}", file=sys.stderr, flush=True)
@@ -61,7 +73,42 @@ class GrantStore:
             grant = parse_grant((item.get("data") or {}).get(GRANT_KEY, ""))
             if grant is not None:
                 grants[item["metadata"]["name"]] = grant
-        self.grants, self.fetched = grants, time.monotonic()
+        with self.lock:
+            self.grants, self.fetched = grants, time.monotonic()
+            self.version = (listed.get("metadata") or {}).get("resourceVersion")
+
+    def _watch_forever(self) -> None:
+        while True:
+            if self.version is None:
+                self.refresh()
+            try:
+                self._watch(self.version or "")
+            except (OSError, ValueError) as exc:
+                print(f"harness-gateway: watching grants failed: {exc}", file=sys.stderr, flush=True)
+                self.version = None
+            self.watching = False
+            if self.version is None:
+                time.sleep(1)
+
+    def _watch(self, version: str) -> None:
+        query = {"watch": "1", "resourceVersion": version, "timeoutSeconds": str(WATCH_SECONDS)}
+        with self._open(allowWatchBookmarks="true", **query) as response:
+            self.watching = True
+            for line in response:
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":  # 410 Gone: the version is too old; list again
+                    self.version = None
+                    return
+                meta = obj.get("metadata") or {}
+                with self.lock:
+                    grants = dict(self.grants)
+                    grant = parse_grant((obj.get("data") or {}).get(GRANT_KEY, ""))
+                    if kind == "DELETED" or grant is None:
+                        grants.pop(meta.get("name", ""), None)
+                    elif kind in ("ADDED", "MODIFIED"):
+                        grants[meta["name"]] = grant
+                    self.grants, self.version = grants, meta.get("resourceVersion") or self.version
 
 
 def _read(path: str) -> str:

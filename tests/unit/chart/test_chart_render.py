@@ -192,7 +192,7 @@ def test_gateway_reads_grants_only_in_its_namespace_and_the_operator_writes_them
     docs = render()
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Role"}
     assert roles["harness-operator-egress"]["rules"] == [
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}
     ]
     assert roles["harness-operator-egress-grants"]["rules"][0]["verbs"] == ["create", "update", "delete"]
     assert all(r["metadata"]["namespace"] == "harness-system" for r in roles.values())
