@@ -29,6 +29,7 @@ from typing import Any
 import aiohttp
 import pytest
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.contract.model_access import (
@@ -289,6 +290,32 @@ def test_a_token_is_refused_once_its_attempt_leaves_the_grant_and_never_opens_an
     status, answer = post(url, token, MESSAGE)
     assert status == 401 and json.loads(answer)["error"]["type"] == "authentication_error"
     assert model_grant_name("team-a", "revoked") == body["metadata"]["name"]
+
+
+def gateway_requests(gateway: Gateway) -> dict[tuple[str, str, str], float]:
+    """harness_model_gateway_requests_total from the admin port, by (namespace, vendor, verdict)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{gateway.admin}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (s.labels["namespace"], s.labels["vendor"], s.labels["verdict"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "harness_model_gateway_requests_total"
+    }
+
+
+def test_metrics_count_requests_by_namespace_vendor_and_verdict(env: Env) -> None:
+    run = env.run("counted", "uid-counted")
+    token, attempt = env.attempt(run, 1)
+    env.grant("counted", "uid-counted", {"1": attempt})
+    gateway = env.gateways[0]
+    before = gateway_requests(gateway)
+    url = f"{gateway.url}/anthropic/v1/messages"
+    assert post(url, token, MESSAGE)[0] == 200
+    assert post(url, "not-a-gateway-token", MESSAGE)[0] == 401
+    after = gateway_requests(gateway)
+    for key in (("team-a", "anthropic", "forwarded"), ("-", "anthropic", "unauthenticated")):
+        assert after[key] == before.get(key, 0) + 1, (key, before, after)
 
 
 # A prompt of the size the stub bills (1344 input tokens): the gateway estimates input at 3 bytes a token.

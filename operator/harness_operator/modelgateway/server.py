@@ -13,7 +13,6 @@ import asyncio
 import hmac
 import json
 import sys
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +20,8 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from harness_operator.contract.model_access import (
     ModelAttemptGrant,
@@ -61,10 +62,18 @@ class Gateway:
     upstreams: Mapping[str, str]  # vendor -> base URL
     reader_token: str
     session: aiohttp.ClientSession | None = None
-    counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (namespace, vendor, verdict)
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.requests = Counter(
+            "harness_model_gateway_requests",
+            "Requests to the model gateway by namespace, vendor and verdict.",
+            ["namespace", "vendor", "verdict"],
+            registry=self.registry,
+        )
 
     def count(self, grant: ModelGrant | None, vendor: Vendor, verdict: str) -> None:
-        self.counts[(grant.namespace if grant else "-", vendor.name, verdict)] += 1
+        self.requests.labels(grant.namespace if grant else "-", vendor.name, verdict).inc()
 
     # --- the vendors' side --------------------------------------------------------------------------
 
@@ -316,17 +325,8 @@ class Gateway:
         return web.Response(text="ok\n")
 
     async def metrics(self, request: web.Request) -> web.Response:
-        lines = [
-            "# HELP harness_model_gateway_requests_total Requests to the model gateway by namespace, vendor "
-            "and verdict.",
-            "# TYPE harness_model_gateway_requests_total counter",
-        ]
-        for (namespace, vendor, verdict), n in sorted(self.counts.items()):
-            lines.append(
-                f'harness_model_gateway_requests_total{{namespace="{namespace}",vendor="{vendor}",'
-                f'verdict="{verdict}"}} {n}'
-            )
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+        body = generate_latest(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 def _json(body: bytes) -> Any:
