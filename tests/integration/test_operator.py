@@ -52,7 +52,10 @@ def test_run_succeeds_with_usage_cost_and_output(
     }
     assert status["observedGeneration"] == 1
     metrics = operator.metrics()
-    assert 'harness_runs_total{phase="Succeeded",provider="fake",reason="Succeeded"}' in metrics
+    assert (
+        f'harness_runs_total{{namespace="{api.ns}",phase="Succeeded",provider="fake",reason="Succeeded"}}'
+        in metrics
+    )
     assert (
         f'harness_tokens_total{{model="fake-model",namespace="{api.ns}",provider="fake",type="input"}}'
         in metrics
@@ -93,6 +96,17 @@ def test_failing_provider_falls_back(api: Api, fake: Callable[..., None]) -> Non
     line = "harness: attempt 1/2 with broken failed; trying fallback 2/2 with fake"
     assert line in api.events("fb")
     assert len(api.jobs("fb")) == 2
+
+
+def test_an_option_the_cli_does_not_know_is_a_warning_event(api: Api, fake: Callable[..., None]) -> None:
+    fake("known", "ok", knownOptions=["model", "max-turns"], kebabCaseFlags=True)
+    api.create(run_body("typo", {"provider": "known", "prompt": "p", "with": {"max_turn": 3, "model": "m"}}))
+    api.wait_finished("typo")
+    line = (
+        'attempt 1: spec.with.max_turn: provider "known" has no option --max-turn, so the CLI would refuse '
+        "it and the attempt fail; did you mean max-turns?"
+    )
+    assert api.events("typo").count(line) == 1, api.events("typo")
 
 
 def test_all_providers_failing(api: Api, fake: Callable[..., None]) -> None:

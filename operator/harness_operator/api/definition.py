@@ -214,6 +214,13 @@ class HarnessDefinitionSpec(Model):
         description="Turn '_' in option keys into '-' (true for the built-in catalog); the kebab and snake "
         "spellings of one key are then one key, and the kebab spelling wins.",
     )
+    known_options: list[str] | None = Field(
+        default=None,
+        max_length=512,
+        description="The option keys the CLI accepts (after kebab-casing), when known: a run's `with` key "
+        "outside them is warned about by `harnessctl validate` and in an Event when the run is reconciled, "
+        "before the CLI refuses it. The built-ins' lists are what their pinned CLIs' help prints.",
+    )
     stdin_mode: StdinMode = Field(
         default=StdinMode.pipe,
         description="pipe: the run's stdin is piped to the CLI; fold: prompt, a blank line and stdin are "

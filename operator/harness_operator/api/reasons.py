@@ -58,6 +58,7 @@ class Reason(StrEnum):
     OutputUnavailable = "OutputUnavailable"
     EgressNotEnforcedByName = "EgressNotEnforcedByName"
     ModelKeyInSandbox = "ModelKeyInSandbox"
+    UnknownOption = "UnknownOption"
     UsageMismatch = "UsageMismatch"
     NoImage = "NoImage"
     MeterLost = "MeterLost"
@@ -231,6 +232,11 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Warning",
         "an attempt is not routed through the model gateway (its CLI cannot be, or the run sets the route's "
         "variables itself): its vendor key is in the sandbox and its usage is the sandbox's word",
+    ),
+    Reason.UnknownOption: (
+        "Event",
+        "Warning",
+        "an attempt's options hold a key its definition's knownOptions lack: the CLI will likely refuse it",
     ),
     Reason.UsageMismatch: (
         "Event",

@@ -30,7 +30,7 @@ from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import Document
 from harness_operator.core.cel import check_rules
 from harness_operator.core.inputs import DependencyCycle, compute_dependencies, compute_run_order
-from harness_operator.core.invocation import merge_options
+from harness_operator.core.invocation import attempt_options_field, find_unknown_options, merge_options
 from harness_operator.core.planning import PlanError, check_arguments
 from harness_operator.core.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
 from harness_operator.core.resolution import compute_provider_chain, resolve_definition
@@ -289,6 +289,9 @@ def _warnings(
             found.append(
                 warn("spec.prompt" if problem.reason == Reason.PromptTooLarge else field, problem.message)
             )
+        where, given = attempt_options_field(run, index)
+        for key, why in find_unknown_options(name, definition, given):
+            found.append(warn(f"{where}.{key}", why))
         caps = definition.capabilities
         model = merge_options(definition, options[index - 1]).get("model")
         if isinstance(model, str) and model:

@@ -61,6 +61,7 @@ from harness_operator.core.fairqueue import (
     compute_runs_to_wake,
     is_slot_free,
 )
+from harness_operator.core.invocation import attempt_options_field, find_unknown_options
 from harness_operator.core.model_route import compute_key_warning, route_targets
 from harness_operator.core.naming import (
     LABEL_ATTEMPT,
@@ -513,6 +514,11 @@ class Reconciler:
                 f"attempt {index} ({target.provider}): host egress rules are not enforced by name: no egress "
                 "gateway and no Cilium; the sandbox may reach their ports on every public address",
             )
+        if created:
+            where, given = attempt_options_field(run, index)
+            for key, why in find_unknown_options(target.provider, target.definition, given):
+                line = f"attempt {index}: {where}.{key}: {why}"
+                self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.UnknownOption, line)
         warning = compute_key_warning(run, target, self.config) if created else None
         if warning is not None:
             self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.ModelKeyInSandbox, warning)

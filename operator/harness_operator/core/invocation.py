@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -10,6 +11,7 @@ from typing import Any
 from harness_operator.api.v1alpha1 import (
     FlagStyle,
     HarnessDefinitionSpec,
+    HarnessRun,
     PromptMode,
     PromptPosition,
     StdinMode,
@@ -82,6 +84,38 @@ def normalize_keys(options: dict[str, Any], kebab: bool) -> dict[str, Any]:
             continue  # the kebab spelling of this key is already here and wins
         out[kebab_key] = value
     return out
+
+
+def attempt_options_field(run: HarnessRun, index: int) -> tuple[str, dict[str, Any]]:
+    """Where attempt `index`'s options are written (spec.with, spec.fallback[i].with), and they."""
+    if index == 1:
+        return "spec.with", run.spec.with_
+    return f"spec.fallback[{index - 2}].with", run.spec.fallback[index - 2].with_
+
+
+def find_unknown_options(
+    provider: str, definition: HarnessDefinitionSpec, options: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """(key, why) of every option key the CLI does not accept (its definition's knownOptions), naming the
+    nearest known one; none when the definition declares no list."""
+    if definition.known_options is None:
+        return []
+    known = sorted(set(definition.known_options) | set(definition.option_flags))
+    found = []
+    for key in options:
+        name = key.replace("_", "-") if definition.kebab_case_flags else key
+        if key in RESERVED_KEYS or name in known:
+            continue
+        guess = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {guess[0]}?" if guess else "its knownOptions list what it takes"
+        found.append(
+            (
+                key,
+                f'provider "{provider}" has no option {flag_token(name, definition)}, so the CLI would '
+                f"refuse it and the attempt fail; {hint}",
+            )
+        )
+    return found
 
 
 def merge_options(definition: HarnessDefinitionSpec, options: dict[str, Any]) -> dict[str, Any]:

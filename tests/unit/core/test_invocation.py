@@ -6,7 +6,7 @@ import pytest
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.invocation import build_invocation, coerce_scalar
+from harness_operator.core.invocation import build_invocation, coerce_scalar, find_unknown_options
 
 
 def custom(**spec: Any) -> HarnessDefinitionSpec:
@@ -287,3 +287,46 @@ def test_catalog_has_the_fifteen_dagu_builtins() -> None:
         ]
     )
     assert all(spec.kebab_case_flags for spec in BUILTINS.values())
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "unknown"),
+    [
+        pytest.param({}, {"modle": "x"}, [], id="no knownOptions: nothing is judged"),
+        pytest.param(
+            {"knownOptions": ["model"]}, {"model": "x", "provider": "p"}, [], id="known and reserved"
+        ),
+        pytest.param(
+            {"knownOptions": ["max-turns"], "kebabCaseFlags": True}, {"max_turns": 3}, [], id="kebab-cased"
+        ),
+        pytest.param(
+            {"knownOptions": ["max-turns"]},
+            {"max_turns": 3},
+            ["max_turns"],
+            id="no kebab-casing: snake differs",
+        ),
+        pytest.param(
+            {"knownOptions": [], "optionFlags": {"yes": "-y"}}, {"yes": True}, [], id="optionFlags are known"
+        ),
+        pytest.param({"knownOptions": ["model"]}, {"modle": "x"}, ["modle"], id="a typo"),
+    ],
+)
+def test_unknown_options_are_the_keys_outside_known_options(
+    spec: dict[str, Any], options: dict[str, Any], unknown: list[str]
+) -> None:
+    assert [key for key, _ in find_unknown_options("p", custom(**spec), options)] == unknown
+
+
+def test_an_unknown_option_names_its_flag_and_the_nearest_known_one() -> None:
+    [(key, why)] = find_unknown_options("claude", BUILTINS["claude"], {"max_turn": 20})
+    assert key == "max_turn"
+    assert why == (
+        'provider "claude" has no option --max-turn, so the CLI would refuse it and the attempt fail; '
+        "did you mean max-turns?"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(n for n, d in BUILTINS.items() if d.known_options is not None))
+def test_a_builtins_defaults_are_among_its_known_options(name: str) -> None:
+    definition = BUILTINS[name]
+    assert find_unknown_options(name, definition, definition.defaults) == []
