@@ -4,9 +4,9 @@ them): a CLI upgrade that adds or drops an option fails here until the catalog i
 from __future__ import annotations
 
 import pytest
+from tests.cli_options import CLI_BIN, HELP, options_of
 
 from harness_operator.catalog import load_builtin_catalog
-from tests.cli_options import CLI_BIN, HELP, options_of
 
 pytestmark = pytest.mark.cli
 CATALOG = {d.metadata["name"]: d.spec for d in load_builtin_catalog()}
