@@ -109,6 +109,19 @@ def test_an_option_the_cli_does_not_know_is_a_warning_event(api: Api, fake: Call
     assert api.events("typo").count(line) == 1, api.events("typo")
 
 
+def test_a_kueue_queue_on_a_cluster_without_kueue_fails_the_run_at_once(
+    api: Api, fake: Callable[..., None]
+) -> None:
+    fake("fake", "ok")
+    body = run_body("queued", {"provider": "fake", "prompt": "p"})
+    body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "agents"}
+    api.create(body)
+    status = api.wait_finished("queued")
+    assert (status["phase"], status["reason"]) == ("Failed", "QueueUnavailable"), status
+    assert 'names the queue "agents"' in status["message"] and "install Kueue" in status["message"]
+    assert api.jobs("queued") == []  # no Job left suspended
+
+
 def test_all_providers_failing(api: Api, fake: Callable[..., None]) -> None:
     fake("broken", "fail")
     fake("broken2", "fail")

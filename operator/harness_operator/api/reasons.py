@@ -26,6 +26,7 @@ class Reason(StrEnum):
     Queued = "Queued"
     WaitingForRunOutput = "WaitingForRunOutput"
     Suspended = "Suspended"
+    QueueUnavailable = "QueueUnavailable"
     Running = "Running"
     FallingBack = "FallingBack"
     Succeeded = "Succeeded"
@@ -121,6 +122,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "waiting for a run named by runOutput, spec.after or workspace.from to succeed",
     ),
     Reason.Suspended: ("Succeeded", "Unknown", "the Job waits for Kueue to admit it"),
+    Reason.QueueUnavailable: (
+        "Succeeded",
+        "False",
+        "the run's kueue.x-k8s.io/queue-name label names a queue, but the cluster serves no Kueue API: its "
+        "Job would wait suspended forever",
+    ),
     Reason.Running: ("Succeeded", "Unknown", "the agent runs"),
     Reason.FallingBack: ("Succeeded", "Unknown", "an attempt failed; the next provider's attempt starts"),
     Reason.Succeeded: ("Succeeded", "True", "an attempt exited 0 and its CLI reported no error"),

@@ -29,6 +29,7 @@ from harness_operator.core.resolution import DefinitionReader, NotTheOutput, Unr
 
 FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
+GROUP_RECHECK_SECONDS = 60.0
 WATCH_SECONDS = 300  # how long the API server keeps one watch of `harnessctl logs -f` open
 CONNECTIONS = 32
 
@@ -48,6 +49,8 @@ class Kube:
             settings.connection_pool_maxsize = CONNECTIONS
             api_client = client.ApiClient(settings)
         self.api = api_client
+        self._served: set[str] = set()
+        self._unserved: dict[str, float] = {}
         self.core = client.CoreV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
         self.net = client.NetworkingV1Api(api_client)
@@ -118,6 +121,19 @@ class Kube:
                 target=_watch_forever, args=(lister, args, selectors, changed), daemon=True
             )
             thread.start()
+
+    def serves_api_group(self, group: str) -> bool:
+        """Whether the API server serves `group` (discovery); a yes is kept, a no asked again after
+        GROUP_RECHECK_SECONDS (the group may be installed later)."""
+        now = time.monotonic()
+        if group in self._served or self._unserved.get(group, float("-inf")) > now:
+            return group in self._served
+        groups = client.ApisApi(self.api).get_api_versions().groups or []
+        if any(g.name == group for g in groups):
+            self._served.add(group)
+            return True
+        self._unserved[group] = now + GROUP_RECHECK_SECONDS
+        return False
 
     def fetch_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         """One Job as stored (None when it does not exist): the check before an attempt is called lost."""

@@ -62,6 +62,7 @@ from harness_operator.core.fairqueue import (
     is_slot_free,
 )
 from harness_operator.core.invocation import attempt_options_field, find_unknown_options
+from harness_operator.core.kueue import KUEUE_GROUP, describe_missing_kueue, queue_of
 from harness_operator.core.model_route import compute_key_warning, route_targets
 from harness_operator.core.naming import (
     LABEL_ATTEMPT,
@@ -467,6 +468,9 @@ class Reconciler:
         The first attempt also writes every attempt's plan, so the prompt and stdin are read only then:
         a run's inputs are consumed once, not on every event of its Jobs and Pods."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
+        queue = queue_of(run)
+        if queue is not None and not self.kube.serves_api_group(KUEUE_GROUP):
+            raise RunFailure(Reason.QueueUnavailable, describe_missing_kueue(queue))
         prompt, stdin = self._resolve_inputs(run, retry) if index == 1 else ("", None)
         start = resolve_start(KubeReader(self.kube, retry=retry), run)
         planned = run
