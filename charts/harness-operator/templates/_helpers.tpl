@@ -39,6 +39,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-egress" (include "harness-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The egress gateway's key Secret: the user's (egressGateway.existingKeySecret), else the chart's. */}}
+{{- define "harness-operator.gatewayKeySecret" -}}
+{{- .Values.egressGateway.existingKeySecret | default (printf "%s-key" (include "harness-operator.gatewayName" .)) -}}
+{{- end -}}
+
 {{- define "harness-operator.gatewaySelectorLabels" -}}
 app.kubernetes.io/name: harness-egress-gateway
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -54,6 +59,11 @@ app.kubernetes.io/component: egress-gateway
 operator's image (one Python program of the package); its store is Debian's Redis. */}}
 {{- define "harness-operator.modelGatewayName" -}}
 {{- printf "%s-model" (include "harness-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The model gateway's key Secret: the user's (modelGateway.existingKeySecret), else the chart's. */}}
+{{- define "harness-operator.modelGatewayKeySecret" -}}
+{{- .Values.modelGateway.existingKeySecret | default (printf "%s-key" (include "harness-operator.modelGatewayName" .)) -}}
 {{- end -}}
 
 {{- define "harness-operator.modelGatewaySelectorLabels" -}}

@@ -188,6 +188,42 @@ def test_egress_gateway_is_deployed_and_configures_the_operator() -> None:
     assert policy["spec"]["podSelector"]["matchLabels"] == gateway["spec"]["selector"]["matchLabels"]
 
 
+def key_refs(docs: list[dict[str, Any]]) -> set[str]:
+    """The Secret names every container's env reads a `key` from."""
+    refs = set()
+    for doc in docs:
+        if doc["kind"] != "Deployment":
+            continue
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            for entry in container.get("env") or []:
+                ref = (entry.get("valueFrom") or {}).get("secretKeyRef") or {}
+                if ref.get("key") == "key":
+                    refs.add(ref["name"])
+    return refs
+
+
+def test_gateway_keys_are_generated_or_brought_and_then_not_rendered() -> None:
+    """`helm template` (Argo CD) cannot look the generated keys up, so it renders new ones each time:
+    existingKeySecret names the user's Secrets, and the chart renders none."""
+    generated = {d["metadata"]["name"] for d in render() if d["kind"] == "Secret"}
+    assert {"harness-operator-egress-key", "harness-operator-model-key"} <= generated
+    assert key_refs(render()) == {"harness-operator-egress-key", "harness-operator-model-key"}
+    docs = render("egressGateway.existingKeySecret=my-egress", "modelGateway.existingKeySecret=my-model")
+    secrets = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
+    assert not secrets & {
+        "harness-operator-egress-key",
+        "harness-operator-model-key",
+        "my-egress",
+        "my-model",
+    }
+    assert key_refs(docs) == {"my-egress", "my-model"}
+
+
+def test_the_chart_can_be_a_subchart() -> None:
+    """A parent chart passes `global`; the schema lets it through."""
+    assert render("global.imageRegistry=parent.example/x")
+
+
 def test_gateway_reads_grants_only_in_its_namespace_and_the_operator_writes_them_there() -> None:
     docs = render()
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Role"}
