@@ -3,6 +3,7 @@ sandbox image; the operator runs as a process under exactly the chart's RBAC."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -86,7 +87,7 @@ def test_sandbox_pod_is_locked_down(api: Api, fake: Callable[..., None]) -> None
     assert policy.spec.policy_types == ["Ingress", "Egress"]
 
 
-def test_failing_provider_falls_back(api: Api, fake: Callable[..., None]) -> None:
+def test_failing_provider_falls_back(api: Api, fake: Callable[..., None], operator: OperatorProcess) -> None:
     fake("broken", "fail")
     fake("fake", "ok")
     api.create(run_body("fb", {"provider": "broken", "prompt": "p", "fallback": [{"provider": "fake"}]}))
@@ -95,6 +96,10 @@ def test_failing_provider_falls_back(api: Api, fake: Callable[..., None]) -> Non
     assert [(a["provider"], a["exitCode"]) for a in status["attempts"]] == [("broken", 3), ("fake", 0)]
     line = "harness: attempt 1/2 with broken failed; trying fallback 2/2 with fake"
     assert line in api.events("fb")
+    # At INFO the operator's log tells the same story, one JSON line per Event it posted.
+    logged = [json.loads(x) for x in operator.log_path.read_text().splitlines() if '"Event posted"' in x]
+    mine = [(e["level"], e["reason"]) for e in logged if e.get("run") == f"{api.ns}/fb"]
+    assert ("info", "FallingBack") in mine and ("info", "Succeeded") in mine, mine
     assert len(api.jobs("fb")) == 2
 
 

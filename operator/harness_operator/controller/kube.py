@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import structlog
 import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
@@ -29,6 +30,7 @@ from harness_operator.core.resolution import DefinitionReader, NotTheOutput, Unr
 
 FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
+log = structlog.get_logger("harness_operator")
 GROUP_RECHECK_SECONDS = 60.0
 WATCH_SECONDS = 300  # how long the API server keeps one watch of `harnessctl logs -f` open
 CONNECTIONS = 32
@@ -423,6 +425,15 @@ class Kube:
         except ApiException as exc:
             if not (name and exc.status == 409):
                 raise
+            return
+        # Each Event is a log line too, so the operator's log at INFO tells each run's story.
+        log.info(
+            "Event posted",
+            run=f"{meta['namespace']}/{meta['name']}",
+            type=type_,
+            reason=reason,
+            message=message,
+        )
 
 
 class KubeReader:
