@@ -86,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from harness_operator.cli.render import build_rendered_objects
+    from harness_operator.cli.render import build_rendered_objects, read_operator_env
     from harness_operator.core.config import OperatorConfig
 
     docs = load_documents(args.paths)
@@ -95,8 +95,18 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(finding.render(), file=sys.stderr)
     if errors:
         return 1
+    env = None
+    if args.operator:
+        env = read_operator_env(load_documents([args.operator]))
+        if not env:
+            print(
+                f"harnessctl: {args.operator} holds no Deployment with an `operator` container: give the "
+                "chart as `helm template` renders it, or `kubectl get deployment -o yaml` of the installed one",
+                file=sys.stderr,
+            )
+            return 2
     objects, problems = build_rendered_objects(
-        docs, load_builtin_catalog(), OperatorConfig.from_env(), datetime.now(UTC)
+        docs, load_builtin_catalog(), OperatorConfig.from_env(env), datetime.now(UTC)
     )
     for problem in problems:
         print(problem, file=sys.stderr)
@@ -180,6 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     render = sub.add_parser("render", help="print the objects the operator would create (secrets redacted)")
     render.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
+    render.add_argument(
+        "--operator",
+        metavar="FILE",
+        help="configure as this operator Deployment is (`helm template` of the chart with your values, or "
+        "`kubectl get deployment -o yaml` of the installed one); default: the HARNESS_* variables of this "
+        "shell, else the operator's built-in defaults (no gateways)",
+    )
     render.set_defaults(func=cmd_render)
 
     crds = sub.add_parser("crds", help="write the generated CustomResourceDefinitions")

@@ -35,6 +35,27 @@ def describe_source(source: ValueSource | RunInput) -> str:
     return f"<output of HarnessRun {source.run_output.name}>"
 
 
+OPERATOR_CONTAINER = "operator"  # the chart's Deployment names its container so
+SECRET_PLACEHOLDER = "<from a Secret>"
+
+
+def read_operator_env(docs: Sequence[Document]) -> dict[str, str]:
+    """The environment of the operator container in the first Deployment of `docs` that has one (the
+    chart as `helm template` renders it, or `kubectl get deployment -o yaml` of an installed one); a
+    value the Deployment reads from a Secret or a field stands as SECRET_PLACEHOLDER. Empty: none found."""
+    for doc in docs:
+        if doc.kind != "Deployment" or doc.error:
+            continue
+        containers = (((doc.obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+        for container in containers or []:
+            if container.get("name") == OPERATOR_CONTAINER:
+                return {
+                    e["name"]: str(e["value"]) if "value" in e else SECRET_PLACEHOLDER
+                    for e in container.get("env") or []
+                }
+    return {}
+
+
 def build_rendered_objects(
     docs: Sequence[Document],
     builtins: Iterable[ClusterHarnessDefinition],

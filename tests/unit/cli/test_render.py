@@ -88,3 +88,51 @@ def test_render_reports_a_run_that_cannot_be_planned(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "HarnessRun/huge: PromptTooLarge: the prompt is 131072 bytes" in result.stderr
     assert "kind: Job" not in result.stdout
+
+
+def operator_deployment(env: list[dict[str, object]]) -> str:
+    """An operator Deployment as `kubectl get deployment -o yaml` or `helm template` prints one."""
+    container = {"name": "operator", "image": "x", "env": env}
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "harness-operator"},
+            "spec": {"template": {"spec": {"containers": [{"name": "sidecar"}, container]}}}}  # fmt: skip
+    return yaml.safe_dump(body)
+
+
+def policy_destinations(stdout: str) -> list[object]:
+    objects = list(yaml.safe_load_all(stdout))
+    policy = next(o for o in objects if o["kind"] == "NetworkPolicy")
+    return [rule.get("to") for rule in policy["spec"]["egress"]]
+
+
+def test_render_configured_as_an_installed_operator_is(tmp_path: Path) -> None:
+    """Without --operator: the built-in defaults, no gateway; with the Deployment's env (a Secret's value
+    as a placeholder): the egress through its gateway."""
+    deployment = tmp_path / "operator.yaml"
+    deployment.write_text(
+        operator_deployment(
+            [
+                {"name": "HARNESS_EGRESS_GATEWAY_SERVICE", "value": "gw.harness-system.svc"},
+                {"name": "HARNESS_EGRESS_GATEWAY_NAMESPACE", "value": "harness-system"},
+                {"name": "HARNESS_EGRESS_GATEWAY_POD_LABELS", "value": "app=gw"},
+                {
+                    "name": "HARNESS_EGRESS_GATEWAY_KEY",
+                    "valueFrom": {"secretKeyRef": {"name": "k", "key": "key"}},
+                },
+            ]
+        )
+    )
+    plain = render("examples/review-run.yaml")
+    configured = render("--operator", str(deployment), "examples/review-run.yaml")
+    assert plain.returncode == 0 and configured.returncode == 0, plain.stderr + configured.stderr
+    gateway = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "harness-system"}},
+                "podSelector": {"matchLabels": {"app": "gw"}}}]  # fmt: skip
+    assert gateway in policy_destinations(configured.stdout)
+    assert gateway not in policy_destinations(plain.stdout)
+
+
+def test_render_names_a_file_without_an_operator_deployment(tmp_path: Path) -> None:
+    empty = tmp_path / "none.yaml"
+    empty.write_text(operator_deployment([]).replace("name: operator", "name: other"))
+    result = render("--operator", str(empty), "examples/review-run.yaml")
+    assert result.returncode == 2
+    assert "holds no Deployment with an `operator` container" in result.stderr
