@@ -82,3 +82,16 @@ app.kubernetes.io/component: model-store
 {{- $repository := .Values.modelGateway.store.image.repository | default (printf "%s/harness-store" .Values.imageRegistry) -}}
 {{- printf "%s:%s" $repository (.Values.modelGateway.store.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
+
+{{/* A binding's scope: the namespaces this release watches (watchNamespaces), so another release's
+namespaces keep their own guardrails; every namespace when it watches all. */}}
+{{- define "harness-operator.admissionNamespaces" -}}
+{{- with .Values.watchNamespaces -}}
+matchResources:
+  namespaceSelector:
+    matchExpressions:
+      - key: kubernetes.io/metadata.name
+        operator: In
+        values: {{ toJson . }}
+{{- end }}
+{{- end -}}

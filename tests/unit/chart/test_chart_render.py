@@ -288,3 +288,35 @@ def test_without_watch_namespaces_the_cluster_role_holds_every_right():
         o for o in render() if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-operator")
     ]
     assert NAMESPACED | {"clusterharnessdefinitions", "namespaces"} <= granted(cluster)
+
+
+def test_admission_bindings_cover_only_the_watched_namespaces() -> None:
+    """Two releases in one cluster: each one's guardrails bind in its own namespaces."""
+    scoped = [
+        d
+        for d in render("watchNamespaces={team-a,team-b}")
+        if d["kind"] == "ValidatingAdmissionPolicyBinding"
+    ]
+    assert len(scoped) == 2
+    for binding in scoped:
+        selector = binding["spec"]["matchResources"]["namespaceSelector"]
+        assert selector == {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}
+            ]
+        }
+    everywhere = [d for d in render() if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert everywhere and all("matchResources" not in d["spec"] for d in everywhere)
+
+
+def test_the_catalog_outlives_its_release_unless_told_not_to() -> None:
+    def policies(*settings: str) -> set[str | None]:
+        return {
+            (d["metadata"].get("annotations") or {}).get("helm.sh/resource-policy")
+            for d in render(*settings)
+            if d["kind"] == "ClusterHarnessDefinition"
+        }
+
+    assert policies() == {"keep"}
+    assert policies("catalog.keep=false") == {None}
+    assert policies("catalog.enabled=false") == set()
