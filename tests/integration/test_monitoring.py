@@ -135,7 +135,9 @@ def test_every_panel_and_alert_query_returns_series(
     fake("good", "ok")
     fake("bad", "fail")
     # A budget covering the runs: the budget panels read its gauges.
-    create_budget(api, "mon", {"period": "daily", "limits": {"maxCostUSD": 100}})
+    create_budget(
+        api, "mon", {"period": "daily", "limits": {"maxCostUSD": 100}, "defaultReservationUSD": 0.01}
+    )
     # One after another: the namespace's queue limit (2 in these tests) is not what this test is about.
     for name, spec in (
         ("mon-ok", {"provider": "good", "prompt": "p"}),
