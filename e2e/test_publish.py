@@ -17,6 +17,8 @@ from tests.servers.git_http import GitHttpServer
 from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.github import GitHubStub
 
+from harness_operator.api.v1alpha1 import GROUP
+
 from .conftest import STUB_HOST, Runs
 from .test_agents import FAKE_KEY, REPO, ROUTES, agent_run
 
@@ -65,6 +67,21 @@ class Publishing:
         self.runs.create(name, spec)
         return model
 
+    def describe(self, name: str) -> str:
+        """The run as Runs.describe tells it, and its publisher's log (what it said it did)."""
+        lines = [self.runs.describe(name)]
+        for pod in self.runs.core.list_namespaced_pod(
+            self.runs.ns, label_selector=f"{GROUP}/run={name}"
+        ).items:
+            try:
+                log = self.runs.core.read_namespaced_pod_log(
+                    pod.metadata.name, self.runs.ns, container="publish"
+                )
+            except client.ApiException as exc:
+                log = f"unavailable: {exc.reason}"
+            lines.append(f"publisher of {pod.metadata.name}: {log[-3000:]}")
+        return "\n".join(lines)
+
     def stop(self) -> None:
         for stub in self.stubs:
             stub.stop()
@@ -104,7 +121,7 @@ def test_the_change_is_published_by_a_container_the_agent_cannot_reach(
 
     status = runs.wait_finished("edit")
 
-    assert status["phase"] == "Succeeded", runs.describe("edit")
+    assert status["phase"] == "Succeeded" and "changes" in status, publishing.describe("edit")
     changes = status["changes"]
     assert changes["branch"] == "harness/edit" and changes["files"] == 3, changes
     assert server.branches(OWNER_REPO)["harness/edit"] == changes["commit"]
@@ -151,11 +168,11 @@ def test_a_change_holding_a_credential_is_refused_and_a_later_run_starts_from_a_
     assert "harness/leak" not in publishing.server.branches(OWNER_REPO)
 
     first = runs.wait_finished("first")
-    assert first["phase"] == "Succeeded", runs.describe("first")
+    assert first["phase"] == "Succeeded" and "changes" in first, publishing.describe("first")
     publishing.create("second", "printf 'and more\\n' >> README.md", **{"from": {"run": "first"}})
     second = runs.wait_finished("second")
 
-    assert second["phase"] == "Succeeded", runs.describe("second")
+    assert second["phase"] == "Succeeded" and "changes" in second, publishing.describe("second")
     assert second["changes"]["base"] == first["changes"]["base"]
     readme = publishing.server.read(OWNER_REPO, "harness/second", "README.md")
     assert readme == b"hello, world\nand more\n"  # the first run's change, then the second's

@@ -30,6 +30,7 @@ from harness_operator.core.naming import (
     LABEL_MANAGED_BY,
     LABEL_RUN,
     MANAGED_BY,
+    PUBLISH_CONTAINER,
     RUNNER_CONTAINER,
     label_value,
 )
@@ -71,22 +72,25 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
 
 def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """What the reconciler reads of a Pod: identity, owner, phase, the states of the runner's and the
-    agent's containers and of the workspace's clone."""
+    agent's containers, of the workspace's clone and of the publisher, and which init containers the
+    pod has (by name: whether it publishes)."""
     status = pod.get("status") or {}
     agent = [
         {"name": s["name"], "state": s.get("state") or {}}
         for s in status.get("containerStatuses") or []
         if s.get("name") in (RUNNER_CONTAINER, AGENT_CONTAINER)
     ]
-    clone = [
+    init = [
         {"name": s["name"], "state": s.get("state") or {}}
         for s in status.get("initContainerStatuses") or []
-        if s.get("name") == CLONE_CONTAINER
+        if s.get("name") in (CLONE_CONTAINER, PUBLISH_CONTAINER)
     ]
+    names = [{"name": c.get("name")} for c in (pod.get("spec") or {}).get("initContainers") or []]
     return {
         "kind": "Pod",
         "metadata": _slim_meta(pod.get("metadata") or {}),
-        "status": {"phase": status.get("phase"), "containerStatuses": agent, "initContainerStatuses": clone},
+        "spec": {"initContainers": names},
+        "status": {"phase": status.get("phase"), "containerStatuses": agent, "initContainerStatuses": init},
     }
 
 

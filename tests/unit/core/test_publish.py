@@ -13,6 +13,7 @@ import pytest
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, Phase
 from harness_operator.contract.changes import PUBLISH_PLAN_ENV, ChangesReport, PublishPlan
+from harness_operator.controller.cache import slim_pod
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.desired import build_changes_config_map, build_job
 from harness_operator.core.naming import AGENT_CONTAINER, PUBLISH_CONTAINER, RUNNER_CONTAINER
@@ -336,6 +337,19 @@ def test_an_attempt_that_publishes_ends_when_its_publisher_reported() -> None:
         "message": json.dumps({"version": 1, "exitCode": 1, "reason": "AuthFailed"}),
     }
     assert observe_attempt(1, "claude", JOB, [pod(init, failed, None)]).state == FINISHED
+
+
+def test_the_operators_slim_copy_of_the_pod_still_waits_for_the_publisher() -> None:
+    """The watch cache keeps slim pods (controller/cache.py): they must show the publisher too, or the
+    run ends before its change is taken (as it once did on the cluster)."""
+    init = [{"name": "git-clone", "image": "i", "env": []}, {"name": PUBLISH_CONTAINER, "image": "i"}]
+    report = {"terminated": {"exitCode": 0, "message": ChangesReport(base="a" * 40, files=1).render()}}
+    for publisher in (None, report):
+        full = pod(init, RUNNER_OK, publisher)
+        assert observe_attempt(1, "claude", JOB, [slim_pod(full)]) == observe_attempt(
+            1, "claude", JOB, [full]
+        )
+    assert observe_attempt(1, "claude", JOB, [slim_pod(pod(init, RUNNER_OK, None))]).state == RUNNING
 
 
 def finished_run() -> tuple[HarnessRun, Observed]:
