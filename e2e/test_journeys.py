@@ -13,6 +13,7 @@ from kubernetes import client
 
 from harness_operator import __version__
 from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.catalog import load_builtin_catalog
 
 from .conftest import RELEASE, RELEASE_NAMESPACE, Runs, helm, install_chart, sh, wait_until
 from .test_agents import ROUTES, agent_run
@@ -150,8 +151,10 @@ def test_helm_uninstall_removes_the_operator_and_keeps_crds_and_runs(
     ext = client.ApiextensionsV1Api(kube)
     assert ext.read_custom_resource_definition(f"harnessruns.{GROUP}")
     assert runs.get("kept")["status"]["phase"] == "Succeeded"
+    # The built-in catalog outlives the release (catalog.keep): other releases' runs may use it.
     custom = client.CustomObjectsApi(kube)
-    assert not custom.list_cluster_custom_object(GROUP, VERSION, "clusterharnessdefinitions")["items"], (
-        "the built-in catalog is a chart template: it goes with the release"
-    )
-    install_chart()
+    kept = custom.list_cluster_custom_object(GROUP, VERSION, "clusterharnessdefinitions")["items"]
+    assert {d["metadata"]["name"] for d in kept} == {e.metadata["name"] for e in load_builtin_catalog()}
+    install_chart()  # the same release name adopts the kept definitions again
+    adopted = custom.list_cluster_custom_object(GROUP, VERSION, "clusterharnessdefinitions")["items"]
+    assert {d["metadata"]["annotations"]["meta.helm.sh/release-name"] for d in adopted} == {RELEASE}
