@@ -100,8 +100,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         env = read_operator_env(load_documents([args.operator]))
         if not env:
             print(
-                f"harnessctl: {args.operator} holds no Deployment with an `operator` container: give the "
-                "chart as `helm template` renders it, or `kubectl get deployment -o yaml` of the installed one",
+                f"harnessctl: {args.operator} holds no Deployment with an `operator` container: give "
+                "the chart as `helm template` renders it, or `kubectl get deployment -o yaml` of the "
+                "installed one",
                 file=sys.stderr,
             )
             return 2
