@@ -58,9 +58,15 @@ def scoped_rbac(kube: client.ApiClient, cluster_bin_dir: Path, namespace: str) -
 
 
 def can_i(
-    kube: client.ApiClient, user: str, verb: str, resource: str, namespace: str = "", group: str = ""
+    kube: client.ApiClient,
+    user: str,
+    verb: str,
+    resource: str,
+    namespace: str = "",
+    group: str = "",
+    name: str = "",
 ) -> bool:
-    """`kubectl auth can-i VERB RESOURCE -n NAMESPACE --as USER`, asked of the API server."""
+    """`kubectl auth can-i VERB RESOURCE[/NAME] -n NAMESPACE --as USER`, asked of the API server."""
     namespace_of_user = user.split(":")[2]
     review = client.V1SubjectAccessReview(
         spec=client.V1SubjectAccessReviewSpec(
@@ -71,7 +77,7 @@ def can_i(
                 "system:authenticated",
             ],
             resource_attributes=client.V1ResourceAttributes(
-                verb=verb, resource=resource, group=group, namespace=namespace or None
+                verb=verb, resource=resource, group=group, namespace=namespace or None, name=name or None
             ),
         )
     )

@@ -35,6 +35,7 @@ from .operator_env import (
     run_body,
 )
 from .test_crd_admission import apply_crds
+from .test_rbac_scope import can_i
 
 TENANT = "tenant"
 IMAGE = "harness.local/sandbox-test:1"  # under the chart's default prefix, harness.local/
@@ -126,6 +127,7 @@ def tenant(
     ]
     rbac.create_namespaced_role(namespace, client.V1Role(metadata={"name": TENANT}, rules=rules))
     bind(kube, namespace, TENANT)
+    wait_allowed(kube, namespace, "create", "harnessruns", GROUP)
     return service_account_client(namespace, TENANT)
 
 
@@ -137,6 +139,19 @@ def bind(kube: client.ApiClient, namespace: str, role: str) -> None:
             role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role),
             subjects=[client.RbacV1Subject(kind="ServiceAccount", name=TENANT, namespace=namespace)],
         ),
+    )
+
+
+def wait_allowed(
+    kube: client.ApiClient, namespace: str, verb: str, resource: str, group: str = "", name: str = ""
+) -> None:
+    """Wait until the API server's authorizer sees a new binding: it reads RBAC from a watch cache, so a
+    request right after the binding's create can still be forbidden."""
+    user = f"system:serviceaccount:{namespace}:{TENANT}"
+    wait_until(
+        lambda: can_i(kube, user, verb, resource, namespace, group, name),
+        timeout=30,
+        what=f"{TENANT} may {verb} {resource}",
     )
 
 
@@ -155,6 +170,7 @@ def grant_get(kube: client.ApiClient, namespace: str, secret: str) -> None:
         ),
     )
     bind(kube, namespace, role)
+    wait_allowed(kube, namespace, "get", "secrets", name=secret)
 
 
 VICTIM = {"name": "victim", "key": "k"}
