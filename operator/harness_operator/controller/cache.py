@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from harness_operator.controller.kube import Kube
+from harness_operator.controller.kube import WATCH_TIMEOUT_SECONDS, Kube
 from harness_operator.core.naming import (
     AGENT_CONTAINER,
     ANNOTATION_RUN,
@@ -39,7 +39,6 @@ from harness_operator.core.status import is_job_finished
 log = structlog.get_logger("harness_operator")
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 KINDS = ("Job", "Pod")
-WATCH_TIMEOUT_SECONDS = 300
 MAX_BACKOFF_SECONDS = 30.0
 SYNC_WAIT_SECONDS = 30.0
 

@@ -8,11 +8,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import structlog
 import urllib3
-from kubernetes import client, config, watch
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
@@ -32,7 +33,7 @@ FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
 log = structlog.get_logger("harness_operator")
 GROUP_RECHECK_SECONDS = 60.0
-WATCH_SECONDS = 300  # how long the API server keeps one watch of `harnessctl logs -f` open
+WATCH_TIMEOUT_SECONDS = 300  # how long the API server keeps one watch open before it is opened again
 CONNECTIONS = 32
 
 
@@ -110,19 +111,33 @@ class Kube:
         """Call `changed` on every change of the run or of its pods, from two watches in daemon threads
         (each re-opened where the API server ends it, from its last resourceVersion)."""
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_RUN}={label_value(run)}"
-        streams: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, str]]] = [
-            (
-                self.custom.list_namespaced_custom_object,
-                (GROUP, VERSION, namespace, RUNS),
-                {"field_selector": f"metadata.name={run}"},
-            ),
-            (self.core.list_namespaced_pod, (namespace,), {"label_selector": selector}),
-        ]
-        for lister, args, selectors in streams:
-            thread = threading.Thread(
-                target=_watch_forever, args=(lister, args, selectors, changed), daemon=True
-            )
-            thread.start()
+        streams = (("HarnessRun", "", f"metadata.name={run}"), ("Pod", selector, ""))
+        for kind, labels, fields in streams:
+            threading.Thread(
+                target=self._watch_forever, args=(kind, namespace, labels, fields, changed), daemon=True
+            ).start()
+
+    def _watch_forever(
+        self, kind: str, namespace: str, labels: str, fields: str, changed: Callable[[], None]
+    ) -> None:
+        """One watch, re-opened for as long as the process lives; after an error (410 Gone, a dropped
+        connection) it starts again from the present, and `changed` makes the follower read afresh."""
+        version = ""
+        while True:
+            try:
+                for event in self.watch_objects(
+                    kind, namespace, labels, version, WATCH_TIMEOUT_SECONDS, fields
+                ):
+                    if event.get("type") == "ERROR":
+                        raise _Expired
+                    version = str(
+                        (event.get("object") or {}).get("metadata", {}).get("resourceVersion") or version
+                    )
+                    changed()
+            except (_Expired, ApiException, OSError, urllib3.exceptions.HTTPError):
+                version = ""
+                changed()
+                time.sleep(1)
 
     def serves_api_group(self, group: str) -> bool:
         """Whether the API server serves `group` (discovery); a yes is kept, a no asked again after
@@ -142,12 +157,26 @@ class Kube:
         job = _none_if_missing(lambda: self.batch.read_namespaced_job(name, namespace))
         return None if job is None else dict(self.api.sanitize_for_serialization(job))
 
-    def _lister(self, kind: str, namespace: str | None) -> Any:
+    def _lister(self, kind: str, namespace: str | None) -> Callable[..., Any]:
+        """The list call of `kind` (Job, Pod or HarnessRun) in `namespace` (None: all), positional
+        arguments bound."""
+        if kind == "HarnessRun":
+            if namespace is None:
+                return partial(self.custom.list_cluster_custom_object, GROUP, VERSION, RUNS)
+            return partial(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, RUNS)
         if kind == "Job":
             batch = self.batch
-            return batch.list_job_for_all_namespaces if namespace is None else batch.list_namespaced_job
+            return (
+                batch.list_job_for_all_namespaces
+                if namespace is None
+                else partial(batch.list_namespaced_job, namespace)
+            )
         core = self.core
-        return core.list_pod_for_all_namespaces if namespace is None else core.list_namespaced_pod
+        return (
+            core.list_pod_for_all_namespaces
+            if namespace is None
+            else partial(core.list_namespaced_pod, namespace)
+        )
 
     def list_objects(
         self, kind: str, namespace: str | None, selector: str
@@ -155,22 +184,27 @@ class Kube:
         """Jobs or Pods matching `selector` (server side), in one namespace or all, as raw JSON (no
         model objects: decoding thousands of them is the cost a watch cache exists to avoid), with the
         list's resourceVersion to watch from."""
-        args = () if namespace is None else (namespace,)
-        response = self._lister(kind, namespace)(*args, label_selector=selector, _preload_content=False)
+        response = self._lister(kind, namespace)(label_selector=selector, _preload_content=False)
         listed = json.loads(response.data)
         return list(listed.get("items") or []), str(listed["metadata"]["resourceVersion"])
 
     def watch_objects(
-        self, kind: str, namespace: str | None, selector: str, resource_version: str, timeout_seconds: int
+        self,
+        kind: str,
+        namespace: str | None,
+        selector: str,
+        resource_version: str,
+        timeout_seconds: int,
+        field_selector: str = "",
     ) -> Iterator[dict[str, Any]]:
-        """The watch events ({type, object}, raw JSON) of Jobs or Pods matching `selector` after
-        `resource_version`, until the server ends the watch (at most `timeout_seconds`)."""
-        args = () if namespace is None else (namespace,)
+        """The watch events ({type, object}, raw JSON) of objects of `kind` matching `selector` (and
+        `field_selector`) after `resource_version` (empty: every object now, then changes), until the
+        server ends the watch (at most `timeout_seconds`)."""
         response = self._lister(kind, namespace)(
-            *args,
             label_selector=selector,
+            field_selector=field_selector or None,
             watch=True,
-            resource_version=resource_version,
+            resource_version=resource_version or None,
             allow_watch_bookmarks=True,
             timeout_seconds=timeout_seconds,
             _preload_content=False,
@@ -493,23 +527,5 @@ def _none_if_missing(call: Any) -> Any:
         raise
 
 
-def _watch_forever(
-    lister: Callable[..., Any], args: tuple[Any, ...], selectors: dict[str, str], changed: Callable[[], None]
-) -> None:
-    """One watch, re-opened for as long as the process lives; after an error (410 Gone, a dropped
-    connection) it starts again from the present, and `changed` makes the follower read afresh."""
-    version: str | None = None
-    while True:
-        try:
-            options: dict[str, Any] = {**selectors, "timeout_seconds": WATCH_SECONDS}
-            if version:
-                options["resource_version"] = version
-            for event in watch.Watch().stream(lister, *args, **options):
-                obj = event["object"]
-                meta = obj.get("metadata", {}) if isinstance(obj, dict) else obj.metadata
-                version = meta.get("resourceVersion") if isinstance(meta, dict) else meta.resource_version
-                changed()
-        except (ApiException, OSError, urllib3.exceptions.HTTPError):
-            version = None
-            changed()
-            time.sleep(1)
+class _Expired(Exception):
+    """The API server ended a watch with an ERROR event (410 Gone): watch again from the present."""

@@ -31,9 +31,9 @@ GRANT_KEY = "grant.json"
 
 class GrantStore:
     """The grants of the gateway's namespace: listed through the API server, then kept by a watch in a
-    daemon thread (`watch=False`: listed only, as a test reads it)."""
+    daemon thread."""
 
-    def __init__(self, watch: bool = True) -> None:
+    def __init__(self) -> None:
         host = os.environ["KUBERNETES_SERVICE_HOST"]
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         namespace = os.environ.get("POD_NAMESPACE") or _read(f"{SERVICE_ACCOUNT}/namespace")
@@ -44,8 +44,7 @@ class GrantStore:
         self.version: str | None = None
         self.watching = False
         self.lock = threading.Lock()
-        if watch:
-            threading.Thread(target=self._watch_forever, daemon=True).start()
+        threading.Thread(target=self._watch_forever, daemon=True).start()
 
     def current(self, user: str) -> dict[str, dict[str, Any]]:
         age = time.monotonic() - self.fetched
