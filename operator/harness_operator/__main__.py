@@ -42,14 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     definitions = DefinitionReconciler(kube, reconciler.clock)
     progress = ProgressReader(kube, reconciler.run_lock, reconciler.clock)
     controller = Controller(
-        reconciler, definitions, retention, config.default_ttl_seconds_after_finished, progress=progress
+        reconciler,
+        definitions,
+        retention,
+        config.default_ttl_seconds_after_finished,
+        progress=progress,
+        progress_interval=config.progress_interval_seconds,
     )
     for kind in KINDS:
         for namespace in config.namespaces or (None,):
             Watcher(kube, children, kind, namespace, controller.child_changed).start()
     retention.start()
-    if config.progress_interval_seconds > 0:
-        handlers.install_progress_timer(config.progress_interval_seconds)
     start_http_server(config.metrics_port)
     asyncio.run(
         kopf.operator(

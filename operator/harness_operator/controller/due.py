@@ -45,6 +45,10 @@ class DueQueue:
         with self._wake:
             return len(self._current)
 
+    def __contains__(self, key: Hashable) -> bool:
+        with self._wake:
+            return key in self._current
+
     def schedule(self, key: Hashable, delay: float, call: DueCall, tag: Hashable = None) -> None:
         """Call `call` `delay` seconds from now, instead of what was scheduled for `key`; the same `tag`
         again within a second of the due time is the same call seen again and changes nothing."""

@@ -49,22 +49,13 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
 
-def install_progress_timer(interval: float) -> None:
-    """Every `interval` seconds, for each run whose attempt runs (and only those), refresh its progress."""
-    kopf.timer(GROUP, VERSION, "harnessruns", interval=interval, when=wants_progress)(progress_tick)
-
-
-def wants_progress(body: kopf.Body, **_: Any) -> bool:
+def wants_progress(body: kopf.Body) -> bool:
+    """The run's latest status says its attempt runs (its progress is to be read)."""
     try:
         status = HarnessRunStatus.model_validate(dict(body.get("status") or {}))
     except ValueError:
         return False
     return is_progress_wanted(status)
-
-
-def progress_tick(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-    if namespace:
-        _controller(memo).refresh_progress(namespace, name)
 
 
 @kopf.index(GROUP, VERSION, "harnessbudgets")
@@ -122,11 +113,14 @@ def run_changed(namespace: str | None, name: str, retry: int, memo: kopf.Memo, *
 def run_event(namespace: str | None, type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A deleted run leaves the gauges, and one deleted before it finished its egress grant (an event
     handler: kopf calls deletion handlers only behind a finalizer, which runs do not get). Every run is
-    seen once at startup and again on each change: a finished run with a TTL gets its deletion scheduled
-    (nothing is polled)."""
+    seen once at startup and again on each change: a finished run with a TTL gets its deletion scheduled,
+    a running one its progress ticks (nothing is polled)."""
     controller = _controller(memo)
-    if type == "DELETED" and namespace and body.metadata.name:
-        controller.run_deleted(namespace, body.metadata.name)
+    deleted = type == "DELETED"
+    if namespace and body.metadata.name:
+        if deleted:
+            controller.run_deleted(namespace, body.metadata.name)
+        controller.follow_progress(namespace, body.metadata.name, not deleted and wants_progress(body))
     controller.schedule_expiry(type, body)
 
 

@@ -5,15 +5,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.contract.events import decode_events, latest_progress
 from harness_operator.controller import metrics
+from harness_operator.controller.cache import KeyedQueue
+from harness_operator.controller.due import DueQueue
 from harness_operator.controller.kube import Kube
 from harness_operator.core.progress import compute_progress, is_progress_changed, is_progress_wanted
 
 PROGRESS_TAIL_LINES = 40
 PROGRESS_TAIL_BYTES = 32 * 1024
+PROGRESS_WORKERS = 2
 
 
 class ProgressReader:
@@ -46,3 +50,27 @@ class ProgressReader:
             if is_progress_changed(status.progress, progress):
                 self.kube.patch_run_status(namespace, name, {"progress": progress.to_api()})
                 metrics.PROGRESS_WRITES.inc()
+
+
+class ProgressTicks:
+    """The runs whose attempt runs, each read every `interval` seconds: one due heap (no kopf timer, which
+    would put a finalizer on every running run and so two more writes), its reads on a few workers (a
+    run whose read is pending already is not queued twice)."""
+
+    def __init__(self, read: Callable[[str, str], None], interval: float) -> None:
+        self.interval = interval
+        self._due = DueQueue("run-progress")
+        self._reads = KeyedQueue(lambda key: read(*key), PROGRESS_WORKERS)
+
+    def follow(self, namespace: str, name: str, wanted: bool) -> None:
+        """Tick the run while `wanted` (its attempt runs, as its latest status says); stop when not."""
+        key = (namespace, name)
+        if not wanted:
+            self._due.forget(key)
+        elif key not in self._due:
+            self._due.start()
+            self._due.schedule(key, self.interval, partial(self._tick, key))
+
+    def _tick(self, key: tuple[str, str]) -> float:
+        self._reads.put(key)
+        return self.interval

@@ -18,7 +18,7 @@ from harness_operator.controller.definitions import DefinitionReconciler
 from harness_operator.controller.due import DueQueue
 from harness_operator.controller.errors import Permanent, Temporary, classify
 from harness_operator.controller.kube import Kube, KubeReader
-from harness_operator.controller.progress import ProgressReader
+from harness_operator.controller.progress import ProgressReader, ProgressTicks
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.retention import ExpiryQueue, compute_expiry
 from harness_operator.core.budget import BudgetRef, RunCharge
@@ -85,9 +85,13 @@ class Controller:
         default_ttl: int | None = None,
         max_retries: int = MAX_CHILD_EVENT_RETRIES,
         progress: ProgressReader | None = None,
+        progress_interval: float = 0,
     ) -> None:
         self.reconciler = reconciler  # runs, with their budgets (reconciler.budgets)
         self.progress = progress
+        self.ticks = (
+            ProgressTicks(self.refresh_progress, progress_interval) if progress_interval > 0 else None
+        )
         self.definitions = definitions
         self.retention = retention
         self.default_ttl = default_ttl
@@ -171,6 +175,11 @@ class Controller:
         for key in self.reconciler.runs_waiting(namespace):
             if self._children is not None:
                 self._children.put(key)
+
+    def follow_progress(self, namespace: str, name: str, wanted: bool) -> None:
+        """A run whose attempt runs has its progress read every tick; one that stopped or went away not."""
+        if self.ticks is not None:
+            self.ticks.follow(namespace, name, wanted)
 
     def refresh_progress(self, namespace: str, name: str) -> None:
         """Best effort: a failed read is counted and logged, and the next tick tries again."""
