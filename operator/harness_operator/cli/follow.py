@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from harness_operator.api.v1alpha1 import HarnessRun
@@ -21,6 +22,7 @@ from harness_operator.core.watch import (
     build_run_event,
     is_attempt_over,
     is_log_readable,
+    is_unclaimed,
 )
 
 WAKE_SECONDS = 30.0  # a follower reads afresh at least this often, watches or not
@@ -44,6 +46,7 @@ def follow_run(
     Between attempts and until the run's status is final it waits for a watch of the run or its pods
     to say something changed: pods of the next attempt have no log to follow yet."""
     shown = 0
+    hinted = False
     changed = threading.Event()
     if follow:
         kube.watch_run_and_pods(namespace, name, changed.set)
@@ -74,9 +77,13 @@ def follow_run(
                 break
             shown = index
         finished = is_finished(status.conditions if status else [])
+        unclaimed_in = namespace if is_unclaimed(raw, datetime.now(UTC)) else None
         if finished or not follow:
-            write(build_run_event(status))
+            write(build_run_event(status, unclaimed_in))
             return 1 if finished and status is not None and not is_succeeded(status.conditions) else 0
+        if unclaimed_in is not None and not hinted:
+            write(build_run_event(status, unclaimed_in))  # once; following goes on, an operator may come
+            hinted = True
         changed.wait(WAKE_SECONDS)
 
 

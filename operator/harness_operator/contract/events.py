@@ -183,7 +183,7 @@ def render_event(event: Event) -> str | None:
     if event.kind == "run":
         line = f"{event.phase} ({event.reason}, exit {event.exit_code}); "
         line += _figures(event.turns, event.tokens, event.cost_usd)
-        if event.phase not in ("Succeeded", "Running", "Pending") and event.message:
+        if event.phase not in ("Succeeded", "Running") and event.message:
             line += f"\n  {short_text(event.message, 200)}"
         return line
     return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from harness_operator.api.reasons import Reason
@@ -12,6 +13,16 @@ from harness_operator.core.naming import LABEL_ATTEMPT, RUNNER_CONTAINER
 from harness_operator.core.progress import total_usage_tokens
 
 LOG_STATES = ("running", "terminated")
+UNCLAIMED_SECONDS = 30  # an operator that watches a run's namespace writes its status within a second
+
+
+def is_unclaimed(run: dict[str, Any], now: datetime) -> bool:
+    """No operator has written the run's status UNCLAIMED_SECONDS after it was created."""
+    created = (run.get("metadata") or {}).get("creationTimestamp")
+    if run.get("status") or not created:
+        return False
+    since = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    return now - since > timedelta(seconds=UNCLAIMED_SECONDS)
 
 
 def build_pods_by_attempt(pods: Sequence[dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -67,10 +78,18 @@ def build_attempt_events(attempt: Attempt, total: int, output: str | None = None
     return events
 
 
-def build_run_event(status: HarnessRunStatus | None) -> Event:
-    """The run as a whole, from its status: phase, reason, exit code and usage."""
+def build_run_event(status: HarnessRunStatus | None, unclaimed_in: str | None = None) -> Event:
+    """The run as a whole, from its status: phase, reason, exit code and usage; a run no operator has
+    claimed (`unclaimed_in`: its namespace) says where to look."""
     if status is None:
-        return Event("run", phase="Pending", reason=Reason.Pending)
+        message = None
+        if unclaimed_in is not None:
+            message = (
+                f"no operator has written this run's status in {UNCLAIMED_SECONDS}s: is namespace "
+                f'"{unclaimed_in}" one an operator watches (the chart\'s watchNamespaces), and is the '
+                "operator running?"
+            )
+        return Event("run", phase="Pending", reason=Reason.Pending, message=message)
     usage = status.usage
     return Event(
         "run",

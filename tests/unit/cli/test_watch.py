@@ -5,6 +5,7 @@ import os
 import pty
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus, Usage
@@ -16,6 +17,7 @@ from harness_operator.core.watch import (
     build_run_event,
     is_attempt_over,
     is_log_readable,
+    is_unclaimed,
 )
 
 ROOT = Path(__file__).parents[3]
@@ -87,6 +89,22 @@ def test_the_run_outcome_line():
         "Failed (CostLimitExceeded, exit 124); usage unknown\n  cost crossed maxCostUSD 1"
     ]
     assert render_events([build_run_event(None)]) == ["Pending (Pending, exit None); usage unknown"]
+    queued = HarnessRunStatus(phase="Pending", reason="Queued", message="2 runs of the namespace before it")
+    assert render_events([build_run_event(queued)]) == [
+        "Pending (Queued, exit None); usage unknown\n  2 runs of the namespace before it"
+    ]
+
+
+def test_a_run_no_operator_claims_says_where_to_look():
+    now = datetime(2026, 1, 1, 12, 0, 31, tzinfo=UTC)
+    created = {"metadata": {"creationTimestamp": "2026-01-01T12:00:00Z"}}
+    assert is_unclaimed(created, now)
+    assert not is_unclaimed(created, datetime(2026, 1, 1, 12, 0, 29, tzinfo=UTC))  # an operator may yet
+    assert not is_unclaimed({**created, "status": {"phase": "Pending"}}, now)
+    assert not is_unclaimed({"metadata": {}}, now)
+    (line,) = render_events([build_run_event(None, "team-a")])
+    assert line.startswith("Pending (Pending, exit None); usage unknown\n  no operator has written")
+    assert 'namespace "team-a" one an operator watches' in line and "watchNamespaces" in line
 
 
 def run_demo(tty: bool) -> str:
