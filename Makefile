@@ -32,7 +32,7 @@ lint: venv
 ## regenerate crds/ (and the chart's copies of the CRDs and the built-in catalog) from the source, and the
 ## chart README's values table from values.yaml
 generate: venv
-	.venv/bin/harnessctl crds -o crds -o charts/harness-operator/crds
+	.venv/bin/harnessctl crds -o crds -o charts/harness-operator/files/crds
 	rm -f charts/harness-operator/catalog/*.yaml
 	cp operator/harness_operator/catalog/*.yaml charts/harness-operator/catalog/
 	$(PY) -m tests.chart_readme

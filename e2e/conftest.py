@@ -82,13 +82,13 @@ def kubectl(*args: str, check: bool = True, stdin: str | None = None) -> subproc
 
 
 def install_chart(*extra: str) -> None:
-    """`helm upgrade --install` of the chart with its defaults (plus `extra` helm arguments); without
-    --reset-values an upgrade given no values would keep the previous release's. The chart's CRDs are
-    applied first, as an upgrade must: helm installs them once and never upgrades them."""
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
+    """`helm upgrade --install` of the chart with its defaults (plus `extra` helm arguments), CRDs
+    included; without --reset-values an upgrade given no values would keep the previous release's.
+    `--take-ownership` adopts the CRDs the integration tests replaced from this tree (as a user adopts
+    CRDs applied with kubectl)."""
     helm(
         "upgrade", "--install", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE, "--create-namespace",
-        "--reset-values", "--wait", "--timeout", "180s", *extra,
+        "--reset-values", "--take-ownership", "--wait", "--timeout", "180s", *extra,
     )  # fmt: skip
 
 

@@ -147,9 +147,10 @@ def test_helm_uninstall_removes_the_operator_and_keeps_crds_and_runs(
     admission = client.AdmissionregistrationV1Api(kube)
     assert not admission.list_validating_admission_policy(label_selector=selector).items
     assert not admission.list_validating_admission_policy_binding(label_selector=selector).items
-    # CRDs are in the chart's crds/ folder: helm installs them and never deletes them, so runs survive.
+    # The chart's CRDs are kept (crds.keep), so runs survive.
     ext = client.ApiextensionsV1Api(kube)
-    assert ext.read_custom_resource_definition(f"harnessruns.{GROUP}")
+    crd = ext.read_custom_resource_definition(f"harnessruns.{GROUP}")
+    assert crd.metadata.annotations["helm.sh/resource-policy"] == "keep"
     assert runs.get("kept")["status"]["phase"] == "Succeeded"
     # The built-in catalog outlives the release (catalog.keep): other releases' runs may use it.
     custom = client.CustomObjectsApi(kube)

@@ -32,7 +32,8 @@ def free_port() -> int:
 
 
 def helm_install(bin_dir: Path, kubeconfig: str, *settings: str) -> None:
-    """`helm upgrade --install` the chart as release harness-operator; helm's own error on failure."""
+    """`helm upgrade --install` the chart as release harness-operator, without its CRDs (the tests
+    replace them from this tree themselves, `apply_crds`); helm's own error on failure."""
     result = subprocess.run(
         [
             str(bin_dir / "helm"),
@@ -48,7 +49,7 @@ def helm_install(bin_dir: Path, kubeconfig: str, *settings: str) -> None:
             "--wait",
             "--timeout",
             "180s",
-            *(arg for s in settings for arg in ("--set", s)),
+            *(arg for s in ("crds.enabled=false", *settings) for arg in ("--set", s)),
         ],
         capture_output=True,
         text=True,
@@ -77,9 +78,9 @@ def helm_uninstall(bin_dir: Path, kubeconfig: str) -> None:
 
 
 def apply_crds(bin_dir: Path, kubeconfig: str) -> None:
-    """This tree's CRDs, each replaced whole (created when missing): helm installs a chart's crds/ once and
-    never upgrades them, and a server-side apply by another field manager would keep fields (defaults)
-    the old schema had, so a cluster that outlives a change to the API would otherwise keep them."""
+    """This tree's CRDs, each replaced whole (created when missing): a server-side apply by another field
+    manager would keep fields (defaults) the old schema had, so a cluster that outlives a change to the
+    API would otherwise keep them."""
     kubectl = (str(bin_dir / "kubectl"), "--kubeconfig", kubeconfig)
     for crd in sorted((ROOT / "crds").glob("*.yaml")):
         replaced = subprocess.run([*kubectl, "replace", "-f", str(crd)], capture_output=True, text=True)
@@ -92,8 +93,7 @@ def apply_crds(bin_dir: Path, kubeconfig: str) -> None:
 def install_chart_rbac_and_catalog(bin_dir: Path, kubeconfig: str) -> None:
     """The chart as `helm install` lays it down, with the operator's Deployment scaled to 0: the operator
     runs here as a process, under the ServiceAccount and RBAC the chart made. The CRDs are applied from
-    this tree first: helm installs a chart's CRDs once and never upgrades them, and status fields the
-    cluster's CRD does not know are pruned."""
+    this tree first: status fields the cluster's CRD does not know are pruned."""
     apply_crds(bin_dir, kubeconfig)
     helm_install(bin_dir, kubeconfig, "replicaCount=0")
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness_operator.api.crd import build_crds
 from harness_operator.core.config import OperatorConfig
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -320,3 +321,20 @@ def test_the_catalog_outlives_its_release_unless_told_not_to() -> None:
     assert policies() == {"keep"}
     assert policies("catalog.keep=false") == {None}
     assert policies("catalog.enabled=false") == set()
+
+
+def test_the_crds_are_rendered_as_generated_and_kept_at_uninstall_unless_told_not_to() -> None:
+    def crds(*settings: str) -> dict[str, dict[str, Any]]:
+        found = [d for d in render(*settings) if d["kind"] == "CustomResourceDefinition"]
+        return {d["metadata"]["name"]: d for d in found}
+
+    rendered = crds()
+    generated = {crd["metadata"]["name"]: crd for crd in build_crds().values()}
+    assert rendered.keys() == generated.keys()
+    for name, crd in rendered.items():
+        # Helm's YAML round trip keeps the schema (numbers, CEL rules, descriptions) as generated
+        assert crd["spec"] == generated[name]["spec"], name
+        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+        assert crd["metadata"]["labels"]["app.kubernetes.io/instance"] == "harness-operator"
+    assert all("annotations" not in d["metadata"] for d in crds("crds.keep=false").values())
+    assert crds("crds.enabled=false") == {}
