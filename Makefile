@@ -35,7 +35,8 @@ generate: venv
 	.venv/bin/harnessctl crds -o crds -o charts/harness-operator/files/crds
 	rm -f charts/harness-operator/catalog/*.yaml
 	cp operator/harness_operator/catalog/*.yaml charts/harness-operator/catalog/
-	$(PY) -m tests.chart_readme
+	"$$($(PY) -m tests.tools.gobuilds helm-docs)" --chart-search-root=charts --sort-values-order=file \
+		--skip-version-footer
 
 ## run an example locally with the bundled demo agent (no cluster, no API key)
 demo: venv

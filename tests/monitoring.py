@@ -28,6 +28,22 @@ def dashboard_queries() -> list[tuple[str, str]]:
     return queries
 
 
+# The metric each gateway exports; every other metric a panel reads is the operator's.
+GATEWAY_METRICS = {
+    "egress": "harness_gateway_requests_total",
+    "model": "harness_model_gateway_requests_total",
+}
+
+
+def dashboard_queries_by_source() -> dict[str, list[tuple[str, str]]]:
+    """The panel targets by what exports their metric: `operator`, `egress` or `model`."""
+    found: dict[str, list[tuple[str, str]]] = {"operator": [], **{source: [] for source in GATEWAY_METRICS}}
+    for title, expr in dashboard_queries():
+        source = next((s for s, metric in GATEWAY_METRICS.items() if metric in expr), "operator")
+        found[source].append((title, expr))
+    return found
+
+
 def rule_queries(prometheus_rule: dict[str, Any]) -> list[tuple[str, str]]:
     """(alert name, PromQL) of a rendered PrometheusRule."""
     return [

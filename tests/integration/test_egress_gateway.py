@@ -19,6 +19,7 @@ import pytest
 from kubernetes import client
 
 from harness_operator.core.egress import build_proxy_token, grant_name
+from tests.monitoring import dashboard_queries_by_source
 from tests.stubs.anthropic import TEXT, AnthropicStub
 from tests.stubs.openai import OpenAIStub
 
@@ -32,6 +33,7 @@ from .operator_env import (
     run_body,
     service_account_kubeconfig,
 )
+from .prometheus import prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRAPER_LABEL = "harness-operator.test/role"  # the namespaces the gateway fixture lets scrape metrics
@@ -239,7 +241,9 @@ def test_acp_adapters_reach_their_stub_through_the_gateway(gw: Api, provider: st
     assert f'namespace="{gw.ns}",host="{host}",verdict="allowed"' in gateway_metrics(gw)
 
 
-def test_claude_is_refused_a_name_it_was_not_granted(gw: Api, anthropic_stub: AnthropicStub) -> None:
+def test_claude_is_refused_a_name_it_was_not_granted(
+    gw: Api, anthropic_stub: AnthropicStub, tmp_path: Path
+) -> None:
     api_key(gw)
     gw.create(run_body("refused", claude_run(anthropic_stub, OTHER_NAME)))
     status = gw.wait_finished("refused", timeout=240)
@@ -256,6 +260,13 @@ def test_claude_is_refused_a_name_it_was_not_granted(gw: Api, anthropic_stub: An
     assert (line["host"], line["verdict"]) == (host, "refused")
     # The refused host is the agent's choice: in the log line, not a label (bounded series).
     assert f'namespace="{gw.ns}",host="-",verdict="refused"' in gateway_metrics(gw)
+    # The dashboard's egress panel, on a real Prometheus scraping the gateway's pods, shows the refusal.
+    panels = dashboard_queries_by_source()["egress"]
+    refused = [(title, q.replace(".*", gw.ns, 1)) for title, q in panels]  # the namespace variable
+    with prometheus(tmp_path, [f"{p.status.pod_ip}:9101" for p in gateway_pods(gw)]) as prom:
+        wait_until(lambda: not prom.empty(refused), timeout=30, what="the egress panel's series")
+        shown = prom.query(refused[0][1])
+    assert {r["metric"]["verdict"] for r in shown} == {"refused"}, shown
 
 
 # The agent of the bypass test: the granted name through the gateway (urllib reads http_proxy), then a

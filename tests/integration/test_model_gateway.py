@@ -46,6 +46,7 @@ from harness_operator.core.model_route import (
     model_token,
     without_attempts,
 )
+from tests.monitoring import dashboard_queries_by_source
 from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.gemini import GeminiStub
 from tests.stubs.openai import OpenAIStub
@@ -57,6 +58,7 @@ from .operator_env import (
     install_chart_rbac_and_catalog,
     service_account_kubeconfig,
 )
+from .prometheus import prometheus
 
 KEY = "gateway-test-key"
 VENDOR_KEYS = {
@@ -304,7 +306,7 @@ def gateway_requests(gateway: Gateway) -> dict[tuple[str, str, str], float]:
     }
 
 
-def test_metrics_count_requests_by_namespace_vendor_and_verdict(env: Env) -> None:
+def test_metrics_count_requests_by_namespace_vendor_and_verdict(env: Env, tmp_path: Path) -> None:
     run = env.run("counted", "uid-counted")
     token, attempt = env.attempt(run, 1)
     env.grant("counted", "uid-counted", {"1": attempt})
@@ -316,6 +318,12 @@ def test_metrics_count_requests_by_namespace_vendor_and_verdict(env: Env) -> Non
     after = gateway_requests(gateway)
     for key in (("team-a", "anthropic", "forwarded"), ("-", "anthropic", "unauthenticated")):
         assert after[key] == before.get(key, 0) + 1, (key, before, after)
+    # The dashboard's model gateway panel, on a real Prometheus scraping the gateway, shows both.
+    panels = dashboard_queries_by_source()["model"]
+    with prometheus(tmp_path, [f"127.0.0.1:{gateway.admin}"]) as prom:
+        wait_until(lambda: not prom.empty(panels), timeout=30, what="the model gateway panel's series")
+        shown = {(r["metric"]["vendor"], r["metric"]["verdict"]) for r in prom.query(panels[0][1])}
+    assert {("anthropic", "forwarded"), ("anthropic", "unauthenticated")} <= shown, shown
 
 
 # A prompt of the size the stub bills (1344 input tokens): the gateway estimates input at 3 bytes a token.

@@ -1,6 +1,8 @@
 """The Go helpers the tools tests run, built from the Go module proxy and cached per source and Go version:
-kind at the version e2e/kind/run.sh pins, and tests/tools/kstatus. `python -m tests.tools.gobuilds` builds
-both ahead of the tests (tests/run-all.sh does, in the background while the images download)."""
+kind at the version e2e/kind/run.sh pins, tests/tools/kstatus, and helm-docs (the chart README's values
+table). `python -m tests.tools.gobuilds` builds all three ahead of the tests (tests/run-all.sh does, in
+the background while the images download); `python -m tests.tools.gobuilds helm-docs` builds one and
+prints its path."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,6 +20,8 @@ RUN_SH = ROOT / "e2e" / "kind" / "run.sh"
 KSTATUS_SOURCE = Path(__file__).resolve().parent / "kstatus"
 KIND_CACHE = Path(os.environ.get("HARNESS_KIND_CACHE", "/var/cache/harness-operator/kind"))
 KSTATUS_CACHE = Path(os.environ.get("HARNESS_KSTATUS_CACHE", "/var/cache/harness-operator/kstatus"))
+HELM_DOCS_CACHE = Path(os.environ.get("HARNESS_HELM_DOCS_CACHE", "/var/cache/harness-operator/helm-docs"))
+HELM_DOCS_VERSION = "v1.14.2"
 
 
 def pinned(variable: str) -> str:
@@ -77,6 +82,17 @@ def kstatus_binary() -> Path:
     )
 
 
+def helm_docs_binary() -> Path:
+    """`go install github.com/norwoodj/helm-docs/cmd/helm-docs@HELM_DOCS_VERSION`."""
+    go, go_version = _go()
+    return _build(
+        HELM_DOCS_CACHE / f"{HELM_DOCS_VERSION}-{go_version}" / "helm-docs",
+        [go, "install", f"github.com/norwoodj/helm-docs/cmd/helm-docs@{HELM_DOCS_VERSION}"],
+    )
+
+
+BUILDS = {"kind": kind_binary, "kstatus": kstatus_binary, "helm-docs": helm_docs_binary}
+
 if __name__ == "__main__":
-    print(kind_binary())
-    print(kstatus_binary())
+    for name in sys.argv[1:] or BUILDS:
+        print(BUILDS[name]())

@@ -54,6 +54,16 @@ MAX_KEPT_ANSWER = 16 * 1024 * 1024  # a non-streamed answer is kept to be metere
 MIN_OUTPUT_TOKENS = 16  # an answer of fewer output tokens than this is not worth forwarding
 
 
+def build_request_counter(registry: CollectorRegistry) -> Counter:
+    """The gateway's one metric (the chart's dashboard reads it)."""
+    return Counter(
+        "harness_model_gateway_requests",
+        "Requests to the model gateway by namespace, vendor and verdict.",
+        ["namespace", "vendor", "verdict"],
+        registry=registry,
+    )
+
+
 @dataclass
 class Gateway:
     grants: GrantWatch
@@ -65,12 +75,7 @@ class Gateway:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     def __post_init__(self) -> None:
-        self.requests = Counter(
-            "harness_model_gateway_requests",
-            "Requests to the model gateway by namespace, vendor and verdict.",
-            ["namespace", "vendor", "verdict"],
-            registry=self.registry,
-        )
+        self.requests = build_request_counter(self.registry)
 
     def count(self, grant: ModelGrant | None, vendor: Vendor, verdict: str) -> None:
         self.requests.labels(grant.namespace if grant else "-", vendor.name, verdict).inc()

@@ -35,7 +35,9 @@ CATALOG = ROOT / "operator" / "harness_operator" / "catalog"
 
 @pytest.mark.parametrize("name", sorted(build_crds()))
 def test_chart_crds_match_the_models(name: str) -> None:
-    assert (CHART / "files" / "crds" / name).read_text() == render_crd_yaml(build_crds()[name]), "run `make generate`"
+    assert (CHART / "files" / "crds" / name).read_text() == render_crd_yaml(build_crds()[name]), (
+        "run `make generate`"
+    )
 
 
 def test_chart_catalog_matches_the_package() -> None:

@@ -139,15 +139,35 @@ def test_liveness_and_readiness_call_kopfs_health_endpoint_on_the_health_port() 
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
 
 
-def test_service_monitor_scrapes_the_metrics_service_when_enabled() -> None:
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector's matchLabels and In expressions, as the Prometheus Operator reads them."""
+    if not labels.items() >= selector.get("matchLabels", {}).items():
+        return False
+    return all(labels.get(e["key"]) in e["values"] for e in selector.get("matchExpressions", []))
+
+
+def test_service_monitor_scrapes_the_operator_and_both_gateways_when_enabled() -> None:
     docs = render(*EVERY_KNOB)
-    monitor, service = one(docs, "ServiceMonitor"), one(docs, "Service")
+    monitor = one(docs, "ServiceMonitor")
     assert monitor["metadata"]["namespace"] == "harness-system"
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["harness-system"]}
-    assert service["metadata"]["labels"].items() >= monitor["spec"]["selector"]["matchLabels"].items()
-    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
-    assert {p["name"] for p in service["spec"]["ports"]} == {"metrics"}
+    endpoints = monitor["spec"]["endpoints"]
+    assert endpoints == [
+        {"port": "metrics", "path": "/metrics", "interval": "30s"},
+        {"port": "admin", "path": "/metrics", "interval": "30s"},
+    ]
+    scraped = {
+        d["metadata"]["name"]: {p["name"] for p in d["spec"]["ports"]} & {e["port"] for e in endpoints}
+        for d in docs
+        if d["kind"] == "Service" and selects(monitor["spec"]["selector"], d["metadata"]["labels"])
+    }
+    # the model gateway's store (Redis) is not scraped; each scraped Service has one port to scrape
+    assert scraped == {
+        "harness-operator-metrics": {"metrics"},
+        "harness-operator-egress": {"metrics"},
+        "harness-operator-model": {"admin"},
+    }
 
 
 def test_service_monitor_without_the_metrics_service_is_refused_with_the_fix() -> None:

@@ -1,16 +1,19 @@
 """The chart's Grafana dashboard and PrometheusRule: off by default, rendered when enabled, and every
-query names only metrics the operator exports, with labels those metrics have (no typos)."""
+query names only metrics the operator or a gateway exports, with labels those metrics have (no typos)."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 from tests.monitoring import dashboard_queries, rule_queries
 from tests.unit.chart.test_chart_render import HELM, render
 
 from harness_operator.controller import metrics
+from harness_operator.gateway.rules import render_metrics
+from harness_operator.modelgateway.server import build_request_counter
 
 pytestmark = pytest.mark.skipif(
     HELM is None, reason="helm not built yet: tests/cluster/build-bins builds it (make test does)"
@@ -20,9 +23,13 @@ SUFFIXES = {"Counter": ("_total",), "Histogram": ("_bucket", "_sum", "_count"), 
 
 
 def exported() -> dict[str, set[str]]:
-    """Every series name the operator exports, with its labels."""
+    """Every series name the operator and the two gateways export, with its labels."""
     names: dict[str, set[str]] = {}
-    for obj in vars(metrics).values():
+    egress = render_metrics({("ns", "api.example:443", "allowed"): 1}).splitlines()[-1]
+    name, labels = re.fullmatch(r"(\w+)\{(.*)\} \d+", egress).groups()  # type: ignore[union-attr]
+    names[name] = set(re.findall(r'(\w+)="', labels))
+    model = build_request_counter(CollectorRegistry())
+    for obj in [*vars(metrics).values(), model]:
         if isinstance(obj, MetricWrapperBase):
             kind = type(obj).__name__
             for suffix in SUFFIXES[kind]:
@@ -84,7 +91,7 @@ def test_every_query_uses_exported_metrics_and_their_labels(title, query):
     known = exported()
     assert names, f"{title}: no harness_ metric in {query}"
     for name in names:
-        assert name in known, f"{title}: {name} is not exported by harness_operator.controller.metrics"
+        assert name in known, f"{title}: {name} is exported neither by the operator nor by a gateway"
         assert labels <= known[name] | {"le"}, f"{title}: {name} has no label(s) {labels - known[name]}"
 
 
