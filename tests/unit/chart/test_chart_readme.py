@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from tests.tools.gobuilds import helm_docs_binary
 from tests.unit.chart.test_chart_render import CHART, ROOT
 
