@@ -156,3 +156,62 @@ def test_the_plugin_tells_a_finished_runs_story_with_its_fallback(
     assert kinds.count("attempt") == 2 and kinds.count("result") == 2 and kinds[-1] == "run"
     assert [e["turn"] for e in events if e["kind"] == "turn"] == [1, 2]
     assert events[-1]["phase"] == "Succeeded"
+
+
+def printed_row(obj: dict[str, Any]) -> tuple[Any, ...]:
+    """What `kubectl get hrun -w` prints of a run, Age left out: the CRD's default printer columns."""
+    status = obj.get("status") or {}
+    attempts = status.get("attempts") or [{}]
+    progress = status.get("progress") or {}
+    return (
+        obj["spec"].get("provider"),
+        attempts[-1].get("provider"),
+        status.get("phase"),
+        status.get("reason"),
+        progress.get("costUSD"),
+    )
+
+
+def test_kubectl_get_watch_prints_a_quick_failing_run_once_per_change(
+    api: Api, fake: Callable[..., None], operator: OperatorProcess
+) -> None:
+    fake("quick-fail", "fail")
+    custom = api.custom
+    listed = custom.list_namespaced_custom_object("agentharness.dev", "v1alpha1", api.ns, "harnessruns")
+    events: list[tuple[str, dict[str, Any]]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        from kubernetes import watch as kwatch
+
+        stream = kwatch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            "agentharness.dev",
+            "v1alpha1",
+            api.ns,
+            "harnessruns",
+            resource_version=listed["metadata"]["resourceVersion"],
+            timeout_seconds=120,
+        )
+        for event in stream:
+            events.append((event["type"], event["object"]))
+            if (event["object"].get("status") or {}).get("completionTime"):
+                done.set()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    api.create(run_body("quick", {"provider": "quick-fail", "prompt": "p"}))
+    assert done.wait(120), [e[0] for e in events]
+    time.sleep(3)  # writes after the end (finalizers, annotations) would come now
+    events = list(events)
+    rows = [printed_row(obj) for _, obj in events]
+    repeated = [rows[i] for i in range(1, len(rows)) if rows[i] == rows[i - 1]]
+    for (kind, obj), row in zip(events, rows, strict=True):
+        print(
+            kind,
+            obj["metadata"]["resourceVersion"],
+            row,
+            sorted((obj.get("metadata") or {}).get("annotations") or {}),
+            obj["metadata"].get("finalizers"),
+        )
+    print(f"measured: a quick-failing run: {len(events)} watch events, {len(repeated)} repeat the row before")

@@ -95,3 +95,15 @@ matchResources:
         values: {{ toJson . }}
 {{- end }}
 {{- end -}}
+
+{{/* Replicas of one Deployment spread over nodes where the scheduler can (a one-node cluster still
+schedules them all). Call with (dict "labels" (include "<selector labels>" .)). */}}
+{{- define "harness-operator.spreadOverNodes" -}}
+topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: kubernetes.io/hostname
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- .labels | nindent 8 }}
+{{- end -}}

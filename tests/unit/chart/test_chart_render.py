@@ -358,3 +358,31 @@ def test_the_crds_are_rendered_as_generated_and_kept_at_uninstall_unless_told_no
         assert crd["metadata"]["labels"]["app.kubernetes.io/instance"] == "harness-operator"
     assert all("annotations" not in d["metadata"] for d in crds("crds.keep=false").values())
     assert crds("crds.enabled=false") == {}
+
+
+def test_replicated_deployments_have_a_disruption_budget_and_spread_and_no_pod_runs_with_a_low_id() -> None:
+    docs = render("egressGateway.replicas=3", "modelGateway.replicas=3")
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    budgets = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    replicated = [d for d in deployments if d["spec"]["replicas"] > 1]
+    assert {d["metadata"]["name"] for d in replicated} == {
+        "harness-operator-egress",
+        "harness-operator-model",
+    }
+    for deployment in replicated:
+        labels = deployment["spec"]["selector"]["matchLabels"]
+        assert [
+            b["spec"]["maxUnavailable"] for b in budgets if b["spec"]["selector"]["matchLabels"] == labels
+        ] == [1]
+        (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+        assert (
+            spread["topologyKey"] == "kubernetes.io/hostname"
+            and spread["labelSelector"]["matchLabels"] == labels
+        )
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]["spec"]
+        for context in [pod["securityContext"], *(c.get("securityContext", {}) for c in pod["containers"])]:
+            for key in ("runAsUser", "runAsGroup", "fsGroup"):
+                assert context.get(key, 65532) >= 10000, (deployment["metadata"]["name"], key)
+    single = render("egressGateway.replicas=1", "modelGateway.replicas=1")
+    assert not [d for d in single if d["kind"] == "PodDisruptionBudget"]
