@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         definitions,
         retention,
         config.default_ttl_seconds_after_finished,
+        ttl_spares_applied=config.default_ttl_spares_applied,
         progress=progress,
         progress_interval=config.progress_interval_seconds,
     )

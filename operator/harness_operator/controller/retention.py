@@ -11,15 +11,37 @@ from harness_operator.contract.times import parse_time
 from harness_operator.controller.due import DueQueue
 
 RETRY_SECONDS = 30.0  # a failed deletion is tried again this much later, until it succeeds or the run is gone
+# What Argo CD (label or annotation tracking), Flux (kustomize-controller, helm-controller) and Helm put on
+# the objects they apply: a run carrying one would be applied again, and so run again, once deleted.
+APPLIED_BY_LABELS = (
+    "argocd.argoproj.io/instance",
+    "app.kubernetes.io/instance",
+    "kustomize.toolkit.fluxcd.io/name",
+    "helm.toolkit.fluxcd.io/name",
+)
+APPLIED_BY_ANNOTATIONS = ("argocd.argoproj.io/tracking-id", "meta.helm.sh/release-name")
 
 
-def compute_expiry(run: Mapping[str, Any], default: int | None, now: datetime) -> float | None:
+def is_applied_by_a_tool(meta: Mapping[str, Any]) -> bool:
+    """The run carries a GitOps tool's or Helm's tracking label or annotation."""
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    return any(k in labels for k in APPLIED_BY_LABELS) or any(
+        k in annotations for k in APPLIED_BY_ANNOTATIONS
+    )
+
+
+def compute_expiry(
+    run: Mapping[str, Any], default: int | None, now: datetime, spare_applied: bool = True
+) -> float | None:
     """Seconds from `now` until a finished run is to be deleted (0: due already), or None to keep it:
-    not finished, no TTL (its own spec.ttlSecondsAfterFinished, else `default`), or already deleting."""
+    not finished, no TTL (its own spec.ttlSecondsAfterFinished, else `default`, which with
+    `spare_applied` does not reach a run a tool applies), or already deleting."""
     meta = run.get("metadata") or {}
     if meta.get("deletionTimestamp"):
         return None
     own = (run.get("spec") or {}).get("ttlSecondsAfterFinished")
+    if not _is_seconds(own) and spare_applied and is_applied_by_a_tool(meta):
+        return None
     ttl: int | None = own if _is_seconds(own) else default
     if ttl is None or not _is_seconds(ttl):
         return None

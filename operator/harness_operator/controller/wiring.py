@@ -83,6 +83,7 @@ class Controller:
         definitions: DefinitionReconciler | None = None,
         retention: ExpiryQueue | None = None,
         default_ttl: int | None = None,
+        ttl_spares_applied: bool = True,
         max_retries: int = MAX_CHILD_EVENT_RETRIES,
         progress: ProgressReader | None = None,
         progress_interval: float = 0,
@@ -95,6 +96,7 @@ class Controller:
         self.definitions = definitions
         self.retention = retention
         self.default_ttl = default_ttl
+        self.ttl_spares_applied = ttl_spares_applied
         self.max_retries = max_retries
         self._lock = threading.Lock()
         self._children: KeyedQueue | None = None
@@ -232,7 +234,11 @@ class Controller:
         namespace, name = body.metadata.namespace, body.metadata.name
         if self.retention is None or not namespace or not name:
             return
-        delay = None if type_ == "DELETED" else compute_expiry(body, self.default_ttl, datetime.now(UTC))
+        delay = (
+            None
+            if type_ == "DELETED"
+            else compute_expiry(body, self.default_ttl, datetime.now(UTC), self.ttl_spares_applied)
+        )
         if delay is None:
             self.retention.forget(namespace, name)
         else:

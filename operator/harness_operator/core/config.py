@@ -91,6 +91,8 @@ class OperatorConfig:
     publish_timeout_seconds: int = 120
     # Retention of finished runs without spec.ttlSecondsAfterFinished; None keeps them until deleted.
     default_ttl_seconds_after_finished: int | None = None
+    # The default spares runs a GitOps tool or Helm applied (it would apply them again, and they would run).
+    default_ttl_spares_applied: bool = True
 
     def __post_init__(self) -> None:
         if self.egress_gateway_service and not (self.egress_gateway_key and self.egress_gateway_namespace):

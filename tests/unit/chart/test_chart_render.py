@@ -119,10 +119,18 @@ def test_sandbox_pull_secrets_reach_the_operator_as_a_setting_it_reads() -> None
     assert OperatorConfig.from_env(env).image_pull_secrets == ("registry-a", "registry-b")
 
 
-def test_finished_runs_are_kept_unless_the_chart_sets_a_default_ttl() -> None:
-    assert "HARNESS_DEFAULT_TTL_SECONDS_AFTER_FINISHED" not in env_of(render())
-    env = env_of(render(*EVERY_KNOB))
+def test_finished_runs_go_after_a_week_except_those_a_tool_applied_unless_the_chart_says_otherwise() -> None:
+    defaults = OperatorConfig.from_env(env_of(render()))
+    assert (defaults.default_ttl_seconds_after_finished, defaults.default_ttl_spares_applied) == (
+        604800,
+        True,
+    )
+    assert "HARNESS_DEFAULT_TTL_SECONDS_AFTER_FINISHED" not in env_of(
+        render("runs.ttlSecondsAfterFinished=null")
+    )
+    env = env_of(render(*EVERY_KNOB, "runs.spareAppliedRuns=false"))
     assert OperatorConfig.from_env(env).default_ttl_seconds_after_finished == 86400
+    assert OperatorConfig.from_env(env).default_ttl_spares_applied is False
 
 
 def test_every_env_var_the_chart_sets_is_an_operator_setting() -> None:

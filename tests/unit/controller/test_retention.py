@@ -47,6 +47,32 @@ def test_compute_expiry(body: dict[str, Any], default: int | None, expected: flo
     assert compute_expiry(body, default, NOW) == expected
 
 
+@pytest.mark.parametrize(
+    ("labels", "annotations"),
+    [
+        ({"kustomize.toolkit.fluxcd.io/name": "agents"}, {}),
+        ({"helm.toolkit.fluxcd.io/name": "agents"}, {}),
+        ({"argocd.argoproj.io/instance": "agents"}, {}),
+        ({"app.kubernetes.io/instance": "agents"}, {}),
+        ({}, {"argocd.argoproj.io/tracking-id": "agents:agentharness.dev/HarnessRun:ns/r"}),
+        ({}, {"meta.helm.sh/release-name": "agents"}),
+    ],
+)
+def test_the_default_ttl_spares_a_run_a_tool_applied(labels: dict, annotations: dict) -> None:
+    body = run(completed="2026-12-01T11:59:00Z")
+    body["metadata"].update(labels=labels, annotations=annotations)
+    assert compute_expiry(body, 90, NOW) is None  # the tool would apply it again, and it would run again
+    assert compute_expiry(body, 90, NOW, spare_applied=False) == 30.0
+    body["spec"]["ttlSecondsAfterFinished"] = 120  # its own TTL: the author's choice
+    assert compute_expiry(body, 90, NOW) == 60.0
+
+
+def test_other_labels_do_not_spare_a_run() -> None:
+    body = run(completed="2026-12-01T11:59:00Z")
+    body["metadata"]["labels"] = {"team": "a", "app.kubernetes.io/name": "review"}
+    assert compute_expiry(body, 90, NOW) == 30.0
+
+
 def test_compute_expiry_of_a_bare_object() -> None:
     assert compute_expiry({}, 10, NOW) is None
 
