@@ -12,6 +12,7 @@ import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from harness_operator.controller.retention import compute_expiry, is_applied_by_a_tool
 
 from .conftest import Api, wait_until
 from .operator_env import definition_body, free_port, run_body
@@ -249,6 +252,10 @@ def test_kustomization_waits_for_the_run_and_fails_with_it(
     wait_until(applied_and_ready, timeout=180, what="the Kustomization to be Ready at the run's commit")
     run_done = api.condition("2026-12-01-say-hi", "Succeeded")
     assert run_done["status"] == "True"
+    # Flux marks what it applied, so the chart's default TTL spares the run (Flux would apply it again).
+    applied = api.run("2026-12-01-say-hi")
+    assert is_applied_by_a_tool(applied["metadata"]), applied["metadata"].get("labels")
+    assert compute_expiry(applied, 0, datetime.now(UTC)) is None
     assert ready(kustomization(api, "team"))["lastTransitionTime"] >= run_done["lastTransitionTime"]
 
     repo.commit(
