@@ -5,13 +5,16 @@ name, `null` removing one; the DAG-level `harness:` block merged into every harn
 options win key by key, a step-level `fallback`, even `[]`, replaces the DAG's, both maps kebab-cased for
 built-in providers); a step without `type` is a harness step when the DAG has `harness:`; `chain` DAGs
 (the default) run their steps in order, `graph` DAGs by `depends:`. `output: NAME` read back as `${NAME}`
-becomes an input from that run's output (or the whole prompt or stdin).
+becomes an input from that run's output (or the whole prompt or stdin). `params:` (with their defaults,
+or the values given on import) and DAG-level `env:` read as `${NAME}`, `${params.NAME}` or `${env.NAME}`
+become literal inputs in prompts and stdin, and are substituted in place in the provider and options.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+import shlex
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,13 +54,25 @@ _STEP_KEYS_HANDLED = {
     "description",
     "timeout_sec",
 }
-_DAG_KEYS_HANDLED = {"harnesses", "harness", "steps", "working_dir", "name", "description", "type"}
+_DAG_KEYS_HANDLED = {
+    "harnesses",
+    "harness",
+    "steps",
+    "working_dir",
+    "name",
+    "description",
+    "type",
+    "params",
+    "env",
+}
 # Executors a step without `type` gets from DAG-level settings before `harness:` (Dagu's order).
 _DAG_EXECUTORS = ("container", "ssh", "redis")
 _RESERVED = {"provider", "fallback"}
 _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 _ANY_REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# ${NAME}, ${params.NAME} and ${env.NAME}: a parameter's or an env entry's value (Dagu's value resolution).
+_VALUE_REFERENCE = re.compile(r"\$\{(?:(?:params|env)\.)?([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass
@@ -288,6 +303,21 @@ def substitute_outputs(text: str, outputs: dict[str, str]) -> tuple[str, dict[st
     return _ANY_REFERENCE.sub(reference, text), used, unknown
 
 
+def substitute_inputs(text: str, values: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """(text with each `${NAME}`, `${params.NAME}` or `${env.NAME}` of a known value as
+    `$(inputs.NAME)`, {NAME: value} used); other references are kept verbatim."""
+    used: dict[str, str] = {}
+
+    def reference(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in values:
+            return match.group(0)
+        used[name] = values[name]
+        return f"$(inputs.{name})"
+
+    return _VALUE_REFERENCE.sub(reference, text), used
+
+
 def _fallback(items: Iterable[Any], renamed: dict[str, str]) -> list[dict[str, Any]]:
     out = []
     for entry in items:
@@ -300,17 +330,91 @@ def _fallback(items: Iterable[Any], renamed: dict[str, str]) -> list[dict[str, A
     return out
 
 
+def _pairs(entries: Any, where: str, errors: list[str]) -> list[tuple[str, Any]]:
+    """(name, value) of a map, a list of one-key maps, a list of `NAME=value` strings, or (params) a list
+    of `{name, default}` declarations; a shape Dagu refuses is an error naming it."""
+    if isinstance(entries, Mapping):
+        return [(str(k), v) for k, v in entries.items()]
+    found: list[tuple[str, Any]] = []
+    for index, entry in enumerate(entries if isinstance(entries, list) else [entries]):
+        if isinstance(entry, str) and "=" in entry:
+            name, _, value = entry.partition("=")
+            found.append((name.strip(), value))
+        elif isinstance(entry, Mapping) and "name" in entry:
+            found.append((str(entry["name"]), entry.get("default")))
+        elif isinstance(entry, Mapping) and len(entry) == 1:
+            ((name, value),) = entry.items()
+            found.append((str(name), value))
+        else:
+            errors.append(
+                f"{where}[{index}]: not NAME=value, {{NAME: value}} or {{name: NAME, default: value}}"
+            )
+    return found
+
+
+def collect_values(
+    dag: Mapping[str, Any], given: Mapping[str, str], errors: list[str], notes: _Notes
+) -> dict[str, str]:
+    """The DAG's params (their defaults, or the values `given` on import) and then its env entries, each
+    env value with the earlier values substituted as Dagu does, by name."""
+    values: dict[str, str] = {}
+    raw = dag.get("params")
+    if isinstance(raw, str):
+        declared: list[tuple[str, Any]] = []
+        for index, token in enumerate(shlex.split(raw)):
+            if "=" in token:
+                name, _, value = token.partition("=")
+                declared.append((name, value))
+            else:
+                notes.add(f"params: positional parameter {index + 1} ({token!r}) has no name; not imported")
+    else:
+        declared = _pairs(raw or [], "params", errors)
+    for name, default in declared:
+        if not _VARIABLE.match(name):
+            errors.append(f"params: {name!r} is not a parameter name (letters, digits and '_')")
+        elif name in given:
+            values[name] = given[name]
+        elif default is None:
+            errors.append(f"params: {name} has no default; give its value on import (--param {name}=VALUE)")
+        else:
+            values[name] = str(default)
+    for name in sorted(set(given) - {n for n, _ in declared}):
+        errors.append(f"--param {name}: the DAG declares no such parameter")
+    for name, value in _pairs(dag.get("env") or [], "env", errors):
+        if not _VARIABLE.match(name):
+            errors.append(f"env: {name!r} is not an environment variable name")
+            continue
+        text = str(value)
+        if "`" in text:
+            notes.add(f"env: {name} runs a command (`...`); its text is imported verbatim")
+        values[name] = _VALUE_REFERENCE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+    return values
+
+
+def substitute_values(value: Any, values: Mapping[str, str]) -> Any:
+    """Every string in `value` (options, a provider's name) with the params' and env's values in place."""
+    if isinstance(value, str):
+        return _VALUE_REFERENCE.sub(lambda m: values.get(m.group(1), m.group(0)), value)
+    if isinstance(value, list):
+        return [substitute_values(v, values) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute_values(v, values) for k, v in value.items()}
+    return value
+
+
 def import_dagu(
     dag: dict[str, Any],
     dag_name: str,
     base: dict[str, Any] | None = None,
     builtins: Collection[str] | None = None,
+    params: Mapping[str, str] | None = None,
 ) -> ImportResult:
     """Every harness of the DAG (and of the base config) as a HarnessDefinition, every harness step as
-    a HarnessRun, in step order."""
+    a HarnessRun, in step order; `params` override the DAG's parameter defaults."""
     builtin = set(builtins) if builtins is not None else {d.metadata["name"] for d in load_builtin_catalog()}
     result = ImportResult()
     notes = _Notes()
+    values = collect_values(dag, params or {}, result.errors, notes)
     harnesses = merge_harnesses((base or {}).get("harnesses"), dag.get("harnesses"))
     taken: set[str] = set()
     renamed = {name: unique_name(name, taken) for name in harnesses}
@@ -355,7 +459,7 @@ def import_dagu(
             continue
         run_name = runs[label]
         options, prompt, stdin = _step_config(step)
-        options = merge_harness_config(dag_harness, options, builtin)
+        options = substitute_values(merge_harness_config(dag_harness, options, builtin), values)
         check_provider_config(f"steps[{index}] ({label})", options, known, result.errors)
         spec: dict[str, Any] = {}
         provider = str(options.pop("provider", "") or "").strip()
@@ -363,6 +467,7 @@ def import_dagu(
         if "${" in provider:
             notes.add("a parameterised provider (${...}) is kept verbatim; set spec.provider", label)
         inputs: dict[str, str] = {}
+        literals: dict[str, str] = {}
         for source_key, text in (("prompt", prompt), ("stdin", stdin)):
             if text is None:
                 continue
@@ -372,13 +477,20 @@ def import_dagu(
                 continue
             others = {k: v for k, v in outputs.items() if v != run_name}
             spec[source_key], used, unknown = substitute_outputs(str(text), others)
+            spec[source_key], named = substitute_inputs(spec[source_key], values)
             inputs.update(used)
+            literals.update(named)
             for variable in unknown:
-                notes.add(
-                    f"{source_key}: ${{{variable}}} names no output of an imported step; kept verbatim", label
-                )
-        if inputs:
-            spec["inputs"] = [{"name": n, "runOutput": {"name": r}} for n, r in inputs.items()]
+                bare = variable.split(".", 1)[1] if variable.startswith(("params.", "env.")) else variable
+                if bare not in values:
+                    notes.add(
+                        f"{source_key}: ${{{variable}}} names no output, parameter or env entry; kept verbatim",
+                        label,
+                    )
+        if inputs or literals:
+            spec["inputs"] = [{"name": n, "runOutput": {"name": r}} for n, r in inputs.items()] + [
+                {"name": n, "value": v} for n, v in literals.items()
+            ]
         fallback = options.pop("fallback", None) or []
         if fallback:
             spec["fallback"] = _fallback(fallback, renamed)

@@ -58,13 +58,20 @@ def read_dag(path: Path) -> dict[str, Any] | None:
     return dag
 
 
+def _param(text: str) -> str:
+    if "=" not in text or not text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return text
+
+
 def cmd_import_dagu(args: argparse.Namespace) -> int:
     path = Path(args.dag)
     dag = read_dag(path)
     base = read_dag(Path(args.base)) if args.base else {}
     if dag is None or base is None:
         return 1
-    result = import_dagu(dag, dns_name(str(dag.get("name") or path.stem)), base)
+    params = dict(p.split("=", 1) for p in args.param)
+    result = import_dagu(dag, dns_name(str(dag.get("name") or path.stem)), base, params=params)
     for line in result.errors:
         print(f"{path}: error: {line}", file=sys.stderr)
     if result.errors:
@@ -210,6 +217,14 @@ def build_parser() -> argparse.ArgumentParser:
     dagu.add_argument("dag", metavar="DAG.yaml")
     dagu.add_argument(
         "--base", metavar="BASE.yaml", help="Dagu's base config, whose harnesses: the DAG inherits"
+    )
+    dagu.add_argument(
+        "--param",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        type=_param,
+        help="a value for one of the DAG's params: (as `dagu start DAG -- NAME=VALUE`); repeatable",
     )
     dagu.set_defaults(func=cmd_import_dagu)
 

@@ -122,11 +122,83 @@ def test_depends_through_a_step_not_imported_keeps_the_order() -> None:
 
 def test_unsupported_parts_are_listed_once_with_their_steps() -> None:
     assert import_dagu(DAG, "nightly").unsupported == [
-        "prompt: ${TEAM} names no output of an imported step; kept verbatim (steps: mixed, other)",
+        "prompt: ${TEAM} names no output, parameter or env entry; kept verbatim (steps: mixed, other)",
         "retry_policy: no HarnessRun field; not imported (steps: mixed, other)",
         "not a harness step; not imported (steps: print)",
         "schedule: DAG-level setting with no HarnessRun equivalent; not imported",
     ]
+
+
+PARAMS_DAG = {
+    "env": {"REPO": "acme/shop", "TARGET": "${REPO}@${BRANCH}", "NOW": "`date`"},
+    "steps": [
+        {
+            "type": "harness",
+            "command": "Review ${BRANCH} of ${env.TARGET} (${params.MISSING})",
+            "with": {"provider": "claude", "model": "${MODEL}"},
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        "BRANCH=main MODEL='claude sonnet' 7",  # Dagu's string form; a positional value has no name
+        ["BRANCH=main", "MODEL=claude sonnet"],
+        [{"BRANCH": "main"}, {"MODEL": "claude sonnet"}],
+        [{"name": "BRANCH", "default": "main"}, {"name": "MODEL", "default": "claude sonnet"}],
+        {"BRANCH": "main", "MODEL": "claude sonnet"},
+    ],
+)
+def test_params_and_env_become_literal_inputs_in_prompts_and_values_in_options(params: Any) -> None:
+    result = import_dagu({**PARAMS_DAG, "params": params}, "n")
+    assert result.errors == []
+    (run,) = [m for m in result.manifests if m["kind"] == "HarnessRun"]
+    assert run["spec"]["prompt"] == "Review $(inputs.BRANCH) of $(inputs.TARGET) (${params.MISSING})"
+    assert run["spec"]["inputs"] == [
+        {"name": "BRANCH", "value": "main"},
+        {"name": "TARGET", "value": "acme/shop@main"},  # env entries see the params and earlier entries
+    ]
+    assert run["spec"]["with"] == {"model": "claude sonnet"}  # options take the value in place
+    if isinstance(params, str):
+        assert "params: positional parameter 3 ('7') has no name; not imported" in result.unsupported
+    assert "env: NOW runs a command (`...`); its text is imported verbatim" in result.unsupported
+    assert not any(
+        line.startswith(("params:", "env:")) and "DAG-level" in line for line in result.unsupported
+    )
+    assert any(
+        "${params.MISSING} names no output, parameter or env entry" in line for line in result.unsupported
+    )
+
+
+def test_a_param_given_on_import_wins_and_one_without_a_value_is_an_error() -> None:
+    dag = {**PARAMS_DAG, "params": [{"name": "BRANCH"}, {"name": "MODEL", "default": "opus"}]}
+    assert import_dagu(dag, "n").errors == [
+        "params: BRANCH has no default; give its value on import (--param BRANCH=VALUE)"
+    ]
+    given = import_dagu(dag, "n", params={"BRANCH": "release"})
+    (run,) = [m for m in given.manifests if m["kind"] == "HarnessRun"]
+    assert run["spec"]["inputs"][0] == {"name": "BRANCH", "value": "release"}
+    assert import_dagu(dag, "n", params={"BRANCH": "x", "TYPO": "y"}).errors == [
+        "--param TYPO: the DAG declares no such parameter"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("dag", "error"),
+    [
+        ({"params": ["BRANCH"]}, "params[0]: not NAME=value, {NAME: value} or {name: NAME, default: value}"),
+        ({"params": {"1X": "a"}}, "params: '1X' is not a parameter name (letters, digits and '_')"),
+        (
+            {"env": [{"A": 1, "B": 2}]},
+            "env[0]: not NAME=value, {NAME: value} or {name: NAME, default: value}",
+        ),
+        ({"env": {"A-B": "x"}}, "env: 'A-B' is not an environment variable name"),
+    ],
+)
+def test_params_and_env_shapes_dagu_refuses_are_errors(dag: dict[str, Any], error: str) -> None:
+    assert import_dagu({**dag, "steps": []}, "n").errors == [error]
 
 
 def test_chain_dags_run_each_step_after_the_one_before() -> None:
