@@ -483,10 +483,8 @@ def import_dagu(
             for variable in unknown:
                 bare = variable.split(".", 1)[1] if variable.startswith(("params.", "env.")) else variable
                 if bare not in values:
-                    notes.add(
-                        f"{source_key}: ${{{variable}}} names no output, parameter or env entry; kept verbatim",
-                        label,
-                    )
+                    what = "names no output, parameter or env entry; kept verbatim"
+                    notes.add(f"{source_key}: ${{{variable}}} {what}", label)
         if inputs or literals:
             spec["inputs"] = [{"name": n, "runOutput": {"name": r}} for n, r in inputs.items()] + [
                 {"name": n, "value": v} for n, v in literals.items()
