@@ -81,9 +81,9 @@ def compute_kstatus_conditions(
     reason, message = succeeded.reason, succeeded.message
     ready = TRUE if succeeded.status == TRUE else FALSE
     conds = set_condition(conditions, READY, ready, reason, message, generation, now)
-    conds = [c for c in conds if c.type not in (RECONCILING, STALLED)]
-    if succeeded.status == UNKNOWN:
-        conds = set_condition(conds, RECONCILING, TRUE, reason, message, generation, now)
-    elif succeeded.status == FALSE:
-        conds = set_condition(conds, STALLED, TRUE, reason, message, generation, now)
-    return conds
+    # The one of Reconciling and Stalled that holds is set over its previous self (its transition time
+    # kept while it stays True); the other is dropped.
+    holds = {UNKNOWN: RECONCILING, FALSE: STALLED}.get(succeeded.status)
+    if holds is not None:
+        conds = set_condition(conds, holds, TRUE, reason, message, generation, now)
+    return [c for c in conds if c.type not in (RECONCILING, STALLED) or c.type == holds]

@@ -140,7 +140,11 @@ def observe_attempt(
     pod_name = pod["metadata"]["name"] if pod else None
     runner = container_state(pod, RUNNER_CONTAINER).get("terminated")
     agent = container_state(pod, AGENT_CONTAINER)
-    start = normalize_time((job.get("status") or {}).get("startTime"))
+    # The Job's start, else (the Job controller records it a moment after it creates the pod) the pod's
+    # creation: the pod's first event then writes both, in one status write.
+    start = normalize_time((job.get("status") or {}).get("startTime")) or normalize_time(
+        (pod or {}).get("metadata", {}).get("creationTimestamp")
+    )
     failed = _job_condition(job, "Failed")
     complete = _job_condition(job, "Complete")
     if runner:
@@ -312,10 +316,12 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         build_attempt(a.result) if a.result else Attempt(index=a.index, provider=a.provider)
         for a in observed.attempts
     ]
+    recorded_start = {a.index: a.start_time for a in previous.attempts}
     for model, seen in zip(attempts, observed.attempts, strict=True):
         model.job_name = seen.job_name
         model.pod_name = seen.pod_name
-        model.start_time = model.start_time or seen.start_time
+        # A start once recorded stays until the result's own: it never moves in a write of its own.
+        model.start_time = model.start_time or recorded_start.get(model.index) or seen.start_time
     usages = [a.usage for a in attempts if a.usage is not None]
     first_start = next((a.start_time for a in observed.attempts if a.start_time), None)
     update: dict[str, Any] = {

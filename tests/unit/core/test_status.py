@@ -805,3 +805,29 @@ def test_a_builtin_no_image_ships_is_not_ready_and_says_how_to_run_it() -> None:
     # The same spec without the catalog's label is a user's own: Ready (its image is theirs to choose).
     custom = {"metadata": {"name": "mine", "generation": 1}, "spec": {"binary": "cursor-agent"}}
     assert compute_definition_status(custom, NOW).conditions[0].status == "True"
+
+
+def test_reconciling_keeps_its_transition_time_from_pending_to_running() -> None:
+    pending = compute_status(
+        run(), Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=PENDING)]), NOW
+    )
+    running = compute_status(
+        run(pending.to_api()),
+        Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=RUNNING)]),
+        LATER,
+    )
+    before = {c.type: c for c in pending.conditions}["Reconciling"]
+    after = {c.type: c for c in running.conditions}["Reconciling"]
+    assert (before.reason, after.reason) == ("Pending", "Running")
+    assert after.last_transition_time == before.last_transition_time  # still True: no transition
+
+
+def test_an_attempt_starts_with_its_pod_and_its_start_does_not_move_in_flight() -> None:
+    unstarted = {**job(), "status": {"conditions": []}}  # the Job controller has not written startTime yet
+    seen = observe_attempt(1, "claude", unstarted, [pod("Pending")])
+    assert (seen.pod_name, seen.start_time) == ("r-a1-xyz", "2026-11-29T11:59:00Z")  # one write for both
+    assert observe_attempt(1, "claude", unstarted, []).start_time is None
+    first = compute_status(run(), Observed(PROVIDERS, [seen]), NOW)
+    later = ObservedAttempt(1, "claude", "r-a1", "r-a1-xyz", RUNNING, "2026-11-29T11:59:01Z")
+    again = compute_status(run(first.to_api()), Observed(PROVIDERS, [later]), LATER)
+    assert again.attempts[0].start_time == "2026-11-29T11:59:00Z"
