@@ -5,6 +5,7 @@
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py burst [--runs 300]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py footprint [--runs 100] [--finished 5000]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py pods [--runs 300]
+    KUBECONFIG=... .venv/bin/python bench/operator_scale.py admission [--runs 300]
 
 `latency` alternates one run and one plain Job of the same image and agent, each created only when the
 last has finished, and prints create -> Job exists and create -> done (p50/p95) for both. `burst` creates
@@ -17,7 +18,9 @@ were added (created while the operator is stopped with the annotations kopf writ
 their status patched to Cancelled: no reconcile makes them), so the two batches show whether the cost
 per run is flat in the number of finished runs. `pods` creates N runs whose pods really run, then N plain
 Jobs of the same image, agent and resource requests, and prints how long each side took until every
-run's status said Succeeded (every plain Job completed), and their ratio.
+run's status said Succeeded (every plain Job completed), and their ratio. `admission` stops the operator
+and creates N runs, then N plain suspended Jobs, one after another, and prints the API server's time per
+create of each (its CRD schema, CEL and the chart's admission policies against a Job's) and their ratio.
 The operator runs as a process under the chart's RBAC, as in tests/integration; both sides' Jobs are
 seen by one watch, so they are timed by the same clock.
 """
@@ -218,6 +221,27 @@ def burst(bench: Bench, runs: int) -> None:
     with_job = sum(1 for i in range(runs) if per_run.get(f"run-{i}"))
     twice = sorted(k for k, n in per_run.items() if n > 1)
     print(f"runs with their Job: {with_job}/{runs}; runs with more than one Job: {len(twice)} {twice[:5]}")
+
+
+def admission(bench: Bench, runs: int) -> None:
+    """What the API server alone spends accepting a run (CRD schema, CEL, the chart's admission
+    policies) against a suspended plain Job: the operator is stopped, so nothing else competes."""
+    bench.operator.stop()
+    took = {}
+    for kind in ("run", "plain"):
+        start = time.monotonic()
+        for i in range(runs):
+            if kind == "run":
+                create_run(bench, f"adm-run-{i}")
+            else:
+                bench.batch.create_namespaced_job(bench.ns, plain_job(f"adm-plain-{i}", bench.image, True))
+        took[kind] = (time.monotonic() - start) / runs * 1e3
+        print(
+            f"{kind:<6} {runs} created one after another, no operator running: {took[kind]:.1f} ms per create"
+        )
+    ratio = took["run"] / took["plain"]
+    verdict = "met" if ratio <= 3 else "missed"
+    print(f"ratio run/plain time per create: {ratio:.1f}x (goal at most 3x: {verdict})")
 
 
 def succeeded_runs(bench: Bench, keys: set[str], timeout: float) -> float:
@@ -439,9 +463,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=("latency", "burst", "footprint", "pods"))
+    parser.add_argument("mode", choices=("latency", "burst", "footprint", "pods", "admission"))
     parser.add_argument(
-        "--runs", type=int, default=None, help="runs (and as many plain Jobs); 50 / 300 / 100 / 300"
+        "--runs", type=int, default=None, help="runs (and as many plain Jobs); 50 / 300 / 100 / 300 / 300"
     )
     parser.add_argument("--finished", type=int, default=5000, help="footprint: finished runs to add")
     args = parser.parse_args()
@@ -453,6 +477,8 @@ def main() -> None:
             burst(bench, args.runs or 300)
         elif args.mode == "pods":
             pods(bench, args.runs or 300)
+        elif args.mode == "admission":
+            admission(bench, args.runs or 300)
         else:
             footprint(bench, args.runs or 100, args.finished)
     finally:
