@@ -106,6 +106,7 @@ def test_notes_first_run_works_as_printed(
                 "harness-system",
             ),
             *("--dry-run=client", "--set", f"watchNamespaces={{{namespace}}}"),
+            *("--set", "crds.enabled=false"),  # the `crds` fixture applied them, as operator_env does
         ],
         env=env,
         capture_output=True,

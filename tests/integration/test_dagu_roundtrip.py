@@ -66,6 +66,8 @@ def test_imported_dag_runs_on_the_cluster_as_dagu_would(api: Api, images: dict[s
         if manifest["kind"] != "HarnessRun":
             continue
         spec, run = manifest["spec"], manifest["metadata"]["name"]
-        waited = spec.get("after", []) + [i["runOutput"]["name"] for i in spec.get("inputs", [])]
+        waited = spec.get("after", []) + [
+            i["runOutput"]["name"] for i in spec.get("inputs", []) if "runOutput" in i
+        ]
         for other in waited:
             assert statuses[run]["startTime"] >= statuses[other]["completionTime"], (run, other)
