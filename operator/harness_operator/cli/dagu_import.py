@@ -387,7 +387,7 @@ def collect_values(
         text = str(value)
         if "`" in text:
             notes.add(f"env: {name} runs a command (`...`); its text is imported verbatim")
-        values[name] = _VALUE_REFERENCE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+        values[name] = substitute_values(text, values)
     return values
 
 

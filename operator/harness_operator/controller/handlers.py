@@ -120,7 +120,9 @@ def run_event(namespace: str | None, type: str | None, body: kopf.Body, memo: ko
     if namespace and body.metadata.name:
         if deleted:
             controller.run_deleted(namespace, body.metadata.name)
-        controller.follow_progress(namespace, body.metadata.name, not deleted and wants_progress(body))
+        # is_unfinished first: a finished run (most, at startup) costs no status parse here
+        wanted = not deleted and is_unfinished(body) and wants_progress(body)
+        controller.follow_progress(namespace, body.metadata.name, wanted)
     controller.schedule_expiry(type, body)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus
 from harness_operator.contract.events import Event, text_event
+from harness_operator.contract.times import parse_time
 from harness_operator.core.naming import LABEL_ATTEMPT, RUNNER_CONTAINER
 from harness_operator.core.progress import total_usage_tokens
 
@@ -18,11 +19,10 @@ UNCLAIMED_SECONDS = 30  # an operator that watches a run's namespace writes its 
 
 def is_unclaimed(run: dict[str, Any], now: datetime) -> bool:
     """No operator has written the run's status UNCLAIMED_SECONDS after it was created."""
-    created = (run.get("metadata") or {}).get("creationTimestamp")
-    if run.get("status") or not created:
+    created = parse_time((run.get("metadata") or {}).get("creationTimestamp"))
+    if run.get("status") or created is None:
         return False
-    since = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
-    return now - since > timedelta(seconds=UNCLAIMED_SECONDS)
+    return now - created > timedelta(seconds=UNCLAIMED_SECONDS)
 
 
 def build_pods_by_attempt(pods: Sequence[dict[str, Any]]) -> dict[int, dict[str, Any]]:

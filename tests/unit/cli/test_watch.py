@@ -102,6 +102,7 @@ def test_a_run_no_operator_claims_says_where_to_look():
     assert not is_unclaimed(created, datetime(2026, 1, 1, 12, 0, 29, tzinfo=UTC))  # an operator may yet
     assert not is_unclaimed({**created, "status": {"phase": "Pending"}}, now)
     assert not is_unclaimed({"metadata": {}}, now)
+    assert not is_unclaimed({"metadata": {"creationTimestamp": "not a time"}}, now)  # never a crash
     (line,) = render_events([build_run_event(None, "team-a")])
     assert line.startswith("Pending (Pending, exit None); usage unknown\n  no operator has written")
     assert 'namespace "team-a" one an operator watches' in line and "watchNamespaces" in line
