@@ -130,7 +130,7 @@ def main() -> int:
                     "spec": {"provider": "x", "prompt": "x"},
                 }
             )
-            grant = build_egress_grant(run, [AttemptTarget(1, "x", definition)], cfg)
+            grant = build_egress_grant(run, [AttemptTarget(1, "x", definition, 1)], cfg)
             assert grant is not None
             core.create_namespaced_config_map(NAMESPACE, grant)
             token = build_proxy_token(key, f"bench-uid-{i}", 1)

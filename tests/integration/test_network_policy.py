@@ -158,7 +158,7 @@ def _policy(namespace: str, run_name: str, mode: str, port: int) -> dict[str, An
             "spec": {"provider": PROVIDER, "prompt": "probe", "sandbox": sandbox},
         }
     )
-    policy = build_network_policy(run, AttemptTarget(1, PROVIDER, _definition(port)), OperatorConfig())
+    policy = build_network_policy(run, AttemptTarget(1, PROVIDER, _definition(port), 1), OperatorConfig())
     # No HarnessRun object exists here: the garbage collector would delete a policy owned by a missing one.
     del policy["metadata"]["ownerReferences"]
     return policy

@@ -56,3 +56,25 @@ def test_real_claude_through_harnessctl_run(tmp_path: Path) -> None:
     assert attempt["provider"] == "claude"
     assert attempt["sessionID"]
     assert status["output"]["sha256"]
+
+
+def test_an_overloaded_vendor_is_retried_with_the_same_cli_before_any_fallback(tmp_path: Path) -> None:
+    """The real Claude Code meets Anthropic's 529 once: the runner names it ProviderUnavailable, and
+    spec.retry runs the same CLI again after the backoff instead of falling back."""
+    home = tmp_path / "home"
+    home.mkdir()
+    with AnthropicStub(mode="ok", overloaded_calls=1) as stub:
+        manifest = MANIFEST.format(workdir=tmp_path / "work", base_url=stub.base_url)
+        manifest += "  retry: {limit: 2, backoffSeconds: 1}\n  fallback: [{provider: codex}]\n"
+        result, status = harnessctl_run(
+            manifest, CLAUDE, home, {"ANTHROPIC_API_KEY": "sk-test-harnessctl-secret"}
+        )
+        calls = stub.model_calls()
+    assert result.returncode == 0, result.stderr
+    assert len(calls) == 2
+    first, second = status["attempts"]
+    assert (first["index"], first["provider"], first["reason"]) == (1, "claude", "ProviderUnavailable")
+    assert (second["index"], second["provider"], second["exitCode"]) == (2, "claude", 0)
+    line = "attempt 1/6 with claude failed (ProviderUnavailable); retry 1/2 with claude as attempt 2/6 in 1s"
+    assert line in result.stderr
+    assert status["phase"] == "Succeeded" and status["usage"]["inputTokens"] == USAGE["input_tokens"]

@@ -23,6 +23,9 @@ Modes:
   overloaded    every /v1/messages call answers 529 overloaded_error (a provider down: fallback)
   hang          /v1/messages calls are accepted and never answered (until the stub stops)
 
+In any mode, ``overloaded_calls=N`` (``--overloaded-calls N``) answers the first N /v1/messages calls
+with 529 overloaded_error and the mode's answer after that: a provider that is down for a while (retry).
+
 Anything else (``/v1/messages/count_tokens``, ``/v1/models``, unknown paths) is logged and answered
 sensibly: count_tokens with a fixed count, models with a one-entry list, other paths with an empty
 JSON object.
@@ -59,9 +62,10 @@ class AnthropicStub(StubServer):
     text = TEXT
     usage = USAGE
 
-    def __init__(self, *args: Any, command: str = "", **kwargs: Any):
+    def __init__(self, *args: Any, command: str = "", overloaded_calls: int = 0, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.command = command  # what the bash mode runs
+        self._overloaded_left = overloaded_calls
         self._tool_use_sent = False
         self._tool_turns_sent = 0
 
@@ -100,7 +104,9 @@ class AnthropicStub(StubServer):
         return Response(200, {})
 
     def _messages(self, req: RecordedRequest) -> Response:
-        if self.mode == "overloaded":
+        with self._lock:  # the server answers each request on a thread of its own
+            overloaded, self._overloaded_left = self._overloaded_left > 0, max(0, self._overloaded_left - 1)
+        if self.mode == "overloaded" or overloaded:
             return Response(
                 529,
                 {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
@@ -260,14 +266,15 @@ class AnthropicStub(StubServer):
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    # ``--command`` (the bash mode's) is this stub's own; serve_main parses the rest.
+    # ``--command`` (the bash mode's) and ``--overloaded-calls`` are this stub's own; serve_main parses the rest.
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--command", default="")
+    pre.add_argument("--overloaded-calls", type=int, default=0)
     args, rest = pre.parse_known_args(argv)
 
     class _Stub(AnthropicStub):
         def __init__(self, *a: Any, **kw: Any):
-            super().__init__(*a, command=args.command, **kw)
+            super().__init__(*a, command=args.command, overloaded_calls=args.overloaded_calls, **kw)
 
     return serve_main(_Stub, rest)
 

@@ -20,6 +20,7 @@ class Reason(StrEnum):
     UnknownInput = "UnknownInput"
     DependsOnItself = "DependsOnItself"
     PromptTooLarge = "PromptTooLarge"
+    PlanTooLarge = "PlanTooLarge"
     InvalidArgument = "InvalidArgument"
     InvalidSpec = "InvalidSpec"
     Pending = "Pending"
@@ -29,11 +30,13 @@ class Reason(StrEnum):
     QueueUnavailable = "QueueUnavailable"
     Running = "Running"
     FallingBack = "FallingBack"
+    Retrying = "Retrying"
     Succeeded = "Succeeded"
     ProviderFailed = "ProviderFailed"
     ProviderError = "ProviderError"
     AuthFailed = "AuthFailed"
     RateLimited = "RateLimited"
+    ProviderUnavailable = "ProviderUnavailable"
     MaxTurns = "MaxTurns"
     PermissionDenied = "PermissionDenied"
     Truncated = "Truncated"
@@ -104,6 +107,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "False",
         "an arg/flag prompt is over the kernel's 131071-byte limit for one argument; use promptMode: stdin",
     ),
+    Reason.PlanTooLarge: (
+        "Accepted",
+        "False",
+        "the attempts' plans (each with the prompt and stdin, one per fallback and retry) are more than "
+        "the plan Secret holds",
+    ),
     Reason.InvalidArgument: (
         "Accepted",
         "False",
@@ -130,11 +139,22 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     ),
     Reason.Running: ("Succeeded", "Unknown", "the agent runs"),
     Reason.FallingBack: ("Succeeded", "Unknown", "an attempt failed; the next provider's attempt starts"),
+    Reason.Retrying: (
+        "Succeeded",
+        "Unknown",
+        "an attempt failed for a reason a retry can cure (spec.retry); the same provider's next attempt "
+        "starts after its backoff",
+    ),
     Reason.Succeeded: ("Succeeded", "True", "an attempt exited 0 and its CLI reported no error"),
     Reason.ProviderFailed: ("Succeeded", "False", "the agent exited non-zero"),
     Reason.ProviderError: ("Succeeded", "False", "the CLI reported an error (or exited 0 without a result)"),
     Reason.AuthFailed: ("Succeeded", "False", "the vendor API refused the credentials"),
     Reason.RateLimited: ("Succeeded", "False", "the vendor API rate-limited the agent"),
+    Reason.ProviderUnavailable: (
+        "Succeeded",
+        "False",
+        "the vendor API was overloaded or unavailable (HTTP 500, 502, 503, 504 or 529)",
+    ),
     Reason.MaxTurns: ("Succeeded", "False", "the agent reached maxTurns"),
     Reason.PermissionDenied: (
         "Succeeded",

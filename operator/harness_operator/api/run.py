@@ -256,6 +256,30 @@ class Limits(Model):
     )
 
 
+RETRY_LIMIT_MAX = 5
+
+
+class RetryPolicy(Model):
+    """Retries of a provider's attempt after a failure a retry can cure, before fallback moves on."""
+
+    limit: int = Field(
+        ge=1,
+        le=RETRY_LIMIT_MAX,
+        description="Retries per provider (the primary and each fallback), each its own attempt, after a "
+        "failure with reason RateLimited, ProviderUnavailable, JobLost or PodFailed; never after a cost, "
+        "turn or time limit or a cancel. Other failures go to the fallback at once.",
+    )
+    backoff_seconds: int = Field(
+        default=10,
+        ge=0,
+        le=3600,
+        description="Wait before a provider's first retry, doubled for each further one.",
+    )
+    max_backoff_seconds: int = Field(
+        default=300, ge=0, le=86400, description="The longest wait between two attempts."
+    )
+
+
 class AcpPermission(StrEnum):
     deny = "deny"
     allow = "allow"
@@ -319,6 +343,11 @@ class HarnessRunSpec(Model):
     )
     fallback: list[FallbackProvider] = Field(
         default_factory=list, max_length=16, description="Providers tried in order after a non-zero exit."
+    )
+    retry: RetryPolicy | None = Field(
+        default=None,
+        description="Retry a provider's attempt on a transient failure before falling back (none: no "
+        "retries).",
     )
     workspace: Workspace | None = Field(default=None, description="Working directory and its volume.")
     sandbox: Sandbox | None = Field(default=None, description="Isolation and placement.")

@@ -170,6 +170,9 @@ from harness_operator.api.run import (
     INPUTS_MAX as INPUTS_MAX,
 )
 from harness_operator.api.run import (
+    RETRY_LIMIT_MAX as RETRY_LIMIT_MAX,
+)
+from harness_operator.api.run import (
     SPEC_IMMUTABLE_RULE as SPEC_IMMUTABLE_RULE,
 )
 from harness_operator.api.run import (
@@ -213,6 +216,9 @@ from harness_operator.api.run import (
 )
 from harness_operator.api.run import (
     Limits as Limits,
+)
+from harness_operator.api.run import (
+    RetryPolicy as RetryPolicy,
 )
 from harness_operator.api.run import (
     RunInput as RunInput,

@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness_operator.api.v1alpha1 import API_VERSION
+from harness_operator.api.v1alpha1 import API_VERSION, RETRY_LIMIT_MAX
 from harness_operator.catalog import load_builtin_catalog
 
 _HARNESS_KEYS = {
@@ -53,6 +53,7 @@ _STEP_KEYS_HANDLED = {
     "depends",
     "description",
     "timeout_sec",
+    "retry_policy",
 }
 _DAG_KEYS_HANDLED = {
     "harnesses",
@@ -330,6 +331,48 @@ def _fallback(items: Iterable[Any], renamed: dict[str, str]) -> list[dict[str, A
     return out
 
 
+def _seconds(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _retry(policy: Any, notes: _Notes, label: str) -> dict[str, Any] | None:
+    """spec.retry from a step's `retry_policy`: its limit (at most RETRY_LIMIT_MAX), its interval as the
+    first backoff, doubled when `backoff` is true or 2 and constant without one (the maximum is the
+    interval then), capped by `max_interval_sec`. What spec.retry cannot say is listed."""
+    if not isinstance(policy, Mapping):
+        notes.add("retry_policy: not a map; not imported", label)
+        return None
+    limit = _seconds(policy.get("limit"))
+    if not limit:
+        what = "not a positive number (a ${...} reference resolves at run time); not imported"
+        notes.add(f"retry_policy.limit: {what}", label)
+        return None
+    if limit > RETRY_LIMIT_MAX:
+        notes.add(
+            f"retry_policy.limit: spec.retry.limit is at most {RETRY_LIMIT_MAX}; imported as that", label
+        )
+    retry: dict[str, Any] = {"limit": min(limit, RETRY_LIMIT_MAX)}
+    interval = _seconds(policy.get("interval_sec"))
+    if interval is not None:
+        retry["backoffSeconds"] = min(interval, 3600)
+    backoff = policy.get("backoff")
+    if backoff in (None, False, 0):
+        retry["maxBackoffSeconds"] = retry.get("backoffSeconds", 10)  # Dagu's constant interval
+    elif backoff is True or backoff == 2:
+        if (cap := _seconds(policy.get("max_interval_sec"))) is not None:
+            retry["maxBackoffSeconds"] = cap
+    else:
+        notes.add(f"retry_policy.backoff: {backoff}: spec.retry doubles each wait; imported as 2", label)
+    if policy.get("exit_code"):
+        notes.add("retry_policy.exit_code: spec.retry retries by reason, not exit code; not imported", label)
+    notes.add(
+        "retry_policy: imported as spec.retry, which retries only RateLimited, ProviderUnavailable, "
+        "JobLost and PodFailed failures (Dagu retries every failure)",
+        label,
+    )
+    return retry
+
+
 def _pairs(entries: Any, where: str, errors: list[str]) -> list[tuple[str, Any]]:
     """(name, value) of a map, a list of one-key maps, a list of `NAME=value` strings, or (params) a list
     of `{name, default}` declarations; a shape Dagu refuses is an error naming it."""
@@ -501,6 +544,8 @@ def import_dagu(
                 notes.add("dir is relative; spec.workspace.workingDir must be absolute", label)
         if step.get("timeout_sec"):
             spec["limits"] = {"timeoutSeconds": int(step["timeout_sec"])}
+        if "retry_policy" in step and (retry := _retry(step["retry_policy"], notes, label)):
+            spec["retry"] = retry
         reads = set(inputs.values()) | {
             s["runOutput"]["name"] for k in ("promptFrom", "stdinFrom") if (s := spec.get(k))
         }

@@ -26,11 +26,19 @@ from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import Document, load_documents
 from harness_operator.cli.validation import ERROR, Catalog, build_catalog, validate_documents
 from harness_operator.contract.events import Event, render_event
+from harness_operator.contract.plan import AttemptPlan
 from harness_operator.contract.result import fallback_line
 from harness_operator.core.inputs import compute_dependencies, compute_run_order
 from harness_operator.core.planning import build_attempt_plans, merge_grants
 from harness_operator.core.pricing import with_table_pricing
 from harness_operator.core.resolution import resolve_inputs, resolve_targets
+from harness_operator.core.retry import (
+    backoff_seconds,
+    build_positions,
+    compute_next_index,
+    retry_line,
+    retry_number,
+)
 from harness_operator.core.status import FINISHED, Observed, ObservedAttempt, compute_status
 from harness_operator.runner.executor import AttemptResult, execute
 
@@ -149,7 +157,10 @@ class LocalRunner:
             say(f"harness: HarnessRun {label}: {exc}")
             return rejected(run, Reason.InvalidSpec, str(exc)), 1
         results: list[AttemptResult] = []
-        for plan in plans:
+        positions = build_positions(run.spec)
+        index: int | None = 1
+        while index is not None:
+            plan = plans[index - 1]
             say(f"harness: HarnessRun {label}: attempt {plan.attempt}/{plan.total_attempts}: {plan.provider}")
             if definitions[plan.provider].model_route is not None:
                 say(
@@ -160,10 +171,11 @@ class LocalRunner:
             credentials = self.credentials_for(run, doc.namespace, definitions[plan.provider])
             result = execute(plan, credentials, cancel=self.cancel, on_event=self.view)
             results.append(result)
-            if result.succeeded or not result.fallback_allowed or plan.attempt == len(plans):
-                break
-            following = plans[plan.attempt]
-            say(fallback_line(plan.attempt, plan.total_attempts, plan.provider, following.provider))
+            index = None
+            if not result.succeeded:
+                index = compute_next_index(positions, plan.attempt, result.reason, result.fallback_allowed)
+            if index is not None and not self._announce(run, plan, result, plans[index - 1], positions):
+                break  # cancelled while a retry waited
         last = results[-1]
         output = last.output if last.succeeded else None
         if output is not None:
@@ -174,11 +186,46 @@ class LocalRunner:
             )
             for r in results
         ]
-        observed = Observed([p.provider for p in plans], attempts, output=output)
+        observed = Observed(
+            [p.provider for p in plans],
+            attempts,
+            output=output,
+            positions=positions,
+            cancelled=self.cancel.is_set(),
+        )
         status = compute_status(run, observed, datetime.now(UTC))
         self.files.runs[(doc.namespace, doc.name)] = {**obj, "status": status.to_api()}
         say(summary_line(label, status))
         return status, last.exit_code
+
+    def _announce(
+        self,
+        run: HarnessRun,
+        failed: AttemptPlan,
+        result: AttemptResult,
+        following: AttemptPlan,
+        positions: list[int],
+    ) -> bool:
+        """Say which attempt follows the failed one (Dagu's fallback line, or a retry's) and wait out a
+        retry's backoff; False when a cancel came meanwhile."""
+        nth = retry_number(positions, following.attempt)
+        if nth == 0:
+            total = failed.total_attempts
+            say(fallback_line(failed.attempt, total, failed.provider, following.provider, following.attempt))
+            return True
+        limit = run.spec.retry.limit if run.spec.retry else 0
+        delay = backoff_seconds(run.spec.retry, nth)
+        line = retry_line(
+            failed.attempt,
+            failed.total_attempts,
+            failed.provider,
+            result.reason,
+            nth,
+            limit,
+            following.attempt,
+        )
+        say(f"harness: {line} in {delay}s")
+        return not self.cancel.wait(delay)
 
 
 def build_run_order(runs: list[Document]) -> list[Document]:

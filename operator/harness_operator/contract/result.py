@@ -122,11 +122,15 @@ def build_result_doc(
     )
 
 
-def fallback_line(attempt: int, total: int, failed: str, next_provider: str) -> str:
-    """Dagu's line, on stderr locally and as the Event and status message in the cluster."""
+def fallback_line(
+    attempt: int, total: int, failed: str, next_provider: str, next_attempt: int | None = None
+) -> str:
+    """Dagu's line, on stderr locally and as the Event and status message in the cluster; with retries
+    (spec.retry) the fallback's attempt number may be further on than the next."""
+    following = attempt + 1 if next_attempt is None else next_attempt
     return (
         f"harness: attempt {attempt}/{total} with {failed} failed; "
-        f"trying fallback {attempt + 1}/{total} with {next_provider}"
+        f"trying fallback {following}/{total} with {next_provider}"
     )
 
 

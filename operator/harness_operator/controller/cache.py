@@ -117,6 +117,7 @@ class ChildStore:
         # Runs this process created a Job for that no Job event has shown yet: in flight all the same,
         # or a burst would see free slots that its own creates took.
         self._started: dict[str, set[str]] = defaultdict(set)
+        self._held: dict[str, set[str]] = defaultdict(set)  # runs waiting out a retry's backoff
         self._synced = {k: threading.Event() for k in KINDS}
 
     # --- reads ---------------------------------------------------------------------------------------
@@ -135,14 +136,29 @@ class ChildStore:
             return [self._objects[kind][(namespace, n)] for n in sorted(names)]
 
     def in_flight(self, namespace: str) -> set[str]:
-        """Run labels of the namespace with an unfinished Job (or one this process just created)."""
+        """Run labels of the namespace with an unfinished Job (or one this process just created, or one
+        waiting out a retry's backoff)."""
         self.wait_synced()
         with self._lock:
-            return self._active.get(namespace, set()) | self._started.get(namespace, set())
+            started = self._started.get(namespace, set())
+            return self._active.get(namespace, set()) | started | self._held.get(namespace, set())
 
     def note_started(self, namespace: str, run: str) -> None:
         with self._lock:
             self._started[namespace].add(label_value(run))
+
+    def hold(self, namespace: str, run: str) -> None:
+        """The run keeps its slot with no Job in flight (a retry's backoff) until `release`."""
+        with self._lock:
+            self._held[namespace].add(label_value(run))
+
+    def release(self, namespace: str, run: str) -> None:
+        with self._lock:
+            held = self._held.get(namespace)
+            if held is not None:
+                held.discard(label_value(run))
+                if not held:
+                    del self._held[namespace]
 
     def forget_started(self, namespace: str, run: str) -> None:
         """The Job noted as started was not created after all."""

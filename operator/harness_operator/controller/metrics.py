@@ -36,6 +36,11 @@ FALLBACKS = Counter(
     "Fallback attempts started, by namespace and the provider that failed.",
     ["namespace", "provider"],
 )
+RETRIES = Counter(
+    "harness_retries_total",
+    "Retry attempts started (spec.retry), by namespace and the provider that failed.",
+    ["namespace", "provider"],
+)
 IN_FLIGHT = Gauge("harness_runs_in_flight", "Runs with an attempt Job that has not ended.")
 RECONCILE_ERRORS = Counter("harness_reconcile_errors_total", "Reconciles that failed, by kind.", ["kind"])
 # Per budget: a platform team's few HarnessBudgets, not per run, so their names are a bounded label.

@@ -24,8 +24,7 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.changes import parse_report
 from harness_operator.contract.frame import FrameError, decode_frame
-from harness_operator.contract.result import fallback_line
-from harness_operator.contract.times import timestamp
+from harness_operator.contract.times import parse_time, timestamp
 from harness_operator.controller import metrics
 from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
@@ -84,12 +83,14 @@ from harness_operator.core.resolution import (
     resolve_inputs,
     resolve_targets,
 )
+from harness_operator.core.retry import compute_retry_due, retry_number, retry_waiting_message
 from harness_operator.core.status import (
     FINISHED,
     Observed,
     ObservedAttempt,
     compute_next_attempt,
     compute_status,
+    describe_next_attempt,
     merge_attempts,
     observe_attempt,
     recorded_attempts,
@@ -135,6 +136,8 @@ class Reconciler:
         self.metering = AttemptMetering(kube, config, self.grants)
         self.definitions: DefinitionReader = KubeReader(kube)
         self.queue_source: QueueSource = NoQueue()
+        # Reconcile a run again after this many seconds (a retry's backoff); the controller's due heap.
+        self.wake_later: Callable[[str, str, float], None] = lambda namespace, name, delay: None
         # Runs this process started whose start the run index may not show yet: not queued any more.
         self._admitted: set[tuple[str, str]] = set()
         # Striped: a bounded set of locks, however many runs come and go (two runs may share one).
@@ -181,6 +184,7 @@ class Reconciler:
                 started = datetime.fromisoformat(status.start_time) if status.start_time else self.clock()
             self._count((namespace, name), started, status.reason == Reason.Queued)
             if just_finished:
+                self.children.release(namespace, name)  # a cancel during a backoff ends its hold
                 # Independent of each other: the grant goes even when the metrics cannot be updated.
                 try:
                     self.budgets.settle(run, status)
@@ -205,6 +209,7 @@ class Reconciler:
         flight drop it), and its slot is no longer this process's to hold."""
         self._count((namespace, name), None, False)
         self._admitted.discard((namespace, name))
+        self.children.release(namespace, name)
 
     def _count(self, key: tuple[str, str], started: datetime | None, queued: bool) -> None:
         """The run in the gauges: in flight since `started` (None: not in flight), queued or not."""
@@ -230,6 +235,7 @@ class Reconciler:
         except Rejection as rejection:
             return self._write(run, Observed(providers=[], rejected=(rejection.reason, rejection.message)))
         providers = [t.provider for t in targets]
+        positions = [t.position for t in targets]
         attempts = recorded_attempts(run.status)
         try:
             attempts = self.metering.meter(run, targets, self._observe_attempts(run, targets), retry)
@@ -243,6 +249,7 @@ class Reconciler:
                 attempts,
                 output,
                 output_cm,
+                positions=positions,
                 changes=changes,
                 publish_failed=publish_failed,
                 cancelled=cancelled,
@@ -250,6 +257,9 @@ class Reconciler:
             next_index = compute_next_attempt(observed)
             if next_index is None:
                 return self._write(run, observed)
+            backoff = self._backoff(run, observed, next_index)
+            if backoff is not None:
+                return self._write(run, Observed(providers, attempts, positions=positions, waiting=backoff))
             queued = self._start_attempt(run, targets, next_index, attempts, retry)
         except Rejection as rejection:
             return self._write(run, Observed(providers=[], rejected=(rejection.reason, rejection.message)))
@@ -258,11 +268,38 @@ class Reconciler:
         except RunFailure as failure:
             return self._write(run, Observed(providers, attempts, failed=(failure.reason, failure.message)))
         if queued is not None:
-            return self._write(run, Observed(providers, attempts, waiting=queued))
+            return self._write(run, Observed(providers, attempts, positions=positions, waiting=queued))
         started = ObservedAttempt(
             next_index, providers[next_index - 1], job_name(run.metadata["name"], next_index)
         )
-        return self._write(run, Observed(providers, [*attempts, started], output, output_cm))
+        return self._write(
+            run, Observed(providers, [*attempts, started], output, output_cm, positions=positions)
+        )
+
+    def _backoff(self, run: HarnessRun, observed: Observed, next_index: int) -> tuple[str, str] | None:
+        """(Retrying, message) while retry `next_index` waits out its backoff, which counts from its
+        predecessor's recorded end; its wake is scheduled, and the run keeps its slot of the namespace
+        meanwhile. None once it is due (or the next attempt is no retry)."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        nth = retry_number(observed.positions, next_index)
+        if nth == 0:
+            return None
+        last = observed.attempts[-1]
+        recorded = {a.index: a for a in (run.status.attempts if run.status else [])}
+        before = recorded.get(last.index)
+        now = self.clock()
+        ended = (
+            parse_time(last.result.completion_time if last.result else None)
+            or parse_time(before.completion_time if before else None)
+            or now
+        )
+        due = compute_retry_due(run.spec.retry, nth, ended)
+        if due <= now:
+            return None
+        self.children.hold(ns, name)
+        self.wake_later(ns, name, (due - now).total_seconds())
+        _, line = describe_next_attempt(run, observed, next_index)
+        return Reason.Retrying, retry_waiting_message(line, due)
 
     def _fail_visibly(self, run: HarnessRun, verdict: Permanent, exc: Exception) -> HarnessRunStatus:
         """A permanent API error ends the run with its reason in status and an Event; when even the
@@ -505,6 +542,7 @@ class Reconciler:
             if fqdn is not None:
                 self._create(run, fqdn)
             created = self._create(run, build_job(run, target, self.config, start))
+            self.children.release(ns, name)  # a backoff's hold: the Job takes the slot now
         except BaseException:
             with self._namespace_locks[ns]:  # no Job: the slot is free again
                 self.children.forget_started(ns, name)
@@ -519,7 +557,7 @@ class Reconciler:
                 "gateway and no Cilium; the sandbox may reach their ports on every public address",
             )
         if created:
-            where, given = attempt_options_field(run, index)
+            where, given = attempt_options_field(run, target.position)
             for key, why in find_unknown_options(target.provider, target.definition, given):
                 line = f"attempt {index}: {where}.{key}: {why}"
                 self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.UnknownOption, line)
@@ -528,9 +566,12 @@ class Reconciler:
             self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.ModelKeyInSandbox, warning)
         if created and index > 1:
             failed = attempts[-1]
-            metrics.FALLBACKS.labels(namespace=ns, provider=failed.provider).inc()
-            line = fallback_line(failed.index, len(targets), failed.provider, target.provider)
-            self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.FallingBack, line)
+            positions = [t.position for t in targets]
+            observed = Observed([t.provider for t in targets], attempts, positions=positions)
+            reason, line = describe_next_attempt(run, observed, index)
+            counter = metrics.RETRIES if reason == Reason.Retrying else metrics.FALLBACKS
+            counter.labels(namespace=ns, provider=failed.provider).inc()
+            self.kube.create_event({"metadata": run.metadata}, "Warning", reason, line)
         return None
 
     def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:

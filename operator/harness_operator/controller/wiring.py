@@ -102,6 +102,7 @@ class Controller:
         self._children: KeyedQueue | None = None
         self._wake: KeyedQueue | None = None
         self.retries = DueQueue("reconcile-retries")  # temporary failures of calls kopf does not retry
+        reconciler.wake_later = self.wake_after
 
     def use_indexes(self, kwargs: dict[str, Any]) -> None:
         """Hand kopf's indexes (every handler call has them) to the reconciler once, then let the workers
@@ -159,6 +160,13 @@ class Controller:
             self._later(("run", namespace, name), exc.delay or 1.0, again)
         except kopf.PermanentError:
             pass  # reconcile_and_wake logged it with its reason
+
+    def wake_after(self, namespace: str, name: str, delay: float) -> None:
+        """Reconcile the run `delay` seconds from now (a retry whose backoff ends then starts); asked again
+        for the same due time, nothing changes."""
+        self.retries.start()
+        again = partial(self.reconcile_after_child_event, namespace, name)
+        self.retries.schedule(("backoff", namespace, name), delay, again, tag="backoff")
 
     def child_changed(self, change: Change) -> None:
         """A watch cache's change of one of our Jobs or Pods, deletion included (a Job or pod deleted

@@ -90,7 +90,7 @@ def decide_events(
         return s.reason, succeeded.status if succeeded else None
 
     if (verdict(previous) if previous else (None, None)) != verdict(status):
-        failed = is_failed(status.conditions) or status.reason == Reason.FallingBack
+        failed = is_failed(status.conditions) or status.reason in (Reason.FallingBack, Reason.Retrying)
         ended = is_finished(status.conditions)
         name = end_event_name(run.metadata["name"], run.metadata.get("uid", "")) if ended else None
         events.append(

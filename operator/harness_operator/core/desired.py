@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
     HarnessRun,
     SecretKeySelector,
@@ -57,7 +58,7 @@ from harness_operator.core.naming import (
     run_labels,
 )
 from harness_operator.core.ownership import build_child_meta
-from harness_operator.core.planning import build_plan, merge_grants, with_output_limit
+from harness_operator.core.planning import PlanError, build_plan, merge_grants, with_output_limit
 from harness_operator.core.pricing import with_table_pricing
 from harness_operator.core.publish import (
     PATCH_KEY,
@@ -93,6 +94,10 @@ FROM_PATCH_DIR = "/etc/harness-from"
 FROM_PATCH = f"{FROM_PATCH_DIR}/changes.patch"
 
 
+# What the plan Secret's attempts may take of the 1 MiB a Secret holds (the rest: gateway credentials).
+PLANS_LIMIT = 1_000_000
+
+
 def build_plans(
     run: HarnessRun,
     targets: Sequence[AttemptTarget],
@@ -110,12 +115,12 @@ def build_plans(
     plans = []
     for t in targets:
         route = compute_model_route(run, t.definition, config) if config is not None else None
-        given = options[t.index - 1]
+        given = options[t.position - 1]
         if route is not None and config is not None:
             given = merge_route_options(given, route, config)
         plan = with_table_pricing(
             with_output_limit(
-                build_plan(run, t.definition, t.index, t.provider, given, prompt, stdin),
+                build_plan(run, t.definition, t.index, t.provider, given, prompt, stdin, t.position),
                 OUTPUT_CONFIG_MAP_LIMIT,
             ),
             t.definition,
@@ -128,6 +133,14 @@ def build_plans(
         if config is not None:
             plan = plan.model_copy(update={"confinement": compute_confinement(run, t.definition, config)})
         plans.append(plan.model_dump(by_alias=True, mode="json", exclude_defaults=True))
+    size = sum(len(json.dumps(plan, sort_keys=True).encode()) for plan in plans)
+    if size > PLANS_LIMIT:
+        raise PlanError(
+            Reason.PlanTooLarge,
+            f"the plans of the run's {len(plans)} attempts are {size} bytes, more than the plan Secret "
+            f"holds ({PLANS_LIMIT}): each attempt's plan carries the prompt and stdin; lower "
+            "spec.retry.limit or list fewer spec.fallback providers",
+        )
     return plans
 
 

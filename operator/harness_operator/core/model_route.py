@@ -11,6 +11,7 @@ only (the grant in the gateway's namespace, rewritten without the attempt once i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from harness_operator.api.v1alpha1 import (
@@ -115,7 +116,7 @@ def route_targets(
         mode = run.spec.sandbox.network_policy if run.spec.sandbox else NetworkPolicyMode.provider
         if mode == NetworkPolicyMode.provider:
             update["egress"] = []
-        out.append(AttemptTarget(target.index, target.provider, target.definition.model_copy(update=update)))
+        out.append(replace(target, definition=target.definition.model_copy(update=update)))
     return out
 
 

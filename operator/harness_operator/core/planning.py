@@ -35,6 +35,7 @@ from harness_operator.core.invocation import (
     option_strings,
     prompt_argument,
 )
+from harness_operator.core.retry import build_positions
 
 # Option keys that carry a native per-run budget (claude-stream-json definitions only).
 BUDGET_KEYS = ("max-budget-usd", "max_budget_usd")
@@ -159,7 +160,7 @@ def _prompt_error(
 def check_arguments(
     run: HarnessRun,
     definition: HarnessDefinitionSpec,
-    attempt_index: int,
+    position: int,
     provider: str,
     options: dict[str, Any],
     prompt: str,
@@ -172,7 +173,7 @@ def check_arguments(
     if text is not None and (problem := find_argument_problem(text)):
         folded = definition.stdin_mode == StdinMode.fold and bool(stdin)
         raise _prompt_error(definition, provider, text, folded, problem)
-    field = "spec.with" if attempt_index == 1 else f"spec.fallback[{attempt_index - 2}].with"
+    field = "spec.with" if position == 1 else f"spec.fallback[{position - 2}].with"
     sources = [(f"{field}.{k}", k, v) for k, v in options.items()]
     sources += [(f"defaults.{k} of provider {provider!r}", k, v) for k, v in definition.defaults.items()]
     for where, key, value in sources:
@@ -201,10 +202,12 @@ def build_plan(
     options: dict[str, Any],
     prompt: str,
     stdin: str | None,
+    position: int | None = None,
 ) -> AttemptPlan:
-    """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`."""
+    """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`, the provider at
+    `position` of the chain (default: the attempt's index, as without retries)."""
     spec = run.spec
-    check_arguments(run, definition, attempt_index, provider_name, options, prompt, stdin)
+    check_arguments(run, definition, position or attempt_index, provider_name, options, prompt, stdin)
     all_options = plan_options(run, definition, options)
     acp: AcpSessionPlan | None = None
     if definition.protocol == Protocol.acp:
@@ -226,7 +229,7 @@ def build_plan(
         run_name=str(metadata.get("name", "")),
         run_namespace=str(metadata.get("namespace") or "default"),
         attempt=attempt_index,
-        total_attempts=1 + len(spec.fallback),
+        total_attempts=len(build_positions(spec)),
         provider=provider_name,
         binary=binary,
         args=args,
@@ -254,15 +257,17 @@ def build_attempt_plans(
     prompt: str,
     stdin: str | None,
 ) -> list[AttemptPlan]:
-    """Plans for the primary provider and every fallback, in order (local mode walks them)."""
+    """Plans for every attempt, the primary provider's, its retries' and every fallback's, in order
+    (local mode walks them)."""
     chain: list[tuple[str, dict[str, Any]]] = [(run.spec.provider, run.spec.with_)]
     chain += [(fb.provider, fb.with_) for fb in run.spec.fallback]
     plans = []
-    for index, (name, options) in enumerate(chain, start=1):
+    for index, position in enumerate(build_positions(run.spec), start=1):
+        name, options = chain[position - 1]
         definition = resolve(name)
         if definition is None:
             raise UnknownProviderError(f'unknown provider "{name}"')
-        plans.append(build_plan(run, definition, index, name, options, prompt, stdin))
+        plans.append(build_plan(run, definition, index, name, options, prompt, stdin, position))
     return plans
 
 

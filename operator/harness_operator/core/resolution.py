@@ -24,16 +24,20 @@ from harness_operator.api.v1alpha1 import (
 from harness_operator.core.conditions import FALSE, TRUE
 from harness_operator.core.inputs import compute_dependencies, compute_reference_problem, substitute_inputs
 from harness_operator.core.naming import output_config_map_name
+from harness_operator.core.retry import build_positions
 from harness_operator.core.status import find_succeeded
 
 
 @dataclass(frozen=True)
 class AttemptTarget:
-    """One attempt: its 1-based index, the provider's name and its resolved definition."""
+    """One attempt: its 1-based index, the provider's name, its resolved definition, and the provider's
+    1-based position in the chain (spec.provider is 1, spec.fallback[0] is 2: retry.py numbers the
+    attempts of each)."""
 
     index: int
     provider: str
     definition: HarnessDefinitionSpec
+    position: int
 
 
 T = TypeVar("T")
@@ -107,17 +111,21 @@ def resolve_definition(
 
 
 def resolve_targets(reader: DefinitionReader, run: HarnessRun) -> list[AttemptTarget]:
-    """Every attempt's definition; the first provider nobody defines is a Rejection (UnknownProvider)."""
-    targets = []
-    for index, (_, provider) in enumerate(compute_provider_chain(run.spec), start=1):
+    """Every attempt's definition, retries included (retry.py); the first provider nobody defines is a
+    Rejection (UnknownProvider)."""
+    definitions = []
+    for position, (_, provider) in enumerate(compute_provider_chain(run.spec), start=1):
         definition = resolve_definition(reader, run.metadata["namespace"], provider)
         if definition is None:
             message = f'unknown provider "{provider}"'
-            if index > 1:
-                message = f"invalid fallback[{index - 2}]: {message}"
+            if position > 1:
+                message = f"invalid fallback[{position - 2}]: {message}"
             raise Rejection(Reason.UnknownProvider, message)
-        targets.append(AttemptTarget(index, provider, definition))
-    return targets
+        definitions.append((provider, definition))
+    return [
+        AttemptTarget(index, *definitions[position - 1], position)
+        for index, position in enumerate(build_positions(run.spec), start=1)
+    ]
 
 
 # --- value sources ---------------------------------------------------------------------------------

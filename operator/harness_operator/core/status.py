@@ -59,6 +59,7 @@ from harness_operator.core.results import (
     pod_init_containers,
     read_result,
 )
+from harness_operator.core.retry import compute_next_index, retry_line, retry_number
 from harness_operator.core.usage import sum_usage
 
 PENDING, SUSPENDED, RUNNING, FINISHED = "Pending", "Suspended", "Running", "Finished"
@@ -112,6 +113,8 @@ class Observed:
     waiting: tuple[str, str] | None = None
     failed: tuple[str, str] | None = None
     cancelled: bool = False
+    # The chain position of each attempt number (retry.build_positions); empty: one attempt per provider.
+    positions: list[int] = field(default_factory=list)
 
 
 def _job_condition(job: dict[str, Any], type_: str) -> dict[str, Any] | None:
@@ -251,8 +254,14 @@ def merge_attempts(
     return out
 
 
+def attempt_positions(observed: Observed) -> list[int]:
+    """The chain position of each attempt number."""
+    return observed.positions or list(range(1, len(observed.providers) + 1))
+
+
 def compute_next_attempt(observed: Observed) -> int | None:
-    """The 1-based attempt to create now, if any: the first, or the next after an allowed fallback."""
+    """The 1-based attempt to create now, if any: the first, a retry after a transient failure, or the
+    next provider's first after an allowed fallback."""
     if observed.rejected or observed.waiting or observed.failed or observed.cancelled:
         return None
     if not observed.attempts:
@@ -260,9 +269,25 @@ def compute_next_attempt(observed: Observed) -> int | None:
     last = observed.attempts[-1]
     if last.state != FINISHED or last.result is None or last.succeeded:
         return None
-    if last.index < len(observed.providers) and last.result.fallback_allowed:
-        return last.index + 1
-    return None
+    positions = attempt_positions(observed)
+    if not 1 <= last.index <= len(positions):
+        return None
+    return compute_next_index(positions, last.index, last.result.reason, last.result.fallback_allowed)
+
+
+def describe_next_attempt(run: HarnessRun, observed: Observed, next_index: int) -> tuple[str, str]:
+    """(reason, message) of a run whose last attempt failed and whose attempt `next_index` follows: a
+    retry of the same provider, or Dagu's fallback line."""
+    last = observed.attempts[-1]
+    total = len(observed.providers)
+    positions = attempt_positions(observed)
+    nth = retry_number(positions, next_index)
+    provider = observed.providers[next_index - 1]
+    if nth == 0:
+        return Reason.FallingBack, fallback_line(last.index, total, last.provider, provider, next_index)
+    limit = run.spec.retry.limit if run.spec.retry else 0
+    reason = last.result.reason if last.result else None
+    return Reason.Retrying, retry_line(last.index, total, last.provider, reason, nth, limit, next_index)
 
 
 def describe_changes(changes: ChangesStatus) -> str:
@@ -316,12 +341,17 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         build_attempt(a.result) if a.result else Attempt(index=a.index, provider=a.provider)
         for a in observed.attempts
     ]
-    recorded_start = {a.index: a.start_time for a in previous.attempts}
+    recorded = {a.index: a for a in previous.attempts}
     for model, seen in zip(attempts, observed.attempts, strict=True):
         model.job_name = seen.job_name
         model.pod_name = seen.pod_name
+        before = recorded.get(model.index)
         # A start once recorded stays until the result's own: it never moves in a write of its own.
-        model.start_time = model.start_time or recorded_start.get(model.index) or seen.start_time
+        model.start_time = model.start_time or (before and before.start_time) or seen.start_time
+        if seen.state == FINISHED:  # an end is recorded once (a retry's backoff counts from it)
+            model.completion_time = (
+                model.completion_time or (before and before.completion_time) or timestamp(now)
+            )
     usages = [a.usage for a in attempts if a.usage is not None]
     first_start = next((a.start_time for a in observed.attempts if a.start_time), None)
     update: dict[str, Any] = {
@@ -353,7 +383,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
             "exit_code": EXIT_STOPPED,
             "completion_time": previous.completion_time or timestamp(now),
         }
-    elif last and last.state == FINISHED and next_index is None:
+    elif last and last.state == FINISHED and next_index is None and not observed.waiting:
         reason = _final_reason(last)
         ok = last.succeeded
         message = (
@@ -393,8 +423,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         if observed.waiting:
             reason, message = observed.waiting
         elif last and last.state == FINISHED and next_index is not None:
-            reason = Reason.FallingBack
-            message = fallback_line(last.index, total, last.provider, observed.providers[next_index - 1])
+            reason, message = describe_next_attempt(run, observed, next_index)
         elif last and last.state == RUNNING:
             reason, message = Reason.Running, f"attempt {last.index}/{total} with {last.provider} is running"
         elif last and last.state == SUSPENDED:

@@ -104,6 +104,7 @@ def test_the_dashboard_covers_what_the_issue_asks_for():
         "by (namespace)",
         "harness_run_duration",
         "harness_fallbacks_total",
+        "harness_retries_total",
         "harness_runs_queued",
         "harness_reconcile_errors_total",
     ):

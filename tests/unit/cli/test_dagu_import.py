@@ -6,6 +6,7 @@ import pytest
 import yaml
 from tests.fakes.dagu import DAGS, import_fixture
 
+from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.dagu_import import (
     dns_name,
@@ -116,6 +117,40 @@ def test_an_output_inside_a_prompt_becomes_an_input() -> None:
     assert mixed["inputs"] == [{"name": "REVIEW_RESULT", "runOutput": {"name": "nightly-review"}}]
 
 
+def test_a_retry_policy_becomes_spec_retry() -> None:
+    imported = runs(DAG, "nightly")
+    assert imported["nightly-mixed"]["retry"] == {"limit": 2, "maxBackoffSeconds": 10}  # Dagu: constant
+    assert imported["nightly-other"]["retry"] == {"limit": 1, "maxBackoffSeconds": 10}
+
+
+@pytest.mark.parametrize(
+    ("policy", "retry", "note"),
+    [
+        ({"limit": 3, "interval_sec": 30}, {"limit": 3, "backoffSeconds": 30, "maxBackoffSeconds": 30}, None),
+        (
+            {"limit": 2, "interval_sec": 5, "backoff": True, "max_interval_sec": 60},
+            {"limit": 2, "backoffSeconds": 5, "maxBackoffSeconds": 60},
+            None,
+        ),
+        ({"limit": 9, "interval_sec": 1, "backoff": 2.0}, {"limit": 5, "backoffSeconds": 1}, "at most 5"),
+        ({"limit": 1, "backoff": 1.5}, {"limit": 1}, "retry_policy.backoff: 1.5"),
+        ({"limit": 1, "exit_code": [2]}, {"limit": 1, "maxBackoffSeconds": 10}, "retry_policy.exit_code"),
+        ({"limit": "${N}"}, None, "retry_policy.limit: not a positive number"),
+    ],
+)
+def test_retry_policies_map_onto_spec_retry_and_say_what_does_not(
+    policy: dict[str, Any], retry: dict[str, Any] | None, note: str | None
+) -> None:
+    dag = {"steps": [{"id": "s", "type": "harness", "command": "hi", "with": {"provider": "claude"},
+                      "retry_policy": policy}]}  # fmt: skip
+    result = import_dagu(dag, "d")
+    assert result.manifests[0]["spec"].get("retry") == retry
+    if note is not None:
+        assert any(line.startswith(note) or note in line for line in result.unsupported), result.unsupported
+    imported = HarnessRun.model_validate(result.manifests[0])  # what the importer writes, the API takes
+    assert (imported.spec.retry is None) == (retry is None)
+
+
 def test_depends_through_a_step_not_imported_keeps_the_order() -> None:
     assert runs(DAG, "nightly")["nightly-mixed"]["after"] == ["nightly-summarize"]
 
@@ -123,7 +158,8 @@ def test_depends_through_a_step_not_imported_keeps_the_order() -> None:
 def test_unsupported_parts_are_listed_once_with_their_steps() -> None:
     assert import_dagu(DAG, "nightly").unsupported == [
         "prompt: ${TEAM} names no output, parameter or env entry; kept verbatim (steps: mixed, other)",
-        "retry_policy: no HarnessRun field; not imported (steps: mixed, other)",
+        "retry_policy: imported as spec.retry, which retries only RateLimited, ProviderUnavailable, JobLost "
+        "and PodFailed failures (Dagu retries every failure) (steps: mixed, other)",
         "not a harness step; not imported (steps: print)",
         "schedule: DAG-level setting with no HarnessRun equivalent; not imported",
     ]

@@ -270,3 +270,125 @@ def test_a_deleted_run_leaves_the_gauges() -> None:
     r.forget("ns", "first")  # the deletion's event
     assert (gauge("harness_runs_in_flight"), gauge("harness_runs_queued")) == (0, 0)
     assert gauge("harness_run_oldest_in_flight_seconds") == 0
+
+
+# --- retries (spec.retry) ----------------------------------------------------------------------------
+
+
+class RecordingApiServer(ApiServer):
+    """Also keeps the Events the reconciler posts: (reason, message)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.events: list[tuple[str, str]] = []
+
+    def create_event(self, body: Any, type_: str, reason: str, message: str, *args: Any) -> None:
+        self.events.append((reason, message))
+
+
+RETRY = {"limit": 2, "backoffSeconds": 10, "maxBackoffSeconds": 15}
+
+
+def lost_attempts(*indexes: int) -> list[dict[str, Any]]:
+    """Attempts recorded as started whose Jobs the API server no longer has: each ends JobLost."""
+    return [{"index": i, "provider": "claude", "jobName": f"r-a{i}"} for i in indexes]
+
+
+def retried_run(attempts: list[dict[str, Any]], **spec: Any) -> HarnessRun:
+    run = started_run(retry=RETRY, **spec)
+    assert run.status is not None
+    run.status.attempts = [type(run.status.attempts[0]).model_validate(a) for a in attempts]
+    return run
+
+
+def retrying(api: ApiServer, clock: list[datetime]) -> tuple[Reconciler, list[float]]:
+    r = reconciler(api, [], [])
+    r.clock = lambda: clock[0]
+    wakes: list[float] = []
+    r.wake_later = lambda namespace, name, delay: wakes.append(delay)
+    return r, wakes
+
+
+def test_a_transient_failure_waits_out_its_backoff_holding_the_slot_then_retries_the_provider() -> None:
+    api = RecordingApiServer([], [], retried_run(lost_attempts(1)))
+    clock = [NOW]
+    r, wakes = retrying(api, clock)
+
+    r.reconcile("ns", "r")
+
+    status = api.status("r")
+    assert (status["phase"], status["reason"]) == ("Pending", "Retrying")
+    assert status["message"] == (
+        "attempt 1/6 with claude failed (JobLost); retry 1/2 with claude as attempt 2/6 at 2026-12-01T08:00:10Z"
+    )
+    assert status["attempts"][0]["completionTime"] == "2026-12-01T08:00:00Z"
+    assert api.created == [] and wakes == [10.0]
+    assert r.children.in_flight("ns") == {"r"}  # no Job in flight, yet the slot stays the run's
+    assert ("Retrying", status["message"]) in api.events
+
+    clock[0] = NOW + timedelta(seconds=4)
+    r.reconcile("ns", "r")  # another event meanwhile: the same due time, the same status
+    assert api.status("r")["message"] == status["message"] and api.created == [] and wakes == [10.0, 6.0]
+
+    clock[0] = NOW + timedelta(seconds=10)
+    r.reconcile("ns", "r")
+    assert "Job r-a2" in api.created
+    assert api.status("r")["attempts"][1] == {"index": 2, "provider": "claude", "jobName": "r-a2"}
+    line = "attempt 1/6 with claude failed (JobLost); retry 1/2 with claude as attempt 2/6"
+    assert ("Retrying", line) in api.events
+    assert r.children.in_flight("ns") == {"r"}  # held by the Job now (noted as started)
+    assert REGISTRY.get_sample_value("harness_retries_total", {"namespace": "ns", "provider": "claude"})
+
+
+def test_the_backoff_doubles_up_to_its_maximum() -> None:
+    recorded = lost_attempts(1, 2)
+    recorded[0].update(exitCode=1, reason="RateLimited", completionTime="2026-12-01T07:59:00Z")
+    api = RecordingApiServer([], [], retried_run(recorded))
+    r, wakes = retrying(api, [NOW])
+    r.reconcile("ns", "r")  # attempt 2 is lost now: its retry waits 2 x 10 s, cut to 15 s
+    assert api.status("r")["message"].endswith("retry 2/2 with claude as attempt 3/6 at 2026-12-01T08:00:15Z")
+    assert wakes == [15.0]
+
+
+def test_a_provider_out_of_retries_falls_back_to_the_next_providers_first_attempt() -> None:
+    recorded = lost_attempts(1, 2, 3)
+    for a in recorded[:2]:
+        a.update(exitCode=1, reason="JobLost", completionTime="2026-12-01T07:00:00Z")
+    api = RecordingApiServer([], [], retried_run(recorded))
+    r, wakes = retrying(api, [NOW])
+    r.reconcile("ns", "r")
+    assert "Job r-a4" in api.created and wakes == []  # no backoff before a fallback
+    assert api.status("r")["attempts"][-1]["provider"] == "codex"
+    assert (
+        "FallingBack",
+        "harness: attempt 3/6 with claude failed; trying fallback 4/6 with codex",
+    ) in api.events
+
+
+def test_a_failure_a_retry_cannot_cure_falls_back_at_once() -> None:
+    failed = job([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}])
+    ended = pod({"terminated": {"exitCode": 3, "reason": "Error", "message": ""}})
+    api = RecordingApiServer([failed], [ended], retried_run(lost_attempts(1)))
+    r, wakes = retrying(api, [NOW])
+    r.reconcile("ns", "r")
+    assert first_attempt(api)["reason"] == "ProviderFailed"
+    assert "Job r-a2" not in api.created and "Job r-a4" in api.created and wakes == []
+
+
+def test_a_cancel_during_the_backoff_ends_the_run_and_frees_its_slot() -> None:
+    api = RecordingApiServer([], [], retried_run(lost_attempts(1)))
+    r, _ = retrying(api, [NOW])
+    r.reconcile("ns", "r")
+    assert r.children.in_flight("ns") == {"r"}
+    api.runs["r"]["spec"]["cancel"] = True
+    r.reconcile("ns", "r")
+    assert (api.status("r")["phase"], api.status("r")["reason"]) == ("Cancelled", "Cancelled")
+    assert api.created == [] and r.children.in_flight("ns") == set()
+
+
+def test_without_retry_a_lost_attempt_falls_back_as_before() -> None:
+    api = RecordingApiServer([], [], started_run())
+    r, wakes = retrying(api, [NOW])
+    r.reconcile("ns", "r")
+    assert "Job r-a2" in api.created and wakes == []
+    assert ("FallingBack", "harness: attempt 1/2 with claude failed; trying fallback 2/2 with codex") in api.events

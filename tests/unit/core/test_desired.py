@@ -24,6 +24,7 @@ from harness_operator.core.desired import (
 )
 from harness_operator.core.network_policy import build_network_policy
 from harness_operator.core.ownership import compute_data_hash
+from harness_operator.core.planning import PlanError
 from harness_operator.core.workspace import build_workspace_claim, workspace_mount_path
 
 GOLDEN = Path(__file__).parents[1] / "golden"
@@ -61,7 +62,7 @@ def golden(name: str, obj: Any) -> None:
 
 
 def target(index: int = 1) -> AttemptTarget:
-    return AttemptTarget(index=index, provider="claude", definition=DEFINITION)
+    return AttemptTarget(index=index, provider="claude", definition=DEFINITION, position=index)
 
 
 JOB_CASES = {
@@ -239,6 +240,17 @@ def test_workspace_volume_mounts_on_the_working_dirs_parent() -> None:
     assert workspace_mount_path("/a/b/c") == "/a/b"
 
 
+def test_plans_over_what_the_plan_secret_holds_are_refused_naming_the_fields() -> None:
+    """Each attempt's plan carries the prompt: many retries of a long stdin would not fit one Secret."""
+    run, prompt = make_run({"retry": {"limit": 5}}), "x" * 100_000  # read from a ConfigMap, say
+    targets = [AttemptTarget(i, "claude", DEFINITION, 1) for i in range(1, 13)]  # twelve attempts of one provider
+    with pytest.raises(PlanError) as caught:
+        build_plans(run, targets, prompt, None, NOW)
+    assert caught.value.reason == "PlanTooLarge"
+    assert "12 attempts" in caught.value.message and "spec.retry.limit" in caught.value.message
+    assert len(build_plans(run, targets[:8], prompt, None, NOW)) == 8
+
+
 def test_plain_env_travels_in_the_plan_never_on_the_container() -> None:
     """LD_PRELOAD, PYTHONPATH, NODE_OPTIONS from a run would reach the runner's own interpreter as
     container env; they go in the plan, which the runner applies to the agent process only."""
@@ -282,5 +294,5 @@ def test_an_attempt_without_a_timeout_still_has_a_deadline():
     """A run with no limits.timeoutSeconds ran without any deadline: the chart's runs.maxRunSeconds is it."""
     config = OperatorConfig(max_run_seconds=3600)
     run = make_run()
-    job = build_job(run, AttemptTarget(1, "claude", DEFINITION), config)
+    job = build_job(run, AttemptTarget(1, "claude", DEFINITION, 1), config)
     assert job["spec"]["activeDeadlineSeconds"] == 3600 + grace_period(run, config) + DEADLINE_SLACK_SECONDS

@@ -61,7 +61,7 @@ def make_run(sandbox: dict[str, Any] | None = None, **spec: Any) -> HarnessRun:
 
 
 def target(index: int = 1, definition: HarnessDefinitionSpec = DEFINITION) -> AttemptTarget:
-    return AttemptTarget(index=index, provider="claude", definition=definition)
+    return AttemptTarget(index=index, provider="claude", definition=definition, position=index)
 
 
 ALLOW_HOST = {"networkPolicy": "allowlist", "egress": [{"host": "Git.Example.Internal.", "ports": [443, 22]}]}

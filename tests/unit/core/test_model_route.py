@@ -91,7 +91,7 @@ def make_run(**spec: Any) -> HarnessRun:
 
 
 def routed(run: HarnessRun, *definitions: HarnessDefinitionSpec) -> list[AttemptTarget]:
-    targets = [AttemptTarget(i, "p", d) for i, d in enumerate(definitions, start=1)]
+    targets = [AttemptTarget(i, "p", d, i) for i, d in enumerate(definitions, start=1)]
     return route_targets(run, targets, GATEWAY)
 
 
@@ -231,7 +231,7 @@ def test_an_unrouted_attempt_with_a_key_gets_a_warning(
 ) -> None:
     run = make_run(**spec)
     warning = compute_key_warning(
-        run, route_targets(run, [AttemptTarget(1, "p", definition)], GATEWAY)[0], GATEWAY
+        run, route_targets(run, [AttemptTarget(1, "p", definition, 1)], GATEWAY)[0], GATEWAY
     )
     assert warning is not None and says in warning and "reach the sandbox" in warning
 
@@ -240,8 +240,8 @@ def test_no_warning_when_routed_keyless_or_without_a_gateway() -> None:
     run = make_run()
     assert compute_key_warning(run, routed(run, CLAUDE)[0], GATEWAY) is None
     keyless = HarnessDefinitionSpec.model_validate({"binary": "x"})
-    assert compute_key_warning(run, AttemptTarget(1, "p", keyless), GATEWAY) is None
-    assert compute_key_warning(run, AttemptTarget(1, "p", CURSOR), OperatorConfig()) is None
+    assert compute_key_warning(run, AttemptTarget(1, "p", keyless, 1), GATEWAY) is None
+    assert compute_key_warning(run, AttemptTarget(1, "p", CURSOR, 1), OperatorConfig()) is None
 
 
 def test_catalog_routes_never_put_the_token_in_options_and_name_a_known_vendor() -> None:

@@ -49,7 +49,7 @@ DEFINITION = HarnessDefinitionSpec.model_validate(
         ],
     }
 )
-TARGET = AttemptTarget(index=1, provider="claude", definition=DEFINITION)
+TARGET = AttemptTarget(index=1, provider="claude", definition=DEFINITION, position=1)
 
 
 def make_run(workspace: dict[str, Any] | None = None, name: str = "fix-1") -> HarnessRun:

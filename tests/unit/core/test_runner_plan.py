@@ -124,6 +124,28 @@ def test_attempt_plans_follow_the_fallback_chain_with_their_own_options():
     ]
 
 
+def test_a_providers_retries_are_attempts_of_their_own_with_its_options():
+    r = run(
+        **{"with": {"model": "a"}, "fallback": [{"provider": "q", "with": {"effort": "low"}}]},
+        retry={"limit": 1},
+    )
+    defs = {"p": definition(binary="pa"), "q": definition(binary="qa")}
+    plans = build_attempt_plans(r, defs.get, "P", None)
+    assert [(p.attempt, p.total_attempts, p.provider, p.argv) for p in plans] == [
+        (1, 4, "p", ["pa", "P", "--model", "a"]),
+        (2, 4, "p", ["pa", "P", "--model", "a"]),
+        (3, 4, "q", ["qa", "P", "--effort", "low"]),
+        (4, 4, "q", ["qa", "P", "--effort", "low"]),
+    ]
+
+
+def test_a_retried_fallbacks_bad_option_is_named_by_the_fallbacks_field():
+    the_run = run(fallback=[{"provider": "q", "with": {"model": "a\x00"}}], retry={"limit": 2})
+    with pytest.raises(PlanError) as caught:
+        build_attempt_plans(the_run, lambda name: definition(), "p", None)
+    assert caught.value.message.startswith("spec.fallback[0].with.model:")
+
+
 def test_unknown_provider_is_an_error():
     with pytest.raises(UnknownProviderError, match='unknown provider "q"'):
         build_attempt_plans(run(fallback=[{"provider": "q"}]), {"p": definition()}.get, "P", None)

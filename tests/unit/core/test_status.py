@@ -247,6 +247,32 @@ def test_fallback_in_progress_message_is_daguss_line() -> None:
     assert conditions(status)["Succeeded"] == ("Unknown", "FallingBack")
 
 
+RETRIED = ["claude", "claude", "codex", "codex"]  # spec.retry.limit 1: two attempt numbers each
+
+
+def test_a_transient_failure_is_retried_and_its_message_says_which_retry() -> None:
+    observed = Observed(RETRIED, [finished(1, "claude", 1, "RateLimited")], positions=[1, 1, 2, 2])
+    assert compute_next_attempt(observed) == 2
+    status = compute_status(run(fallback=[{"provider": "codex"}], retry={"limit": 1}), observed, NOW)
+    assert status.message == "attempt 1/4 with claude failed (RateLimited); retry 1/1 with claude as attempt 2/4"
+    assert conditions(status)["Succeeded"] == ("Unknown", "Retrying")
+
+
+def test_a_failure_no_retry_cures_skips_to_the_fallbacks_number() -> None:
+    observed = Observed(RETRIED, [finished(1, "claude", 1, "AuthFailed")], positions=[1, 1, 2, 2])
+    assert compute_next_attempt(observed) == 3
+    status = compute_status(run(fallback=[{"provider": "codex"}], retry={"limit": 1}), observed, NOW)
+    assert status.message == "harness: attempt 1/4 with claude failed; trying fallback 3/4 with codex"
+
+
+def test_an_end_is_recorded_once_when_the_result_has_none() -> None:
+    lost = finished(1, "claude", 1, "PodFailed")
+    first = compute_status(run(), Observed(["claude"], [lost]), NOW)
+    assert first.attempts[0].completion_time == "2026-11-29T12:00:00Z"
+    again = compute_status(run(status=first.to_api()), Observed(["claude"], [lost]), LATER)
+    assert again.attempts[0].completion_time == "2026-11-29T12:00:00Z"
+
+
 def test_success_after_fallback_with_usage_summed() -> None:
     usage1 = {"inputTokens": 10, "outputTokens": 1, "costUSD": 0.5, "costSource": "reported"}
     usage2 = {"inputTokens": 5, "outputTokens": 2, "costUSD": 0.25, "costSource": "reported"}

@@ -4,7 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from harness_operator.runner.parsers import PARSERS, Failure, Report, Tokens, build_parser, parse_text
+from harness_operator.runner.parsers import (
+    PARSERS,
+    Failure,
+    Report,
+    Tokens,
+    build_parser,
+    classify_error,
+    parse_text,
+)
 from harness_operator.runner.parsers.codex import CodexJsonlParser
 
 REAL = Path(__file__).parents[2] / "fixtures" / "cli"
@@ -138,6 +146,26 @@ def test_gemini_status_error_is_classified():
     report = parse(HAND / "gemini-json", "gemini-json", "error")
     assert report.failure == Failure.rate_limited
     assert report.message is not None and "Quota exceeded" in report.message
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "expected"),
+    [
+        (529, "Overloaded", Failure.provider_unavailable),
+        (503, None, Failure.provider_unavailable),
+        (500, "Internal server error", Failure.provider_unavailable),
+        (None, "API Error: 529 {\"type\":\"overloaded_error\"}", Failure.provider_unavailable),
+        (None, "503 Service Unavailable", Failure.provider_unavailable),
+        (429, None, Failure.rate_limited),
+        (401, "overloaded", Failure.auth_failed),
+        (400, "invalid_request_error", Failure.provider_error),
+        (None, "model not found", Failure.provider_error),
+    ],
+)
+def test_an_overloaded_or_unavailable_vendor_is_told_apart(
+    status: int | None, message: str | None, expected: Failure
+) -> None:
+    assert classify_error(status, message) == expected
 
 
 # --- opencode-jsonl, pi-jsonl, copilot-json, aider-text, text -------------------------------------------

@@ -20,6 +20,7 @@ class Failure(StrEnum):
     truncated = Reason.Truncated
     auth_failed = Reason.AuthFailed
     rate_limited = Reason.RateLimited
+    provider_unavailable = Reason.ProviderUnavailable
     cost_limit_exceeded = Reason.CostLimitExceeded
 
 
@@ -142,19 +143,30 @@ _AUTH = re.compile(
     r"\b(401|403)\b|unauthori[sz]ed|authenticat|invalid api key|api key|permission denied", re.IGNORECASE
 )
 _RATE = re.compile(r"\b429\b|rate.?limit|too many requests|quota|resource.?exhausted", re.IGNORECASE)
+# The vendor's side is down or overloaded: a later try may pass (Anthropic's 529 "overloaded_error").
+UNAVAILABLE_STATUSES = frozenset({500, 502, 503, 504, 529})
+_UNAVAILABLE = re.compile(
+    r"\b(502|503|504|529)\b|overloaded|service unavailable|temporarily unavailable|bad gateway",
+    re.IGNORECASE,
+)
 
 
 def classify_error(status: int | None, message: str | None) -> Failure:
-    """AuthFailed, RateLimited or ProviderError, from an HTTP status and/or an error message."""
+    """AuthFailed, RateLimited, ProviderUnavailable or ProviderError, from an HTTP status and/or an error
+    message."""
     if status in (401, 403):
         return Failure.auth_failed
     if status == 429:
         return Failure.rate_limited
+    if status in UNAVAILABLE_STATUSES:
+        return Failure.provider_unavailable
     text = message or ""
     if status is None and _AUTH.search(text):
         return Failure.auth_failed
     if status is None and _RATE.search(text):
         return Failure.rate_limited
+    if status is None and _UNAVAILABLE.search(text):
+        return Failure.provider_unavailable
     return Failure.provider_error
 
 

@@ -1,0 +1,76 @@
+"""Retries: a provider's attempt repeated after a failure a retry can cure, before fallback moves on (pure).
+
+Each provider of the chain (spec.provider, then each spec.fallback[]) owns 1 + spec.retry.limit attempt
+numbers, in order. An attempt's number, and with it its Job, plan, tokens and grants, is fixed before
+the first attempt starts, so a retry is an attempt like any other and none runs twice; retries a run
+does not need leave their numbers unused (claude fails for good as attempt 1 of 2 retries: the fallback
+is attempt 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from harness_operator.api.reasons import Reason
+from harness_operator.api.v1alpha1 import HarnessRunSpec, RetryPolicy
+from harness_operator.contract.times import timestamp
+
+# The closed set of reasons a retry can cure: the vendor was busy or down, or the cluster lost the pod.
+TRANSIENT_REASONS = frozenset(
+    {Reason.RateLimited, Reason.ProviderUnavailable, Reason.JobLost, Reason.PodFailed}
+)
+
+
+def build_positions(spec: HarnessRunSpec) -> list[int]:
+    """The provider chain position (1-based) of each attempt number: attempt i runs position
+    positions[i - 1]."""
+    tries = 1 + (spec.retry.limit if spec.retry else 0)
+    return [position for position in range(1, 2 + len(spec.fallback)) for _ in range(tries)]
+
+
+def compute_next_index(
+    positions: Sequence[int], failed: int, reason: str | None, fallback_allowed: bool
+) -> int | None:
+    """The attempt after attempt `failed` ended with `reason`: the same provider's next number on a
+    transient failure while it has one, else the next provider's first (when fallback is allowed)."""
+    position = positions[failed - 1]
+    if reason in TRANSIENT_REASONS and failed < len(positions) and positions[failed] == position:
+        return failed + 1
+    if not fallback_allowed:
+        return None
+    return next((i for i, p in enumerate(positions, start=1) if p == position + 1), None)
+
+
+def retry_number(positions: Sequence[int], index: int) -> int:
+    """Which retry attempt `index` is of its provider: 0 for the provider's first attempt."""
+    position = positions[index - 1]
+    return sum(1 for p in positions[: index - 1] if p == position)
+
+
+def backoff_seconds(policy: RetryPolicy | None, nth: int) -> int:
+    """The wait before a provider's `nth` retry (1-based): doubled each time, at most the maximum."""
+    if policy is None or nth < 1:
+        return 0
+    return int(min(policy.backoff_seconds * 2 ** (nth - 1), policy.max_backoff_seconds))
+
+
+def compute_retry_due(policy: RetryPolicy | None, nth: int, ended: datetime) -> datetime:
+    """When the `nth` retry may start, its predecessor having ended at `ended`."""
+    return ended + timedelta(seconds=backoff_seconds(policy, nth))
+
+
+def retry_line(
+    failed: int, total: int, provider: str, reason: str | None, nth: int, limit: int, index: int
+) -> str:
+    """The Event and status message of a retry: which attempt failed why, which retry follows."""
+    return (
+        f"attempt {failed}/{total} with {provider} failed ({reason}); "
+        f"retry {nth}/{limit} with {provider} as attempt {index}/{total}"
+    )
+
+
+def retry_waiting_message(line: str, due: datetime) -> str:
+    """The message while a retry waits out its backoff; the due time, not a countdown, so the status
+    does not change until the retry starts."""
+    return f"{line} at {timestamp(due)}"
