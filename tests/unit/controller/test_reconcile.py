@@ -391,4 +391,7 @@ def test_without_retry_a_lost_attempt_falls_back_as_before() -> None:
     r, wakes = retrying(api, [NOW])
     r.reconcile("ns", "r")
     assert "Job r-a2" in api.created and wakes == []
-    assert ("FallingBack", "harness: attempt 1/2 with claude failed; trying fallback 2/2 with codex") in api.events
+    assert (
+        "FallingBack",
+        "harness: attempt 1/2 with claude failed; trying fallback 2/2 with codex",
+    ) in api.events

@@ -243,7 +243,9 @@ def test_workspace_volume_mounts_on_the_working_dirs_parent() -> None:
 def test_plans_over_what_the_plan_secret_holds_are_refused_naming_the_fields() -> None:
     """Each attempt's plan carries the prompt: many retries of a long stdin would not fit one Secret."""
     run, prompt = make_run({"retry": {"limit": 5}}), "x" * 100_000  # read from a ConfigMap, say
-    targets = [AttemptTarget(i, "claude", DEFINITION, 1) for i in range(1, 13)]  # twelve attempts of one provider
+    targets = [
+        AttemptTarget(i, "claude", DEFINITION, 1) for i in range(1, 13)
+    ]  # twelve attempts of one provider
     with pytest.raises(PlanError) as caught:
         build_plans(run, targets, prompt, None, NOW)
     assert caught.value.reason == "PlanTooLarge"

@@ -254,7 +254,9 @@ def test_a_transient_failure_is_retried_and_its_message_says_which_retry() -> No
     observed = Observed(RETRIED, [finished(1, "claude", 1, "RateLimited")], positions=[1, 1, 2, 2])
     assert compute_next_attempt(observed) == 2
     status = compute_status(run(fallback=[{"provider": "codex"}], retry={"limit": 1}), observed, NOW)
-    assert status.message == "attempt 1/4 with claude failed (RateLimited); retry 1/1 with claude as attempt 2/4"
+    assert (
+        status.message == "attempt 1/4 with claude failed (RateLimited); retry 1/1 with claude as attempt 2/4"
+    )
     assert conditions(status)["Succeeded"] == ("Unknown", "Retrying")
 
 

@@ -154,7 +154,7 @@ def test_gemini_status_error_is_classified():
         (529, "Overloaded", Failure.provider_unavailable),
         (503, None, Failure.provider_unavailable),
         (500, "Internal server error", Failure.provider_unavailable),
-        (None, "API Error: 529 {\"type\":\"overloaded_error\"}", Failure.provider_unavailable),
+        (None, 'API Error: 529 {"type":"overloaded_error"}', Failure.provider_unavailable),
         (None, "503 Service Unavailable", Failure.provider_unavailable),
         (429, None, Failure.rate_limited),
         (401, "overloaded", Failure.auth_failed),
