@@ -171,11 +171,12 @@ def git_repo(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], tuple[str, i
 
 @pytest.fixture
 def stub() -> Iterator[Callable[..., Any]]:
-    """Factory: stub(vendor, mode, delay) -> a started vendor-API stub listening where pods reach it."""
+    """Factory: stub(vendor, mode, delay, **stub's own keywords) -> a started vendor-API stub listening where
+    pods reach it."""
     started: list[Any] = []
 
-    def make(vendor: str, mode: str = "ok", delay: float = 0.0) -> Any:
-        server = stub_class(vendor)(mode=mode, host=STUB_HOST, delay=delay).start()
+    def make(vendor: str, mode: str = "ok", delay: float = 0.0, **extra: Any) -> Any:
+        server = stub_class(vendor)(mode=mode, host=STUB_HOST, delay=delay, **extra).start()
         started.append(server)
         return server
 

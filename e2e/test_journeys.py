@@ -14,6 +14,7 @@ from kubernetes import client
 from harness_operator import __version__
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.contract.times import parse_time
 
 from .conftest import RELEASE, RELEASE_NAMESPACE, Runs, helm, install_chart, sh, wait_until
 from .test_agents import ROUTES, agent_run
@@ -56,6 +57,30 @@ def test_fallback_when_the_first_provider_is_down(runs: Runs, stub: Callable[...
     assert down.model_calls() and up.model_calls()
     assert ("Warning", "FallingBack", FALLBACK_LINE) in runs.events("fallback")
     assert "Hello from the" in runs.output("fallback")
+
+
+def test_a_provider_overloaded_for_a_moment_is_retried_before_any_fallback(
+    runs: Runs, stub: Callable[..., Any]
+) -> None:
+    """Anthropic's 529 reaches the real Claude Code once (through the model gateway): the attempt ends
+    ProviderUnavailable, and after its backoff attempt 2 runs Claude Code again; Codex never runs."""
+    busy, spare = stub("anthropic", overloaded_calls=1), stub("openai")
+    body = claude_run(runs, busy)
+    body["fallback"] = [codex_fallback(runs, spare)]
+    body["retry"] = {"limit": 1, "backoffSeconds": 3}
+    runs.create("retry", with_egress(body, busy, spare))
+    status = runs.wait_finished("retry")
+    assert status["phase"] == "Succeeded", runs.describe("retry")
+    first, second = status["attempts"]
+    assert (first["index"], first["provider"], first["reason"]) == (1, "claude", "ProviderUnavailable")
+    assert (second["index"], second["provider"], second["exitCode"]) == (2, "claude", 0)
+    waited = parse_time(second["startTime"]) - parse_time(first["completionTime"])
+    assert waited.total_seconds() >= 2, (first, second)  # the backoff (times are whole seconds)
+    assert len(busy.model_calls()) == 2 and not spare.model_calls()
+    line = "attempt 1/4 with claude failed (ProviderUnavailable); retry 1/1 with claude as attempt 2/4"
+    assert ("Warning", "Retrying", line) in runs.events("retry")
+    assert not [e for e in runs.events("retry") if e[1] == "FallingBack"]
+    assert status["usage"]["inputTokens"] > 0 and "Hello from the" in runs.output("retry")
 
 
 def test_cancel_stops_gracefully_without_fallback(runs: Runs, stub: Callable[..., Any]) -> None:

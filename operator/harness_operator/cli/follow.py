@@ -16,6 +16,7 @@ from harness_operator.core.conditions import (
 )
 from harness_operator.core.naming import output_config_map_name
 from harness_operator.core.ownership import is_run_output
+from harness_operator.core.retry import build_positions, retry_number
 from harness_operator.core.watch import (
     build_attempt_events,
     build_pods_by_attempt,
@@ -57,13 +58,16 @@ def follow_run(
             raise RunNotFound(f'HarnessRun "{name}" not found in namespace "{namespace}"')
         run = HarnessRun.model_validate(raw)
         status = run.status
-        total = 1 + len(run.spec.fallback)
+        positions = build_positions(run.spec)
+        total = len(positions)
         pods = build_pods_by_attempt(kube.fetch_pods(namespace, name))
         recorded = {a.index: a for a in (status.attempts if status else [])}
         for index in range(shown + 1, total + 1):
             pod = pods.get(index)
             attempt = recorded.get(index)
-            if pod is not None and is_log_readable(pod):
+            if pod is None and attempt is None and any(i > index for i in [*pods, *recorded]):
+                pass  # a number a retry not needed left unused (core/retry.py)
+            elif pod is not None and is_log_readable(pod):
                 live = follow and not is_attempt_over(pod)
                 for line in kube.fetch_pod_log_lines(namespace, pod["metadata"]["name"], follow=live):
                     event = decode_event_line(line.rstrip("\r"))
@@ -71,7 +75,8 @@ def follow_run(
                         write(event)
             elif attempt is not None and (attempt.exit_code is not None or attempt.reason):
                 output = _read_output(kube, raw) if attempt.exit_code == 0 and not attempt.reason else None
-                for event in build_attempt_events(attempt, total, output):
+                retry = retry_number(positions, index)
+                for event in build_attempt_events(attempt, total, output, retry):
                     write(event)
             else:
                 break

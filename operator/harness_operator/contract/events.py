@@ -28,11 +28,12 @@ _ARG_KEYS = ("command", "cmd", "file_path", "filePath", "path", "pattern", "url"
 class Event:
     """One thing a person watching a run cares about. Unset fields are absent from the JSON line.
 
-    kinds: `attempt` (attempt, total, provider), `session` (session, model), `turn` (turn), `tool`
+    kinds: `attempt` (attempt, total, provider, retry: which retry of the provider, unset for none),
+    `session` (session, model), `turn` (turn), `tool`
     (tool, arg), `text` (text), `progress` (turns, tokens, cost_usd, last_tool: all so far, this
     attempt), `result` (attempt, exit_code, reason, message, turns, tokens, cost_usd), and, from
-    `harnessctl logs` only, `run` (phase, reason, exit_code, message, turns, tokens, cost_usd: the run's
-    status).
+    `harnessctl logs` only, `run` (phase, reason, exit_code, message, turns, tokens, cost_usd, changes:
+    the run's status; changes is the published change in one line).
     """
 
     kind: str
@@ -53,6 +54,8 @@ class Event:
     reason: str | None = None
     message: str | None = None
     phase: str | None = None
+    retry: int | None = None
+    changes: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {_camel(k): v for k, v in asdict(self).items() if v is not None}
@@ -162,6 +165,8 @@ def render_event(event: Event) -> str | None:
     """One line for a person, or None for events that add nothing on their own."""
     if event.kind == "attempt":
         label = f"attempt {event.attempt}/{event.total} with {event.provider}"
+        if event.retry:
+            return f"↻ retry {event.retry}: {label}"
         return f"▶ {label}" if (event.attempt or 1) == 1 else f"↪ fallback: {label}"
     if event.kind == "session":
         return f"  session {event.session or '?'}" + (f", model {event.model}" if event.model else "")
@@ -185,6 +190,8 @@ def render_event(event: Event) -> str | None:
         line += _figures(event.turns, event.tokens, event.cost_usd)
         if event.phase not in ("Succeeded", "Running") and event.message:
             line += f"\n  {short_text(event.message, 200)}"
+        if event.changes:
+            line += f"\n  change: {event.changes}"
         return line
     return None
 

@@ -75,7 +75,10 @@ class AttemptPlan(Model):
     run_name: str = Field(default="", description="The HarnessRun's name.")
     run_namespace: str = Field(default="default", description="The HarnessRun's namespace.")
     attempt: int = Field(ge=1, description="1-based attempt number.")
-    total_attempts: int = Field(ge=1, description="Primary plus fallbacks.")
+    total_attempts: int = Field(ge=1, description="Primary plus fallbacks, each with its retries.")
+    retry: int = Field(
+        default=0, ge=0, description="Which retry of its provider this attempt is (0: the provider's first)."
+    )
     provider: str = Field(description="Provider name of this attempt.")
     binary: str = Field(
         default="",

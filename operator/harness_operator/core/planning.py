@@ -35,7 +35,7 @@ from harness_operator.core.invocation import (
     option_strings,
     prompt_argument,
 )
-from harness_operator.core.retry import build_positions
+from harness_operator.core.retry import build_positions, retry_number
 
 # Option keys that carry a native per-run budget (claude-stream-json definitions only).
 BUDGET_KEYS = ("max-budget-usd", "max_budget_usd")
@@ -207,6 +207,7 @@ def build_plan(
     """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`, the provider at
     `position` of the chain (default: the attempt's index, as without retries)."""
     spec = run.spec
+    positions = build_positions(spec)
     check_arguments(run, definition, position or attempt_index, provider_name, options, prompt, stdin)
     all_options = plan_options(run, definition, options)
     acp: AcpSessionPlan | None = None
@@ -229,7 +230,8 @@ def build_plan(
         run_name=str(metadata.get("name", "")),
         run_namespace=str(metadata.get("namespace") or "default"),
         attempt=attempt_index,
-        total_attempts=len(build_positions(spec)),
+        total_attempts=len(positions),
+        retry=retry_number(positions, attempt_index),
         provider=provider_name,
         binary=binary,
         args=args,

@@ -12,6 +12,7 @@ from harness_operator.contract.events import Event, text_event
 from harness_operator.contract.times import parse_time
 from harness_operator.core.naming import LABEL_ATTEMPT, RUNNER_CONTAINER
 from harness_operator.core.progress import total_usage_tokens
+from harness_operator.core.status import describe_changes
 
 LOG_STATES = ("running", "terminated")
 UNCLAIMED_SECONDS = 30  # an operator that watches a run's namespace writes its status within a second
@@ -51,10 +52,15 @@ def is_attempt_over(pod: dict[str, Any]) -> bool:
     return "terminated" in _runner_state(pod)
 
 
-def build_attempt_events(attempt: Attempt, total: int, output: str | None = None) -> list[Event]:
-    """An attempt whose log is gone, told from its status entry (and the output ConfigMap's text)."""
+def build_attempt_events(
+    attempt: Attempt, total: int, output: str | None = None, retry: int = 0
+) -> list[Event]:
+    """An attempt whose log is gone, told from its status entry (and the output ConfigMap's text);
+    `retry`: which retry of its provider it is (0: none)."""
     usage = attempt.usage
-    events = [Event("attempt", attempt=attempt.index, total=total, provider=attempt.provider)]
+    events = [
+        Event("attempt", attempt=attempt.index, total=total, provider=attempt.provider, retry=retry or None)
+    ]
     if attempt.session_id or attempt.model:
         events.append(Event("session", session=attempt.session_id, model=attempt.model))
     if output is not None:
@@ -100,4 +106,5 @@ def build_run_event(status: HarnessRunStatus | None, unclaimed_in: str | None = 
         turns=usage.turns if usage else None,
         tokens=total_usage_tokens(usage),
         cost_usd=usage.cost_usd if usage else None,
+        changes=describe_changes(status.changes) if status.changes else None,
     )

@@ -186,7 +186,15 @@ class Reporter:
         self.start = utc_now()
         self.progress = Progress()
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)  # redacted, as forwarded
-        self.emit(Event("attempt", attempt=plan.attempt, total=plan.total_attempts, provider=plan.provider))
+        self.emit(
+            Event(
+                "attempt",
+                attempt=plan.attempt,
+                total=plan.total_attempts,
+                provider=plan.provider,
+                retry=plan.retry or None,
+            )
+        )
 
     def say(self, text: str) -> None:
         """The runner's line; any lines after the first carry the agent's words (a stdout tail, a CLI's

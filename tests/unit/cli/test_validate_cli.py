@@ -112,6 +112,7 @@ WITH_VALUES = (
         "which spec.inputs does not declare; add an input of that name or correct the reference",
         f"{RUNS}: HarnessRun/input-with-two-sources: spec.inputs[0]: set exactly one of value, configMapKeyRef, "
         "secretKeyRef or runOutput",
+        f"{RUNS}: HarnessRun/too-many-retries: spec.retry.limit: Input should be less than or equal to 5",
         f"{ADMISSION}: HarnessRun/nul-in-with: spec.with: {WITH_VALUES}",
         f"{ADMISSION}: HarnessRun/nul-in-fallback-with-list: spec.fallback[1].with: {WITH_VALUES}",
         f"{ADMISSION}: HarnessRun/long-value-in-with: spec.with: {WITH_VALUES}",

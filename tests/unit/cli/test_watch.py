@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus, Usage
+from harness_operator.cli.follow import follow_run
 from harness_operator.contract.events import render_events
 from harness_operator.core.naming import LABEL_ATTEMPT
 from harness_operator.core.watch import (
@@ -79,6 +80,51 @@ def test_an_attempt_whose_log_is_gone_is_told_from_status_and_the_output():
     ]
     # An attempt still running has no result to tell yet.
     assert [e.kind for e in build_attempt_events(Attempt(index=1, provider="claude"), 1)] == ["attempt"]
+
+
+def test_a_retry_says_so_and_a_number_a_retry_did_not_need_is_skipped():
+    """Attempt 1 refused (no retry cures it), the fallback is attempt 3 of 4: `harnessctl logs` tells
+    both from status, the second as a fallback, and a retry as a retry."""
+    spec = {"provider": "claude", "prompt": "p", "fallback": [{"provider": "codex"}], "retry": {"limit": 1}}
+    attempts = [
+        {"index": 1, "provider": "claude", "exitCode": 1, "reason": "AuthFailed"},
+        {"index": 3, "provider": "codex", "exitCode": 1, "reason": "RateLimited"},
+        {"index": 4, "provider": "codex", "exitCode": 0},
+    ]
+    run = {
+        "metadata": {"name": "r", "namespace": "ns", "uid": "u", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": spec,
+        "status": {
+            "phase": "Succeeded",
+            "reason": "Succeeded",
+            "exitCode": 0,
+            "attempts": attempts,
+            "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded"}],
+            "changes": {"files": 2, "insertions": 3, "deletions": 1, "branch": "harness/r"},
+        },
+    }
+
+    class Kube:
+        def fetch_run(self, namespace: str, name: str) -> dict:
+            return run
+
+        def fetch_pods(self, namespace: str, name: str) -> list:
+            return []
+
+        def fetch_config_map(self, namespace: str, name: str) -> None:
+            return None
+
+    events: list = []
+    assert follow_run(Kube(), "ns", "r", False, events.append) == 0  # type: ignore[arg-type]
+    starts = [line for line in render_events(events) if line[0] in "▶↪↻"]
+    assert starts == [
+        "▶ attempt 1/4 with claude",
+        "↪ fallback: attempt 3/4 with codex",
+        "↻ retry 1: attempt 4/4 with codex",
+    ]
+    assert render_events(events)[-1] == (
+        "Succeeded (Succeeded, exit 0); usage unknown\n  change: 2 files changed (+3 -1), pushed to branch harness/r"
+    )
 
 
 def test_the_run_outcome_line():
