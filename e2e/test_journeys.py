@@ -112,10 +112,12 @@ def test_cost_limit_stops_the_agent_in_flight(runs: Runs, stub: Callable[..., An
     # tool_use: the first answer asks for a tool, so the agent would go on for a second turn; the
     # first turn's cost (1234 input tokens of a Sonnet model) is far above the limit.
     server = stub("anthropic", "tool_use")
-    runs.create("cost", claude_run(runs, server, limits={"timeoutSeconds": 180, "maxCostUSD": 0.000001}))
+    limits = {"timeoutSeconds": 180, "maxCostUSD": 0.000001}
+    runs.create("cost", claude_run(runs, server, limits=limits, retry={"limit": 2, "backoffSeconds": 0}))
     status = runs.wait_finished("cost")
     assert (status["phase"], status["reason"]) == ("Failed", "CostLimitExceeded"), runs.describe("cost")
     assert status["usage"]["costUSD"] > 0.000001
+    assert len(status["attempts"]) == 1, status["attempts"]  # a cost stop is never retried
 
 
 def test_helm_upgrade_while_a_run_is_in_flight_completes_it_once(
