@@ -43,7 +43,10 @@ def compute_next_index(
 
 
 def retry_number(positions: Sequence[int], index: int) -> int:
-    """Which retry attempt `index` is of its provider: 0 for the provider's first attempt."""
+    """Which retry attempt `index` is of its provider: 0 for the provider's first attempt (and for a
+    number past the run's last)."""
+    if not 1 <= index <= len(positions):
+        return 0
     position = positions[index - 1]
     return sum(1 for p in positions[: index - 1] if p == position)
 

@@ -57,6 +57,7 @@ def test_the_transient_reasons_are_a_closed_documented_set() -> None:
 
 def test_retry_numbers_count_the_providers_earlier_tries() -> None:
     assert [retry_number(POSITIONS, i) for i in range(1, 7)] == [0, 1, 2, 0, 1, 2]
+    assert retry_number(POSITIONS, 7) == 0
 
 
 def test_the_backoff_doubles_and_is_capped() -> None:
