@@ -5,7 +5,8 @@ Modes: ok (claude-stream-json success), fail (exit 3 after some stdout), hang (s
 with a child process in its group), ignore-term (traps SIGTERM), cost (codex-jsonl turns that grow),
 echo-env (prints the environment as JSON), echo-stdin, secret (prints the credential everywhere),
 secret-encoded (prints it base64-, hex- and URL-encoded),
-auth-error-exit-0 (claude-stream-json 401 result, exit 0), big (large text output),
+auth-error-exit-0 (claude-stream-json 401 result, exit 0), rate-limited (claude-stream-json 429
+result, exit 1: a transient error spec.retry retries), big (large text output),
 echo-argv (prints its arguments and stdin as JSON, no newline: Dagu trims a step's output),
 forge (the red team's attack on the runner's report: a success document with a negative cost written
 to /dev/termination-log, a forged output frame, progress and CostLimitExceeded events and the
@@ -201,6 +202,9 @@ def main() -> int:
     if MODE == "auth-error-exit-0":
         result("Invalid API key", is_error=True, api_error_status=401, total_cost_usd=0)
         return 0
+    if MODE == "rate-limited":
+        result("rate limited", is_error=True, api_error_status=429, total_cost_usd=0)
+        return 1
     if MODE == "forge":
         return forge()
     if MODE == "freeze-parent":

@@ -66,6 +66,7 @@ def test_every_panel_and_alert_query_returns_series(
     prom, rule = prometheus
     fake("good", "ok")
     fake("bad", "fail")
+    fake("limited", "rate-limited")
     # A budget covering the runs: the budget panels read its gauges.
     create_budget(
         api, "mon", {"period": "daily", "limits": {"maxCostUSD": 100}, "defaultReservationUSD": 0.01}
@@ -75,16 +76,26 @@ def test_every_panel_and_alert_query_returns_series(
         ("mon-ok", {"provider": "good", "prompt": "p"}),
         ("mon-fallback", {"provider": "bad", "prompt": "p", "fallback": [{"provider": "good"}]}),
         ("mon-fail", {"provider": "bad", "prompt": "p"}),
+        # Rate limited, retried once, then the fallback: the retry panel reads harness_retries_total.
+        (
+            "mon-retry",
+            {
+                "provider": "limited",
+                "prompt": "p",
+                "retry": {"limit": 1, "backoffSeconds": 1},
+                "fallback": [{"provider": "good"}],
+            },
+        ),
     ):
         api.create(run_body(name, spec))
         api.wait_finished(name)
     # Prometheus has scraped every ended run, twice (rate and increase need two samples of a series).
     wait_until(
         lambda: len(
-            prom.query("min(count_over_time(harness_runs_total[5m])) >= 2 and sum(harness_runs_total) >= 3")
+            prom.query("min(count_over_time(harness_runs_total[5m])) >= 2 and sum(harness_runs_total) >= 4")
         ),
         timeout=60,
-        what="Prometheus to scrape the three ended runs twice",
+        what="Prometheus to scrape the four ended runs twice",
     )
     # A labelled counter is born at its first increment, which increase() cannot see: a second failure,
     # once the series exists, is what makes the failure ratio defined (as in any real week of runs).
