@@ -2,7 +2,8 @@
 HarnessRuns and read ConfigMaps, but not get Secrets, tries to have the operator read Secrets for it, to
 place or replace its sandbox, to set loader variables, and to crash the runner with NUL bytes and
 oversized prompts. The chart's ValidatingAdmissionPolicies and the CRD's CEL refuse each, naming the field;
-a refused run does not exist, so nothing can run it."""
+a refused run does not exist, so nothing can run it. A HarnessSchedule's runs are created by the operator,
+so its run template is judged for the schedule's author in the same way."""
 
 from __future__ import annotations
 
@@ -39,7 +40,11 @@ from .test_rbac_scope import can_i
 
 TENANT = "tenant"
 IMAGE = "harness.local/sandbox-test:1"  # under the chart's default prefix, harness.local/
-PLURALS = {"HarnessRun": "harnessruns", "HarnessDefinition": "harnessdefinitions"}
+PLURALS = {
+    "HarnessRun": "harnessruns",
+    "HarnessDefinition": "harnessdefinitions",
+    "HarnessSchedule": "harnessschedules",
+}
 
 
 def denial(policy: str, message: str) -> str:
@@ -72,6 +77,16 @@ def exists(kube: client.ApiClient, namespace: str, body: dict[str, Any]) -> bool
     return True
 
 
+def schedule_body(name: str, run_spec: dict[str, Any]) -> dict[str, Any]:
+    """A schedule that would create a run of `run_spec` nightly (no operator runs here: only admission)."""
+    return {
+        "apiVersion": "agentharness.dev/v1alpha1",
+        "kind": "HarnessSchedule",
+        "metadata": {"name": name},
+        "spec": {"schedule": "0 2 * * *", "runTemplate": {"spec": run_spec}},
+    }
+
+
 def refused_by_policy(api: client.ApiClient, body: dict[str, Any], policy: str) -> bool:
     """True once the named policy refuses a dry-run create of `body` (policies take effect shortly after
     they are created)."""
@@ -90,7 +105,10 @@ def chart(kube: client.ApiClient, kubeconfig_path: str, cluster_bin_dir: Path) -
     install_chart_rbac_and_catalog(cluster_bin_dir, kubeconfig_path)
     placed = run_body("probe", {"provider": "p", "prompt": "hi", "sandbox": {"tolerations": [{"key": "k"}]}})
     foreign = definition_body("probe", "elsewhere.internal/agent:1", "ok")
-    for body, policy in ((placed, "runs"), (foreign, "definitions")):
+    scheduled = schedule_body(
+        "probe", {"provider": "p", "prompt": "hi", "sandbox": {"tolerations": [{"key": "k"}]}}
+    )
+    for body, policy in ((placed, "runs"), (foreign, "definitions"), (scheduled, "schedules")):
         wait_until(
             lambda b=body, p=policy: refused_by_policy(kube, b, p), timeout=30, what=f"the {policy} policy"
         )
@@ -105,8 +123,8 @@ def tenant(
     namespace: str,
     service_account_client: Callable[..., client.ApiClient],
 ) -> client.ApiClient:
-    """A ServiceAccount that may create runs and definitions and read ConfigMaps; of the Secrets it may
-    get only `own-key`. The namespace holds `victim` (a Secret it may not get) and `own-key`."""
+    """A ServiceAccount that may create runs, definitions and schedules and read ConfigMaps; of the Secrets
+    it may get only `own-key`. The namespace holds `victim` (a Secret it may not get) and `own-key`."""
     core = client.CoreV1Api(kube)
     rbac = client.RbacAuthorizationV1Api(kube)
     for secret in ("victim", "own-key"):
@@ -117,7 +135,7 @@ def tenant(
     rules = [
         client.V1PolicyRule(
             api_groups=[GROUP],
-            resources=["harnessruns", "harnessdefinitions"],
+            resources=["harnessruns", "harnessdefinitions", "harnessschedules"],
             verbs=["create", "get", "list", "patch"],
         ),
         client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["get", "list"]),
@@ -128,6 +146,7 @@ def tenant(
     rbac.create_namespaced_role(namespace, client.V1Role(metadata={"name": TENANT}, rules=rules))
     bind(kube, namespace, TENANT)
     wait_allowed(kube, namespace, "create", "harnessruns", GROUP)
+    wait_allowed(kube, namespace, "create", "harnessschedules", GROUP)
     return service_account_client(namespace, TENANT)
 
 
@@ -331,6 +350,155 @@ def test_cancel_metadata_and_status_updates_are_not_judged_again(
     assert run["status"]["phase"] == "Cancelled"
 
 
+SCHEDULE_READS = [
+    (
+        "spec.runTemplate.spec.credentials[0].secretKeyRef",
+        {"prompt": "echo $TOKEN", "credentials": [{"env": "TOKEN", "secretKeyRef": VICTIM}]},
+        "ask for get on it or use a definition's grant",
+    ),
+    (
+        "spec.runTemplate.spec.promptFrom.secretKeyRef",
+        {"promptFrom": {"secretKeyRef": VICTIM}},
+        "ask for get on it",
+    ),
+]
+
+
+@pytest.mark.parametrize(("field", "spec", "hint"), SCHEDULE_READS, ids=[f for f, _, _ in SCHEDULE_READS])
+def test_a_schedules_run_template_may_name_only_secrets_its_author_may_get(
+    kube: client.ApiClient,
+    tenant: client.ApiClient,
+    namespace: str,
+    field: str,
+    spec: dict[str, Any],
+    hint: str,
+) -> None:
+    """The operator's ServiceAccount creates a schedule's runs, and may get any Secret, so the runs
+    policy would pass them all: the template is judged for the schedule's author when it is applied."""
+    body = schedule_body("nightly-steal", {"provider": "claude", **spec})
+    status, message = refusal(tenant, namespace, body)
+    assert status == 403
+    user = f"system:serviceaccount:{namespace}:{TENANT}"
+    assert message.endswith(
+        denial(
+            "schedules",
+            f'{field}: user "{user}" may not get Secret "victim" in namespace "{namespace}"; {hint}',
+        )
+    ), message
+    assert not exists(kube, namespace, body)
+
+    grant_get(kube, namespace, "victim")
+    wait_until(
+        lambda: create(tenant, namespace, body) or True, timeout=30, what="the schedule admitted once granted"
+    )
+    assert exists(kube, namespace, body)
+
+
+def test_a_schedules_spec_changes_are_judged_and_its_metadata_and_status_are_not(
+    kube: client.ApiClient,
+    tenant: client.ApiClient,
+    namespace: str,
+    service_account_client: Callable[..., client.ApiClient],
+) -> None:
+    """An update is judged as a create: a tenant cannot slip the Secret into a schedule admitted without
+    it, nor take over (here: reschedule) an admin's schedule that names a Secret it may not get. Labels
+    and the operator's own writes (kopf's annotations, status, under the chart's RBAC) always pass."""
+    user = f"system:serviceaccount:{namespace}:{TENANT}"
+    custom = client.CustomObjectsApi(tenant)
+    create(tenant, namespace, schedule_body("own", {"provider": "claude", "prompt": "hi"}))
+    smuggled = {"spec": {"runTemplate": {"spec": {"credentials": [{"env": "T", "secretKeyRef": VICTIM}]}}}}
+    with pytest.raises(ApiException) as caught:
+        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "harnessschedules", "own", smuggled)
+    assert caught.value.status == 403
+    assert api_status(caught.value)["message"].endswith(
+        denial(
+            "schedules",
+            f'spec.runTemplate.spec.credentials[0].secretKeyRef: user "{user}" may not get Secret "victim" in '
+            f'namespace "{namespace}"; ask for get on it or use a definition\'s grant',
+        )
+    )
+
+    create(
+        kube,
+        namespace,
+        schedule_body(
+            "admins",
+            {"provider": "claude", "prompt": "hi", "credentials": [{"env": "T", "secretKeyRef": VICTIM}]},
+        ),
+    )
+    with pytest.raises(ApiException) as caught:
+        custom.patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, "harnessschedules", "admins", {"spec": {"schedule": "* * * * *"}}
+        )
+    assert caught.value.status == 403
+    assert f'may not get Secret "victim" in namespace "{namespace}"' in api_status(caught.value)["message"]
+    custom.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, "harnessschedules", "admins", {"metadata": {"labels": {"team": "a"}}}
+    )
+    operator = client.CustomObjectsApi(service_account_client(RELEASE_NAMESPACE, SERVICE_ACCOUNT))
+    operator.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        "harnessschedules",
+        "admins",
+        {"metadata": {"annotations": {f"{GROUP}/probe": "x"}}},
+    )
+    operator.patch_namespaced_custom_object_status(
+        GROUP,
+        VERSION,
+        namespace,
+        "harnessschedules",
+        "admins",
+        {"status": {"lastScheduleTime": "2025-01-01T02:00:00Z"}},
+    )
+    stored = {
+        name: client.CustomObjectsApi(kube).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, "harnessschedules", name
+        )
+        for name in ("own", "admins")
+    }
+    assert "credentials" not in stored["own"]["spec"]["runTemplate"]["spec"]
+    assert stored["admins"]["spec"]["schedule"] == "0 2 * * *"
+    assert stored["admins"]["metadata"]["labels"] == {"team": "a"}
+    assert stored["admins"]["metadata"]["annotations"][f"{GROUP}/probe"] == "x"
+    assert stored["admins"]["status"]["lastScheduleTime"] == "2025-01-01T02:00:00Z"
+
+
+def test_a_schedule_may_use_a_definitions_grant(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str
+) -> None:
+    """As for a run: the check is on what the template names, not on what its provider grants."""
+    create(
+        kube,
+        namespace,
+        definition_body("granted", IMAGE, "ok", credentials=[{"env": "TOKEN", "secretKeyRef": VICTIM}]),
+    )
+    body = schedule_body("uses-grant", {"provider": "granted", "prompt": "hi"})
+    create(tenant, namespace, body)
+    assert exists(kube, namespace, body)
+
+
+def test_nul_bytes_in_a_schedules_with_are_refused(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str
+) -> None:
+    body = schedule_body(
+        "nul",
+        {"provider": "claude", "prompt": "hi", "fallback": [{"provider": "codex", "with": {"m": "a\0b"}}]},
+    )
+    status, got = refusal(tenant, namespace, body)
+    assert status == 422
+    assert got.endswith(
+        denial(
+            "schedules",
+            "spec.runTemplate.spec.fallback[0].with: keys and values must not contain a NUL character (a "
+            "command-line argument cannot carry one); a key is at most 253 characters, a string at most 8192, "
+            "a list at most 64 items",
+        )
+    ), got
+    assert not exists(kube, namespace, body)
+
+
 ENV_REFUSED = (
     "is refused in this cluster (chart value admission.deniedEnvNames): it changes what code the sandbox runs "
     "(dynamic loader, interpreter, shell or git), not how the agent behaves"
@@ -394,6 +562,33 @@ GUARDRAILS = [
         ),
         "runs",
         f'spec.credentials[0].env: "NODE_OPTIONS" {ENV_REFUSED}',
+    ),
+    (
+        "schedule-image",
+        schedule_body(
+            "x", {"provider": "claude", "prompt": "hi", "sandbox": {"image": "elsewhere.internal/miner:1"}}
+        ),
+        "schedules",
+        'spec.runTemplate.spec.sandbox.image: image "elsewhere.internal/miner:1" is not allowed in this cluster; '
+        'it must start with "harness.local/" (chart value admission.allowedImagePrefixes)',
+    ),
+    (
+        "schedule-tolerations",
+        schedule_body(
+            "x", {"provider": "claude", "prompt": "hi", "sandbox": {"tolerations": [{"operator": "Exists"}]}}
+        ),
+        "schedules",
+        "spec.runTemplate.spec.sandbox.tolerations: runs may not set tolerations "
+        + PLACEMENT.format("tolerations"),
+    ),
+    (
+        "schedule-env",
+        schedule_body(
+            "x",
+            {"provider": "claude", "prompt": "hi", "env": [{"name": "LD_PRELOAD", "value": "/tmp/x.so"}]},
+        ),
+        "schedules",
+        f'spec.runTemplate.spec.env[0].name: "LD_PRELOAD" {ENV_REFUSED}',
     ),
     (
         "definition-image",
@@ -471,6 +666,9 @@ def test_what_the_guardrails_allow_is_admitted(
     )
     create(tenant, namespace, body)
     assert exists(kube, namespace, body)
+    schedule = schedule_body("allowed", body["spec"])
+    create(tenant, namespace, schedule)
+    assert exists(kube, namespace, schedule)
 
 
 NAME = "(a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; no '/')"

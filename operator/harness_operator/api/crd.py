@@ -15,6 +15,7 @@ from harness_operator.api.v1alpha1 import (
     HarnessBudget,
     HarnessDefinition,
     HarnessRun,
+    HarnessSchedule,
     Model,
 )
 
@@ -113,6 +114,26 @@ KIND_SPECS = [
             {"name": "Max Runs", "type": "integer", "jsonPath": ".spec.limits.maxRuns"},
             {"name": "Period End", "type": "string", "jsonPath": ".status.periodEnd"},
             _AGE,
+        ],
+    ),
+    KindSpec(
+        model=HarnessSchedule,
+        kind="HarnessSchedule",
+        plural="harnessschedules",
+        singular="harnessschedule",
+        short_names=["hsched"],
+        scope="Namespaced",
+        status_subresource=True,
+        printer_columns=[
+            {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule"},
+            {"name": "Timezone", "type": "string", "jsonPath": ".spec.timeZone"},
+            {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
+            {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+            {"name": "Last Schedule", "type": "date", "jsonPath": ".status.lastScheduleTime"},
+            {"name": "Next", "type": "string", "jsonPath": ".status.nextScheduleTime"},
+            _AGE,
+            {"name": "Active", "type": "string", "jsonPath": ".status.active[*].name", "priority": 1},
+            {"name": "Policy", "type": "string", "jsonPath": ".spec.concurrencyPolicy", "priority": 1},
         ],
     ),
 ]

@@ -56,6 +56,11 @@ class Reason(StrEnum):
     Forbidden = "Forbidden"
     InvalidObject = "InvalidObject"
     Valid = "Valid"
+    Scheduled = "Scheduled"
+    InvalidSchedule = "InvalidSchedule"
+    MissedSchedule = "MissedSchedule"
+    RunAlreadyActive = "RunAlreadyActive"
+    RunCreated = "RunCreated"
     InvalidDefinition = "InvalidDefinition"
     BudgetExhausted = "BudgetExhausted"
     CostUnknown = "CostUnknown"
@@ -227,6 +232,28 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "the API server refused an object the operator built (400/422)",
     ),
     Reason.Valid: ("Ready (definitions)", "True", "the definition parses and runs can use its protocol"),
+    Reason.Scheduled: (
+        "Ready (schedules)",
+        "True",
+        "the schedule and its time zone parse; runs are created on it",
+    ),
+    Reason.InvalidSchedule: (
+        "Ready (schedules)",
+        "False",
+        "spec.schedule is not five cron fields or a descriptor, or spec.timeZone is not an IANA zone",
+    ),
+    Reason.MissedSchedule: (
+        "Event (schedules)",
+        "Warning",
+        "a scheduled time passed more than startingDeadlineSeconds ago (operator down, or Forbid waited); "
+        "its run is not created",
+    ),
+    Reason.RunAlreadyActive: (
+        "Event (schedules)",
+        "Normal",
+        "concurrencyPolicy Forbid: the scheduled time waits for the schedule's unfinished run",
+    ),
+    Reason.RunCreated: ("Event (schedules)", "Normal", "the schedule created its run for a scheduled time"),
     Reason.InvalidDefinition: (
         "Ready (definitions)",
         "False",

@@ -313,6 +313,24 @@ from harness_operator.api.sandbox import (
 from harness_operator.api.sandbox import (
     WorkspaceVolume as WorkspaceVolume,
 )
+from harness_operator.api.schedule import (
+    ConcurrencyPolicy as ConcurrencyPolicy,
+)
+from harness_operator.api.schedule import (
+    HarnessSchedule as HarnessSchedule,
+)
+from harness_operator.api.schedule import (
+    HarnessScheduleSpec as HarnessScheduleSpec,
+)
+from harness_operator.api.schedule import (
+    HarnessScheduleStatus as HarnessScheduleStatus,
+)
+from harness_operator.api.schedule import (
+    RunTemplate as RunTemplate,
+)
+from harness_operator.api.schedule import (
+    ScheduledRunRef as ScheduledRunRef,
+)
 
 KINDS: dict[
     str, type[HarnessRun] | type[HarnessDefinition] | type[ClusterHarnessDefinition] | type[HarnessBudget]

@@ -31,6 +31,7 @@ from harness_operator.core.resolution import DefinitionReader, NotTheOutput, Unr
 
 FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
+SCHEDULES = "harnessschedules"
 log = structlog.get_logger("harness_operator")
 GROUP_RECHECK_SECONDS = 60.0
 WATCH_TIMEOUT_SECONDS = 300  # how long the API server keeps one watch open before it is opened again
@@ -273,6 +274,7 @@ class Kube:
             "CiliumNetworkPolicy": lambda: self.custom.get_namespaced_custom_object(
                 "cilium.io", "v2", ns, "ciliumnetworkpolicies", name
             ),
+            "HarnessRun": lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, RUNS, name),
         }
         creators = {
             "Job": lambda: self.batch.create_namespaced_job(ns, body, field_manager=FIELD_MANAGER),
@@ -288,6 +290,9 @@ class Kube:
             ),
             "CiliumNetworkPolicy": lambda: self.custom.create_namespaced_custom_object(
                 "cilium.io", "v2", ns, "ciliumnetworkpolicies", body, field_manager=FIELD_MANAGER
+            ),
+            "HarnessRun": lambda: self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, ns, RUNS, body, field_manager=FIELD_MANAGER
             ),
         }
         try:
@@ -392,6 +397,14 @@ class Kube:
         else:
             self.custom.patch_cluster_custom_object_status(GROUP, VERSION, plural, name, {"status": status})
 
+    def patch_schedule_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch a HarnessSchedule's status through its status subresource (gone: nothing to do)."""
+        _none_if_missing(
+            lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, SCHEDULES, name, {"status": status}
+            )
+        )
+
     def patch_budget_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch a HarnessBudget's status through its status subresource (gone: nothing to do)."""
         _none_if_missing(
@@ -431,8 +444,8 @@ class Kube:
     def create_event(
         self, run: dict[str, Any], type_: str, reason: str, message: str, name: str | None = None
     ) -> None:
-        """A core/v1 Event on the run, as `kubectl describe hrun` shows them; one `name`d is posted once
-        (it exists already: 409, ignored)."""
+        """A core/v1 Event on the run (or the object of another kind of ours that `run` is), as `kubectl
+        describe` shows them; one `name`d is posted once (it exists already: 409, ignored)."""
         meta = run["metadata"]
         now = datetime.now(UTC)
         names = {"name": name} if name else {"generate_name": f"{meta['name']}."}
@@ -440,7 +453,7 @@ class Kube:
             metadata=client.V1ObjectMeta(namespace=meta["namespace"], **names),
             involved_object=client.V1ObjectReference(
                 api_version=f"{GROUP}/{VERSION}",
-                kind="HarnessRun",
+                kind=run.get("kind") or "HarnessRun",
                 name=meta["name"],
                 namespace=meta["namespace"],
                 uid=meta.get("uid"),

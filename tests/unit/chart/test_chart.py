@@ -1,5 +1,6 @@
 """The Helm chart: its copies of the CRDs and catalog match the source, values.yaml fits its schema, and the
-admission policies render from the values and cover every reference the API can hold."""
+admission policies render from the values and cover every reference the API can hold (a schedule's run
+template judged as a run is)."""
 
 import json
 import os
@@ -22,6 +23,7 @@ from harness_operator.api.v1alpha1 import (
     ConfigMapKeySelector,
     HarnessDefinitionSpec,
     HarnessRunSpec,
+    HarnessScheduleSpec,
     PersistentVolumeClaimRef,
     RunOutputRef,
     SecretKeySelector,
@@ -80,13 +82,6 @@ def test_bad_values_are_refused(patch: dict, path: list[str]) -> None:
     assert list(caught.value.absolute_path) == path
 
 
-def test_the_admission_policy_checks_with_as_validate_does() -> None:
-    """The CRD cannot see `with`'s keys; the chart's policy and `harnessctl validate` run one check."""
-    policy = (CHART / "templates" / "admission-policy.yaml").read_text()
-    assert WITH_VALUES_CHECK.format(m="variables.withMaps[i]") in policy
-    assert f"': {WITH_VALUES_MESSAGE}'" in policy
-
-
 def helm_binary() -> str:
     cache = Path(os.environ.get("HARNESS_CLUSTER_CACHE", "/var/cache/harness-operator/cluster"))
     found = shutil.which("helm") or (
@@ -113,18 +108,39 @@ def variable(policy: dict[str, Any], name: str) -> str:
     return str(next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == name))
 
 
+# The policies that judge a run spec, and how their messages spell its path.
+RUN_SPECS = {"runs": "spec", "schedules": "spec.runTemplate.spec"}
+
+
+@pytest.mark.parametrize(("name", "field"), RUN_SPECS.items())
+def test_the_admission_policy_checks_with_as_validate_does(name: str, field: str) -> None:
+    """The CRD cannot see `with`'s keys; the chart's policy and `harnessctl validate` run one check."""
+    policy = render_policies()[f"ValidatingAdmissionPolicy/{name}"]
+    root = "object." + field
+    assert variable(policy, "withMaps").startswith(f"[{root}.?with.orValue({{}})]")
+    assert WITH_VALUES_CHECK.format(m="variables.withMaps[i]") in variable(policy, "badWith")
+    (check,) = [v for v in policy["spec"]["validations"] if v["expression"] == "size(variables.badWith) == 0"]
+    assert check["messageExpression"].startswith(f"(variables.badWith[0] == 0 ? '{field}.with' : '{field}.")
+    assert check["messageExpression"].endswith(f"': {WITH_VALUES_MESSAGE}'")
+
+
 def test_policies_are_bound_and_never_match_the_status_subresource() -> None:
     objects = render_policies()
     assert sorted(objects) == [
         "ValidatingAdmissionPolicy/definitions",
         "ValidatingAdmissionPolicy/runs",
+        "ValidatingAdmissionPolicy/schedules",
         "ValidatingAdmissionPolicyBinding/definitions",
         "ValidatingAdmissionPolicyBinding/runs",
+        "ValidatingAdmissionPolicyBinding/schedules",
     ]
-    for name in ("runs", "definitions"):
+    for name in ("runs", "definitions", "schedules"):
         policy = objects[f"ValidatingAdmissionPolicy/{name}"]["spec"]
         assert policy["failurePolicy"] == "Fail"
         assert [r["resources"] for r in policy["matchConstraints"]["resourceRules"]] == [[f"harness{name}"]]
+        assert [r["operations"] for r in policy["matchConstraints"]["resourceRules"]] == [
+            ["CREATE", "UPDATE"]
+        ]
         binding = objects[f"ValidatingAdmissionPolicyBinding/{name}"]["spec"]
         assert binding == {"policyName": f"r-harness-operator-{name}", "validationActions": ["Deny"]}
 
@@ -145,7 +161,7 @@ def test_admission_can_be_switched_off() -> None:
 def test_allowed_image_prefixes_default_to_the_sandbox_images_registry_path(
     settings: tuple[str, ...], prefixes: list[str]
 ) -> None:
-    for name in ("runs", "definitions"):
+    for name in ("runs", "definitions", "schedules"):
         policy = render_policies(*settings)[f"ValidatingAdmissionPolicy/{name}"]
         assert json.loads(variable(policy, "imagePrefixes")) == prefixes
 
@@ -158,22 +174,39 @@ def placement_rules(policy: dict[str, Any]) -> list[str]:
     ]
 
 
-def test_sandbox_placement_is_refused_unless_the_values_allow_it() -> None:
-    runs = render_policies()["ValidatingAdmissionPolicy/runs"]
-    assert placement_rules(runs) == [
-        "spec.sandbox.nodeSelector",
-        "spec.sandbox.runtimeClassName",
-        "spec.sandbox.tolerations",
+@pytest.mark.parametrize(("name", "field"), RUN_SPECS.items())
+def test_sandbox_placement_is_refused_unless_the_values_allow_it(name: str, field: str) -> None:
+    policy = render_policies()[f"ValidatingAdmissionPolicy/{name}"]
+    assert placement_rules(policy) == [
+        f"{field}.sandbox.nodeSelector",
+        f"{field}.sandbox.runtimeClassName",
+        f"{field}.sandbox.tolerations",
     ]
-    runs = render_policies("admission.runsMaySet.tolerations=true")["ValidatingAdmissionPolicy/runs"]
-    assert placement_rules(runs) == ["spec.sandbox.nodeSelector", "spec.sandbox.runtimeClassName"]
+    policy = render_policies("admission.runsMaySet.tolerations=true")[f"ValidatingAdmissionPolicy/{name}"]
+    assert placement_rules(policy) == [f"{field}.sandbox.nodeSelector", f"{field}.sandbox.runtimeClassName"]
+    (rule,) = [
+        v for v in policy["spec"]["validations"] if v.get("message", "").startswith(f"{field}.sandbox.node")
+    ]
+    assert rule["expression"] == (
+        f"!has(object.{field}.sandbox) || !has(object.{field}.sandbox.nodeSelector) "
+        f"|| size(object.{field}.sandbox.nodeSelector) == 0"
+    )
 
 
-def test_denied_env_names_split_into_exact_names_and_prefixes() -> None:
-    policy = render_policies("admission.deniedEnvNames={LD_*,PYTHONPATH}")["ValidatingAdmissionPolicy/runs"]
+@pytest.mark.parametrize(("name", "field"), RUN_SPECS.items())
+def test_denied_env_names_split_into_exact_names_and_prefixes(name: str, field: str) -> None:
+    policy = render_policies("admission.deniedEnvNames={LD_*,PYTHONPATH}")[
+        f"ValidatingAdmissionPolicy/{name}"
+    ]
     assert variable(policy, "deniedEnv") == (
         'variables.envNames.filter(e, e.name in ["PYTHONPATH"] || ["LD_"].exists(p, e.name.startsWith(p)))'
     )
+    env_names = variable(policy, "envNames")
+    assert (
+        f"'field': '{field}.env[' + string(i) + '].name', 'name': string(object.{field}.env[i].name)"
+        in env_names
+    )
+    assert f"'field': '{field}.credentials[' + string(i) + '].env'" in env_names
 
 
 REFERENCES = (SecretKeySelector, ConfigMapKeySelector, RunOutputRef, PersistentVolumeClaimRef, WorkspaceFrom)
@@ -199,14 +232,81 @@ def reference_paths(model: type[BaseModel], prefix: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("name", "model"), [("runs", HarnessRunSpec), ("definitions", HarnessDefinitionSpec)]
+    ("name", "model"),
+    [("runs", HarnessRunSpec), ("definitions", HarnessDefinitionSpec), ("schedules", HarnessScheduleSpec)],
 )
 def test_every_reference_the_api_can_hold_is_checked_against_the_requester(
     name: str, model: type[BaseModel]
 ) -> None:
-    """A new input source (a `variables` list, say) fails here until the policy checks it."""
+    """A new input source (a `variables` list, say) fails here until the policy checks it; a schedule's
+    references are those of its run template (spec.runTemplate.spec.*)."""
     reads = variable(render_policies()[f"ValidatingAdmissionPolicy/{name}"], "reads")
     paths = reference_paths(model, "spec")
     assert paths
     for path in paths:
         assert f"'field': '{path}'" in reads, path
+    if name == "schedules":
+        assert "'field': 'spec.runTemplate.spec.credentials[' + string(i) + '].secretKeyRef'" in reads
+        assert all(p.startswith("spec.runTemplate.spec.") for p in paths)
+
+
+def readings(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    return [v for v in policy["spec"]["validations"] if "authorizer" in v["expression"]]
+
+
+def test_a_schedules_run_template_is_judged_against_the_schedules_author_as_a_run_is() -> None:
+    """The operator creates a schedule's runs with its own rights, so the runs policy would admit any of
+    them: the schedules policy makes the same checks on spec.runTemplate.spec, for the schedule's author,
+    with the template's field names. Its CEL is the runs policy's with that one path changed."""
+    objects = render_policies()
+    runs, schedules = (objects[f"ValidatingAdmissionPolicy/{n}"]["spec"] for n in ("runs", "schedules"))
+    assert schedules["failurePolicy"] == "Fail"
+    assert [c["expression"] for c in schedules["matchConditions"]] == [
+        "request.operation == 'CREATE' || object.spec != oldObject.spec"
+    ]
+    assert objects["ValidatingAdmissionPolicyBinding/schedules"]["spec"] == {
+        "policyName": "r-harness-operator-schedules",
+        "validationActions": ["Deny"],
+    }
+
+    def over_the_template(part: Any) -> str:
+        text = json.dumps(part)
+        for old, new in (
+            ("object.spec", "object.spec.runTemplate.spec"),
+            ("'spec.", "'spec.runTemplate.spec."),
+            ('"message": "spec.', '"message": "spec.runTemplate.spec.'),
+        ):
+            text = text.replace(old, new)
+        return text
+
+    for part in ("variables", "validations"):
+        assert json.dumps(schedules[part]) == over_the_template(runs[part]), part
+    # each checked reference is one `get` by the requesting user, named by the template's field
+    reads = variable({"spec": schedules}, "reads")
+    assert (
+        "{'field': 'spec.runTemplate.spec.promptFrom.secretKeyRef', 'group': '', 'resource': 'secrets', "
+        "'kind': 'Secret', 'name': string(object.spec.runTemplate.spec.?promptFrom.?secretKeyRef.?name"
+        ".orValue(''))"
+    ) in reads
+    assert "string(object.spec.runTemplate.spec.credentials[i].secretKeyRef.name)" in reads
+    assert len(readings({"spec": schedules})) == len(readings({"spec": runs})) == 74
+    first = readings({"spec": schedules})[0]
+    assert first["expression"] == (
+        "size(variables.reads) <= 0 || authorizer.group(variables.reads[0].group).resource("
+        "variables.reads[0].resource).namespace(request.namespace).name(variables.reads[0].name)"
+        ".check('get').allowed()"
+    )
+    assert first["messageExpression"].startswith(
+        "variables.reads[0].field + ': user \"' + request.userInfo.username + '\" may not get '"
+    )
+    (image,) = [v for v in schedules["validations"] if "imagePrefixes.exists" in v["expression"]]
+    assert "object.spec.runTemplate.spec.?sandbox.?image" in image["expression"]
+    assert image["messageExpression"].startswith("'spec.runTemplate.spec.sandbox.image: image \"'")
+
+
+def test_the_schedules_policy_is_scoped_and_switched_off_with_the_others() -> None:
+    scoped = render_policies("watchNamespaces={team-a}")["ValidatingAdmissionPolicyBinding/schedules"]
+    assert scoped["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "team-a"
+    ]
+    assert "ValidatingAdmissionPolicy/schedules" not in render_policies("admission.enabled=false")

@@ -275,7 +275,17 @@ def test_egress_gateway_can_be_switched_off_and_host_aliases_reach_its_pods() ->
     assert pod["hostAliases"] == [{"ip": "10.88.0.1", "hostnames": ["stub.test"]}]
 
 
-NAMESPACED = {"harnessruns", "jobs", "pods", "secrets", "configmaps", "persistentvolumeclaims", "events"}
+NAMESPACED = {
+    "harnessruns",
+    "harnessschedules",
+    "harnessschedules/status",
+    "jobs",
+    "pods",
+    "secrets",
+    "configmaps",
+    "persistentvolumeclaims",
+    "events",
+}
 
 
 def granted(obj: dict[str, Any]) -> set[str]:
@@ -326,7 +336,11 @@ def test_admission_bindings_cover_only_the_watched_namespaces() -> None:
         for d in render("watchNamespaces={team-a,team-b}")
         if d["kind"] == "ValidatingAdmissionPolicyBinding"
     ]
-    assert len(scoped) == 2
+    assert sorted(b["spec"]["policyName"] for b in scoped) == [
+        "harness-operator-definitions",
+        "harness-operator-runs",
+        "harness-operator-schedules",
+    ]
     for binding in scoped:
         selector = binding["spec"]["matchResources"]["namespaceSelector"]
         assert selector == {
@@ -394,3 +408,46 @@ def test_replicated_deployments_have_a_disruption_budget_and_spread_and_no_pod_r
                 assert context.get(key, 65532) >= 10000, (deployment["metadata"]["name"], key)
     single = render("egressGateway.replicas=1", "modelGateway.replicas=1")
     assert not [d for d in single if d["kind"] == "PodDisruptionBudget"]
+
+
+def verbs(obj: dict[str, Any], resource: str, group: str = "agentharness.dev") -> set[str]:
+    """The verbs a role grants on `resource` of `group`, over all its rules."""
+    return {
+        verb
+        for rule in obj.get("rules") or []
+        if group in rule["apiGroups"] and resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+@pytest.mark.parametrize("settings", [(), ("watchNamespaces={team-a}",)], ids=["cluster-role", "role"])
+def test_the_operator_may_run_schedules_and_make_and_delete_their_runs_but_not_edit_schedules(
+    settings: tuple[str, ...],
+) -> None:
+    """Schedules: watched, kopf's annotations patched, status written; the runs they make created and
+    deleted (history limits, Replace). Never an update or create of a schedule: that is its author's."""
+    kind = "Role" if settings else "ClusterRole"
+    (operator,) = [
+        o for o in render(*settings) if o["kind"] == kind and o["metadata"]["name"] == "harness-operator"
+    ]
+    assert verbs(operator, "harnessschedules") == {"get", "list", "watch", "patch"}
+    assert verbs(operator, "harnessschedules/status") == {"get", "patch"}
+    assert verbs(operator, "harnessruns") == {"get", "list", "watch", "create", "patch", "delete"}
+    assert verbs(operator, "harnessruns/status") == {"get", "patch"}
+
+
+def test_users_view_roles_read_schedules_and_edit_roles_write_them() -> None:
+    roles = {
+        o["metadata"]["name"].removeprefix("harness-operator-"): o
+        for o in render()
+        if o["kind"] == "ClusterRole"
+    }
+    view, edit, admin = roles["view"], roles["edit"], roles["admin"]
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    for resource in ("harnessschedules", "harnessschedules/status"):
+        assert verbs(view, resource) == {"get", "list", "watch"}, resource
+    assert verbs(edit, "harnessschedules") == {"create", "update", "patch", "delete", "deletecollection"}
+    # the operator writes a schedule's status; users of any role do not
+    assert not verbs(edit, "harnessschedules/status") | verbs(admin, "harnessschedules/status")
+    assert verbs(edit, "harnessruns") == verbs(edit, "harnessschedules")

@@ -1,0 +1,185 @@
+"""HarnessSchedules (pure): cron times in a zone, the due time and what it creates, Forbid and Replace,
+the deadline, history limits, names fixed by the scheduled time."""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessSchedule
+from harness_operator.core.schedule import (
+    ANNOTATION_SCHEDULED_TIME,
+    LABEL_SCHEDULE,
+    InvalidSchedule,
+    ScheduledRun,
+    decide_schedule,
+    parse_cron,
+    scheduled_run_name,
+)
+
+CREATED = "2026-12-01T07:00:00Z"
+NOW = datetime(2026, 12, 1, 8, 0, 30, tzinfo=UTC)
+
+
+def schedule(status: dict[str, Any] | None = None, **spec: Any) -> HarnessSchedule:
+    body: dict[str, Any] = {
+        "metadata": {
+            "name": "nightly",
+            "namespace": "team-a",
+            "uid": "s-uid",
+            "generation": 2,
+            "creationTimestamp": CREATED,
+        },
+        "spec": {
+            "schedule": "0 * * * *",
+            "runTemplate": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {"provider": "claude", "prompt": "Review main."},
+            },
+            **spec,
+        },
+    }
+    if status is not None:
+        body["status"] = status
+    return HarnessSchedule.model_validate(body)
+
+
+def run(name: str, finished: bool = False, succeeded: bool = False, done: str | None = None) -> ScheduledRun:
+    return ScheduledRun(name, f"{name}-uid", None, finished, succeeded, done)
+
+
+def test_the_due_time_creates_its_run_named_by_the_minute_with_the_template_and_the_owner() -> None:
+    decision = decide_schedule(schedule(), [], NOW)
+    assert decision.scheduled == datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+    assert decision.create is not None
+    meta = decision.create["metadata"]
+    assert meta["name"] == scheduled_run_name("nightly", decision.scheduled) == "nightly-29935200"
+    assert meta["labels"] == {
+        "team": "a",
+        LABEL_SCHEDULE: "nightly",
+        "app.kubernetes.io/managed-by": "harness-operator",
+    }
+    assert meta["annotations"] == {ANNOTATION_SCHEDULED_TIME: "2026-12-01T08:00:00Z"}
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": "agentharness.dev/v1alpha1",
+            "kind": "HarnessSchedule",
+            "name": "nightly",
+            "uid": "s-uid",
+            "controller": True,
+        }
+    ]
+    HarnessRun.model_validate(decision.create)  # a run the API takes
+    assert decision.create["spec"] == {"provider": "claude", "prompt": "Review main."}
+    status = decision.status
+    assert status.last_schedule_time == "2026-12-01T08:00:00Z"
+    assert status.next_schedule_time == "2026-12-01T09:00:00Z"
+    assert [a.name for a in status.active] == ["nightly-29935200"]
+    assert decision.wake_in == pytest.approx(3600 - 30)
+    assert [(e.reason, e.message) for e in decision.events] == [
+        ("RunCreated", "created run nightly-29935200 for 2026-12-01T08:00:00Z")
+    ]
+
+
+def test_a_time_already_handled_creates_nothing_and_waits_for_the_next() -> None:
+    decision = decide_schedule(schedule({"lastScheduleTime": "2026-12-01T08:00:00Z"}), [], NOW)
+    assert decision.create is None and decision.wake_in == pytest.approx(3570)
+
+
+def test_times_missed_while_down_collapse_into_the_latest_one() -> None:
+    later = NOW + timedelta(hours=5)  # 08:00 was the last handled; 09:00 .. 13:00 were missed
+    decision = decide_schedule(schedule({"lastScheduleTime": "2026-12-01T08:00:00Z"}), [], later)
+    assert decision.scheduled == datetime(2026, 12, 1, 13, 0, tzinfo=UTC)
+
+
+def test_a_run_created_before_a_restart_is_not_created_again() -> None:
+    existing = run("nightly-29935200")
+    decision = decide_schedule(schedule(), [existing], NOW)
+    assert decision.create is None
+    assert decision.status.last_schedule_time == "2026-12-01T08:00:00Z"
+
+
+def test_a_time_past_the_starting_deadline_is_skipped_once_with_a_named_event() -> None:
+    decision = decide_schedule(schedule(startingDeadlineSeconds=10), [], NOW)
+    assert decision.create is None
+    [event] = decision.events
+    assert (event.type, event.reason) == ("Warning", "MissedSchedule")
+    assert "30s late, past spec.startingDeadlineSeconds 10" in event.message and event.name
+
+
+def test_forbid_waits_while_a_run_is_unfinished_and_starts_once_it_ended() -> None:
+    active = run("nightly-29935140")
+    decision = decide_schedule(schedule(concurrencyPolicy="Forbid"), [active], NOW)
+    assert decision.create is None and [e.reason for e in decision.events] == ["RunAlreadyActive"]
+    ended = run("nightly-29935140", finished=True, succeeded=True, done="2026-12-01T08:00:20Z")
+    assert decide_schedule(schedule(concurrencyPolicy="Forbid"), [ended], NOW).create is not None
+
+
+def test_replace_deletes_the_unfinished_runs_then_creates() -> None:
+    active = run("nightly-29935140")
+    decision = decide_schedule(schedule(concurrencyPolicy="Replace"), [active], NOW)
+    assert decision.create is not None and [r.name for r in decision.delete] == ["nightly-29935140"]
+    assert [a.name for a in decision.status.active] == ["nightly-29935200"]
+
+
+def test_allow_lets_runs_overlap() -> None:
+    decision = decide_schedule(schedule(), [run("nightly-29935140")], NOW)
+    assert decision.create is not None and decision.delete == []
+    assert [a.name for a in decision.status.active] == ["nightly-29935140", "nightly-29935200"]
+
+
+def test_history_limits_delete_the_oldest_finished_runs_of_each_kind() -> None:
+    runs = [
+        run("s1", True, True, "2026-12-01T01:00:00Z"),
+        run("s2", True, True, "2026-12-01T02:00:00Z"),
+        run("s3", True, True, "2026-12-01T03:00:00Z"),
+        run("f1", True, False, "2026-12-01T01:30:00Z"),
+        run("f2", True, False, "2026-12-01T02:30:00Z"),
+    ]
+    status = {"lastScheduleTime": "2026-12-01T08:00:00Z"}
+    decision = decide_schedule(
+        schedule(status, successfulRunsHistoryLimit=2, failedRunsHistoryLimit=0), runs, NOW
+    )
+    assert [r.name for r in decision.delete] == ["s1", "f1", "f2"]
+    assert decision.status.last_successful_time == "2026-12-01T03:00:00Z"
+
+
+def test_a_suspended_schedule_creates_nothing_and_sets_no_wake() -> None:
+    decision = decide_schedule(schedule(suspend=True), [], NOW)
+    assert decision.create is None and decision.wake_in is None
+    assert decision.status.next_schedule_time is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"schedule": "every hour"}, "spec.schedule"),
+        ({"schedule": "61 * * * *"}, "spec.schedule"),
+        ({"schedule": "0 * * * * *"}, "spec.schedule"),
+        ({"timeZone": "Mars/Olympus"}, "spec.timeZone"),
+    ],
+)
+def test_an_invalid_schedule_is_not_ready_and_names_the_field(spec: dict[str, Any], field: str) -> None:
+    decision = decide_schedule(schedule(**spec), [], NOW)
+    [ready] = decision.status.conditions
+    assert (ready.type, ready.status, ready.reason) == ("Ready", "False", "InvalidSchedule")
+    assert ready.message.startswith(field + ":")
+    assert decision.create is None and decision.wake_in is None
+
+
+def test_descriptors_and_time_zones_follow_the_wall_clock() -> None:
+    assert parse_cron("@daily", None).following(NOW) == datetime(2026, 12, 2, 0, 0, tzinfo=UTC)
+    berlin = parse_cron("30 2 * * *", "Europe/Berlin")
+    assert berlin.following(NOW) == datetime(2026, 12, 2, 1, 30, tzinfo=UTC)  # 02:30 CET
+    assert berlin.latest(NOW) == datetime(2026, 12, 1, 1, 30, tzinfo=UTC)
+    summer = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
+    assert berlin.following(summer) == datetime(2026, 7, 2, 0, 30, tzinfo=UTC)  # 02:30 CEST
+    with pytest.raises(InvalidSchedule):
+        parse_cron("@every 5m", None)
+
+
+def test_the_latest_time_includes_a_time_equal_to_now() -> None:
+    cron = parse_cron("*/15 * * * *", None)
+    exact = datetime(2026, 12, 1, 8, 15, tzinfo=UTC)
+    assert cron.latest(exact) == exact
+    assert cron.latest(exact - timedelta(milliseconds=500)) == datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
