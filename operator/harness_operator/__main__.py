@@ -18,6 +18,7 @@ from harness_operator.controller.logs import setup_logging
 from harness_operator.controller.progress import ProgressReader
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.retention import ExpiryQueue
+from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.controller.wiring import Controller
 from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
 from harness_operator.core.confinement import find_api_server_address
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         ttl_spares_applied=config.default_ttl_spares_applied,
         progress=progress,
         progress_interval=config.progress_interval_seconds,
+        schedules=ScheduleReconciler(kube, reconciler.clock),
     )
     for kind in KINDS:
         for namespace in config.namespaces or (None,):

@@ -401,8 +401,8 @@ def test_a_schedules_spec_changes_are_judged_and_its_metadata_and_status_are_not
     service_account_client: Callable[..., client.ApiClient],
 ) -> None:
     """An update is judged as a create: a tenant cannot slip the Secret into a schedule admitted without
-    it, nor take over (here: reschedule) an admin's schedule that names a Secret it may not get. Labels
-    and the operator's own writes (kopf's annotations, status, under the chart's RBAC) always pass."""
+    it, nor take over (here: reschedule or resume) an admin's schedule that names a Secret it may not
+    get. Labels, a suspend and the operator's status writes (under the chart's RBAC) always pass."""
     user = f"system:serviceaccount:{namespace}:{TENANT}"
     custom = client.CustomObjectsApi(tenant)
     create(tenant, namespace, schedule_body("own", {"provider": "claude", "prompt": "hi"}))
@@ -435,15 +435,16 @@ def test_a_schedules_spec_changes_are_judged_and_its_metadata_and_status_are_not
     custom.patch_namespaced_custom_object(
         GROUP, VERSION, namespace, "harnessschedules", "admins", {"metadata": {"labels": {"team": "a"}}}
     )
-    operator = client.CustomObjectsApi(service_account_client(RELEASE_NAMESPACE, SERVICE_ACCOUNT))
-    operator.patch_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        namespace,
-        "harnessschedules",
-        "admins",
-        {"metadata": {"annotations": {f"{GROUP}/probe": "x"}}},
+    # Stopping it is never blocked; resuming it is judged as a create.
+    custom.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, "harnessschedules", "admins", {"spec": {"suspend": True}}
     )
+    with pytest.raises(ApiException) as caught:
+        custom.patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, "harnessschedules", "admins", {"spec": {"suspend": False}}
+        )
+    assert f'may not get Secret "victim" in namespace "{namespace}"' in api_status(caught.value)["message"]
+    operator = client.CustomObjectsApi(service_account_client(RELEASE_NAMESPACE, SERVICE_ACCOUNT))
     operator.patch_namespaced_custom_object_status(
         GROUP,
         VERSION,
@@ -461,7 +462,7 @@ def test_a_schedules_spec_changes_are_judged_and_its_metadata_and_status_are_not
     assert "credentials" not in stored["own"]["spec"]["runTemplate"]["spec"]
     assert stored["admins"]["spec"]["schedule"] == "0 2 * * *"
     assert stored["admins"]["metadata"]["labels"] == {"team": "a"}
-    assert stored["admins"]["metadata"]["annotations"][f"{GROUP}/probe"] == "x"
+    assert stored["admins"]["spec"]["suspend"] is True
     assert stored["admins"]["status"]["lastScheduleTime"] == "2025-01-01T02:00:00Z"
 
 

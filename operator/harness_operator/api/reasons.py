@@ -61,6 +61,7 @@ class Reason(StrEnum):
     MissedSchedule = "MissedSchedule"
     RunAlreadyActive = "RunAlreadyActive"
     RunCreated = "RunCreated"
+    RunNameTaken = "RunNameTaken"
     InvalidDefinition = "InvalidDefinition"
     BudgetExhausted = "BudgetExhausted"
     CostUnknown = "CostUnknown"
@@ -254,6 +255,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "concurrencyPolicy Forbid: the scheduled time waits for the schedule's unfinished run",
     ),
     Reason.RunCreated: ("Event (schedules)", "Normal", "the schedule created its run for a scheduled time"),
+    Reason.RunNameTaken: (
+        "Event (schedules)",
+        "Warning",
+        "the name of a scheduled time's run is held by a run the schedule does not own; that time is "
+        "skipped, the run is never adopted",
+    ),
     Reason.InvalidDefinition: (
         "Ready (definitions)",
         "False",

@@ -15,6 +15,7 @@ from harness_operator.controller.wiring import Controller
 from harness_operator.core.budget import BudgetRef, RunCharge, build_run_charge
 from harness_operator.core.fairqueue import QueueEntry, build_queue_entry
 from harness_operator.core.progress import is_progress_wanted
+from harness_operator.core.schedule import ScheduledRun, build_scheduled_run_entry, schedule_owner
 
 BUDGET_RESYNC_SECONDS = 5.0
 # Left out of kopf's diff base: they are immutable, so no diff needs them, and they may be as large as the
@@ -81,6 +82,13 @@ def queue_index(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Q
     return {} if entry is None else {namespace or "": entry}
 
 
+@kopf.index(GROUP, VERSION, "harnessruns")
+def scheduled_run_index(namespace: str | None, body: kopf.Body, **_: Any) -> dict[Any, ScheduledRun]:
+    """Every run a HarnessSchedule controls, by (namespace, the schedule's UID)."""
+    entry = build_scheduled_run_entry(body)
+    return {} if entry is None else {(namespace or "", entry[0]): entry[1]}
+
+
 @kopf.index(GROUP, VERSION, "harnessdefinitions")
 def definition_index(namespace: str | None, name: str, spec: Any, **_: Any) -> dict[Any, Any]:
     """Every HarnessDefinition's spec, by (namespace, name)."""
@@ -110,19 +118,27 @@ def run_changed(namespace: str | None, name: str, retry: int, memo: kopf.Memo, *
 
 
 @kopf.on.event(GROUP, VERSION, "harnessruns")
-def run_event(namespace: str | None, type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+def run_event(
+    namespace: str | None, type: str | None, body: kopf.Body, memo: kopf.Memo, **kwargs: Any
+) -> None:
     """A deleted run leaves the gauges, and one deleted before it finished its egress grant (an event
     handler: kopf calls deletion handlers only behind a finalizer, which runs do not get). Every run is
     seen once at startup and again on each change: a finished run with a TTL gets its deletion scheduled,
-    a running one its progress ticks (nothing is polled)."""
+    a running one its progress ticks (nothing is polled); a schedule's run that finished or went is
+    news to its schedule (history limits, Forbid's waiting time, its active runs)."""
     controller = _controller(memo)
     deleted = type == "DELETED"
     if namespace and body.metadata.name:
         if deleted:
             controller.run_deleted(namespace, body.metadata.name)
         # is_unfinished first: a finished run (most, at startup) costs no status parse here
-        wanted = not deleted and is_unfinished(body) and wants_progress(body)
+        unfinished = is_unfinished(body)
+        wanted = not deleted and unfinished and wants_progress(body)
         controller.follow_progress(namespace, body.metadata.name, wanted)
+        owner = schedule_owner(body)
+        if owner is not None and (deleted or not unfinished):
+            controller.use_indexes(kwargs)
+            controller.reconcile_schedule(namespace, owner[0])
     controller.schedule_expiry(type, body)
 
 
@@ -151,6 +167,23 @@ def budget_deleted(namespace: str | None, name: str, uid: str, memo: kopf.Memo, 
     budget of the same name is created again)."""
     if namespace:
         _controller(memo).forget_budget(namespace, name, uid)
+
+
+@kopf.on.event(GROUP, VERSION, "harnessschedules")
+def schedule_event(
+    namespace: str | None, name: str, type: str | None, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    """Every schedule at startup (a time missed while the operator was down is due now) and on each
+    change; an event handler, so kopf keeps no annotations of its own on schedules. Our own status write
+    comes back as an event and finds nothing to change."""
+    controller = _controller(memo)
+    controller.use_indexes(kwargs)
+    if not namespace:
+        return
+    if type == "DELETED":
+        controller.schedule_deleted(namespace, name)
+    else:
+        controller.reconcile_schedule(namespace, name)
 
 
 @kopf.on.event(GROUP, VERSION, "harnessdefinitions")

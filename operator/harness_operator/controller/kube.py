@@ -80,6 +80,11 @@ class Kube:
             lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, RUNS, name)
         )
 
+    def fetch_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return _none_if_missing(
+            lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, SCHEDULES, name)
+        )
+
     def fetch_definition_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         """One HarnessDefinition (namespace given) or ClusterHarnessDefinition, as stored."""
         if namespace:

@@ -21,8 +21,10 @@ from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.progress import ProgressReader, ProgressTicks
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.retention import ExpiryQueue, compute_expiry
+from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.core.budget import BudgetRef, RunCharge
 from harness_operator.core.fairqueue import QueueEntry
+from harness_operator.core.schedule import ScheduledRun
 
 log = structlog.get_logger("harness_operator")
 MAX_CHILD_EVENT_RETRIES = 6
@@ -74,6 +76,16 @@ class IndexDefinitions:
         return dict(self._api.definition(namespace, name) or {}) or None
 
 
+class IndexScheduledRuns:
+    """The runs each schedule owns, from the scheduled-run index: no LIST per tick."""
+
+    def __init__(self, index: kopf.Index[Any, ScheduledRun]) -> None:
+        self._index = index
+
+    def __call__(self, namespace: str, schedule_uid: str) -> list[ScheduledRun]:
+        return list(self._index.get((namespace, schedule_uid), []))
+
+
 class Controller:
     """What the handlers and the watch caches drive: one per process, built by __main__."""
 
@@ -87,8 +99,10 @@ class Controller:
         max_retries: int = MAX_CHILD_EVENT_RETRIES,
         progress: ProgressReader | None = None,
         progress_interval: float = 0,
+        schedules: ScheduleReconciler | None = None,
     ) -> None:
         self.reconciler = reconciler  # runs, with their budgets (reconciler.budgets)
+        self.schedules = schedules
         self.progress = progress
         self.ticks = (
             ProgressTicks(self.refresh_progress, progress_interval) if progress_interval > 0 else None
@@ -116,6 +130,8 @@ class Controller:
             )
             reconciler.queue_source = IndexQueue(kwargs["queue_index"])
             reconciler.budgets.source = IndexBudgets(kwargs["budget_index"], kwargs["run_index"])
+            if self.schedules is not None:
+                self.schedules.runs = IndexScheduledRuns(kwargs["scheduled_run_index"])
             self._wake = KeyedQueue(lambda key: self.wake_waiting_runs(key[0]), 1)
             self._children = KeyedQueue(lambda key: self.reconcile_after_child_event(*key), CHILD_WORKERS)
 
@@ -220,6 +236,36 @@ class Controller:
         them)."""
         for key in self.reconciler.budgets.forget(namespace, name, uid):
             self.reconcile_after_child_event(*key)
+
+    def reconcile_schedule(self, namespace: str, name: str, retry: int = 0) -> None:
+        """The schedule brought forward and woken again at its next time (one heap entry, no timer of
+        its own); like child events, a temporary failure retries later, a bounded number of times."""
+        if self.schedules is None:
+            return
+        self.retries.start()
+        try:
+            wake_in = self.schedules.reconcile(namespace, name)
+        except Exception as exc:  # every error goes through the one classifier
+            verdict = classify(exc, retry)
+            metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
+            what = f"{namespace}/{name}"
+            if isinstance(verdict, Temporary) and retry + 1 < self.max_retries:
+                log.warning("Schedule not reconciled; retrying", schedule=what, error=verdict.message)
+                again = partial(self.reconcile_schedule, namespace, name, retry + 1)
+                self._later(("harnessschedules", namespace, name), verdict.delay, again)
+                return
+            log.error("Schedule not reconciled", schedule=what, error=verdict.message)
+            wake_in = None
+        key = ("schedule-due", namespace, name)
+        if wake_in is None:
+            self.retries.forget(key)
+        else:
+            self.retries.schedule(key, wake_in, partial(self.reconcile_schedule, namespace, name))
+
+    def schedule_deleted(self, namespace: str, name: str) -> None:
+        """A deleted schedule is not woken again (its runs go with it, through their ownerReferences)."""
+        self.retries.forget(("schedule-due", namespace, name))
+        self.retries.forget(("harnessschedules", namespace, name))
 
     def check_definition(self, plural: str, namespace: str | None, name: str, retry: int = 0) -> None:
         """Like runs' child events, a temporary failure retries later, a bounded number of times."""

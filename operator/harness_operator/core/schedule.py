@@ -96,8 +96,8 @@ class ScheduledRun:
     completion_time: str | None
 
 
-def build_scheduled_run_entry(body: Mapping[str, Any]) -> tuple[str, ScheduledRun] | None:
-    """(owner schedule's UID, the run) of a run a HarnessSchedule controls; None for any other run."""
+def schedule_owner(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(name, UID) of the HarnessSchedule that controls the run; None for any other run."""
     meta = body.get("metadata") or {}
     owner = next(
         (
@@ -109,8 +109,15 @@ def build_scheduled_run_entry(body: Mapping[str, Any]) -> tuple[str, ScheduledRu
         ),
         None,
     )
+    return None if owner is None else (str(owner.get("name")), str(owner.get("uid")))
+
+
+def build_scheduled_run_entry(body: Mapping[str, Any]) -> tuple[str, ScheduledRun] | None:
+    """(owner schedule's UID, the run) of a run a HarnessSchedule controls; None for any other run."""
+    owner = schedule_owner(body)
     if owner is None:
         return None
+    meta = body.get("metadata") or {}
     status = body.get("status") or {}
     succeeded = next(
         (c.get("status") for c in status.get("conditions") or [] if c.get("type") == SUCCEEDED), None
@@ -123,7 +130,7 @@ def build_scheduled_run_entry(body: Mapping[str, Any]) -> tuple[str, ScheduledRu
         succeeded=succeeded == TRUE,
         completion_time=status.get("completionTime"),
     )
-    return str(owner.get("uid")), entry
+    return owner[1], entry
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,7 @@ class ScheduleDecision:
     delete: list[ScheduledRun] = field(default_factory=list)
     events: list[ScheduleEvent] = field(default_factory=list)
     wake_in: float | None = None
+    created: ScheduleEvent | None = None  # posted only when `create` is created now (not found there)
 
 
 def scheduled_run_name(schedule: str, when: datetime) -> str:
@@ -265,4 +273,20 @@ def decide_schedule(schedule: HarnessSchedule, runs: list[ScheduledRun], now: da
         update={"last_schedule_time": timestamp(due), "active": [*status.active, created]}
     )
     event = ScheduleEvent("Normal", Reason.RunCreated, f"created run {name} for {timestamp(due)}")
-    return ScheduleDecision(status, run, due, delete, [event], wake_in)
+    return ScheduleDecision(status, run, due, delete, [], wake_in, created=event)
+
+
+def is_owned_by(run: Mapping[str, Any], schedule_uid: str) -> bool:
+    """The run's controller owner is the schedule with that UID."""
+    owner = schedule_owner(run)
+    return owner is not None and owner[1] == schedule_uid
+
+
+def build_name_taken_event(schedule: HarnessSchedule, run_name: str, when: datetime | None) -> ScheduleEvent:
+    """A Warning: the run for a scheduled time has a name a run the schedule does not own holds."""
+    message = (
+        f"the run of {timestamp(when) if when else 'this time'} is not created: run {run_name} exists and "
+        "is not this schedule's; delete or rename it (the next times are not affected)"
+    )
+    name = _event_name(schedule, "taken", when) if when else None
+    return ScheduleEvent("Warning", Reason.RunNameTaken, message, name)

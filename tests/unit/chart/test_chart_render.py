@@ -430,7 +430,7 @@ def test_the_operator_may_run_schedules_and_make_and_delete_their_runs_but_not_e
     (operator,) = [
         o for o in render(*settings) if o["kind"] == kind and o["metadata"]["name"] == "harness-operator"
     ]
-    assert verbs(operator, "harnessschedules") == {"get", "list", "watch", "patch"}
+    assert verbs(operator, "harnessschedules") == {"get", "list", "watch"}
     assert verbs(operator, "harnessschedules/status") == {"get", "patch"}
     assert verbs(operator, "harnessruns") == {"get", "list", "watch", "create", "patch", "delete"}
     assert verbs(operator, "harnessruns/status") == {"get", "patch"}

@@ -184,3 +184,39 @@ def test_definitions_come_from_the_indexes_and_a_miss_is_read_before_a_run_is_re
 )
 def test_only_unfinished_runs_are_resumed(conditions: list[dict[str, str]], resumed: bool) -> None:
     assert handlers.is_unfinished(kopf.Body({"status": {"conditions": conditions}})) is resumed
+
+
+class TickingSchedules:
+    """Stands in for ScheduleReconciler: due again in 0.05 s twice, then not at all; one 503 first."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.done = threading.Event()
+
+    def reconcile(self, namespace: str, name: str) -> float | None:
+        self.calls += 1
+        if self.calls == 1:
+            raise ApiException(status=503, reason="Service Unavailable")
+        if self.calls < 4:
+            return 0.05
+        self.done.set()
+        return None
+
+
+def test_a_schedule_is_woken_at_its_next_time_and_a_failure_retries() -> None:
+    schedules = TickingSchedules()
+    controller = Controller(WakingReconciler(), schedules=schedules)  # type: ignore[arg-type]
+    controller.reconcile_schedule("ns", "nightly")
+    assert schedules.done.wait(10)
+    join_retries(controller)
+    assert schedules.calls == 4  # the failure, its retry, two wakes; None: nothing left scheduled
+
+
+def test_a_deleted_schedule_is_not_woken_again() -> None:
+    schedules = TickingSchedules()
+    schedules.calls = 1  # no failure first
+    controller = Controller(WakingReconciler(), schedules=schedules)  # type: ignore[arg-type]
+    controller.reconcile_schedule("ns", "nightly")
+    controller.schedule_deleted("ns", "nightly")
+    time.sleep(0.2)
+    assert schedules.calls == 2 and not len(controller.retries)

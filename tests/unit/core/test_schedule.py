@@ -12,8 +12,11 @@ from harness_operator.core.schedule import (
     LABEL_SCHEDULE,
     InvalidSchedule,
     ScheduledRun,
+    build_name_taken_event,
     decide_schedule,
+    is_owned_by,
     parse_cron,
+    schedule_owner,
     scheduled_run_name,
 )
 
@@ -76,9 +79,12 @@ def test_the_due_time_creates_its_run_named_by_the_minute_with_the_template_and_
     assert status.next_schedule_time == "2026-12-01T09:00:00Z"
     assert [a.name for a in status.active] == ["nightly-29935200"]
     assert decision.wake_in == pytest.approx(3600 - 30)
-    assert [(e.reason, e.message) for e in decision.events] == [
-        ("RunCreated", "created run nightly-29935200 for 2026-12-01T08:00:00Z")
-    ]
+    assert decision.events == []  # the RunCreated event waits for the create to succeed
+    assert decision.created is not None
+    assert (decision.created.reason, decision.created.message) == (
+        "RunCreated",
+        "created run nightly-29935200 for 2026-12-01T08:00:00Z",
+    )
 
 
 def test_a_time_already_handled_creates_nothing_and_waits_for_the_next() -> None:
@@ -183,3 +189,23 @@ def test_the_latest_time_includes_a_time_equal_to_now() -> None:
     exact = datetime(2026, 12, 1, 8, 15, tzinfo=UTC)
     assert cron.latest(exact) == exact
     assert cron.latest(exact - timedelta(milliseconds=500)) == datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+
+
+def test_ownership_is_the_controller_reference_to_the_schedule_uid() -> None:
+    created = decide_schedule(schedule(), [], NOW).create
+    assert created is not None
+    assert schedule_owner(created) == ("nightly", "s-uid")
+    assert is_owned_by(created, "s-uid") and not is_owned_by(created, "other-uid")
+    squatter = {"metadata": {"name": "nightly-29935200", "ownerReferences": []}}
+    assert schedule_owner(squatter) is None and not is_owned_by(squatter, "s-uid")
+    not_controller = {"metadata": {"ownerReferences": [{**created["metadata"]["ownerReferences"][0]}]}}
+    not_controller["metadata"]["ownerReferences"][0]["controller"] = False
+    assert schedule_owner(not_controller) is None
+
+
+def test_a_taken_name_is_a_named_warning_that_says_what_to_do() -> None:
+    when = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+    event = build_name_taken_event(schedule(), "nightly-29935200", when)
+    assert (event.type, event.reason) == ("Warning", "RunNameTaken")
+    assert "run nightly-29935200 exists and is not this schedule's; delete or rename it" in event.message
+    assert event.name and event.name == build_name_taken_event(schedule(), "x", when).name
