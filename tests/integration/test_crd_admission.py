@@ -27,10 +27,12 @@ PLURALS = {
     "HarnessRun": "harnessruns",
     "HarnessDefinition": "harnessdefinitions",
     "ClusterHarnessDefinition": "clusterharnessdefinitions",
+    "HarnessSchedule": "harnessschedules",
 }
-# Cross-reference checks (a provider or run that exists or not) are not single-object rules: the API
-# server stores those runs and the operator reports them as a condition.
-CROSS_REFERENCE = {"unknown-provider", "unknown-fallback", "missing-run-output"}
+# Cross-reference checks (a provider or run that exists or not) are not single-object rules, nor is
+# reading a cron expression or a time zone: the API server stores those objects and the operator reports
+# them as a condition.
+CROSS_REFERENCE = {"unknown-provider", "unknown-fallback", "missing-run-output", "bad-cron", "bad-time-zone"}
 
 
 def apply_crds(api: client.ApiClient) -> None:

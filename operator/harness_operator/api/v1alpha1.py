@@ -333,10 +333,16 @@ from harness_operator.api.schedule import (
 )
 
 KINDS: dict[
-    str, type[HarnessRun] | type[HarnessDefinition] | type[ClusterHarnessDefinition] | type[HarnessBudget]
+    str,
+    type[HarnessRun]
+    | type[HarnessDefinition]
+    | type[ClusterHarnessDefinition]
+    | type[HarnessBudget]
+    | type[HarnessSchedule],
 ] = {
     "HarnessRun": HarnessRun,
     "HarnessDefinition": HarnessDefinition,
     "ClusterHarnessDefinition": ClusterHarnessDefinition,
     "HarnessBudget": HarnessBudget,
+    "HarnessSchedule": HarnessSchedule,
 }

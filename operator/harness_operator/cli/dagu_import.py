@@ -8,6 +8,9 @@ built-in providers); a step without `type` is a harness step when the DAG has `h
 becomes an input from that run's output (or the whole prompt or stdin). `params:` (with their defaults,
 or the values given on import) and DAG-level `env:` read as `${NAME}`, `${params.NAME}` or `${env.NAME}`
 become literal inputs in prompts and stdin, and are substituted in place in the provider and options.
+`schedule:` (a cron expression, a list of them, or `start:`; `TZ=`/`CRON_TZ=` prefixes) makes the DAG's one
+harness run a HarnessSchedule's template, concurrencyPolicy Forbid (Dagu's scheduler does not start a DAG
+that is still running).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from harness_operator.api.v1alpha1 import API_VERSION, RETRY_LIMIT_MAX
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.core.schedule import InvalidSchedule, parse_cron
 
 _HARNESS_KEYS = {
     "binary": "binary",
@@ -65,6 +69,7 @@ _DAG_KEYS_HANDLED = {
     "type",
     "params",
     "env",
+    "schedule",
 }
 # Executors a step without `type` gets from DAG-level settings before `harness:` (Dagu's order).
 _DAG_EXECUTORS = ("container", "ssh", "redis")
@@ -445,6 +450,53 @@ def substitute_values(value: Any, values: Mapping[str, str]) -> Any:
     return value
 
 
+def _cron_entries(raw: Any, notes: _Notes, errors: list[str]) -> list[tuple[str, str | None]]:
+    """(cron, time zone) of each start expression of a DAG's `schedule:`, checked as the CRD's schedule."""
+    if isinstance(raw, dict):
+        for key in sorted(set(raw) - {"start"}):
+            notes.add(f"schedule.{key}: HarnessSchedules only start runs; not imported")
+        raw = raw.get("start")
+    expressions = [raw] if isinstance(raw, str) else list(raw or []) if isinstance(raw, list) else None
+    if expressions is None or not all(isinstance(e, str) for e in expressions):
+        errors.append("schedule: not a cron expression, a list of them, or a map with start:")
+        return []
+    entries: list[tuple[str, str | None]] = []
+    for expression in expressions:
+        text, zone = expression.strip(), None
+        prefix = re.match(r"^(?:CRON_TZ|TZ)=(\S+)\s+", text)
+        if prefix:
+            zone, text = prefix.group(1), text[prefix.end() :]
+        if text.startswith("@every"):
+            notes.add(f"schedule: {expression!r}: @every has no cron equivalent; not imported")
+            continue
+        try:
+            parse_cron(text, zone)
+        except InvalidSchedule as exc:
+            errors.append(f"schedule: {expression!r}: {str(exc).split(': ', 1)[1]}")
+            continue
+        entries.append((text, zone))
+    return entries
+
+
+def _scheduled(run: dict[str, Any], entries: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+    """One HarnessSchedule per cron entry, each creating `run` (its name, then -2, -3, ...)."""
+    base = run["metadata"]["name"]
+    return [
+        {
+            "apiVersion": API_VERSION,
+            "kind": "HarnessSchedule",
+            "metadata": {"name": base if index == 0 else f"{base}-{index + 1}"},
+            "spec": {
+                "schedule": cron,
+                **({"timeZone": zone} if zone else {}),
+                "concurrencyPolicy": "Forbid",
+                "runTemplate": {"spec": run["spec"]},
+            },
+        }
+        for index, (cron, zone) in enumerate(entries)
+    ]
+
+
 def import_dagu(
     dag: dict[str, Any],
     dag_name: str,
@@ -559,6 +611,17 @@ def import_dagu(
         result.manifests.append(
             {"apiVersion": API_VERSION, "kind": "HarnessRun", "metadata": {"name": run_name}, "spec": spec}
         )
+    if "schedule" in dag:
+        entries = _cron_entries(dag["schedule"], notes, result.errors)
+        made = [m for m in result.manifests if m["kind"] == "HarnessRun"]
+        if len(made) != 1:
+            notes.add(
+                f"schedule: a HarnessSchedule creates one run, and this DAG has {len(made)} harness steps; "
+                "not imported (schedule each run, or a DAG of one step)"
+            )
+        elif entries:
+            index = result.manifests.index(made[0])
+            result.manifests[index : index + 1] = _scheduled(made[0], entries)
     for key in sorted(set(dag) - _DAG_KEYS_HANDLED):
         notes.add(f"{key}: DAG-level setting with no HarnessRun equivalent; not imported")
     result.unsupported = notes.render()

@@ -28,6 +28,7 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import Document
+from harness_operator.core.schedule import InvalidSchedule, parse_cron
 from harness_operator.core.cel import check_rules
 from harness_operator.core.inputs import DependencyCycle, compute_dependencies, compute_run_order
 from harness_operator.core.invocation import attempt_options_field, find_unknown_options, merge_options
@@ -326,6 +327,18 @@ def _warnings(
     return found
 
 
+def schedule_findings(doc: Document) -> list[Finding]:
+    """A cron schedule or time zone the operator cannot read (the CRD checks neither): its Ready would be
+    False with InvalidSchedule."""
+    spec = doc.obj.get("spec") or {}
+    try:
+        parse_cron(str(spec.get("schedule", "")), spec.get("timeZone"))
+    except InvalidSchedule as exc:
+        field, _, message = str(exc).partition(": ")
+        return [Finding(doc.path, doc.kind, doc.name, field, message)]
+    return []
+
+
 def validate_documents(
     docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition]
 ) -> list[Finding]:
@@ -378,6 +391,8 @@ def validate_documents(
         refused = schema_findings(doc) + cel_findings(doc)
         if doc.kind == "HarnessRun":
             refused += with_findings(doc)
+        if doc.kind == "HarnessSchedule" and not refused:
+            refused += schedule_findings(doc)
         found += refused
         if refused or doc.kind != "HarnessRun":
             continue  # what the API server refuses gets no cross-reference checks or warnings on top

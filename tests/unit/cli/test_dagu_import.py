@@ -6,7 +6,7 @@ import pytest
 import yaml
 from tests.fakes.dagu import DAGS, import_fixture
 
-from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessSchedule
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.dagu_import import (
     dns_name,
@@ -161,8 +161,57 @@ def test_unsupported_parts_are_listed_once_with_their_steps() -> None:
         "retry_policy: imported as spec.retry, which retries only RateLimited, ProviderUnavailable, JobLost "
         "and PodFailed failures (Dagu retries every failure) (steps: mixed, other)",
         "not a harness step; not imported (steps: print)",
-        "schedule: DAG-level setting with no HarnessRun equivalent; not imported",
+        "schedule: a HarnessSchedule creates one run, and this DAG has 4 harness steps; not imported "
+        "(schedule each run, or a DAG of one step)",
     ]
+
+
+ONE_STEP = {
+    "steps": [{"name": "review", "type": "harness", "command": "Review main.", "with": {"provider": "claude"}}],
+}
+
+
+@pytest.mark.parametrize(
+    ("schedule", "expected"),
+    [
+        ("0 2 * * 1-5", [("0 2 * * 1-5", None)]),
+        ("CRON_TZ=Asia/Tokyo @daily", [("@daily", "Asia/Tokyo")]),
+        (["TZ=Europe/Berlin 0 2 * * *", "30 14 * * *"], [("0 2 * * *", "Europe/Berlin"), ("30 14 * * *", None)]),
+        ({"start": "0 3 * * *", "stop": "0 5 * * *"}, [("0 3 * * *", None)]),
+    ],
+)
+def test_a_schedule_makes_the_one_run_a_forbid_schedules_template(schedule: Any, expected: list[Any]) -> None:
+    result = import_dagu({**ONE_STEP, "schedule": schedule}, "nightly")
+    assert result.errors == []
+    assert [m["kind"] for m in result.manifests] == ["HarnessSchedule"] * len(expected)  # no run at once
+    for index, (manifest, (cron, zone)) in enumerate(zip(result.manifests, expected, strict=True)):
+        HarnessSchedule.model_validate(manifest)  # one the API server takes
+        assert manifest["metadata"]["name"] == ("nightly-review" if index == 0 else f"nightly-review-{index + 1}")
+        spec = manifest["spec"]
+        assert (spec["schedule"], spec.get("timeZone"), spec["concurrencyPolicy"]) == (cron, zone, "Forbid")
+        assert spec["runTemplate"]["spec"] == {"provider": "claude", "prompt": "Review main."}
+    if isinstance(schedule, dict):
+        assert "schedule.stop: HarnessSchedules only start runs; not imported" in result.unsupported
+
+
+@pytest.mark.parametrize(
+    ("schedule", "error"),
+    [
+        ("61 * * * *", "schedule: '61 * * * *': '61 * * * *' is not a valid cron schedule"),
+        ("TZ=Mars/Olympus 0 2 * * *", "schedule: 'TZ=Mars/Olympus 0 2 * * *': 'Mars/Olympus' is not an IANA"),
+        ({"start": 5}, "schedule: not a cron expression, a list of them, or a map with start:"),
+    ],
+)
+def test_a_schedule_the_crd_would_refuse_is_an_error(schedule: Any, error: str) -> None:
+    result = import_dagu({**ONE_STEP, "schedule": schedule}, "nightly")
+    assert [e for e in result.errors if e.startswith(error)], result.errors
+    assert [m["kind"] for m in result.manifests] == ["HarnessRun"]
+
+
+def test_an_every_schedule_is_listed_and_the_run_kept() -> None:
+    result = import_dagu({**ONE_STEP, "schedule": "@every 1h"}, "nightly")
+    assert "schedule: '@every 1h': @every has no cron equivalent; not imported" in result.unsupported
+    assert [m["kind"] for m in result.manifests] == ["HarnessRun"]
 
 
 PARAMS_DAG = {

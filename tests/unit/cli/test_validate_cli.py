@@ -64,6 +64,7 @@ KNOWN = (
 )
 DEFS = "tests/fixtures/bad-manifests/definitions.yaml"
 ADMISSION = "tests/fixtures/bad-manifests/admission.yaml"
+SCHEDULES = "tests/fixtures/bad-manifests/schedules.yaml"
 NAME = "(a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; no '/')"
 WITH_VALUES = (
     "keys and values must not contain a NUL character (a command-line argument cannot carry one); a key is "
@@ -113,6 +114,16 @@ WITH_VALUES = (
         f"{RUNS}: HarnessRun/input-with-two-sources: spec.inputs[0]: set exactly one of value, configMapKeyRef, "
         "secretKeyRef or runOutput",
         f"{RUNS}: HarnessRun/too-many-retries: spec.retry.limit: Input should be less than or equal to 5",
+        f"{SCHEDULES}: HarnessSchedule/bad-cron: spec.schedule: '61 * * * *' is not a valid cron schedule: Bad "
+        "minute",
+        f"{SCHEDULES}: HarnessSchedule/bad-time-zone: spec.timeZone: 'Mars/Olympus' is not an IANA time zone "
+        "(e.g. Europe/Berlin, America/New_York)",
+        f"{SCHEDULES}: HarnessSchedule/time-zone-in-the-schedule: spec.schedule: spec.schedule: set the time "
+        "zone in spec.timeZone, not with TZ= or CRON_TZ=",
+        f"{SCHEDULES}: HarnessSchedule/long-history: spec.successfulRunsHistoryLimit: Input should be less than "
+        "or equal to 100",
+        f"{SCHEDULES}: HarnessSchedule/template-without-prompt: spec.runTemplate.spec.prompt: spec.prompt is "
+        "required (or set spec.promptFrom)",
         f"{ADMISSION}: HarnessRun/nul-in-with: spec.with: {WITH_VALUES}",
         f"{ADMISSION}: HarnessRun/nul-in-fallback-with-list: spec.fallback[1].with: {WITH_VALUES}",
         f"{ADMISSION}: HarnessRun/long-value-in-with: spec.with: {WITH_VALUES}",
