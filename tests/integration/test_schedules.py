@@ -108,8 +108,11 @@ def test_minute_ticks_forbid_history_and_a_tick_missed_while_the_operator_was_do
     # Tick 2: allow creates its second run, and deletes the first once the second succeeded (history 1);
     # forbid waits while its first run hangs.
     wait_until(
-        lambda: schedules.times("allow") == [minute(tick2)]
-        and api.condition(schedules.runs("allow")[0]["metadata"]["name"], "Succeeded").get("status") == "True",
+        lambda: (
+            schedules.times("allow") == [minute(tick2)]
+            and api.condition(schedules.runs("allow")[0]["metadata"]["name"], "Succeeded").get("status")
+            == "True"
+        ),
         timeout=(tick2 - datetime.now(UTC)).total_seconds() + 40,
         what="allow's tick-2 run to succeed and its tick-1 run to be deleted",
     )
@@ -132,7 +135,9 @@ def test_minute_ticks_forbid_history_and_a_tick_missed_while_the_operator_was_do
     assert schedules.runs("deadline-ok") == []
     operator.start()
     wait_until(
-        lambda: schedules.times("deadline-ok") == [minute(tick3)] and minute(tick3) in schedules.times("allow"),
+        lambda: (
+            schedules.times("deadline-ok") == [minute(tick3)] and minute(tick3) in schedules.times("allow")
+        ),
         timeout=30,
         what="the tick-3 runs missed while the operator was down",
     )
@@ -174,4 +179,3 @@ def test_minute_ticks_forbid_history_and_a_tick_missed_while_the_operator_was_do
         f"\nmeasured: runs per tick per schedule 1 (allow {len(allow_created)} created over 3 ticks), "
         f"{kept} left at the end (history 1 and the newest)"
     )
-

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 import structlog
 from pydantic import ValidationError
@@ -75,4 +74,3 @@ class ScheduleReconciler:
             if decision.wake_in is None:
                 return None
             return decision.wake_in + WAKE_SLACK_SECONDS
-

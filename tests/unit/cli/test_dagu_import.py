@@ -167,7 +167,9 @@ def test_unsupported_parts_are_listed_once_with_their_steps() -> None:
 
 
 ONE_STEP = {
-    "steps": [{"name": "review", "type": "harness", "command": "Review main.", "with": {"provider": "claude"}}],
+    "steps": [
+        {"name": "review", "type": "harness", "command": "Review main.", "with": {"provider": "claude"}}
+    ],
 }
 
 
@@ -176,7 +178,10 @@ ONE_STEP = {
     [
         ("0 2 * * 1-5", [("0 2 * * 1-5", None)]),
         ("CRON_TZ=Asia/Tokyo @daily", [("@daily", "Asia/Tokyo")]),
-        (["TZ=Europe/Berlin 0 2 * * *", "30 14 * * *"], [("0 2 * * *", "Europe/Berlin"), ("30 14 * * *", None)]),
+        (
+            ["TZ=Europe/Berlin 0 2 * * *", "30 14 * * *"],
+            [("0 2 * * *", "Europe/Berlin"), ("30 14 * * *", None)],
+        ),
         ({"start": "0 3 * * *", "stop": "0 5 * * *"}, [("0 3 * * *", None)]),
     ],
 )
@@ -186,7 +191,9 @@ def test_a_schedule_makes_the_one_run_a_forbid_schedules_template(schedule: Any,
     assert [m["kind"] for m in result.manifests] == ["HarnessSchedule"] * len(expected)  # no run at once
     for index, (manifest, (cron, zone)) in enumerate(zip(result.manifests, expected, strict=True)):
         HarnessSchedule.model_validate(manifest)  # one the API server takes
-        assert manifest["metadata"]["name"] == ("nightly-review" if index == 0 else f"nightly-review-{index + 1}")
+        assert manifest["metadata"]["name"] == (
+            "nightly-review" if index == 0 else f"nightly-review-{index + 1}"
+        )
         spec = manifest["spec"]
         assert (spec["schedule"], spec.get("timeZone"), spec["concurrencyPolicy"]) == (cron, zone, "Forbid")
         assert spec["runTemplate"]["spec"] == {"provider": "claude", "prompt": "Review main."}

@@ -41,7 +41,9 @@ class ApiServer:
         if self.runs.get(name, {}).get("metadata", {}).get("uid") == uid:
             del self.runs[name]
 
-    def create_event(self, obj: dict[str, Any], type_: str, reason: str, message: str, name: str | None) -> None:
+    def create_event(
+        self, obj: dict[str, Any], type_: str, reason: str, message: str, name: str | None
+    ) -> None:
         assert obj["kind"] == "HarnessSchedule"  # the Event is on the schedule
         self.events.append((reason, message, name))
 
