@@ -61,6 +61,7 @@ def test_names_short_names_and_category() -> None:
     assert names["HarnessDefinition"]["shortNames"] == ["hdef"]
     assert names["ClusterHarnessDefinition"]["shortNames"] == ["chdef"]
     assert names["HarnessBudget"]["shortNames"] == ["hbudget"]
+    assert names["HarnessSchedule"]["shortNames"] == ["hsched"]
     assert all(n["categories"] == ["harness"] for n in names.values())
     scopes = {c["spec"]["names"]["kind"]: c["spec"]["scope"] for c in CRDS.values()}
     assert scopes == {
@@ -68,7 +69,17 @@ def test_names_short_names_and_category() -> None:
         "HarnessDefinition": "Namespaced",
         "ClusterHarnessDefinition": "Cluster",
         "HarnessBudget": "Namespaced",
+        "HarnessSchedule": "Namespaced",
     }
+
+
+def test_schedule_has_status_subresource_and_cronjob_like_columns() -> None:
+    version = CRDS["agentharness.dev_harnessschedules.yaml"]["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
+    assert columns == ["Schedule", "Timezone", "Suspend", "Ready", "Last Schedule", "Next", "Age"]
+    wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority")]
+    assert wide == ["Active", "Policy"]
 
 
 def test_run_has_status_subresource_and_printer_columns() -> None:
