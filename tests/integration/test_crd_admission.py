@@ -30,9 +30,16 @@ PLURALS = {
     "HarnessSchedule": "harnessschedules",
 }
 # Cross-reference checks (a provider or run that exists or not) are not single-object rules, nor is
-# reading a cron expression or a time zone: the API server stores those objects and the operator reports
-# them as a condition.
-CROSS_REFERENCE = {"unknown-provider", "unknown-fallback", "missing-run-output", "bad-cron", "bad-time-zone"}
+# reading a cron expression, a time zone or a JSON Schema: the API server stores those objects and the
+# operator reports them as a condition.
+CROSS_REFERENCE = {
+    "unknown-provider",
+    "unknown-fallback",
+    "missing-run-output",
+    "bad-cron",
+    "bad-time-zone",
+    "output-schema-not-a-schema",
+}
 
 
 def apply_crds(api: client.ApiClient) -> None:

@@ -75,6 +75,56 @@ def test_run_succeeds_with_usage_cost_and_output(
     assert [e.message for e in again if e.reason == "Succeeded"] == [ended[0].message]
 
 
+REVIEW_SCHEMA = {
+    "type": "object",
+    "required": ["verdict"],
+    "properties": {"verdict": {"enum": ["approve", "changes"]}, "findings": {"type": "array"}},
+}
+
+
+def test_structured_output_is_validated_kept_as_json_and_one_field_feeds_a_later_run(
+    api: Api, fake: Callable[..., None]
+) -> None:
+    def answering(name: str, answer: str) -> None:
+        env = [{"name": "FAKE_MODE", "value": "answer"}, {"name": "FAKE_ANSWER", "value": answer}]
+        fake(name, "answer", env=env)
+
+    answering("reviewer", '```json\n{"verdict": "changes", "findings": [{"file": "a.py"}]}\n```')
+    answering("rambler", '{"verdict": "sk-live-not-for-status", "findings": []}')
+    fake("echo", "ok")
+    api.create(run_body("so-review", {"provider": "reviewer", "prompt": "p", "outputSchema": REVIEW_SCHEMA}))
+    api.create(run_body("so-bad", {"provider": "rambler", "prompt": "p", "outputSchema": REVIEW_SCHEMA}))
+    api.create(
+        run_body(
+            "so-next",
+            {
+                "provider": "echo",
+                "prompt": "verdict=$(inputs.V)",
+                "inputs": [{"name": "V", "runOutput": {"name": "so-review", "path": "verdict"}}],
+            },
+        )
+    )
+    api.create(run_body("so-schema", {"provider": "echo", "prompt": "p", "outputSchema": {"type": 5}}))
+    good = api.wait_finished("so-review")
+    assert good["phase"] == "Succeeded", good
+    cm = api.core.read_namespaced_config_map(good["output"]["configMapName"], api.ns)
+    assert cm.data["output.json"] == '{"findings":[{"file":"a.py"}],"verdict":"changes"}'
+    bad = api.wait_finished("so-bad")
+    assert (bad["phase"], bad["reason"]) == ("Failed", "OutputInvalid"), bad
+    assert bad["message"] == (
+        "spec.outputSchema: the output does not match at $.verdict: not one of the values the schema allows "
+        "(enum)"
+    )
+    assert all("sk-live" not in c["message"] for c in bad["conditions"])  # the output's excerpt only
+    assert bad["attempts"][0]["exitCode"] == 0 and len(bad["attempts"]) == 1
+    following = api.wait_finished("so-next")
+    assert following["phase"] == "Succeeded", following
+    assert following["output"]["excerpt"] == "answer from fake-agent: verdict=changes"
+    refused = api.wait_finished("so-schema")
+    assert (refused["reason"], api.condition("so-schema", "Accepted")["status"]) == ("InvalidSpec", "False")
+    assert refused["message"].startswith("spec.outputSchema.type: not a valid JSON Schema (2020-12): ")
+
+
 def test_sandbox_pod_is_locked_down(api: Api, fake: Callable[..., None]) -> None:
     fake("fake", "ok")
     api.create(run_body("locked", {"provider": "fake", "prompt": "x", "sandbox": {"networkPolicy": "none"}}))

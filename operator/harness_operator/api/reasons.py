@@ -66,6 +66,7 @@ class Reason(StrEnum):
     BudgetExhausted = "BudgetExhausted"
     CostUnknown = "CostUnknown"
     OutputUnavailable = "OutputUnavailable"
+    OutputInvalid = "OutputInvalid"
     EgressNotEnforcedByName = "EgressNotEnforcedByName"
     ModelKeyInSandbox = "ModelKeyInSandbox"
     UnknownOption = "UnknownOption"
@@ -276,6 +277,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Event",
         "Warning",
         "an attempt under maxCostUSD ended with costSource unknown: no reported cost, no price for its model",
+    ),
+    Reason.OutputInvalid: (
+        "Succeeded",
+        "False",
+        "spec.outputSchema: the agent succeeded but its output is not one JSON value matching the schema; "
+        "the message names the failing path and keyword, never the output (kept in the output ConfigMap)",
     ),
     Reason.OutputUnavailable: (
         "Event",

@@ -93,6 +93,14 @@ class RunOutputRef(Model):
         description="Name of the HarnessRun.",
         json_schema_extra=object_name("HarnessRun"),
     )
+    path: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$",
+        description="One field of that run's JSON output (it must have spec.outputSchema), as a dotted path "
+        "such as verdict or findings.0.file: a string as it is, anything else as compact JSON.",
+    )
 
 
 class ValueSource(Model):
@@ -362,6 +370,14 @@ class HarnessRunSpec(Model):
         default=AcpPermission.deny, description="ACP permission requests: deny, or allow (allow-once only)."
     )
     cancel: bool = Field(default=False, description="Set to true to stop the run gracefully; skips fallback.")
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON Schema (2020-12) the output must match: the output is read as one JSON value (a "
+        "single ```json fence allowed) and validated when the agent succeeded; a mismatch fails the run "
+        "with reason OutputInvalid, naming the failing path. The valid value is kept as JSON (key "
+        "output.json of the output ConfigMap) and a later run's runOutput.path can take one field of it.",
+        json_schema_extra={"type": "object", **FREE_FORM},
+    )
     ttl_seconds_after_finished: int | None = Field(
         default=None,
         ge=0,

@@ -10,7 +10,7 @@ or the values given on import) and DAG-level `env:` read as `${NAME}`, `${params
 become literal inputs in prompts and stdin, and are substituted in place in the provider and options.
 `schedule:` (a cron expression, a list of them, or `start:`; `TZ=`/`CRON_TZ=` prefixes) makes the DAG's one
 harness run a HarnessSchedule's template, concurrencyPolicy Forbid (Dagu's scheduler does not start a DAG
-that is still running).
+that is still running). A step's inline `output_schema` becomes `spec.outputSchema`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 from harness_operator.api.v1alpha1 import API_VERSION, RETRY_LIMIT_MAX
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.core.schedule import InvalidSchedule, parse_cron
+from harness_operator.core.structured_output import output_schema_problem
 
 _HARNESS_KEYS = {
     "binary": "binary",
@@ -58,6 +59,7 @@ _STEP_KEYS_HANDLED = {
     "description",
     "timeout_sec",
     "retry_policy",
+    "output_schema",
 }
 _DAG_KEYS_HANDLED = {
     "harnesses",
@@ -598,6 +600,15 @@ def import_dagu(
             spec["limits"] = {"timeoutSeconds": int(step["timeout_sec"])}
         if "retry_policy" in step and (retry := _retry(step["retry_policy"], notes, label)):
             spec["retry"] = retry
+        if "output_schema" in step:
+            schema = step["output_schema"]
+            problem = output_schema_problem(schema) if isinstance(schema, dict) else None
+            if not isinstance(schema, dict):
+                notes.add("output_schema: not an inline schema (a file or URL); not imported", label)
+            elif problem is not None:
+                result.errors.append(f"steps[{index}] ({label}).output_schema: {problem.split(': ', 1)[1]}")
+            else:
+                spec["outputSchema"] = schema
         reads = set(inputs.values()) | {
             s["runOutput"]["name"] for k in ("promptFrom", "stdinFrom") if (s := spec.get(k))
         }

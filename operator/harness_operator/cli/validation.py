@@ -35,6 +35,7 @@ from harness_operator.core.planning import PlanError, check_arguments
 from harness_operator.core.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
 from harness_operator.core.resolution import compute_provider_chain, resolve_definition
 from harness_operator.core.schedule import InvalidSchedule, parse_cron
+from harness_operator.core.structured_output import output_schema_problem
 
 ERROR = "error"
 WARNING = "warning"
@@ -327,6 +328,20 @@ def _warnings(
     return found
 
 
+def output_schema_findings(doc: Document) -> list[Finding]:
+    """A spec.outputSchema that is not a JSON Schema (the CRD takes any object): the operator would
+    refuse the run as InvalidSpec."""
+    spec = doc.obj.get("spec") or {}
+    prefix = ""
+    if doc.kind == "HarnessSchedule":
+        spec, prefix = (spec.get("runTemplate") or {}).get("spec") or {}, "spec.runTemplate."
+    problem = output_schema_problem(spec.get("outputSchema"))
+    if problem is None:
+        return []
+    field, _, message = problem.partition(": ")
+    return [Finding(doc.path, doc.kind, doc.name, prefix + field, message)]
+
+
 def schedule_findings(doc: Document) -> list[Finding]:
     """A cron schedule or time zone the operator cannot read (the CRD checks neither): its Ready would be
     False with InvalidSchedule."""
@@ -391,6 +406,8 @@ def validate_documents(
         refused = schema_findings(doc) + cel_findings(doc)
         if doc.kind == "HarnessRun":
             refused += with_findings(doc)
+        if doc.kind in ("HarnessRun", "HarnessSchedule") and not refused:
+            refused += output_schema_findings(doc)
         if doc.kind == "HarnessSchedule" and not refused:
             refused += schedule_findings(doc)
         found += refused

@@ -21,7 +21,7 @@ BUDGET_RESYNC_SECONDS = 5.0
 # Left out of kopf's diff base: they are immutable, so no diff needs them, and they may be as large as the
 # CRD allows; a second copy in an annotation would push the run past the API server's 256 KiB limit on
 # all annotations together, and kopf's own patch would fail with 422.
-DIFF_BASE_IGNORED_FIELDS = ("spec.prompt", "spec.stdin", "spec.with", "spec.fallback")
+DIFF_BASE_IGNORED_FIELDS = ("spec.prompt", "spec.stdin", "spec.with", "spec.fallback", "spec.outputSchema")
 
 
 def memo_for(controller: Controller) -> kopf.Memo:

@@ -95,6 +95,12 @@ from harness_operator.core.status import (
     observe_attempt,
     recorded_attempts,
 )
+from harness_operator.core.structured_output import (
+    OutputChecked,
+    OutputMismatch,
+    output_schema_problem,
+    validate_output,
+)
 from harness_operator.core.workspace import build_workspace_claim
 
 log = structlog.get_logger("harness_operator")
@@ -242,7 +248,7 @@ class Reconciler:
             cancelled = run.spec.cancel
             for name in decide_deletions(attempts, cancelled):
                 self.kube.delete_job(ns, name, grace_period(run, self.config))
-            output, output_cm = self._collect_output(run, attempts, retry)
+            output, output_cm, output_invalid = self._collect_output(run, attempts, retry)
             changes, publish_failed = self._collect_changes(run, attempts, retry)
             observed = Observed(
                 providers,
@@ -252,6 +258,7 @@ class Reconciler:
                 positions=positions,
                 changes=changes,
                 publish_failed=publish_failed,
+                output_invalid=output_invalid,
                 cancelled=cancelled,
             )
             next_index = compute_next_attempt(observed)
@@ -333,6 +340,9 @@ class Reconciler:
 
     def _resolve_targets(self, run: HarnessRun, retry: int) -> list[AttemptTarget]:
         check_publish(run)
+        problem = output_schema_problem(run.spec.output_schema)
+        if problem is not None:
+            raise Rejection(Reason.InvalidSpec, problem)
         return route_targets(
             run, resolve_targets(KubeReader(self.kube, self.definitions, retry), run), self.config
         )
@@ -390,14 +400,15 @@ class Reconciler:
 
     def _collect_output(
         self, run: HarnessRun, attempts: list[ObservedAttempt], retry: int = 0
-    ) -> tuple[bytes | None, str | None]:
-        """The successful attempt's output from its log, checked, kept in the output ConfigMap. The log
-        may lag the container's recorded end (the runtime copies it apart): it is read again, LOG_RETRIES
-        times with the classifier's backoff, before the attempt is left without its output."""
+    ) -> tuple[bytes | None, str | None, tuple[str, str] | None]:
+        """The successful attempt's output from its log, checked, kept in the output ConfigMap, and
+        (OutputInvalid, message) when it does not match spec.outputSchema. The log may lag the
+        container's recorded end (the runtime copies it apart): it is read again, LOG_RETRIES times with
+        the classifier's backoff, before the attempt is left without its output."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
         last = attempts[-1] if attempts else None
         if last is None or not last.succeeded or last.pod_name is None:
-            return None, None
+            return None, None, None
         expected = last.result.output.sha256 if last.result and last.result.output else None
         log = self.kube.fetch_pod_log(ns, last.pod_name) or ""
         decoded = decode_frame(log, expected)
@@ -408,11 +419,15 @@ class Reconciler:
         if isinstance(decoded, FrameError):
             message = f"the output of attempt {last.index} cannot be read from its log: {decoded.message}"
             self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.OutputUnavailable, message)
-            return None, None
+            invalid = (Reason.OutputInvalid, message) if run.spec.output_schema is not None else None
+            return None, None, invalid
         # What the ConfigMap holds is the output the status describes (its sha256 is checked by readers).
         text = decoded.decode("utf-8", "replace")
-        self._create(run, build_output_config_map(run, text))
-        return text.encode("utf-8"), output_config_map_name(name)
+        checked = validate_output(run.spec.output_schema, text) if run.spec.output_schema else None
+        value = checked.json if isinstance(checked, OutputChecked) else None
+        self._create(run, build_output_config_map(run, text, value))
+        invalid = (Reason.OutputInvalid, checked.message) if isinstance(checked, OutputMismatch) else None
+        return text.encode("utf-8"), output_config_map_name(name), invalid
 
     def _collect_changes(
         self, run: HarnessRun, attempts: list[ObservedAttempt], retry: int = 0

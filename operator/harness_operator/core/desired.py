@@ -545,10 +545,11 @@ def build_job(
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
 
-def build_output_config_map(run: HarnessRun, output: str) -> dict[str, Any]:
-    """The full output of the successful attempt, owned by the run, immutable and hashed."""
+def build_output_config_map(run: HarnessRun, output: str, json_value: str | None = None) -> dict[str, Any]:
+    """The full output of the successful attempt, owned by the run, immutable and hashed; with the
+    validated JSON value (spec.outputSchema) as output.json."""
     name = run.metadata["name"]
-    data = {"output": output}
+    data = {"output": output, **({"output.json": json_value} if json_value is not None else {})}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

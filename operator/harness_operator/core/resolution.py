@@ -26,6 +26,7 @@ from harness_operator.core.inputs import compute_dependencies, compute_reference
 from harness_operator.core.naming import output_config_map_name
 from harness_operator.core.retry import build_positions
 from harness_operator.core.status import find_succeeded
+from harness_operator.core.structured_output import canonical_json, pick_field
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,25 @@ def _read_run_output(reader: Reader, field: str, other: Mapping[str, Any]) -> st
         ) from exc
 
 
+def _pick_output_field(field: str, other: Mapping[str, Any], output: str, path: str) -> str:
+    """One field of a succeeded run's validated JSON output (its text read, hash-checked, as a whole)."""
+    other_name = other["metadata"]["name"]
+    if not (other.get("spec") or {}).get("outputSchema"):
+        raise Rejection(
+            Reason.InputUnavailable,
+            f'{field}.runOutput.path: HarnessRun "{other_name}" has no spec.outputSchema, so its output is '
+            "not validated JSON; give it a schema, or drop path to take the whole output",
+        )
+    try:
+        return pick_field(canonical_json(output), path)
+    except (KeyError, ValueError) as exc:
+        raise Rejection(
+            Reason.InputUnavailable,
+            f'{field}.runOutput.path: the output of HarnessRun "{other_name}" has no field {exc}; check the '
+            "path against its spec.outputSchema",
+        ) from exc
+
+
 def resolve_source(reader: Reader, run: HarnessRun, field: str, source: Source) -> str:
     """A prompt, stdin or input's value from its ConfigMap key, Secret key or run's output."""
     ns = run.metadata["namespace"]
@@ -186,8 +206,11 @@ def resolve_source(reader: Reader, run: HarnessRun, field: str, source: Source) 
     else:
         assert source.run_output is not None
         other_name = source.run_output.name
-        value = _read_run_output(reader, field, require_succeeded(reader, run, field, other_name))
+        other = require_succeeded(reader, run, field, other_name)
+        value = _read_run_output(reader, field, other)
         what = f'the output of HarnessRun "{other_name}"'
+        if value is not None and source.run_output.path is not None:
+            value = _pick_output_field(field, other, value, source.run_output.path)
     if value is None:
         raise Rejection(Reason.InputUnavailable, f"{field}: cannot read {what}")
     return value

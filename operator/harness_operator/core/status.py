@@ -109,6 +109,8 @@ class Observed:
     changes: ChangesStatus | None = None
     # The agent succeeded but publishing its change failed: (reason, message).
     publish_failed: tuple[str, str] | None = None
+    # The agent succeeded but its output does not match spec.outputSchema: (OutputInvalid, message).
+    output_invalid: tuple[str, str] | None = None
     rejected: tuple[str, str] | None = None
     waiting: tuple[str, str] | None = None
     failed: tuple[str, str] | None = None
@@ -392,10 +394,13 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
             else (last.result.message if last.result else None) or reason
         )
         exit_code = last.result.exit_code if last.result else None
-        if ok and observed.publish_failed:  # the agent's output and usage stay; the run did not deliver
-            reason, message = observed.publish_failed
+        # The agent's output and usage stay; the run did not deliver (its output first: a change pushed
+        # with an answer that does not match is still no answer).
+        undelivered = observed.output_invalid or observed.publish_failed
+        if ok and undelivered:
+            reason, message = undelivered
             exit_code = 1
-        published = ok and not observed.publish_failed
+        published = ok and not undelivered
         if published and observed.changes is not None:
             message = f"{message}; {describe_changes(observed.changes)}"
         conds = set_condition(

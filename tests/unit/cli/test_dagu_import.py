@@ -541,3 +541,15 @@ def test_imported_manifests_validate() -> None:
     docs = parse_documents(yaml.safe_dump_all(result.manifests), "out.yaml")
     errors = [f for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
     assert errors == []
+
+
+def test_an_inline_output_schema_becomes_spec_output_schema_and_a_file_is_listed() -> None:
+    schema = {"type": "object", "required": ["verdict"]}
+    step = {**ONE_STEP["steps"][0], "output_schema": schema}
+    assert runs({"steps": [step]}, "n")["n-review"]["outputSchema"] == schema
+    by_file = import_dagu({"steps": [{**step, "output_schema": "schemas/review.json"}]}, "n")
+    assert "output_schema: not an inline schema (a file or URL); not imported (steps: review)" in (
+        by_file.unsupported
+    )
+    broken = import_dagu({"steps": [{**step, "output_schema": {"type": 5}}]}, "n")
+    assert [e for e in broken.errors if e.startswith("steps[0] (review).output_schema: not a valid JSON Schema")]

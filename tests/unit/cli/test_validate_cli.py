@@ -114,6 +114,8 @@ WITH_VALUES = (
         f"{RUNS}: HarnessRun/input-with-two-sources: spec.inputs[0]: set exactly one of value, configMapKeyRef, "
         "secretKeyRef or runOutput",
         f"{RUNS}: HarnessRun/too-many-retries: spec.retry.limit: Input should be less than or equal to 5",
+        f"{RUNS}: HarnessRun/output-schema-not-a-schema: spec.outputSchema.type: not a valid JSON Schema "
+        "(2020-12): 'objekt' is not valid under any of the given schemas",
         f"{SCHEDULES}: HarnessSchedule/bad-cron: spec.schedule: '61 * * * *' is not a valid cron schedule: Bad "
         "minute",
         f"{SCHEDULES}: HarnessSchedule/bad-time-zone: spec.timeZone: 'Mars/Olympus' is not an IANA time zone "

@@ -149,6 +149,15 @@ def test_output_config_map_golden() -> None:
     golden("output-configmap", build_output_config_map(make_run(), "All good.\n"))
 
 
+def test_a_validated_json_output_is_kept_beside_the_text_and_hashed_with_it() -> None:
+    plain = build_output_config_map(make_run(), '{"a": 1}')
+    structured = build_output_config_map(make_run(), '{"a": 1}', '{"a":1}')
+    assert structured["data"] == {"output": '{"a": 1}', "output.json": '{"a":1}'}
+    assert structured["immutable"] is True
+    annotations = (plain["metadata"]["annotations"], structured["metadata"]["annotations"])
+    assert annotations[0] != annotations[1]  # the hash covers output.json too
+
+
 def pod(job: dict[str, Any]) -> dict[str, Any]:
     return job["spec"]["template"]["spec"]
 

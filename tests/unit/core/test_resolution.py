@@ -304,3 +304,42 @@ def test_an_error_that_is_not_a_refusal_goes_back_to_the_caller() -> None:
     reader = MemoryReader(runs={"x": ConnectionError("try again")})
     with pytest.raises(ConnectionError):
         resolve_inputs(reader, make_run(prompt="p", after=["x"]))
+
+
+class SchemaReader(MemoryReader):
+    """`review` succeeded with a spec.outputSchema and a JSON output; `done` has no schema."""
+
+    def run(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        body = super().run(namespace, name)
+        if body is not None and name == "review":
+            body["spec"]["outputSchema"] = {"type": "object"}
+        return body
+
+
+def test_run_output_path_takes_one_field_of_a_validated_json_output() -> None:
+    reader = SchemaReader(
+        runs={"review": SUCCEEDED, "done": SUCCEEDED},
+        outputs={"review": '```json\n{"verdict": "changes", "findings": [{"file": "a.py"}]}\n```', "done": "x"},
+    )
+    spec = {
+        "prompt": "Verdict $(inputs.V) on $(inputs.F)",
+        "inputs": [
+            {"name": "V", "runOutput": {"name": "review", "path": "verdict"}},
+            {"name": "F", "runOutput": {"name": "review", "path": "findings.0"}},
+        ],
+    }
+    assert resolve_inputs(reader, make_run(**spec)) == ('Verdict changes on {"file":"a.py"}', None)
+    missing = {"promptFrom": {"runOutput": {"name": "review", "path": "score"}}}
+    with pytest.raises(Rejection) as caught:
+        resolve_inputs(reader, make_run(**missing))
+    assert caught.value.reason == "InputUnavailable"
+    assert caught.value.message == (
+        "spec.promptFrom.runOutput.path: the output of HarnessRun \"review\" has no field 'score'; check the "
+        "path against its spec.outputSchema"
+    )
+    unvalidated = {"promptFrom": {"runOutput": {"name": "done", "path": "verdict"}}}
+    with pytest.raises(Rejection) as caught:
+        resolve_inputs(reader, make_run(**unvalidated))
+    assert caught.value.message.startswith(
+        'spec.promptFrom.runOutput.path: HarnessRun "done" has no spec.outputSchema'
+    )

@@ -299,6 +299,23 @@ def test_success_after_fallback_with_usage_summed() -> None:
     assert [a.provider for a in status.attempts] == ["claude", "codex"]
 
 
+def test_an_output_that_does_not_match_its_schema_fails_the_run_and_keeps_the_output() -> None:
+    message = "spec.outputSchema: the output does not match at $: missing required 'verdict'"
+    observed = Observed(
+        PROVIDERS,
+        [finished(1, "claude", 0)],
+        output=b"{}",
+        output_config_map="r-output",
+        output_invalid=("OutputInvalid", message),
+    )
+    status = compute_status(run(), observed, NOW)
+    assert (status.phase, status.reason, status.message, status.exit_code) == ("Failed", "OutputInvalid", message, 1)
+    assert conditions(status)["Succeeded"] == ("False", "OutputInvalid")
+    assert status.output is not None and status.output.config_map_name == "r-output"  # to see what it said
+    assert status.attempts[0].exit_code == 0  # the agent's own exit, as it was
+    assert compute_next_attempt(observed) is None  # no fallback: the agent succeeded, its answer did not
+
+
 def test_all_providers_failed_keeps_last_exit_code() -> None:
     attempts = [finished(1, "claude", 1), finished(2, "codex", 3), finished(3, "gemini", 7, "ProviderFailed")]
     status = compute_status(run(), Observed(PROVIDERS, attempts), NOW)
