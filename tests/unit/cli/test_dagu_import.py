@@ -552,4 +552,6 @@ def test_an_inline_output_schema_becomes_spec_output_schema_and_a_file_is_listed
         by_file.unsupported
     )
     broken = import_dagu({"steps": [{**step, "output_schema": {"type": 5}}]}, "n")
-    assert [e for e in broken.errors if e.startswith("steps[0] (review).output_schema: not a valid JSON Schema")]
+    assert [
+        e for e in broken.errors if e.startswith("steps[0] (review).output_schema: not a valid JSON Schema")
+    ]

@@ -319,7 +319,10 @@ class SchemaReader(MemoryReader):
 def test_run_output_path_takes_one_field_of_a_validated_json_output() -> None:
     reader = SchemaReader(
         runs={"review": SUCCEEDED, "done": SUCCEEDED},
-        outputs={"review": '```json\n{"verdict": "changes", "findings": [{"file": "a.py"}]}\n```', "done": "x"},
+        outputs={
+            "review": '```json\n{"verdict": "changes", "findings": [{"file": "a.py"}]}\n```',
+            "done": "x",
+        },
     )
     spec = {
         "prompt": "Verdict $(inputs.V) on $(inputs.F)",

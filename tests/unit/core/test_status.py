@@ -309,7 +309,12 @@ def test_an_output_that_does_not_match_its_schema_fails_the_run_and_keeps_the_ou
         output_invalid=("OutputInvalid", message),
     )
     status = compute_status(run(), observed, NOW)
-    assert (status.phase, status.reason, status.message, status.exit_code) == ("Failed", "OutputInvalid", message, 1)
+    assert (status.phase, status.reason, status.message, status.exit_code) == (
+        "Failed",
+        "OutputInvalid",
+        message,
+        1,
+    )
     assert conditions(status)["Succeeded"] == ("False", "OutputInvalid")
     assert status.output is not None and status.output.config_map_name == "r-output"  # to see what it said
     assert status.attempts[0].exit_code == 0  # the agent's own exit, as it was

@@ -97,7 +97,10 @@ def test_a_mismatch_names_the_path_and_keyword_never_the_output(output: str, mes
         (REVIEW, None),
         ({"type": "objekt"}, "spec.outputSchema.type: not a valid JSON Schema (2020-12): "),
         ({"properties": {"a": {"minLength": -1}}}, "spec.outputSchema.properties.a.minLength: not a valid"),
-        ({"enum": ["x" * 100] * (MAX_SCHEMA_BYTES // 100)}, "spec.outputSchema: 33691 bytes as JSON, more than 32768"),
+        (
+            {"enum": ["x" * 100] * (MAX_SCHEMA_BYTES // 100)},
+            "spec.outputSchema: 33691 bytes as JSON, more than 32768",
+        ),
     ],
 )
 def test_a_schema_that_is_not_one_is_named_with_its_field(schema: Any, problem: str | None) -> None:
