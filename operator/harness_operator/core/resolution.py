@@ -26,7 +26,7 @@ from harness_operator.core.inputs import compute_dependencies, compute_reference
 from harness_operator.core.naming import output_config_map_name
 from harness_operator.core.retry import build_positions
 from harness_operator.core.status import find_succeeded
-from harness_operator.core.structured_output import canonical_json, pick_field
+from harness_operator.core.structured_output import pick_field
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def _pick_output_field(field: str, other: Mapping[str, Any], output: str, path: 
             "not validated JSON; give it a schema, or drop path to take the whole output",
         )
     try:
-        return pick_field(canonical_json(output), path)
+        return pick_field(output, path)
     except (KeyError, ValueError) as exc:
         raise Rejection(
             Reason.InputUnavailable,

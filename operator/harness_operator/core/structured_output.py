@@ -65,9 +65,13 @@ def read_json_output(text: str) -> Any:
         raise ValueError(f"not one JSON value ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
 
 
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(text: str) -> str:
     """The output's JSON value as canonical text (sorted keys, no spaces); ValueError if not JSON."""
-    return json.dumps(read_json_output(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _canonical(read_json_output(text))
 
 
 def _describe(error: ValidationError) -> str:
@@ -93,17 +97,18 @@ def validate_output(schema: Mapping[str, Any], text: str) -> OutputChecked | Out
         return OutputMismatch(f"{SCHEMA_FIELD}: the output is {exc}")
     errors = list(Draft202012Validator(dict(schema)).iter_errors(value))
     if not errors:
-        return OutputChecked(canonical_json(text))
+        return OutputChecked(_canonical(value))
     first = best_match(errors)
     assert first is not None
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return OutputMismatch(f"{SCHEMA_FIELD}: the output does not match {_describe(first)}{more}")
 
 
-def pick_field(document: str, path: str) -> str:
+def pick_field(output: str, path: str) -> str:
     """One field of a run's JSON output, by a dotted path (`verdict`, `review.items.0`): a string as
-    it is, anything else as compact JSON. KeyError naming the first step that is not there."""
-    value: Any = json.loads(document)
+    it is, anything else as compact JSON. KeyError naming the first step that is not there; ValueError
+    if the output is not JSON."""
+    value: Any = read_json_output(output)
     walked = ""
     for step in path.split("."):
         walked = f"{walked}.{step}" if walked else step
