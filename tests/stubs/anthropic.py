@@ -33,6 +33,7 @@ JSON object.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -48,6 +49,8 @@ USAGE = {
     "cache_creation_input_tokens": 10,
 }
 TOOL_TURNS = 3
+# The tool Claude Code's `--json-schema` offers and asks the model to call with its answer.
+STRUCTURED_TOOL = "StructuredOutput"
 # Tools the tool_use mode may call, in order of preference, with inputs that touch nothing.
 _SAFE_TOOLS = (
     ("Glob", {"pattern": "**/*.no-such-extension-harness-stub"}),
@@ -155,6 +158,9 @@ class AnthropicStub(StubServer):
 
     def _content_for(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         offered_tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        structured = self._structured_answer(body, offered_tools)
+        if structured is not None:
+            return structured
         if self.mode == "bash" and "Bash" in offered_tools:
             with self._lock:
                 first, self._tool_use_sent = not self._tool_use_sent, True
@@ -186,6 +192,26 @@ class AnthropicStub(StubServer):
                         }
                     ]
         return [{"type": "text", "text": self.text}]
+
+    def _structured_answer(self, body: dict[str, Any], offered: set[Any]) -> list[dict[str, Any]] | None:
+        """In any mode, a model that obeys Claude Code's `--json-schema`: while the StructuredOutput tool
+        is offered and not yet answered, TEXT (when it is a JSON object) comes as that tool's input."""
+        if STRUCTURED_TOOL not in offered:
+            return None
+        last = (body.get("messages") or [{}])[-1]
+        content = last.get("content") if isinstance(last, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        ):
+            return None
+        try:
+            value = json.loads(self.text)
+        except ValueError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        tool_id = "toolu_stub_" + uuid.uuid4().hex[:12]
+        return [{"type": "tool_use", "id": tool_id, "name": STRUCTURED_TOOL, "input": value}]
 
     def _sse(
         self, msg_id: str, model: str, content: list[dict[str, Any]], stop_reason: str, usage: dict[str, int]
@@ -228,8 +254,6 @@ class AnthropicStub(StubServer):
                     },
                 )
             else:
-                import json
-
                 yield (
                     "content_block_start",
                     {
