@@ -23,6 +23,11 @@ Modes:
   overloaded    every /v1/messages call answers 529 overloaded_error (a provider down: fallback)
   hang          /v1/messages calls are accepted and never answered (until the stub stops)
 
+In any mode, ``answers=[...]`` answers the agent's turns (calls that offer tools) with those texts in
+turn, the last one again once they run out, instead of TEXT; and while Claude Code's ``--json-schema``
+tool (StructuredOutput) is offered and not accepted yet, an answer that is a JSON object comes as that
+tool's input (a model that obeys the schema option), any other as text.
+
 In any mode, ``overloaded_calls=N`` (``--overloaded-calls N``) answers the first N /v1/messages calls
 with 529 overloaded_error and the mode's answer after that: a provider that is down for a while (retry).
 
@@ -65,9 +70,17 @@ class AnthropicStub(StubServer):
     text = TEXT
     usage = USAGE
 
-    def __init__(self, *args: Any, command: str = "", overloaded_calls: int = 0, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        command: str = "",
+        overloaded_calls: int = 0,
+        answers: list[str] | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.command = command  # what the bash mode runs
+        self.answers = list(answers or [])
         self._overloaded_left = overloaded_calls
         self._tool_use_sent = False
         self._tool_turns_sent = 0
@@ -191,27 +204,40 @@ class AnthropicStub(StubServer):
                             "input": tool_input,
                         }
                     ]
-        return [{"type": "text", "text": self.text}]
+        return [{"type": "text", "text": self._next_text(offered_tools)}]
 
     def _structured_answer(self, body: dict[str, Any], offered: set[Any]) -> list[dict[str, Any]] | None:
         """In any mode, a model that obeys Claude Code's `--json-schema`: while the StructuredOutput tool
-        is offered and not yet answered, TEXT (when it is a JSON object) comes as that tool's input."""
+        is offered and not yet accepted (none of it answered, or the CLI refused the last call), the next
+        answer comes as that tool's input when it is a JSON object, else as text."""
         if STRUCTURED_TOOL not in offered:
             return None
         last = (body.get("messages") or [{}])[-1]
         content = last.get("content") if isinstance(last, dict) else None
-        if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-        ):
+        results = (
+            [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if isinstance(content, list)
+            else []
+        )
+        if results and not any(b.get("is_error") for b in results):
             return None
+        text = self._next_text(offered)
         try:
-            value = json.loads(self.text)
+            value = json.loads(text)
         except ValueError:
-            return None
+            return [{"type": "text", "text": text}]
         if not isinstance(value, dict):
-            return None
+            return [{"type": "text", "text": text}]
         tool_id = "toolu_stub_" + uuid.uuid4().hex[:12]
         return [{"type": "tool_use", "id": tool_id, "name": STRUCTURED_TOOL, "input": value}]
+
+    def _next_text(self, offered: set[Any]) -> str:
+        """The answer of a call: the next of ANSWERS for a call that offers tools (an agent's turn, not a
+        CLI's side call such as a title), the last one again once they run out; TEXT without them."""
+        with self._lock:
+            if not self.answers or not offered:
+                return self.text
+            return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
     def _sse(
         self, msg_id: str, model: str, content: list[dict[str, Any]], stop_reason: str, usage: dict[str, int]

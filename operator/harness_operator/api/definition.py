@@ -66,6 +66,28 @@ class OutputFormat(StrEnum):
     aider_text = "aider-text"
 
 
+class SchemaForm(StrEnum):
+    inline = "inline"
+    file = "file"
+
+
+class OutputSchemaOption(Model):
+    """The CLI's own option for a JSON Schema its answer must match (Claude Code's `--json-schema`,
+    Codex's `--output-schema`)."""
+
+    flag: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=r"^-",
+        description="The flag token, used verbatim (flagStyle does not apply), e.g. --json-schema.",
+    )
+    form: SchemaForm = Field(
+        default=SchemaForm.inline,
+        description="inline: the flag's value is the schema's JSON; file: the path of a file in the agent's "
+        "home that holds it.",
+    )
+
+
 class AcpHeader(Model):
     """An HTTP header sent to an ACP agent over websocket or http."""
 
@@ -103,7 +125,11 @@ class Capabilities(Model):
     cost_reporting: bool = Field(default=False, description="The CLI reports its own cost in USD.")
     session_resume: bool = Field(default=False, description="A session id is reported and can be resumed.")
     model_selection: bool = Field(default=False, description="The model can be chosen with an option.")
-    structured_output: bool = Field(default=False, description="The output is machine-readable.")
+    structured_output: bool = Field(
+        default=False,
+        description="The CLI holds its model to a run's spec.outputSchema (outputSchemaOption passes it); "
+        "the operator validates the output either way.",
+    )
     permission_hooks: bool = Field(default=False, description="Tool permissions can be answered by policy.")
     proxy_env: bool = Field(
         default=False,
@@ -255,6 +281,18 @@ class HarnessDefinitionSpec(Model):
     capabilities: Capabilities = Field(
         default_factory=Capabilities, description="What is really implemented."
     )
+    continue_args: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Arguments after prefixArgs that make the CLI continue its most recent session in the "
+        "working directory (e.g. --continue): a re-prompt (a run's spec.outputReprompts) then sends only "
+        "the correction. Empty: a re-prompt starts a new session with the prompt and the correction.",
+    )
+    output_schema_option: OutputSchemaOption | None = Field(
+        default=None,
+        description="How a run's spec.outputSchema is passed to the CLI (protocol cli); set exactly when "
+        "capabilities.structuredOutput is true. Unset: the schema is only checked after the CLI exits.",
+    )
     credentials: list[CredentialGrant] = Field(
         default_factory=list, max_length=32, description="Default credential grants."
     )
@@ -341,6 +379,18 @@ class HarnessDefinitionSpec(Model):
                 "(has(self.transport) && self.transport != 'stdio') || "
                 "!(has(self.url) || has(self.headers) || has(self.caBundleSecretRef))",
                 "spec.url, headers and caBundleSecretRef apply only to acp over websocket or http",
+            ),
+            rule(
+                "has(self.outputSchemaOption) == (has(self.capabilities) && "
+                "has(self.capabilities.structuredOutput) && self.capabilities.structuredOutput)",
+                "spec.outputSchemaOption is how the CLI takes a JSON Schema: set it exactly when "
+                "spec.capabilities.structuredOutput is true",
+                field_path=".outputSchemaOption",
+            ),
+            rule(
+                "!has(self.outputSchemaOption) || !has(self.protocol) || self.protocol == 'cli'",
+                "spec.outputSchemaOption applies only to protocol cli",
+                field_path=".outputSchemaOption",
             ),
             rule(
                 "!has(self.bearerSubprotocol) || (has(self.transport) && self.transport == 'websocket')",

@@ -264,6 +264,7 @@ class Limits(Model):
     )
 
 
+OUTPUT_REPROMPTS_MAX = 3
 RETRY_LIMIT_MAX = 5
 
 
@@ -378,6 +379,14 @@ class HarnessRunSpec(Model):
         "output.json of the output ConfigMap) and a later run's runOutput.path can take one field of it.",
         json_schema_extra={"type": "object", **FREE_FORM},
     )
+    output_reprompts: int = Field(
+        default=0,
+        ge=0,
+        le=OUTPUT_REPROMPTS_MAX,
+        description="How many times, within one attempt, a CLI whose output does not match spec.outputSchema "
+        "is asked again with the validation error, continuing its session where its definition says how "
+        "(continueArgs); the operator's check of the last answer decides. 0: never.",
+    )
     ttl_seconds_after_finished: int | None = Field(
         default=None,
         ge=0,
@@ -394,6 +403,11 @@ class HarnessRunSpec(Model):
                 "spec.prompt is required (or set spec.promptFrom)",
                 field_path=".prompt",
                 reason="FieldValueRequired",
+            ),
+            rule(
+                "!has(self.outputReprompts) || self.outputReprompts == 0 || has(self.outputSchema)",
+                "spec.outputReprompts needs spec.outputSchema: only an answer to a schema is asked again",
+                field_path=".outputReprompts",
             ),
             rule(
                 "!(has(self.prompt) && has(self.promptFrom))",

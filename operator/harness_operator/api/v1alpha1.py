@@ -140,6 +140,9 @@ from harness_operator.api.definition import (
     OutputFormat as OutputFormat,
 )
 from harness_operator.api.definition import (
+    OutputSchemaOption as OutputSchemaOption,
+)
+from harness_operator.api.definition import (
     OutputSpec as OutputSpec,
 )
 from harness_operator.api.definition import (
@@ -150,6 +153,9 @@ from harness_operator.api.definition import (
 )
 from harness_operator.api.definition import (
     Protocol as Protocol,
+)
+from harness_operator.api.definition import (
+    SchemaForm as SchemaForm,
 )
 from harness_operator.api.definition import (
     StdinMode as StdinMode,

@@ -23,8 +23,8 @@ from typing import Any
 
 from harness_operator.api.v1alpha1 import API_VERSION, RETRY_LIMIT_MAX
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.contract.structured_output import output_schema_problem
 from harness_operator.core.schedule import InvalidSchedule, parse_cron
-from harness_operator.core.structured_output import output_schema_problem
 
 _HARNESS_KEYS = {
     "binary": "binary",

@@ -28,10 +28,11 @@ from harness_operator.cli.validation import ERROR, Catalog, build_catalog, valid
 from harness_operator.contract.events import Event, render_event
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.contract.result import fallback_line
+from harness_operator.contract.structured_output import OutputMismatch, output_schema_problem, validate_output
 from harness_operator.core.inputs import compute_dependencies, compute_run_order
 from harness_operator.core.planning import build_attempt_plans, merge_grants
 from harness_operator.core.pricing import with_table_pricing
-from harness_operator.core.resolution import resolve_inputs, resolve_targets
+from harness_operator.core.resolution import Rejection, resolve_inputs, resolve_targets
 from harness_operator.core.retry import (
     backoff_seconds,
     build_positions,
@@ -142,6 +143,8 @@ class LocalRunner:
         run = HarnessRun.model_validate(obj)
         label = f"{doc.namespace}/{doc.name}"
         try:
+            if problem := output_schema_problem(run.spec.output_schema):
+                raise Rejection(Reason.InvalidSpec, problem)
             targets = resolve_targets(self.files, run)
             prompt, stdin = resolve_inputs(self.files, run)
             definitions = {t.provider: t.definition for t in targets}
@@ -178,6 +181,11 @@ class LocalRunner:
                 break  # cancelled while a retry waited
         last = results[-1]
         output = last.output if last.succeeded else None
+        invalid = None
+        if output is not None and run.spec.output_schema is not None:
+            checked = validate_output(run.spec.output_schema, output.decode("utf-8", "replace"))
+            if isinstance(checked, OutputMismatch):
+                invalid = (Reason.OutputInvalid, checked.message)
         if output is not None:
             self.files.outputs[(doc.namespace, doc.name)] = output
         attempts = [
@@ -191,12 +199,13 @@ class LocalRunner:
             attempts,
             output=output,
             positions=positions,
+            output_invalid=invalid,
             cancelled=self.cancel.is_set(),
         )
         status = compute_status(run, observed, datetime.now(UTC))
         self.files.runs[(doc.namespace, doc.name)] = {**obj, "status": status.to_api()}
         say(summary_line(label, status))
-        return status, last.exit_code
+        return status, 1 if invalid else last.exit_code
 
     def _announce(
         self,

@@ -28,6 +28,7 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import Document
+from harness_operator.contract.structured_output import output_schema_problem
 from harness_operator.core.cel import check_rules
 from harness_operator.core.inputs import DependencyCycle, compute_dependencies, compute_run_order
 from harness_operator.core.invocation import attempt_options_field, find_unknown_options, merge_options
@@ -35,7 +36,6 @@ from harness_operator.core.planning import PlanError, check_arguments
 from harness_operator.core.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
 from harness_operator.core.resolution import compute_provider_chain, resolve_definition
 from harness_operator.core.schedule import InvalidSchedule, parse_cron
-from harness_operator.core.structured_output import output_schema_problem
 
 ERROR = "error"
 WARNING = "warning"

@@ -9,6 +9,7 @@ and redacted.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -23,6 +24,12 @@ from harness_operator.api.v1alpha1 import (
 )
 
 DEFAULT_GRACE_SECONDS = 30
+# A CLI that takes its JSON Schema as a file (outputSchemaOption form file): the file, in the agent's
+# home, and the argument the runner replaces with its absolute path.
+OUTPUT_SCHEMA_HOME_FILE = ".harness/output-schema.json"
+OUTPUT_SCHEMA_PATH_ARG = "$(HARNESS_OUTPUT_SCHEMA_FILE)"
+# Where a re-prompt's arguments (or stdin) carry the correction, which only the runner knows.
+REPROMPT_TEXT = "$(HARNESS_REPROMPT)"
 PLAN_VERSION = 1
 
 # The variables through which an ACP connection's secrets (header values, the CA bundle) reach the
@@ -113,6 +120,18 @@ class AttemptPlan(Model):
         default_factory=dict,
         description="Files written into the agent's home before it starts (relative path -> content).",
     )
+    output_schema: dict[str, Any] | None = Field(
+        default=None, description="spec.outputSchema, when the runner re-prompts (output_reprompts > 0)."
+    )
+    output_reprompts: int = Field(
+        default=0, ge=0, description="spec.outputReprompts: how often a mismatching answer is asked again."
+    )
+    reprompt_args: list[str] = Field(
+        default_factory=list,
+        description="Arguments of a re-prompt, REPROMPT_TEXT standing for the correction (see "
+        "structured_output.build_correction).",
+    )
+    reprompt_stdin: str | None = Field(default=None, description="A re-prompt's stdin, with REPROMPT_TEXT.")
     acp: AcpSessionPlan | None = Field(default=None, description="Set for protocol acp: the session.")
     confinement: ConfinementProbe | None = Field(
         default=None, description="Wait for the network policy before starting the agent (operator-set)."

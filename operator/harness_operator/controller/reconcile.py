@@ -24,6 +24,12 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.changes import parse_report
 from harness_operator.contract.frame import FrameError, decode_frame
+from harness_operator.contract.structured_output import (
+    OutputChecked,
+    OutputMismatch,
+    output_schema_problem,
+    validate_output,
+)
 from harness_operator.contract.times import parse_time, timestamp
 from harness_operator.controller import metrics
 from harness_operator.controller.budgets import BudgetReconciler
@@ -94,12 +100,6 @@ from harness_operator.core.status import (
     merge_attempts,
     observe_attempt,
     recorded_attempts,
-)
-from harness_operator.core.structured_output import (
-    OutputChecked,
-    OutputMismatch,
-    output_schema_problem,
-    validate_output,
 )
 from harness_operator.core.workspace import build_workspace_claim
 

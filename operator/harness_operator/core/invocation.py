@@ -193,15 +193,16 @@ def build_invocation(
     stdin: str | None = None,
     options: dict[str, Any] | None = None,
     env_names: list[str] | None = None,
+    lead_args: list[str] | None = None,
 ) -> Invocation:
-    """The argv, stdin and env names of one attempt."""
+    """The argv, stdin and env names of one attempt; `lead_args` go right after prefixArgs."""
     if not definition.binary:
         raise ValueError("spec.binary is required for protocol cli")
     stdin_text = stdin or ""
     if definition.stdin_mode == StdinMode.fold:
         prompt, stdin_text = join_prompt_and_stdin(prompt, stdin_text), ""
     flags = build_flags(merge_options(definition, options or {}), definition)
-    args = list(definition.prefix_args)
+    args = [*definition.prefix_args, *(lead_args or [])]
     piped: str | None = stdin_text or None
     if definition.prompt_mode == PromptMode.stdin:
         args += flags

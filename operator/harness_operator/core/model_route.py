@@ -176,7 +176,10 @@ def with_model_route(plan: AttemptPlan, route: ModelRoute, config: OperatorConfi
             "env": sorted(env, key=lambda e: e.name),
             "credential_envs": sorted({*plan.credential_envs, *secret}),
             "optional_credential_envs": sorted(set(plan.optional_credential_envs) - secret),
-            "home_files": {path: _expand_url(text, base) for path, text in route.home_files.items()},
+            "home_files": {
+                **plan.home_files,
+                **{path: _expand_url(text, base) for path, text in route.home_files.items()},
+            },
         }
     )
 

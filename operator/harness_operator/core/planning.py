@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -15,17 +16,22 @@ from harness_operator.api.v1alpha1 import (
     Limits,
     OutputFormat,
     Protocol,
+    SchemaForm,
     StdinMode,
 )
 from harness_operator.contract.plan import (
     ACP_CA_BUNDLE_ENV,
     ACP_HEADER_ENV,
+    OUTPUT_SCHEMA_HOME_FILE,
+    OUTPUT_SCHEMA_PATH_ARG,
+    REPROMPT_TEXT,
     AcpHeaderPlan,
     AcpSessionPlan,
     AttemptPlan,
 )
 from harness_operator.core.invocation import (
     MAX_ARG_BYTES,
+    Invocation,
     build_flags,
     build_invocation,
     find_argument_problem,
@@ -214,14 +220,18 @@ def build_plan(
     if definition.protocol == Protocol.acp:
         # Never a CLI invocation: an ACP adapter started as one exits 0 when its stdin closes.
         acp = build_acp_session(run, definition, prompt, stdin)
+        home_files: dict[str, str] = {}
+        reprompt: Invocation | None = None
         binary = definition.binary or ""
         args = [*definition.prefix_args, *build_flags(merge_options(definition, all_options), definition)]
         piped = None
         if acp.transport != AcpTransport.stdio:
             binary, args = "", []
     else:
-        invocation = build_invocation(definition, prompt, stdin, all_options)
+        lead, home_files = schema_arguments(run, definition)
+        invocation = build_invocation(definition, prompt, stdin, all_options, lead_args=lead)
         binary, args, piped = invocation.binary, invocation.args, invocation.stdin
+        reprompt = build_reprompt(run, definition, prompt, stdin, all_options, lead)
     grants = merge_grants(run, definition)
     plain = merge_plain_env(run, definition)
     model = merge_options(definition, all_options).get("model")
@@ -245,8 +255,44 @@ def build_plan(
         model_hint=model if isinstance(model, str) and model else None,
         limits=spec.limits or Limits(),
         working_dir=spec.workspace.working_dir if spec.workspace else None,
+        home_files=home_files,
+        output_schema=spec.output_schema if reprompt is not None else None,
+        output_reprompts=spec.output_reprompts if reprompt is not None else 0,
+        reprompt_args=reprompt.args if reprompt is not None else [],
+        reprompt_stdin=reprompt.stdin if reprompt is not None else None,
         acp=acp,
     )
+
+
+def schema_arguments(run: HarnessRun, definition: HarnessDefinitionSpec) -> tuple[list[str], dict[str, str]]:
+    """The arguments (after prefixArgs) that pass spec.outputSchema to a CLI that takes one
+    (outputSchemaOption), and the home file that holds it in the file form; none otherwise."""
+    option, schema = definition.output_schema_option, run.spec.output_schema
+    if option is None or schema is None:
+        return [], {}
+    text = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    if option.form == SchemaForm.file:
+        return [option.flag, OUTPUT_SCHEMA_PATH_ARG], {OUTPUT_SCHEMA_HOME_FILE: text}
+    return [option.flag, text], {}
+
+
+def build_reprompt(
+    run: HarnessRun,
+    definition: HarnessDefinitionSpec,
+    prompt: str,
+    stdin: str | None,
+    options: dict[str, Any],
+    lead: list[str],
+) -> Invocation | None:
+    """The invocation of a re-prompt (spec.outputReprompts), REPROMPT_TEXT standing for the correction:
+    the CLI's continueArgs and the correction alone where it can continue its session, else the run's
+    prompt and stdin again with the correction after the prompt. None when the run asks for none."""
+    if run.spec.output_schema is None or run.spec.output_reprompts == 0:
+        return None
+    if definition.continue_args:
+        lead = [*definition.continue_args, *lead]
+        return build_invocation(definition, REPROMPT_TEXT, None, options, lead_args=lead)
+    return build_invocation(definition, f"{prompt}\n\n{REPROMPT_TEXT}", stdin, options, lead_args=lead)
 
 
 class UnknownProviderError(ValueError):

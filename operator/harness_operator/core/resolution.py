@@ -21,12 +21,12 @@ from harness_operator.api.v1alpha1 import (
     RunInput,
     ValueSource,
 )
+from harness_operator.contract.structured_output import pick_field
 from harness_operator.core.conditions import FALSE, TRUE
 from harness_operator.core.inputs import compute_dependencies, compute_reference_problem, substitute_inputs
 from harness_operator.core.naming import output_config_map_name
 from harness_operator.core.retry import build_positions
 from harness_operator.core.status import find_succeeded
-from harness_operator.core.structured_output import pick_field
 
 
 @dataclass(frozen=True)

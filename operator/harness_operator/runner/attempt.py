@@ -15,7 +15,7 @@ from typing import IO, Any, Protocol
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Usage
 from harness_operator.contract.events import Event, encode_event_line, escape_agent_line
-from harness_operator.contract.plan import AttemptPlan
+from harness_operator.contract.plan import OUTPUT_SCHEMA_HOME_FILE, OUTPUT_SCHEMA_PATH_ARG, AttemptPlan
 from harness_operator.contract.result import (
     EXIT_SETUP,
     EXIT_STOPPED,
@@ -133,12 +133,14 @@ def build_env(
 def build_launch(
     plan: AttemptPlan, credentials: Mapping[str, str], base_env: Mapping[str, str], stdin: bool
 ) -> Launch:
-    """The agent's process as the plan says: argv, binary, environment, working directory (the
-    plan's, else this process's); SetupError when a credential is missing."""
+    """The agent's process as the plan says: argv (the schema file's placeholder made its path in the
+    agent's home), binary, environment, working directory (the plan's, else this process's); SetupError
+    when a credential is missing."""
     env = build_env(plan, base_env, credentials)
-    return Launch(
-        list(plan.argv), plan.binary, env, plan.working_dir or os.getcwd(), stdin, dict(plan.home_files)
-    )
+    home = env.get("HOME") or os.path.expanduser("~")
+    schema_path = os.path.join(home, OUTPUT_SCHEMA_HOME_FILE)
+    argv = [schema_path if a == OUTPUT_SCHEMA_PATH_ARG else a for a in plan.argv]
+    return Launch(argv, plan.binary, env, plan.working_dir or os.getcwd(), stdin, dict(plan.home_files))
 
 
 class LogSink:
@@ -224,17 +226,19 @@ class Reporter:
 
     def fail(self, reason: str, message: str, code: int = EXIT_SETUP) -> AttemptResult:
         """An attempt that ended before (or without) the agent: said, and its result."""
+        return self.done(self.failed(reason, message, code))
+
+    def failed(self, reason: str, message: str, code: int = EXIT_SETUP) -> AttemptResult:
+        """A start of the agent that failed: said, and its result (not yet the attempt's end)."""
         self.say(message)
-        return self.done(
-            AttemptResult(
-                self.plan.attempt,
-                self.plan.provider,
-                code,
-                reason,
-                self.redactor.text(message),
-                start_time=self.start,
-                completion_time=utc_now(),
-            )
+        return AttemptResult(
+            self.plan.attempt,
+            self.plan.provider,
+            code,
+            reason,
+            self.redactor.text(message),
+            start_time=self.start,
+            completion_time=utc_now(),
         )
 
     def forward(self, pipe: IO[bytes]) -> None:

@@ -164,36 +164,69 @@ def execute_cli(
     events_to_log: bool = False,
     spawn: Spawn = LocalAgent,
 ) -> AttemptResult:
-    """Run one CLI attempt to its end and say what happened. Never raises for the agent's failures."""
+    """Run one CLI attempt to its end and say what happened: the CLI, and while its answer does not
+    match spec.outputSchema, up to spec.outputReprompts re-prompts within the attempt's limits (one
+    timeout; what was spent comes off the cost and turn limits). Never raises for the agent's failures."""
     sink = stderr if stderr is not None else sys.stderr.buffer
     reporter = Reporter(plan, credentials, sink, on_event, events_to_log)
-    piped = plan.stdin is not None
-    say, fail = reporter.say, reporter.fail
-    try:
-        launch = build_launch(plan, credentials, base_env if base_env is not None else os.environ, piped)
-    except SetupError as exc:
-        return fail(exc.reason, exc.message)
-    if cancel is not None and cancel.is_set():
-        return fail(Reason.Cancelled, "harness: cancelled before the agent started", EXIT_STOPPED)
+    env = base_env if base_env is not None else os.environ
+    timeout = plan.limits.timeout_seconds
+    deadline = None if timeout is None else clock() + timeout
+    result = _invoke(plan, plan, credentials, env, reporter, cancel, clock, spawn, deadline)
+    if plan.output_reprompts == 0:
+        return reporter.done(result)
+    # Imported for re-prompting plans only: the JSON Schema library is start-up CPU no other attempt pays.
+    from harness_operator.runner.reprompt import combine_results, plan_reprompt
 
-    streams = _Streams(plan, reporter)
+    for nth in range(1, plan.output_reprompts + 1):
+        again = plan_reprompt(plan, result, nth)
+        if again is None:
+            break
+        line, following = again
+        reporter.say(f"harness: {line}")
+        result = combine_results(
+            result, _invoke(plan, following, credentials, env, reporter, cancel, clock, spawn, deadline)
+        )
+    return reporter.done(result)
+
+
+def _invoke(
+    plan: AttemptPlan,
+    invocation: AttemptPlan,
+    credentials: Mapping[str, str],
+    base_env: Mapping[str, str],
+    reporter: Reporter,
+    cancel: threading.Event | None,
+    clock: Callable[[], float],
+    spawn: Spawn,
+    deadline: float | None,
+) -> AttemptResult:
+    """One run of the CLI as `invocation` says (the attempt's plan, or a re-prompt's), to its end."""
+    piped = invocation.stdin is not None
+    say, failed = reporter.say, reporter.failed
+    try:
+        launch = build_launch(invocation, credentials, base_env, piped)
+    except SetupError as exc:
+        return failed(exc.reason, exc.message)
+    if cancel is not None and cancel.is_set():
+        return failed(Reason.Cancelled, "harness: cancelled before the agent started", EXIT_STOPPED)
+
+    streams = _Streams(invocation, reporter)
     try:
         proc = spawn(launch)
     except SetupError as exc:
-        return fail(exc.reason, exc.message)
+        return failed(exc.reason, exc.message)
     threads = [
         threading.Thread(target=streams.read_stdout, args=(proc.stdout,), daemon=True),
         threading.Thread(target=reporter.forward, args=(proc.stderr,), daemon=True),
     ]
-    if plan.stdin is not None and proc.stdin is not None:
-        threads.append(
-            threading.Thread(target=_write_stdin, args=(proc.stdin, plan.stdin.encode("utf-8")), daemon=True)
-        )
+    if invocation.stdin is not None and proc.stdin is not None:
+        data = invocation.stdin.encode("utf-8")
+        threads.append(threading.Thread(target=_write_stdin, args=(proc.stdin, data), daemon=True))
     for thread in threads:
         thread.start()
 
     timeout = plan.limits.timeout_seconds
-    deadline = None if timeout is None else clock() + timeout
     stopped: tuple[str, str] | None = None
     while proc.poll() is None:
         if cancel is not None and cancel.is_set():
@@ -213,11 +246,11 @@ def execute_cli(
         thread.join(timeout=READER_SECONDS)
     # Output still open after the agent's exit means a process of its own kept it: not all was read.
     left = proc.left_running or any(t.is_alive() for t in threads[:2])
-    result = _finish(plan, returncode, stopped or streams.limit_hit, streams, reporter)
+    result = _finish(invocation, returncode, stopped or streams.limit_hit, streams, reporter)
     if left:
         say("harness: the agent's processes did not end (or kept its output open); its pod is to be deleted")
         mark_left_running(result)
-    return reporter.done(result)
+    return result
 
 
 def _finish(

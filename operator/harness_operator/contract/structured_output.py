@@ -119,3 +119,12 @@ def pick_field(output: str, path: str) -> str:
         else:
             raise KeyError(walked)
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def build_correction(schema: Mapping[str, Any], message: str) -> str:
+    """What a re-prompt says: why the answer was refused (path and keyword, as `validate_output` says),
+    and the schema to answer in."""
+    return (
+        f"Your answer was refused: {message}. Answer again with only one JSON value, no other text, "
+        f"that matches this JSON Schema: {json.dumps(dict(schema), sort_keys=True, separators=(',', ':'))}"
+    )

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from harness_operator.core.structured_output import (
+from harness_operator.contract.structured_output import (
     MAX_SCHEMA_BYTES,
     OutputChecked,
     OutputMismatch,
