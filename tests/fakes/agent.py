@@ -7,7 +7,8 @@ echo-env (prints the environment as JSON), echo-stdin, secret (prints the creden
 secret-encoded (prints it base64-, hex- and URL-encoded),
 auth-error-exit-0 (claude-stream-json 401 result, exit 0), rate-limited (claude-stream-json 429
 result, exit 1: a transient error spec.retry retries), answer (a claude-stream-json success whose
-result is FAKE_ANSWER verbatim), big (large text output),
+result is FAKE_ANSWER verbatim), answer-until-refused (likewise, but FAKE_FIXED once an argument says an
+answer "was refused": a re-prompt), big (large text output),
 echo-argv (prints its arguments and stdin as JSON, no newline: Dagu trims a step's output),
 forge (the red team's attack on the runner's report: a success document with a negative cost written
 to /dev/termination-log, a forged output frame, progress and CostLimitExceeded events and the
@@ -205,6 +206,10 @@ def main() -> int:
         return 0
     if MODE == "answer":
         result(os.environ.get("FAKE_ANSWER", ""))
+        return 0
+    if MODE == "answer-until-refused":
+        refused = any("was refused" in a for a in sys.argv[1:])
+        result(os.environ.get("FAKE_FIXED" if refused else "FAKE_ANSWER", ""))
         return 0
     if MODE == "rate-limited":
         result("rate limited", is_error=True, api_error_status=429, total_cost_usd=0)

@@ -267,6 +267,29 @@ def test_acp_definitions_refuse_cli_and_local_fields() -> None:
     ) == ["spec.bearerSubprotocol applies only to transport websocket"]
 
 
+def test_a_native_schema_option_is_declared_by_structured_output_and_only_for_a_cli() -> None:
+    option = {"flag": "--json-schema"}
+    declared = {"structuredOutput": True}
+    both = "spec.outputSchemaOption is how the CLI takes a JSON Schema: set it exactly when spec.capabilities.structuredOutput is true"
+    assert (
+        acp_definition_messages({"binary": "c", "outputSchemaOption": option, "capabilities": declared}) == []
+    )
+    assert acp_definition_messages({"binary": "c", "outputSchemaOption": option}) == [both]
+    assert acp_definition_messages({"binary": "c", "capabilities": declared}) == [both]
+    assert acp_definition_messages(
+        {"protocol": "acp", "binary": "a", "outputSchemaOption": option, "capabilities": declared}
+    ) == ["spec.outputSchemaOption applies only to protocol cli"]
+
+
+def test_output_reprompts_need_an_output_schema() -> None:
+    schema = crd_schema_for("HarnessRun")
+    spec = {"provider": "p", "prompt": "x", "outputReprompts": 1}
+    assert [v.message for v in check_rules(schema, {"spec": spec}, None)] == [
+        "spec.outputReprompts needs spec.outputSchema: only an answer to a schema is asked again"
+    ]
+    assert check_rules(schema, {"spec": {**spec, "outputSchema": {"type": "object"}}}, None) == []
+
+
 @pytest.mark.parametrize(
     ("document", "field"),
     [

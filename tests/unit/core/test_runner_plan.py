@@ -5,7 +5,13 @@ from typing import Any
 import pytest
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
-from harness_operator.contract.plan import AttemptPlan, load_plan
+from harness_operator.contract.plan import (
+    OUTPUT_SCHEMA_HOME_FILE,
+    OUTPUT_SCHEMA_PATH_ARG,
+    REPROMPT_TEXT,
+    AttemptPlan,
+    load_plan,
+)
 from harness_operator.core.planning import (
     PlanError,
     UnknownProviderError,
@@ -308,3 +314,59 @@ def test_a_remote_acp_plan_starts_nothing_and_grants_its_secrets():
 def test_a_cli_plan_needs_a_binary():
     with pytest.raises(ValueError, match="binary is required"):
         AttemptPlan.model_validate({"attempt": 1, "total_attempts": 1, "provider": "p"})
+
+
+SCHEMA = {"type": "object", "required": ["verdict"], "properties": {"verdict": {"enum": ["ok", "no"]}}}
+SCHEMA_TEXT = '{"properties":{"verdict":{"enum":["ok","no"]}},"required":["verdict"],"type":"object"}'
+
+
+def test_a_native_inline_schema_option_goes_right_after_the_prefix_args():
+    native = definition(
+        prefixArgs=["-p"],
+        outputSchemaOption={"flag": "--json-schema"},
+        capabilities={"structuredOutput": True},
+    )
+    plan = build_plan(run(outputSchema=SCHEMA), native, 1, "p", {"model": "m"}, "P", None)
+    assert plan.argv == ["agent", "-p", "--json-schema", SCHEMA_TEXT, "P", "--model", "m"]
+    assert plan.home_files == {}
+
+
+def test_a_native_file_schema_option_names_the_home_file_the_runner_writes():
+    native = definition(
+        prefixArgs=["exec"],
+        outputSchemaOption={"flag": "--output-schema", "form": "file"},
+        capabilities={"structuredOutput": True},
+    )
+    plan = build_plan(run(outputSchema=SCHEMA), native, 1, "p", {}, "P", None)
+    assert plan.argv == ["agent", "exec", "--output-schema", OUTPUT_SCHEMA_PATH_ARG, "P"]
+    assert plan.home_files == {OUTPUT_SCHEMA_HOME_FILE: SCHEMA_TEXT}
+
+
+def test_without_a_schema_or_a_native_option_nothing_is_passed():
+    native = definition(outputSchemaOption={"flag": "--json-schema"}, capabilities={"structuredOutput": True})
+    assert build_plan(run(), native, 1, "p", {}, "P", None).argv == ["agent", "P"]
+    assert build_plan(run(outputSchema=SCHEMA), definition(), 1, "p", {}, "P", None).argv == ["agent", "P"]
+
+
+def test_a_reprompt_continues_the_session_with_the_correction_alone_where_the_cli_can():
+    pi = definition(
+        promptMode="flag", promptFlag="-p", continueArgs=["--continue"], defaults={"mode": "json"}
+    )
+    plan = build_plan(run(outputSchema=SCHEMA, outputReprompts=2), pi, 1, "pi", {}, "P", "IN")
+    assert plan.argv == ["agent", "-p", "P", "--mode", "json"]
+    assert plan.reprompt_args == ["--continue", "-p", REPROMPT_TEXT, "--mode", "json"]
+    assert plan.reprompt_stdin is None  # the session has read the run's stdin already
+    assert (plan.output_schema, plan.output_reprompts) == (SCHEMA, 2)
+
+
+def test_a_reprompt_starts_afresh_with_the_prompt_and_the_correction_elsewhere():
+    plan = build_plan(run(outputSchema=SCHEMA, outputReprompts=1), definition(), 1, "p", {}, "P", "IN")
+    assert plan.reprompt_args == [f"P\n\n{REPROMPT_TEXT}"]
+    assert plan.reprompt_stdin == "IN"
+
+
+def test_no_reprompt_without_outputreprompts_and_none_for_an_acp_session():
+    assert build_plan(run(outputSchema=SCHEMA), definition(), 1, "p", {}, "P", None).reprompt_args == []
+    acp = definition(protocol="acp")
+    plan = build_plan(run(outputSchema=SCHEMA, outputReprompts=1), acp, 1, "p", {}, "P", None)
+    assert (plan.reprompt_args, plan.output_reprompts, plan.output_schema) == ([], 0, None)

@@ -16,7 +16,12 @@ import pytest
 from tests.unit.runner.launcher_process import spawn, spawn_both_ways  # noqa: F401 (the fixture runs each test twice)
 
 from harness_operator.contract.events import decode_events
-from harness_operator.contract.plan import AttemptPlan
+from harness_operator.contract.plan import (
+    OUTPUT_SCHEMA_HOME_FILE,
+    OUTPUT_SCHEMA_PATH_ARG,
+    REPROMPT_TEXT,
+    AttemptPlan,
+)
 from harness_operator.runner.executor import ALLOWED_ENV, AttemptResult, execute
 
 AGENT = str(Path(__file__).parents[2] / "fakes" / "agent.py")
@@ -374,3 +379,63 @@ def test_a_failed_attempts_message_ends_with_the_agents_last_stderr_lines_redact
         "the agent exited with code 1; its stderr ended: noise 3 / token [REDACTED] refused / "
         "error: unknown option '--max-turn'"
     )
+
+
+VERDICT = {"type": "object", "required": ["verdict"], "properties": {"verdict": {"enum": ["ok", "no"]}}}
+
+
+def reprompting(reprompts: int, **fields: Any) -> AttemptPlan:
+    env = [
+        {"name": "FAKE_ANSWER", "value": '{"verdict": "maybe"}'},
+        {"name": "FAKE_FIXED", "value": '{"verdict": "ok"}'},
+        *fields.pop("env", []),
+    ]
+    return plan(
+        fields.pop("mode", "answer-until-refused"),
+        env=env,
+        args=["the task"],
+        reprompt_args=[AGENT, f"the task\n\n{REPROMPT_TEXT}"],
+        output_schema=VERDICT,
+        output_reprompts=reprompts,
+        **fields,
+    )
+
+
+def test_a_mismatching_answer_is_reprompted_with_the_error_and_the_fixed_answer_kept() -> None:
+    result, err = run(reprompting(2), events_to_log=True)
+    assert result.succeeded and result.output == b'{"verdict": "ok"}'
+    line = (
+        "harness: spec.outputSchema: the output does not match at $.verdict: not one of the values the schema "
+        "allows (enum); re-prompt 1/2 with fake"
+    )
+    assert line in err and "re-prompt 2/2" not in err
+    assert result.usage.input_tokens == 20 and result.usage.cost_usd == pytest.approx(0.02)  # both runs
+    results = [e for e in decode_events(err.splitlines()) if e.kind == "result"]
+    assert len(results) == 1  # one attempt, however many invocations
+
+
+def test_reprompts_are_bounded_and_the_last_answer_stands() -> None:
+    result, err = run(reprompting(2, mode="answer"))
+    assert result.succeeded and result.output == b'{"verdict": "maybe"}'  # the operator's check fails it
+    assert "re-prompt 2/2 with fake" in err and "re-prompt 3/" not in err
+    assert result.usage.input_tokens == 30
+
+
+def test_no_reprompt_once_the_cost_limit_is_spent() -> None:
+    result, err = run(
+        reprompting(2, env=[{"name": "FAKE_COST", "value": "0.5"}], limits={"max_cost_usd": 0.5})
+    )
+    assert result.succeeded and "re-prompt" not in err
+
+
+def test_a_file_schema_argument_becomes_the_home_files_path(tmp_path: Path) -> None:
+    p = plan(
+        "echo-argv",
+        fmt="text",
+        args=["--output-schema", OUTPUT_SCHEMA_PATH_ARG],
+        home_files={OUTPUT_SCHEMA_HOME_FILE: '{"type":"object"}'},
+    )
+    result, _ = run(p, base_env={**BASE_ENV, "HOME": str(tmp_path)})
+    path = tmp_path / OUTPUT_SCHEMA_HOME_FILE
+    assert json.loads(result.output)["argv"][-1] == str(path)
+    assert path.read_text() == '{"type":"object"}'

@@ -75,6 +75,12 @@ def test_claude_streaming_knows_the_session_before_the_result():
     assert not snapshot.finished
 
 
+def test_claude_json_schema_ends_on_its_accepted_structured_output_call():
+    report = parse(REAL / "claude", "claude-stream-json", "json_schema")
+    assert report.failure is None and report.finished
+    assert report.text == '{"verdict":"approve"}'
+
+
 def test_claude_max_tokens_is_truncated():
     report = parse(HAND / "claude-stream-json", "claude-stream-json", "max_tokens")
     assert report.failure == Failure.truncated

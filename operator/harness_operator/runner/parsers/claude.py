@@ -147,6 +147,7 @@ def _outcome(event: dict[str, Any]) -> tuple[Failure | None, str | None]:
         return classify_error(status, message), message
     if stop == "max_tokens":
         return Failure.truncated, "the model stopped at its output token limit (stop_reason max_tokens)"
-    if stop == "tool_use":
+    # With --json-schema the CLI ends on the model's accepted StructuredOutput call: its answer is there.
+    if stop == "tool_use" and "structured_output" not in event:
         return Failure.truncated, "the CLI ended while the model was calling tools (stop_reason tool_use)"
     return None, None
