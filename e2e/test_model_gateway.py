@@ -11,6 +11,7 @@ given back its defaults afterwards.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -258,3 +259,51 @@ def test_a_runs_own_key_is_held_by_the_gateway_too(vendors: dict[str, Any], runs
     assert wait_until(
         lambda: gone(runs.core.read_namespaced_secret, name), 30, f"the copy of the key, {name}, to go"
     )
+
+
+VERDICT_SCHEMA = {"type": "object", "properties": {"verdict": {"enum": ["approve", "reject"]}},
+                  "required": ["verdict"]}  # fmt: skip
+MAYBE, APPROVE = '{"verdict": "maybe"}', '{"verdict": "approve"}'
+
+
+@pytest.mark.parametrize(
+    ("provider", "spec"),
+    [
+        ("claude", {}),  # --json-schema: the CLI refuses "maybe" and re-prompts its model itself
+        ("codex", {}),  # --output-schema: a file in the sandbox's home, the Responses API's strict format
+        ("pi", {"with": ROUTED["pi"][1], "outputReprompts": 1}),  # the runner re-prompts, in Pi's session
+    ],
+)
+def test_structured_output_in_the_shipped_image_through_the_gateway(
+    provider: str, spec: dict[str, Any], vendors: dict[str, Any], runs: Runs
+) -> None:
+    stub = vendors[ROUTED[provider][0]]
+    before = len(stub.requests)
+    if provider == "codex":
+        stub.text = APPROVE  # strict json_schema: a vendor holding the model to the schema answers in it
+    else:
+        stub.answers = [MAYBE, APPROVE]
+    try:
+        body = {"provider": provider, "prompt": "Give a verdict.", "outputSchema": VERDICT_SCHEMA}
+        runs.create("verdict", {**body, "limits": {"timeoutSeconds": 180}, **spec})
+        status = runs.wait_finished("verdict")
+    finally:
+        stub.text, stub.answers = type(stub).text, []
+    assert status["phase"] == "Succeeded", runs.describe("verdict")
+    cm = runs.core.read_namespaced_config_map(status["output"]["configMapName"], runs.ns)
+    assert cm.data["output.json"] == '{"verdict":"approve"}'
+    calls = model_calls_since(stub, before)
+    first = calls[0].body
+    if provider == "claude":
+        tool = next(t for t in first["tools"] if t["name"] == "StructuredOutput")
+        assert tool["input_schema"]["properties"] == VERDICT_SCHEMA["properties"]
+        assert "Output does not match required schema" in json.dumps(calls[1].body["messages"][-1])
+    elif provider == "codex":
+        assert first["text"]["format"]["type"] == "json_schema"
+        assert first["text"]["format"]["schema"]["properties"] == VERDICT_SCHEMA["properties"]
+    else:
+        assert len(calls) == 2 and "was refused" in json.dumps(calls[1].body["messages"][-1])
+        pod = status["attempts"][0]["podName"]
+        log = runs.core.read_namespaced_pod_log(pod, runs.ns, container="runner")
+        assert "re-prompt 1/1 with pi" in log
+    assert status["usage"]["inputTokens"] == SERVED[ROUTED[provider][0]]["inputTokens"] * len(calls)

@@ -138,8 +138,9 @@ def build_plans(
         raise PlanError(
             Reason.PlanTooLarge,
             f"the plans of the run's {len(plans)} attempts are {size} bytes, more than the plan Secret "
-            f"holds ({PLANS_LIMIT}): each attempt's plan carries the prompt and stdin; lower "
-            "spec.retry.limit or list fewer spec.fallback providers",
+            f"holds ({PLANS_LIMIT}): each attempt's plan carries the prompt and stdin (twice with "
+            "spec.outputReprompts, for a CLI that cannot continue its session); lower spec.retry.limit or "
+            "list fewer spec.fallback providers",
         )
     return plans
 
