@@ -140,7 +140,8 @@ def build_launch(
     home = env.get("HOME") or os.path.expanduser("~")
     schema_path = os.path.join(home, OUTPUT_SCHEMA_HOME_FILE)
     argv = [schema_path if a == OUTPUT_SCHEMA_PATH_ARG else a for a in plan.argv]
-    return Launch(argv, plan.binary, env, plan.working_dir or os.getcwd(), stdin, dict(plan.home_files))
+    more = plan.output_reprompts > 0
+    return Launch(argv, plan.binary, env, plan.working_dir or os.getcwd(), stdin, dict(plan.home_files), more)
 
 
 class LogSink:

@@ -4,8 +4,9 @@ user can write, on an emptyDir both mount (I/O).
 The two containers run as different users and share no process namespace, so the agent can reach
 neither the runner's process, its stdout (the pod log the operator reads) nor its termination
 message. The runner creates the folder and its FIFOs; the launcher (the agent container's entrypoint)
-takes one launch from it, starts the agent with the FIFOs as its stdio, stops it when told, and says
-how it ended. Both sides open the FIFOs in one order, so each blocking open meets the other side's.
+takes a launch from it, starts the agent with the FIFOs as its stdio, stops it when told, and says
+how it ended; a launch marked `more` (a re-prompt may follow) has it take the next one, or a
+release. Both sides open the FIFOs in one order, so each blocking open meets the other side's.
 What comes back from the agent's container (its output, its exit) is the agent's word and is read as
 such; the operator checks the exit against the kubelet's record of that container.
 """
@@ -84,8 +85,8 @@ def _send(fh: IO[bytes], doc: dict[str, Any]) -> None:
 
 
 def send_launch(folder: str, launch: Launch | None, seconds: float = RENDEZVOUS_SECONDS) -> None:
-    """Give the launcher its one launch, or None: nothing is to run (setup failed, or the agent is
-    remote), and it exits 0."""
+    """Give the launcher a launch, or None: nothing (more) is to run (setup failed, the agent is
+    remote, or the last re-prompt is done), and it exits with the last agent's code (0 if none ran)."""
     what = "the agent's container took no launch"
     (fh,) = _rendezvous([(LAUNCH, "wb")], folder, seconds, what)
     with fh:
@@ -121,6 +122,7 @@ class LaunchedAgent:
         self.left_running = False
         self._code: int | None = None
         self._ended = threading.Event()
+        self._control_lock = threading.Lock()
         threading.Thread(target=self._read_exit, args=(status,), daemon=True).start()
 
     def _read_exit(self, status: IO[bytes]) -> None:
@@ -129,7 +131,10 @@ class LaunchedAgent:
             doc = _read_status(status)
         code = doc.get("exit")
         self._code = code if isinstance(code, int) and 0 <= code <= 255 else EXIT_LAUNCHER_LOST
-        self._ended.set()
+        with self._control_lock:  # the launcher's stop-follower ends: a next launch gets its own
+            self._ended.set()
+            with contextlib.suppress(OSError):
+                self.control.close()
 
     def poll(self) -> int | None:
         return self._code if self._ended.is_set() else None
@@ -144,10 +149,11 @@ class LaunchedAgent:
 
     def stop(self, grace_seconds: float) -> None:
         """Ask the launcher to SIGTERM the agent's group (SIGKILL after the grace); wait for its exit."""
-        if self._ended.is_set():
-            return
-        with contextlib.suppress(OSError):
-            _send(self.control, {"stop": grace_seconds})
+        with self._control_lock:
+            if self._ended.is_set():
+                return
+            with contextlib.suppress(OSError):
+                _send(self.control, {"stop": grace_seconds})
         if not self._ended.wait(grace_seconds + STOP_SLACK_SECONDS):
             self.left_running = True
 
@@ -164,19 +170,19 @@ def _read_status(fh: IO[bytes]) -> dict[str, Any]:
 
 class Spawner:
     """The pod's way to start an agent: through the launcher in the agent's container. `release`
-    frees a launcher that was given nothing to run."""
+    frees a launcher that waits for a launch: given nothing to run, or told that more may follow."""
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
-        self.used = False
+        self.waiting = True  # the launcher waits for a launch: none was sent yet, or the last had `more`
 
     def __call__(self, launch: Launch) -> LaunchedAgent:
-        self.used = True
+        self.waiting = launch.more
         return LaunchedAgent(self.folder, launch)
 
     def release(self) -> None:
-        if not self.used:
-            self.used = True
+        if self.waiting:
+            self.waiting = False
             with contextlib.suppress(SetupError, OSError):  # a launcher that is gone needs no release
                 send_launch(self.folder, None)
 

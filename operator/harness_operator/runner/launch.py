@@ -18,7 +18,8 @@ from harness_operator.runner.stops import SetupError, resolve_binary, stop_proce
 @dataclass(frozen=True)
 class Launch:
     """One agent process: argv (argv[0] as the plan says), the binary to resolve, its whole
-    environment, its working directory, and whether its stdin is a pipe (else /dev/null)."""
+    environment, its working directory, whether its stdin is a pipe (else /dev/null), its home files,
+    and whether the launcher is to wait for another launch after it."""
 
     argv: list[str]
     binary: str
@@ -26,6 +27,7 @@ class Launch:
     cwd: str
     stdin: bool
     home_files: dict[str, str] = field(default_factory=dict)
+    more: bool = False  # another launch (a re-prompt) or a release may follow this one
 
     def to_doc(self) -> dict[str, Any]:
         return {
@@ -35,6 +37,7 @@ class Launch:
             "cwd": self.cwd,
             "stdin": self.stdin,
             "homeFiles": self.home_files,
+            "more": self.more,
         }
 
     @classmethod
@@ -46,6 +49,7 @@ class Launch:
             str(doc["cwd"]),
             bool(doc["stdin"]),
             {str(k): str(v) for k, v in (doc.get("homeFiles") or {}).items()},
+            bool(doc.get("more")),
         )
 
 

@@ -1,5 +1,6 @@
-"""The agent container's entrypoint: take one launch from the runner's channel, start the agent with
-the channel's FIFOs as its stdio, stop it when told, say how it ended and exit with its code (I/O).
+"""The agent container's entrypoint: take a launch from the runner's channel, start the agent with
+the channel's FIFOs as its stdio, stop it when told, say how it ended and exit with its code; a
+launch marked `more` (a re-prompt may follow) has it take the next launch first, until a release (I/O).
 
     python3 -I -m harness_operator.runner.launcher --channel /run/harness/channel
 
@@ -20,7 +21,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from typing import IO
 
 from harness_operator.runner.channel import (
@@ -30,7 +30,7 @@ from harness_operator.runner.channel import (
     say_status,
     take_launch,
 )
-from harness_operator.runner.launch import start_agent
+from harness_operator.runner.launch import Launch, start_agent
 from harness_operator.runner.stops import SetupError, signal_group, stop_process_group
 
 DEFAULT_CHANNEL = "/run/harness/channel"
@@ -69,17 +69,51 @@ def reap_orphans() -> None:
         pass
 
 
-def follow_control(control: IO[bytes], pgid: int) -> None:
-    """Stop requests from the runner: SIGTERM the agent's group, SIGKILL after the grace (0: now).
-    The main thread reports the agent's exit meanwhile; this thread ends with the process."""
-    for line in iter(control.readline, b""):
-        try:
-            grace = float(json.loads(line)["stop"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        if grace > 0 and signal_group(pgid, signal.SIGTERM):
-            time.sleep(grace)
-        signal_group(pgid, signal.SIGKILL)
+def follow_control(control: IO[bytes], pgid: int, exited: threading.Event) -> None:
+    """Stop requests from the runner: SIGTERM the agent's group, SIGKILL after the grace (0: now) or
+    as soon as the agent exited. The main thread reports the agent's exit meanwhile; this thread ends
+    when the runner closes its end (after the agent's exit) or with the process."""
+    with control:
+        for line in iter(control.readline, b""):
+            try:
+                grace = float(json.loads(line)["stop"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if grace > 0 and signal_group(pgid, signal.SIGTERM):
+                exited.wait(grace)
+            signal_group(pgid, signal.SIGKILL)
+
+
+def serve(launch: Launch, channel: str) -> int:
+    """Start the agent `launch` says, on the channel's FIFOs; its exit code, said to the runner (1
+    when it could not start)."""
+    status, stdout, stderr, stdin, control = open_launcher_ends(channel)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # an ignored signal stays ignored across exec
+    try:
+        proc = start_agent(launch, stdin if launch.stdin else subprocess.DEVNULL, stdout, stderr)
+    except SetupError as exc:
+        say_status(status, {"setup": {"reason": exc.reason, "message": exc.message}})
+        for fh in (status, stdout, stderr, stdin, control):
+            fh.close()
+        return 1
+    for fh in (stdout, stderr, stdin):
+        fh.close()  # the agent holds them now: their end is its end
+    say_status(status, {"started": True})
+    # The pod is being deleted: the runner, signalled too, decides the stop and asks for it (so its
+    # report says why); if it cannot, the kubelet's SIGKILL after the grace period ends the container.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    exited = threading.Event()
+    follower = threading.Thread(target=follow_control, args=(control, proc.pid, exited), daemon=True)
+    follower.start()
+    code = reap_until(proc)
+    exited.set()
+    stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
+    reap_orphans()
+    say_status(status, {"exit": code})
+    status.close()
+    # No stop meant for this agent may reach the next one's group: its follower ends first.
+    follower.join(RENDEZVOUS_SECONDS)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,27 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     if not await_channel(args.channel, RENDEZVOUS_SECONDS):
         print(f"harness-launcher: no channel at {args.channel}", file=sys.stderr)
         return 1
-    launch = take_launch(args.channel)
-    if launch is None:
-        return 0
-    status, stdout, stderr, stdin, control = open_launcher_ends(args.channel)
-    try:
-        proc = start_agent(launch, stdin if launch.stdin else subprocess.DEVNULL, stdout, stderr)
-    except SetupError as exc:
-        say_status(status, {"setup": {"reason": exc.reason, "message": exc.message}})
-        return 1
-    for fh in (stdout, stderr, stdin):
-        fh.close()  # the agent holds them now: their end is its end
-    say_status(status, {"started": True})
-    # The pod is being deleted: the runner, signalled too, decides the stop and asks for it (so its
-    # report says why); if it cannot, the kubelet's SIGKILL after the grace period ends the container.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    threading.Thread(target=follow_control, args=(control, proc.pid), daemon=True).start()
-    code = reap_until(proc)
-    stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
-    reap_orphans()
-    say_status(status, {"exit": code})
-    status.close()
+    code = 0
+    while (launch := take_launch(args.channel)) is not None:
+        code = serve(launch, args.channel)
+        if not launch.more:
+            break
     return code
 
 

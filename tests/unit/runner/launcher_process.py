@@ -51,22 +51,24 @@ class LauncherProcess:
 
 
 _SPAWN: list[Spawn] = [LocalAgent]
+LAUNCHERS: list[LauncherProcess] = []  # the current test's, in order
 
 
 @pytest.fixture(autouse=True, params=["local", "launcher"])
 def spawn_both_ways(request: Any, tmp_path: Path) -> Iterator[None]:
     """Import into a test module to run each of its tests twice: the agent as the runner's child, and
-    started by a real launcher process through its channel, a new one for each agent as in a pod
-    (`spawn` below picks the current way)."""
+    started by a real launcher process through its channel, a new one for each attempt as in a pod,
+    which takes the attempt's re-prompts too (`spawn` below picks the current way)."""
     if request.param == "local":
         yield None
         return
-    launchers: list[LauncherProcess] = []
+    launchers = LAUNCHERS
+    launchers.clear()
 
     def through_a_launcher(launch: Launch) -> AgentProcess:
-        launcher = LauncherProcess(tmp_path / f"launcher-{len(launchers)}").__enter__()
-        launchers.append(launcher)
-        return launcher.spawner(launch)
+        if not (launchers and launchers[-1].spawner.waiting):  # one launcher serves a launch's re-prompts
+            launchers.append(LauncherProcess(tmp_path / f"launcher-{len(launchers)}").__enter__())
+        return launchers[-1].spawner(launch)
 
     _SPAWN[0] = through_a_launcher
     try:

@@ -1,5 +1,6 @@
 """The runner's channel to the launcher with real processes: the launcher's exit code is the agent's,
-a launcher given nothing ends with 0, a folder nobody else can write, a stop the launcher cannot keep
+a launcher given nothing ends with 0, one told that more may follow takes the next launch (and the
+next agent's stop reaches that agent), a folder nobody else can write, a stop the launcher cannot keep
 leaves the agent marked as left running (never a success), and a false exit status written by the
 agent fools the runner only (which is why the operator checks the kubelet's record)."""
 
@@ -21,6 +22,7 @@ from harness_operator.contract.plan import AttemptPlan
 from harness_operator.contract.result import render_termination_message
 from harness_operator.runner.channel import MODES
 from harness_operator.runner.executor import execute
+from harness_operator.runner.launch import Launch
 
 AGENT = str(Path(__file__).parents[2] / "fakes" / "agent.py")
 BASE_ENV = {"PATH": os.environ["PATH"], "HOME": "/tmp"}
@@ -53,6 +55,28 @@ def test_a_launcher_given_nothing_ends_with_0(tmp_path):
     with LauncherProcess(tmp_path / "run") as launcher:
         pass
     assert launcher.proc.returncode == 0
+
+
+def python(code: str, more: bool) -> Launch:
+    return Launch([sys.executable, "-c", code], sys.executable, BASE_ENV, "/", False, more=more)
+
+
+def test_a_launch_marked_more_has_the_launcher_take_the_next_until_a_release(tmp_path):
+    with LauncherProcess(tmp_path / "run") as launcher:
+        assert launcher.spawner(python("raise SystemExit(3)", more=True)).wait() == 3
+        second = launcher.spawner(python("import time; time.sleep(60)", more=True))
+        second.stop(5)  # the first agent's stop-follower is gone: this stop reaches the second agent
+        assert (second.wait(), second.left_running) == (128 + signal.SIGTERM, False)
+        assert launcher.proc.poll() is None  # still waiting: the last launch said more may follow
+    assert launcher.proc.returncode == 128 + signal.SIGTERM  # released: the last agent's code
+
+
+def test_a_launch_not_marked_more_is_the_launchers_last(tmp_path):
+    with LauncherProcess(tmp_path / "run") as launcher:
+        assert launcher.spawner(python("raise SystemExit(4)", more=False)).wait() == 4
+        launcher.proc.wait(timeout=10)  # it exits without a release
+        assert not launcher.spawner.waiting
+    assert launcher.proc.returncode == 4
 
 
 RUNNER_UID, AGENT_UID = 65531, 65532  # the Job's users; the pod's fsGroup is the agent's group

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.runner.launcher_process import spawn, spawn_both_ways  # noqa: F401 (the fixture runs each test twice)
+from tests.unit.runner.launcher_process import LAUNCHERS, spawn, spawn_both_ways  # noqa: F401 (the fixture runs each test twice)
 
 from harness_operator.contract.events import decode_events
 from harness_operator.contract.plan import (
@@ -412,6 +412,7 @@ def test_a_mismatching_answer_is_reprompted_with_the_error_and_the_fixed_answer_
     assert result.usage.input_tokens == 20 and result.usage.cost_usd == pytest.approx(0.02)  # both runs
     results = [e for e in decode_events(err.splitlines()) if e.kind == "result"]
     assert len(results) == 1  # one attempt, however many invocations
+    assert len(LAUNCHERS) in (0, 1)  # through a launcher: the attempt's one launcher took the re-prompt
 
 
 def test_reprompts_are_bounded_and_the_last_answer_stands() -> None:
