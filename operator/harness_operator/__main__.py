@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import dataclasses
 import os
+import signal
+import threading
 
 import kopf
 from prometheus_client import start_http_server
@@ -13,7 +15,9 @@ from prometheus_client import start_http_server
 from harness_operator.controller import handlers
 from harness_operator.controller.cache import KINDS, ChildStore, Watcher
 from harness_operator.controller.definitions import DefinitionReconciler
+from harness_operator.controller.health import HealthServer, readiness
 from harness_operator.controller.kube import Kube
+from harness_operator.controller.leader import LeaderElector
 from harness_operator.controller.logs import setup_logging
 from harness_operator.controller.progress import ProgressReader
 from harness_operator.controller.reconcile import Reconciler
@@ -52,20 +56,44 @@ def main(argv: list[str] | None = None) -> int:
         progress_interval=config.progress_interval_seconds,
         schedules=ScheduleReconciler(kube, reconciler.clock),
     )
-    for kind in KINDS:
-        for namespace in config.namespaces or (None,):
-            Watcher(kube, children, kind, namespace, controller.child_changed).start()
+    watchers = [
+        Watcher(kube, children, kind, namespace, controller.child_changed)
+        for kind in KINDS
+        for namespace in config.namespaces or (None,)
+    ]
+    for watcher in watchers:
+        watcher.start()
     retention.start()
     start_http_server(config.metrics_port)
+    elector = None
+    if config.leader_election_lease:
+        elector = LeaderElector(
+            kube, config.leader_election_namespace, config.leader_election_lease, config.pod_name
+        )
+    kopf_ready = threading.Event()
+    HealthServer(config.health_port, lambda: readiness(watchers, elector, kopf_ready)).start()
+    if elector is not None:  # a standby keeps its caches warm; only the leader runs kopf
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: elector.request_stop())
+        elector.start()
+        if not elector.wait_to_lead():
+            elector.stop()
+            return 0
     asyncio.run(
         kopf.operator(
             clusterwide=not config.namespaces,
             namespaces=list(config.namespaces),
-            liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
-            standalone=True,
+            standalone=True,  # one kopf at a time: the Lease decides which replica's
+            stop_flag=None if elector is None else elector.lost,
+            ready_flag=kopf_ready,
             memo=handlers.memo_for(controller),
         )
     )
+    if elector is None:
+        return 0
+    if elector.lost.is_set():
+        return 1  # restarted, this replica starts again as a standby
+    elector.stop()  # a signal stopped kopf: hand the Lease over
     return 0
 
 

@@ -199,9 +199,7 @@ class OperatorProcess:
             if self.proc.poll() is not None:
                 return self._port_was_taken()
             try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.health_port}/healthz", timeout=1
-                ) as resp:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=1) as resp:
                     if resp.status == 200:
                         break
             except OSError:

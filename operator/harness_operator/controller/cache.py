@@ -288,6 +288,7 @@ class Watcher:
         self.kube, self.store, self.kind, self.namespace = kube, store, kind, namespace
         self.on_change = on_change
         self.stopped = threading.Event()
+        self.synced = threading.Event()  # listed once: the store holds this kind (readiness)
         where = namespace or "all"
         self.thread = threading.Thread(target=self._run, name=f"watch-{kind}-{where}", daemon=True)
 
@@ -304,6 +305,7 @@ class Watcher:
                 if not first:  # at startup kopf's resume handler reconciles every run anyway
                     self._notify(changes)
                 first = False
+                self.synced.set()
                 while not self.stopped.is_set():
                     version = self._follow(version)
                     backoff = 1.0

@@ -58,6 +58,7 @@ class Kube:
         self.core = client.CoreV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
         self.net = client.NetworkingV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
 
@@ -340,6 +341,27 @@ class Kube:
             if exc.status != 409:
                 raise
             replace(name, ns, sent, field_manager=FIELD_MANAGER)
+
+    def fetch_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The leader-election Lease as a plain object (missing: None)."""
+        lease = _none_if_missing(lambda: self.coordination.read_namespaced_lease(name, namespace))
+        return None if lease is None else self.api.sanitize_for_serialization(lease)
+
+    def write_lease(self, body: dict[str, Any]) -> bool:
+        """Create the Lease, or replace it at the resourceVersion read; False when another replica
+        wrote first (409: the write is refused, nothing changed)."""
+        ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        sent: Any = body
+        try:
+            if body["metadata"].get("resourceVersion"):
+                self.coordination.replace_namespaced_lease(name, ns, sent, field_manager=FIELD_MANAGER)
+            else:
+                self.coordination.create_namespaced_lease(ns, sent, field_manager=FIELD_MANAGER)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return False
+        return True
 
     def delete_secret(self, namespace: str, name: str) -> None:
         """Delete a Secret (gone: nothing to do)."""

@@ -41,6 +41,7 @@ RETRIES = Counter(
     "Retry attempts started (spec.retry), by namespace and the provider that failed.",
     ["namespace", "provider"],
 )
+LEADER = Gauge("harness_operator_leader", "1 while this replica holds the leader-election Lease, else 0.")
 IN_FLIGHT = Gauge("harness_runs_in_flight", "Runs with an attempt Job that has not ended.")
 RECONCILE_ERRORS = Counter("harness_reconcile_errors_total", "Reconciles that failed, by kind.", ["kind"])
 # Per budget: a platform team's few HarnessBudgets, not per run, so their names are a bounded label.

@@ -94,7 +94,18 @@ class OperatorConfig:
     # The default spares runs a GitOps tool or Helm applied (it would apply them again, and they would run).
     default_ttl_spares_applied: bool = True
 
+    # Leader election (the chart's leaderElection): the Lease's name (empty: no election, this process
+    # leads), its namespace (the operator's own) and this replica's identity (the pod's name).
+    leader_election_lease: str = ""
+    leader_election_namespace: str = ""
+    pod_name: str = ""
+
     def __post_init__(self) -> None:
+        if self.leader_election_lease and not (self.leader_election_namespace and self.pod_name):
+            raise ValueError(
+                "HARNESS_LEADER_ELECTION_LEASE is set: HARNESS_LEADER_ELECTION_NAMESPACE and "
+                "HARNESS_POD_NAME must be set too (the chart sets all three)"
+            )
         if self.egress_gateway_service and not (self.egress_gateway_key and self.egress_gateway_namespace):
             raise ValueError(
                 "HARNESS_EGRESS_GATEWAY_SERVICE is set: HARNESS_EGRESS_GATEWAY_KEY and "

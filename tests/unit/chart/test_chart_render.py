@@ -138,13 +138,46 @@ def test_every_env_var_the_chart_sets_is_an_operator_setting() -> None:
     assert set(env_of(render(*EVERY_KNOB))) <= fields
 
 
-def test_liveness_and_readiness_call_kopfs_health_endpoint_on_the_health_port() -> None:
+def test_liveness_and_readiness_are_different_endpoints_on_the_health_port() -> None:
     docs = render("healthPort=9090")
     container = operator_container(docs)
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["health"] == 9090 and env_of(docs)["HARNESS_HEALTH_PORT"] == "9090"
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+
+def test_two_replicas_elect_a_leader_on_a_lease_only_they_may_update() -> None:
+    docs = render()
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    env = {e["name"]: e for e in operator_container(docs)["env"]}
+    assert env["HARNESS_LEADER_ELECTION_LEASE"]["value"] == "harness-operator"
+    assert env["HARNESS_LEADER_ELECTION_NAMESPACE"]["value"] == "harness-system"
+    assert env["HARNESS_POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-leader-election")]
+    assert role["metadata"]["namespace"] == "harness-system"
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert [(r["resourceNames"], r["verbs"]) for r in named] == [(["harness-operator"], ["get", "update"])]
+    assert verbs(role, "leases", "coordination.k8s.io") == {"create", "get", "update"}
+    (binding,) = [
+        d for d in docs if d["kind"] == "RoleBinding" and d["roleRef"]["name"] == role["metadata"]["name"]
+    ]
+    assert binding["subjects"][0]["name"] == deployment["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+def test_without_leader_election_one_replica_at_most_and_no_lease() -> None:
+    docs = render("leaderElection.enabled=false", "replicaCount=1")
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert not {"HARNESS_LEADER_ELECTION_LEASE", "HARNESS_POD_NAME"} & set(env_of(docs))
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-leader-election")]
+    refused = helm("template", "h", str(CHART), "--set", "leaderElection.enabled=false")
+    assert refused.returncode != 0 and "replicaCount > 1 needs leaderElection.enabled=true" in refused.stderr
 
 
 def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -388,6 +421,7 @@ def test_replicated_deployments_have_a_disruption_budget_and_spread_and_no_pod_r
     budgets = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
     replicated = [d for d in deployments if d["spec"]["replicas"] > 1]
     assert {d["metadata"]["name"] for d in replicated} == {
+        "harness-operator",
         "harness-operator-egress",
         "harness-operator-model",
     }
@@ -406,7 +440,7 @@ def test_replicated_deployments_have_a_disruption_budget_and_spread_and_no_pod_r
         for context in [pod["securityContext"], *(c.get("securityContext", {}) for c in pod["containers"])]:
             for key in ("runAsUser", "runAsGroup", "fsGroup"):
                 assert context.get(key, 65532) >= 10000, (deployment["metadata"]["name"], key)
-    single = render("egressGateway.replicas=1", "modelGateway.replicas=1")
+    single = render("egressGateway.replicas=1", "modelGateway.replicas=1", "replicaCount=1")
     assert not [d for d in single if d["kind"] == "PodDisruptionBudget"]
 
 
