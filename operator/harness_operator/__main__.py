@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import os
 import signal
+import sys
 import threading
 
 import kopf
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         if not elector.wait_to_lead():
             elector.stop()
             return 0
-    asyncio.run(
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(
         kopf.operator(
             clusterwide=not config.namespaces,
             namespaces=list(config.namespaces),
@@ -89,12 +91,17 @@ def main(argv: list[str] | None = None) -> int:
             memo=handlers.memo_for(controller),
         )
     )
-    if elector is None:
-        return 0
-    if elector.lost.is_set():
-        return 1  # restarted, this replica starts again as a standby
-    elector.stop()  # a signal stopped kopf: hand the Lease over
-    return 0
+    code = 0
+    if elector is not None and elector.lost.is_set():
+        code = 1  # restarted, this replica starts again as a standby
+    elif elector is not None:
+        elector.stop()  # a signal stopped kopf: hand the Lease over
+    # kopf stopped and everything it wrote is in the API server. Not asyncio.run: its shutdown of the
+    # default executor waits on kopf's idle workers without end (seen: SIGTERM, then the kubelet's
+    # SIGKILL after the grace period), so the process ends here, its output flushed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
