@@ -5,6 +5,7 @@ standby while it reads the Lease (it can take over). Its body says which role th
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,11 +32,12 @@ class HealthServer:
                 else:
                     code, body = 404, f"not found: use {LIVE} or {READY}"
                 data = (body + "\n").encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "text/plain; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                with contextlib.suppress(ConnectionError):  # a prober that gave up waiting
+                    self.send_response(code)
+                    self.send_header("Content-Type", "text/plain; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
 
             def log_message(self, format: str, *args: object) -> None:
                 return  # probes every few seconds are not log lines
