@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -27,6 +28,7 @@ from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.controller.wiring import Controller
 from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
 from harness_operator.core.confinement import find_api_server_address
+from harness_operator.core.leadership import holder_identity
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     elector = None
     if config.leader_election_lease:
         elector = LeaderElector(
-            kube, config.leader_election_namespace, config.leader_election_lease, config.pod_name
+            kube,
+            config.leader_election_namespace,
+            config.leader_election_lease,
+            holder_identity(config.pod_name, secrets.token_hex(4)),
         )
     kopf_ready = threading.Event()
     HealthServer(config.health_port, lambda: readiness(watchers, elector, kopf_ready)).start()

@@ -95,9 +95,11 @@ def test_the_leader_killed_during_a_burst_while_a_standby_takes_over(
                 what=f"{threshold} runs to end before the next kill",
             )
             (leader,) = [r for r in replicas if readyz(r) == "leader"]
-            jobs = sum(len(uids) for uids in recorder.job_uids.values())
             killed = time.monotonic()
             leader.kill()
+            (standby,) = [r for r in replicas if r is not leader]
+            wait_until(lambda: readyz(standby) == "leader", timeout=60, what="the standby to lead")
+            jobs = sum(len(uids) for uids in recorder.job_uids.values())  # not one the dead leader sent
             wait_until(
                 lambda j=jobs: sum(len(uids) for uids in recorder.job_uids.values()) > j,
                 timeout=60,

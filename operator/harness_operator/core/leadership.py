@@ -21,6 +21,12 @@ RENEW_DEADLINE_SECONDS = 10  # a leader that could not renew for this long stops
 RETRY_PERIOD_SECONDS = 2  # how often a leader renews and a standby looks again
 
 
+def holder_identity(pod_name: str, nonce: str) -> str:
+    """The identity one process holds the Lease under: its pod and a nonce of its own, so a container
+    restarted in the same pod never takes its dead predecessor's Lease for its own."""
+    return f"{pod_name}_{nonce}"
+
+
 @dataclass(frozen=True)
 class LeaseRecord:
     """What a Lease's spec says about its holder."""

@@ -10,6 +10,7 @@ from harness_operator.core.leadership import (
     LEASE_DURATION_SECONDS,
     LeaseRecord,
     claim,
+    holder_identity,
     lease_object,
     may_take,
     micro_time,
@@ -39,6 +40,13 @@ def test_a_record_reads_every_field_and_defaults_what_is_missing() -> None:
 def test_a_free_or_own_lease_may_be_taken_at_once() -> None:
     for holder in ("", "me"):
         assert may_take(observe(None, lease(holder), 100.0), "me", 100.0)
+
+
+def test_a_process_restarted_in_the_same_pod_waits_for_its_predecessors_lease_to_expire() -> None:
+    before, after = holder_identity("harness-operator-7c9-x2", "0a1b"), holder_identity("harness-operator-7c9-x2", "ffee")
+    assert before.startswith("harness-operator-7c9-x2_") and before != after
+    seen = observe(None, lease(before), 100.0)
+    assert not may_take(seen, after, 114.9) and may_take(seen, after, 115.0)
 
 
 def test_another_holders_lease_expires_by_the_local_clock_from_its_last_change() -> None:

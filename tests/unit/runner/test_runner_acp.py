@@ -162,7 +162,8 @@ def test_timeout_past_the_grace_kills_the_adapter_group(tmp_path: Path) -> None:
     p = acp_plan(
         "deaf",
         env=[{"name": "ACP_PIDFILE", "value": str(pidfile)}],
-        limits={"timeoutSeconds": 3, "gracePeriodSeconds": 1},
+        # long enough for the session to open on a loaded machine: a timeout before it has no turn to cancel
+        limits={"timeoutSeconds": 8, "gracePeriodSeconds": 1},
     )
     result, err = run(p)
     assert (result.exit_code, result.reason) == (124, "Timeout")
