@@ -98,7 +98,7 @@ def test_the_leader_killed_during_a_burst_while_a_standby_takes_over(
             killed = time.monotonic()
             leader.kill()
             (standby,) = [r for r in replicas if r is not leader]
-            wait_until(lambda: readyz(standby) == "leader", timeout=60, what="the standby to lead")
+            wait_until(lambda s=standby: readyz(s) == "leader", timeout=60, what="the standby to lead")
             jobs = sum(len(uids) for uids in recorder.job_uids.values())  # not one the dead leader sent
             wait_until(
                 lambda j=jobs: sum(len(uids) for uids in recorder.job_uids.values()) > j,

@@ -43,7 +43,10 @@ def test_a_free_or_own_lease_may_be_taken_at_once() -> None:
 
 
 def test_a_process_restarted_in_the_same_pod_waits_for_its_predecessors_lease_to_expire() -> None:
-    before, after = holder_identity("harness-operator-7c9-x2", "0a1b"), holder_identity("harness-operator-7c9-x2", "ffee")
+    before, after = (
+        holder_identity("harness-operator-7c9-x2", "0a1b"),
+        holder_identity("harness-operator-7c9-x2", "ffee"),
+    )
     assert before.startswith("harness-operator-7c9-x2_") and before != after
     seen = observe(None, lease(before), 100.0)
     assert not may_take(seen, after, 114.9) and may_take(seen, after, 115.0)
