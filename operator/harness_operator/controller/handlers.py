@@ -42,7 +42,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix=GROUP, key="last-handled-configuration", ignored_fields=DIFF_BASE_IGNORED_FIELDS
     )
     settings.posting.enabled = False  # we post our own Events; kopf's are noise
-    settings.peering.standalone = True  # one replica (Deployment strategy Recreate); no peering CRDs
+    settings.peering.standalone = True  # no peering CRDs: the Lease elects the one replica running kopf
     settings.execution.max_workers = 8
     settings.networking.request_timeout = 30
     settings.watching.server_timeout = 300
