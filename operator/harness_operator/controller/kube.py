@@ -165,8 +165,10 @@ class Kube:
         return None if job is None else dict(self.api.sanitize_for_serialization(job))
 
     def _lister(self, kind: str, namespace: str | None) -> Callable[..., Any]:
-        """The list call of `kind` (Job, Pod or HarnessRun) in `namespace` (None: all), positional
-        arguments bound."""
+        """The list call of `kind` (Job, Pod, HarnessRun, or a Lease in one namespace) in `namespace`
+        (None: all), positional arguments bound."""
+        if kind == "Lease" and namespace is not None:
+            return partial(self.coordination.list_namespaced_lease, namespace)
         if kind == "HarnessRun":
             if namespace is None:
                 return partial(self.custom.list_cluster_custom_object, GROUP, VERSION, RUNS)
@@ -208,7 +210,7 @@ class Kube:
         `field_selector`) after `resource_version` (empty: every object now, then changes), until the
         server ends the watch (at most `timeout_seconds`)."""
         response = self._lister(kind, namespace)(
-            label_selector=selector,
+            label_selector=selector or None,
             field_selector=field_selector or None,
             watch=True,
             resource_version=resource_version or None,
@@ -343,9 +345,13 @@ class Kube:
             replace(name, ns, sent, field_manager=FIELD_MANAGER)
 
     def fetch_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The leader-election Lease as a plain object (missing: None)."""
-        lease = _none_if_missing(lambda: self.coordination.read_namespaced_lease(name, namespace))
-        return None if lease is None else self.api.sanitize_for_serialization(lease)
+        """The leader-election Lease as raw JSON (missing: None), as its watch shows it: the client's
+        models write a MicroTime back in another form, so a record read and the same record watched
+        would never compare equal."""
+        response = _none_if_missing(
+            lambda: self.coordination.read_namespaced_lease(name, namespace, _preload_content=False)
+        )
+        return None if response is None else dict(json.loads(response.data))
 
     def write_lease(self, body: dict[str, Any]) -> bool:
         """Create the Lease, or replace it at the resourceVersion read; False when another replica

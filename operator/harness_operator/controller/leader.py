@@ -2,7 +2,9 @@
 over when the process stops (I/O; the rules are core/leadership's).
 
 Only the leader runs kopf (its handlers, timers and the writes they make); a standby keeps its watch
-caches of Jobs and Pods warm and looks at the Lease every retry period. A leader that cannot renew
+caches of Jobs and Pods warm and watches the Lease, so it sees each renewal when it is written and
+takes the Lease the moment it expires or is released (without the watch, it looks every retry
+period). A leader that cannot renew
 within the renew deadline stops leading, and its process exits, as client-go's callers do: a replica
 that may have missed renewals never writes again, and the restarted process starts as a standby.
 """
@@ -13,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
@@ -26,6 +29,7 @@ from harness_operator.core.leadership import (
     claim,
     lease_object,
     may_take,
+    next_look,
     observe,
     release,
 )
@@ -56,13 +60,19 @@ class LeaderElector:
         self.lost = threading.Event()
         self.stopping = threading.Event()
         self._decided = threading.Event()  # leading, or asked to stop
+        self._wake = threading.Event()  # the watch saw the Lease change, or asked to stop
+        self._lock = threading.Lock()  # the observation, written by both threads
         self.observation: Observation | None = None
+        self.watching = False  # the watch of the Lease is open and has shown it
         self.renewed_at = 0.0
+        self.looked_at = 0.0
         self.read_at: float | None = None  # when the Lease was last read: a standby that can take over
         self.thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
+        self.follower = threading.Thread(target=self._follow, name="leader-lease-watch", daemon=True)
 
     def start(self) -> None:
         LEADER.set(0)
+        self.follower.start()
         self.thread.start()
 
     def wait_to_lead(self) -> bool:
@@ -74,6 +84,7 @@ class LeaderElector:
         """From a signal handler: a standby waiting to lead stops waiting."""
         self.stopping.set()
         self._decided.set()
+        self._wake.set()
 
     def can_take_over(self) -> bool:
         """The Lease was read within its duration: the API server answers this replica."""
@@ -96,7 +107,57 @@ class LeaderElector:
             ):
                 self._lose()
                 return
+            self._pause()
+
+    def _pause(self) -> None:
+        """Until the next look: woken by the watch to weigh each change it shows."""
+        while not self.stopping.is_set():
+            self._wake.clear()
+            with self._lock:
+                wait = next_look(
+                    self.observation,
+                    self.identity,
+                    self.leading.is_set(),
+                    self.watching,
+                    self.clock(),
+                    self.looked_at,
+                    self.retry_seconds,
+                )
+            if wait <= 0 or not self._wake.wait(wait):
+                return
+
+    def _follow(self) -> None:
+        """Watch the one Lease (its name as field selector, which the Role's resourceNames allow) and
+        record each version of it; open the watch again whenever it ends."""
+        while not self.stopping.is_set():
+            try:
+                for event in self.kube.watch_objects(
+                    "Lease", self.namespace, "", "", 300, field_selector=f"metadata.name={self.name}"
+                ):
+                    if self.stopping.is_set():
+                        return
+                    kind, lease = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        break
+                    if kind in ("ADDED", "MODIFIED"):
+                        self._observe(lease, watched=True)
+                    elif kind == "DELETED":
+                        with self._lock:
+                            self.observation = None
+                    self._wake.set()
+            except Exception as exc:  # the API server slow or gone: look every retry period meanwhile
+                log.warning("Lease not watched", lease=self.name, error=str(exc))
+            with self._lock:
+                self.watching = False
+            self._wake.set()
             self.stopping.wait(self.retry_seconds)
+
+    def _observe(self, lease: dict[str, Any], watched: bool = False) -> None:
+        with self._lock:
+            now = self.clock()
+            self.observation = observe(self.observation, lease, now)
+            self.read_at = now
+            self.watching = self.watching or watched
 
     def _taken_by_another(self) -> bool:
         seen = self.observation
@@ -110,20 +171,21 @@ class LeaderElector:
 
     def _try(self) -> bool:
         """One look at the Lease: take it or renew it when it may be; True while it is ours."""
+        self.looked_at = self.clock()
         try:
             lease = self.kube.fetch_lease(self.namespace, self.name)
-            now = self.clock()
-            self.read_at = now
             if lease is None:
                 body = lease_object(
                     self.namespace, self.name, claim(None, self.identity, self.wall(), self.duration_seconds)
                 )
                 return self.kube.write_lease(body)
-            self.observation = observe(self.observation, lease, now)
-            if not may_take(self.observation, self.identity, now):
+            self._observe(lease)
+            with self._lock:
+                seen = self.observation
+            if seen is None or not may_take(seen, self.identity, self.clock()):
                 return False
-            spec = claim(self.observation.record, self.identity, self.wall(), self.duration_seconds)
-            body = lease_object(self.namespace, self.name, spec, self.observation.resource_version)
+            spec = claim(seen.record, self.identity, self.wall(), self.duration_seconds)
+            body = lease_object(self.namespace, self.name, spec, seen.resource_version)
             return self.kube.write_lease(body)
         except Exception as exc:  # the API server slow or gone: the renew deadline decides
             log.warning("Lease not read or written", lease=self.name, error=str(exc))
@@ -132,6 +194,7 @@ class LeaderElector:
     def stop(self) -> None:
         """End the thread; a leader hands the Lease over (a standby takes it at its next look)."""
         self.stopping.set()
+        self._wake.set()
         if self.thread.is_alive():
             self.thread.join()
         if not self.leading.is_set():

@@ -75,6 +75,37 @@ def may_take(observation: Observation, identity: str, now: float) -> bool:
     return now >= observation.seen_at + record.duration_seconds
 
 
+def next_look(
+    observation: Observation | None,
+    identity: str,
+    leading: bool,
+    watching: bool,
+    now: float,
+    looked_at: float,
+    retry_seconds: float,
+) -> float:
+    """Seconds until the elector reads the Lease again (0: now), given the record last seen and when it
+    last looked. A leader renews every retry period. A standby without a watch looks every retry period;
+    with one (which shows it every renewal as it happens) it looks when the record it saw changed hands
+    to nobody or expires, and at least every half duration so a quiet watch is checked. A record seen
+    before the last look never asks for another look at once: a look that failed is not repeated in a
+    loop."""
+    periodic = max(0.0, looked_at + retry_seconds - now)
+    if observation is None:
+        return periodic
+    holder, fresh = observation.record.holder, observation.seen_at > looked_at
+    if leading:
+        return 0.0 if fresh and holder not in ("", identity) else periodic
+    if not watching:
+        return periodic
+    if holder in ("", identity):
+        return 0.0 if fresh else periodic
+    expiry = observation.seen_at + observation.record.duration_seconds
+    if expiry <= looked_at:
+        return periodic
+    return max(0.0, min(expiry - now, observation.record.duration_seconds / 2))
+
+
 def micro_time(now: datetime) -> str:
     """A MicroTime as the API server writes it (RFC 3339, UTC, microseconds)."""
     return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

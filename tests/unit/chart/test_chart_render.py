@@ -162,8 +162,10 @@ def test_two_replicas_elect_a_leader_on_a_lease_only_they_may_update() -> None:
     (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-leader-election")]
     assert role["metadata"]["namespace"] == "harness-system"
     named = [r for r in role["rules"] if r.get("resourceNames")]
-    assert [(r["resourceNames"], r["verbs"]) for r in named] == [(["harness-operator"], ["get", "update"])]
-    assert verbs(role, "leases", "coordination.k8s.io") == {"create", "get", "update"}
+    assert [(r["resourceNames"], r["verbs"]) for r in named] == [
+        (["harness-operator"], ["get", "watch", "update"])
+    ]
+    assert verbs(role, "leases", "coordination.k8s.io") == {"create", "get", "watch", "update"}
     (binding,) = [
         d for d in docs if d["kind"] == "RoleBinding" and d["roleRef"]["name"] == role["metadata"]["name"]
     ]

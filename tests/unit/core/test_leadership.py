@@ -14,6 +14,7 @@ from harness_operator.core.leadership import (
     lease_object,
     may_take,
     micro_time,
+    next_look,
     observe,
     record_of,
     release,
@@ -114,3 +115,35 @@ def test_a_replace_carries_the_version_read_and_a_create_none() -> None:
     replaced = lease_object("harness-system", "harness-operator", spec, "42")
     assert replaced["metadata"]["resourceVersion"] == "42"
     assert replaced["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "harness-operator"}
+
+
+def look(seen_holder: str | None, seen_at: float, **at: Any) -> float:
+    """next_look for "me", the record of `seen_holder` first seen at `seen_at` (None: nothing read)."""
+    seen = None if seen_holder is None else observe(None, lease(seen_holder), seen_at)
+    when = {"leading": False, "watching": True, "now": 110.0, "looked_at": 100.0, **at}
+    return next_look(seen, "me", when["leading"], when["watching"], when["now"], when["looked_at"], 2.0)
+
+
+def test_a_leader_renews_every_retry_period_and_looks_at_once_when_the_watch_shows_another_holder() -> None:
+    assert look("me", 99.0, leading=True, now=101.5) == 0.5
+    assert look("other", 101.0, leading=True, now=101.5) == 0.0  # taken since its last look
+    assert look("other", 99.0, leading=True, now=101.5) == 0.5  # seen by the look that lost it
+
+
+def test_a_standby_without_a_watch_looks_every_retry_period() -> None:
+    assert look(None, 0.0, now=100.5) == 1.5
+    assert look("other", 90.0, watching=False, now=100.5) == 1.5
+    assert look("", 100.2, watching=False, now=100.5) == 1.5
+
+
+def test_a_watching_standby_looks_when_the_record_it_saw_expires_and_every_half_duration() -> None:
+    assert look("other", 104.0, now=115.0) == 4.0  # expires at 119: 15 s after the renewal it watched
+    assert look("other", 109.0, now=110.0) == 7.5  # a quiet watch is checked every half duration
+    assert look("other", 90.0, now=110.0, looked_at=106.0) == 0.0  # expired at 105, not looked since
+    assert look("other", 90.0, now=110.0, looked_at=105.5) == 0.0
+
+
+def test_a_watching_standby_takes_a_released_lease_at_once_but_never_retries_in_a_loop() -> None:
+    assert look("", 105.0, now=105.1) == 0.0  # released after its last look
+    assert look("", 99.0, now=100.5) == 1.5  # its last look saw the release and failed: a retry period
+    assert look("other", 80.0, now=100.5, looked_at=99.0) == 0.5  # expired before its failed look
