@@ -4,6 +4,7 @@
         .venv/bin/python bench/operator_scale.py latency [--runs 50]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py burst [--runs 300]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py footprint [--runs 100] [--finished 5000]
+    KUBECONFIG=... .venv/bin/python bench/operator_scale.py restart [--runs 100] [--steps 2500,5000,10000]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py pods [--runs 300]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py admission [--runs 300]
 
@@ -16,7 +17,11 @@ ratio, and the operator's CPU and memory. `footprint` measures the operator's CP
 a batch of runs with suspended Jobs in an empty namespace, then again after `--finished` finished runs
 were added (created while the operator is stopped with the annotations kopf writes on runs it handled,
 their status patched to Cancelled: no reconcile makes them), so the two batches show whether the cost
-per run is flat in the number of finished runs. `pods` creates N runs whose pods really run, then N plain
+per run is flat in the number of finished runs. `restart` restarts the operator beside each step's
+number of finished runs (made as `footprint` makes them, while it is stopped, with one new run created
+just before it starts) and prints, per step, the time from process start to that run's Job, the CPU
+the process spent until it was idle and its RSS; then the RSS beside the last step's finished runs and
+`--runs` runs in flight. `pods` creates N runs whose pods really run, then N plain
 Jobs of the same image, agent and resource requests, and prints how long each side took until every
 run's status said Succeeded (every plain Job completed), and their ratio. `admission` stops the operator
 and creates N runs, then N plain suspended Jobs, one after another, and prints the API server's time per
@@ -299,8 +304,9 @@ def pods(bench: Bench, runs: int) -> None:
     print(f"ratio operator/plain time to done: {ratio:.2f} (goal at most 1.3: {verdict})")
 
 
-def finished_runs(bench: Bench, count: int) -> None:
-    """`count` runs that ended, made without the operator: created, then their status patched."""
+def finished_runs(bench: Bench, count: int, first: int = 0) -> None:
+    """`count` runs that ended (numbered from `first`), made without the operator: created, then
+    their status patched."""
     ended = {
         "phase": "Cancelled",
         "reason": "Cancelled",
@@ -327,7 +333,7 @@ def finished_runs(bench: Bench, count: int) -> None:
         )
 
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(make, range(count)))
+        list(pool.map(make, range(first, first + count)))
 
 
 def footprint_batch(bench: Bench, prefix: str, runs: int) -> tuple[float, float]:
@@ -372,6 +378,31 @@ def footprint(bench: Bench, runs: int, finished: int) -> None:
     print(f"{runs} runs beside {finished} finished: {full_cpu:5.1f} ms CPU per run, RSS {full_rss:.0f} MB")
     verdict = "met" if full_rss < 200 and full_cpu < 30 else "missed"
     print(f"goal RSS < 200 MB and CPU per run < 30 ms, flat in the finished runs: {verdict}")
+
+
+def restart(bench: Bench, runs: int, steps: list[int]) -> None:
+    made, rows = 0, []
+    for step in steps:
+        bench.operator.stop()
+        began = time.monotonic()
+        finished_runs(bench, step - made, first=made)
+        print(f"{step - made} finished runs made in {time.monotonic() - began:.0f}s (operator stopped)")
+        made, probe = step, f"probe-{step}"
+        create_run(bench, probe, {KUEUE_QUEUE_LABEL: "bench"})
+        started = time.monotonic()
+        bench.operator.start()
+        pid = bench.operator.proc.pid  # type: ignore[union-attr]
+        bench.clock.wait(bench.clock.seen, {probe}, timeout=1800)
+        to_job = bench.clock.seen[probe] - started
+        cpu, rss = settle(pid)
+        rows.append((step, to_job, cpu, rss))
+        print(f"restart beside {step}: process start -> the new run's Job {to_job:.1f}s, {cpu:.1f}s CPU")
+    per_run_cpu, rss = footprint_batch(bench, "beside", runs)
+    print("finished runs | start -> new run's Job | startup CPU | CPU per 1,000 finished | RSS idle")
+    for step, to_job, cpu, idle in rows:
+        print(f"{step:>13} | {to_job:>19.1f}s | {cpu:>10.1f}s | {cpu / step * 1e3:>21.2f}s | {idle:.0f} MB")
+    print(f"{runs} runs in flight beside {made} finished: {per_run_cpu:.1f} ms CPU per run, RSS {rss:.0f} MB")
+    print("goals: start -> Job <= 10 s, CPU linear in the finished runs, RSS < 150 MB")
 
 
 # The operator hands a Kueue-labelled run's Job to Kueue only where the API server serves Kueue's group
@@ -463,11 +494,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=("latency", "burst", "footprint", "pods", "admission"))
+    parser.add_argument("mode", choices=("latency", "burst", "footprint", "restart", "pods", "admission"))
     parser.add_argument(
         "--runs", type=int, default=None, help="runs (and as many plain Jobs); 50 / 300 / 100 / 300 / 300"
     )
     parser.add_argument("--finished", type=int, default=5000, help="footprint: finished runs to add")
+    parser.add_argument(
+        "--steps", default="2500,5000,10000", help="restart: the numbers of finished runs to restart beside"
+    )
     args = parser.parse_args()
     bench = Bench(Path(tempfile.mkdtemp(prefix="bench-")))
     try:
@@ -479,6 +513,8 @@ def main() -> None:
             pods(bench, args.runs or 300)
         elif args.mode == "admission":
             admission(bench, args.runs or 300)
+        elif args.mode == "restart":
+            restart(bench, args.runs or 100, [int(step) for step in args.steps.split(",")])
         else:
             footprint(bench, args.runs or 100, args.finished)
     finally:
