@@ -24,6 +24,7 @@ from harness_operator.controller.logs import setup_logging
 from harness_operator.controller.progress import ProgressReader
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.retention import ExpiryQueue
+from harness_operator.controller.run_cache import RUN_KIND, RunStore
 from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.controller.wiring import Controller
 from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
@@ -58,10 +59,14 @@ def main(argv: list[str] | None = None) -> int:
         progress=progress,
         progress_interval=config.progress_interval_seconds,
         schedules=ScheduleReconciler(kube, reconciler.clock),
+        runs=RunStore(),
     )
     watchers = [
         Watcher(kube, children, kind, namespace, controller.child_changed)
         for kind in KINDS
+        for namespace in config.namespaces or (None,)
+    ] + [
+        Watcher(kube, controller.runs, RUN_KIND, namespace, lambda _: None, selector="")
         for namespace in config.namespaces or (None,)
     ]
     for watcher in watchers:

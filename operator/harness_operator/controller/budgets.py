@@ -28,7 +28,7 @@ from harness_operator.core.budget import (
 
 
 class BudgetSource(Protocol):
-    """The watch caches of HarnessBudgets and of runs' weights, per namespace (kopf indexes)."""
+    """The watch caches of HarnessBudgets (a kopf index) and of runs' charges (the run cache), per namespace."""
 
     def budgets(self, namespace: str) -> list[BudgetRef]: ...
 

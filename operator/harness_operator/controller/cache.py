@@ -18,7 +18,7 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -274,19 +274,29 @@ class KeyedQueue:
                 log.exception("Reconcile from the watch cache failed", run=f"{key[0]}/{key[1]}")
 
 
+class Store(Protocol):
+    """What a Watcher keeps its objects in (ChildStore, run_cache.RunStore)."""
+
+    def apply(self, kind: str, type_: str, obj: dict[str, Any]) -> Change: ...
+
+    def replace(self, kind: str, namespace: str | None, items: Iterable[dict[str, Any]]) -> list[Change]: ...
+
+
 class Watcher:
-    """List, then watch from the list's resourceVersion; relist on 410 Gone; bounded backoff on errors."""
+    """List, then watch from the list's resourceVersion; relist on 410 Gone; bounded backoff on errors.
+    `selector`: the label selector the API server filters by (our Jobs and Pods; "" for every run)."""
 
     def __init__(
         self,
         kube: Kube,
-        store: ChildStore,
+        store: Store,
         kind: str,
         namespace: str | None,
         on_change: Callable[[Change], None],
+        selector: str = SELECTOR,
     ) -> None:
         self.kube, self.store, self.kind, self.namespace = kube, store, kind, namespace
-        self.on_change = on_change
+        self.on_change, self.selector = on_change, selector
         self.stopped = threading.Event()
         self.synced = threading.Event()  # listed once: the store holds this kind (readiness)
         where = namespace or "all"
@@ -300,7 +310,7 @@ class Watcher:
         first = True
         while not self.stopped.is_set():
             try:
-                items, version = self.kube.list_objects(self.kind, self.namespace, SELECTOR)
+                items, version = self.kube.list_objects(self.kind, self.namespace, self.selector)
                 changes = self.store.replace(self.kind, self.namespace, items)
                 if not first:  # at startup kopf's resume handler reconciles every run anyway
                     self._notify(changes)
@@ -321,7 +331,7 @@ class Watcher:
 
     def _follow(self, version: str) -> str:
         for event in self.kube.watch_objects(
-            self.kind, self.namespace, SELECTOR, version, WATCH_TIMEOUT_SECONDS
+            self.kind, self.namespace, self.selector, version, WATCH_TIMEOUT_SECONDS
         ):
             type_, obj = event.get("type"), event.get("object") or {}
             if type_ == "ERROR":

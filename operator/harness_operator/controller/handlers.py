@@ -1,5 +1,6 @@
 """kopf registrations only: each handler hands its call to the Controller (wiring.py) that __main__ put
-in kopf's memo; the indexes are the watch caches the reconciler reads instead of LISTs."""
+in kopf's memo; the indexes (of budgets and definitions: runs are in controller/run_cache.py, which
+kopf's run events also feed) are the watch caches the reconciler reads instead of LISTs."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ from pydantic import ValidationError
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION, HarnessBudgetSpec, HarnessRunStatus
 from harness_operator.controller.wiring import Controller
-from harness_operator.core.budget import BudgetRef, RunCharge, build_run_charge
-from harness_operator.core.fairqueue import QueueEntry, build_queue_entry
+from harness_operator.core.budget import BudgetRef
 from harness_operator.core.progress import is_progress_wanted
-from harness_operator.core.schedule import ScheduledRun, build_scheduled_run_entry, schedule_owner
+from harness_operator.core.schedule import schedule_owner
 
 BUDGET_RESYNC_SECONDS = 5.0
 # Left out of kopf's diff base: they are immutable, so no diff needs them, and they may be as large as the
@@ -69,26 +69,6 @@ def budget_index(namespace: str | None, name: str, spec: Any, meta: Any, **_: An
     return {namespace or "": BudgetRef(name, parsed, meta.get("generation"), str(meta.get("uid", "")))}
 
 
-@kopf.index(GROUP, VERSION, "harnessruns")
-def run_index(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, RunCharge]:
-    """Every run's charge in budgets (finished, cost, tokens), by namespace."""
-    return {namespace or "": build_run_charge(body)}
-
-
-@kopf.index(GROUP, VERSION, "harnessruns")
-def queue_index(namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, QueueEntry]:
-    """Every run that has not started (queued, or waiting for an output or budget room), by namespace."""
-    entry = build_queue_entry(body)
-    return {} if entry is None else {namespace or "": entry}
-
-
-@kopf.index(GROUP, VERSION, "harnessruns")
-def scheduled_run_index(namespace: str | None, body: kopf.Body, **_: Any) -> dict[Any, ScheduledRun]:
-    """Every run a HarnessSchedule controls, by (namespace, the schedule's UID)."""
-    entry = build_scheduled_run_entry(body)
-    return {} if entry is None else {(namespace or "", entry[0]): entry[1]}
-
-
 @kopf.index(GROUP, VERSION, "harnessdefinitions")
 def definition_index(namespace: str | None, name: str, spec: Any, **_: Any) -> dict[Any, Any]:
     """Every HarnessDefinition's spec, by (namespace, name)."""
@@ -127,6 +107,7 @@ def run_event(
     a running one its progress ticks (nothing is polled); a schedule's run that finished or went is
     news to its schedule (history limits, Forbid's waiting time, its active runs)."""
     controller = _controller(memo)
+    controller.run_seen(type, body)
     deleted = type == "DELETED"
     if namespace and body.metadata.name:
         if deleted:

@@ -190,10 +190,10 @@ class Kube:
     def list_objects(
         self, kind: str, namespace: str | None, selector: str
     ) -> tuple[list[dict[str, Any]], str]:
-        """Jobs or Pods matching `selector` (server side), in one namespace or all, as raw JSON (no
+        """Jobs, Pods or runs matching `selector` (server side), in one namespace or all, as raw JSON (no
         model objects: decoding thousands of them is the cost a watch cache exists to avoid), with the
         list's resourceVersion to watch from."""
-        response = self._lister(kind, namespace)(label_selector=selector, _preload_content=False)
+        response = self._lister(kind, namespace)(label_selector=selector or None, _preload_content=False)
         listed = json.loads(response.data)
         return list(listed.get("items") or []), str(listed["metadata"]["resourceVersion"])
 

@@ -112,7 +112,7 @@ def _now() -> datetime:
 
 
 class QueueSource(Protocol):
-    """The watch cache of runs that have not started, per namespace (a kopf index)."""
+    """The watch cache of runs that have not started, per namespace (the run cache)."""
 
     def entries(self, namespace: str) -> list[QueueEntry]: ...
 
@@ -144,7 +144,7 @@ class Reconciler:
         self.queue_source: QueueSource = NoQueue()
         # Reconcile a run again after this many seconds (a retry's backoff); the controller's due heap.
         self.wake_later: Callable[[str, str, float], None] = lambda namespace, name, delay: None
-        # Runs this process started whose start the run index may not show yet: not queued any more.
+        # Runs this process started whose start the run cache may not show yet: not queued any more.
         self._admitted: set[tuple[str, str]] = set()
         # Striped: a bounded set of locks, however many runs come and go (two runs may share one).
         self._run_locks = [threading.Lock() for _ in range(RUN_LOCK_STRIPES)]
@@ -473,8 +473,8 @@ class Reconciler:
     # --- starting attempts ---------------------------------------------------------------------------
 
     def _queue(self, namespace: str) -> list[QueueEntry]:
-        """The namespace's runs that have not started, from the run index, without those this process
-        started that the index does not show as started yet."""
+        """The namespace's runs that have not started, from the run cache, without those this process
+        started that the cache does not show as started yet."""
         entries = self.queue_source.entries(namespace)
         indexed = {e.name for e in entries}
         self._admitted = {k for k in self._admitted if k[0] != namespace or k[1] in indexed}

@@ -4,7 +4,7 @@ expiry heap, and what each kopf handler asks of them (handlers.py finds this in 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -21,10 +21,10 @@ from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.progress import ProgressReader, ProgressTicks
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.retention import ExpiryQueue, compute_expiry
+from harness_operator.controller.run_cache import RUN_KIND, RunStore
 from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.core.budget import BudgetRef, RunCharge
 from harness_operator.core.fairqueue import QueueEntry
-from harness_operator.core.schedule import ScheduledRun
 
 log = structlog.get_logger("harness_operator")
 MAX_CHILD_EVENT_RETRIES = 6
@@ -32,9 +32,9 @@ CHILD_WORKERS = 4
 
 
 class IndexBudgets:
-    """The reconciler's view of the budget and run indexes: no LIST per admission."""
+    """The reconciler's view of the budget index and the run cache: no LIST per admission."""
 
-    def __init__(self, budgets: kopf.Index[str, BudgetRef], runs: kopf.Index[str, RunCharge]) -> None:
+    def __init__(self, budgets: kopf.Index[str, BudgetRef], runs: RunStore) -> None:
         self._budgets = budgets
         self._runs = runs
 
@@ -42,17 +42,18 @@ class IndexBudgets:
         return list(self._budgets.get(namespace, []))
 
     def runs(self, namespace: str) -> list[RunCharge]:
-        return list(self._runs.get(namespace, []))
+        return self._runs.charges(namespace)
 
 
-class IndexQueue:
-    """The reconciler's view of the queue index: who waits before a run, and whom a freed slot wakes."""
+class CachedQueue:
+    """The reconciler's view of the run cache's queue: who waits before a run, and whom a freed slot
+    wakes."""
 
-    def __init__(self, index: kopf.Index[str, QueueEntry]) -> None:
-        self._index = index
+    def __init__(self, runs: RunStore) -> None:
+        self._runs = runs
 
     def entries(self, namespace: str) -> list[QueueEntry]:
-        return list(self._index.get(namespace, []))
+        return self._runs.queue(namespace)
 
 
 class IndexDefinitions:
@@ -76,16 +77,6 @@ class IndexDefinitions:
         return dict(self._api.definition(namespace, name) or {}) or None
 
 
-class IndexScheduledRuns:
-    """The runs each schedule owns, from the scheduled-run index: no LIST per tick."""
-
-    def __init__(self, index: kopf.Index[Any, ScheduledRun]) -> None:
-        self._index = index
-
-    def __call__(self, namespace: str, schedule_uid: str) -> list[ScheduledRun]:
-        return list(self._index.get((namespace, schedule_uid), []))
-
-
 class Controller:
     """What the handlers and the watch caches drive: one per process, built by __main__."""
 
@@ -100,8 +91,10 @@ class Controller:
         progress: ProgressReader | None = None,
         progress_interval: float = 0,
         schedules: ScheduleReconciler | None = None,
+        runs: RunStore | None = None,
     ) -> None:
         self.reconciler = reconciler  # runs, with their budgets (reconciler.budgets)
+        self.runs = RunStore() if runs is None else runs  # __main__'s, which a watch fills
         self.schedules = schedules
         self.progress = progress
         self.ticks = (
@@ -119,8 +112,8 @@ class Controller:
         reconciler.wake_later = self.wake_after
 
     def use_indexes(self, kwargs: dict[str, Any]) -> None:
-        """Hand kopf's indexes (every handler call has them) to the reconciler once, then let the workers
-        reconcile what the watch caches of Jobs and Pods report."""
+        """Hand kopf's indexes (every handler call has them) and the run cache to the reconciler once,
+        then let the workers reconcile what the watch caches of Jobs and Pods report."""
         with self._lock:
             if self._children is not None:
                 return
@@ -128,10 +121,10 @@ class Controller:
             reconciler.definitions = IndexDefinitions(
                 kwargs["definition_index"], kwargs["cluster_definition_index"], reconciler.kube
             )
-            reconciler.queue_source = IndexQueue(kwargs["queue_index"])
-            reconciler.budgets.source = IndexBudgets(kwargs["budget_index"], kwargs["run_index"])
+            reconciler.queue_source = CachedQueue(self.runs)
+            reconciler.budgets.source = IndexBudgets(kwargs["budget_index"], self.runs)
             if self.schedules is not None:
-                self.schedules.runs = IndexScheduledRuns(kwargs["scheduled_run_index"])
+                self.schedules.runs = self.runs.scheduled
             self._wake = KeyedQueue(lambda key: self.wake_waiting_runs(key[0]), 1)
             self._children = KeyedQueue(lambda key: self.reconcile_after_child_event(*key), CHILD_WORKERS)
 
@@ -216,6 +209,10 @@ class Controller:
             verdict = classify(exc)
             metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
             log.warning("Progress read failed", run=f"{namespace}/{name}", error=verdict.message)
+
+    def run_seen(self, type_: str | None, body: Mapping[str, Any]) -> None:
+        """kopf's copy of a run, into the run cache before any handler reads it."""
+        self.runs.apply(RUN_KIND, str(type_ or "MODIFIED"), body)
 
     def run_deleted(self, namespace: str, name: str) -> None:
         """A deleted run leaves the gauges; one deleted before it finished leaves its egress grant, which

@@ -21,7 +21,7 @@ WAITING_REASONS = (Reason.WaitingForRunOutput, BUDGET_EXHAUSTED)
 
 @dataclass(frozen=True, order=True)
 class QueueEntry:
-    """One run that has not started, as the run index holds it; ordered first come, first served."""
+    """One run that has not started, as the run cache holds it; ordered first come, first served."""
 
     created: str
     name: str

@@ -86,7 +86,7 @@ def parse_cron(schedule: str, time_zone: str | None) -> Cron:
 
 @dataclass(frozen=True)
 class ScheduledRun:
-    """A run the schedule owns (controller owner reference), as the run index holds it."""
+    """A run the schedule owns (controller owner reference), as the run cache holds it."""
 
     name: str
     uid: str

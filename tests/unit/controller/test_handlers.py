@@ -130,7 +130,7 @@ def test_a_freed_slot_wakes_the_runs_waiting_for_it() -> None:
     """A Job's change reconciles its run; a Job leaving flight also wakes the queue's first runs."""
     waking = WakingReconciler()
     controller = Controller(waking)  # type: ignore[arg-type]
-    indexes = {k: {} for k in ("budget_index", "run_index", "queue_index", "definition_index")}
+    indexes = {k: {} for k in ("budget_index", "definition_index")}
     controller.use_indexes({**indexes, "cluster_definition_index": {}})  # what kopf passes every handler
     controller.child_changed(Change("ns", "done", slot_freed=False))
     controller.child_changed(Change("ns", "done", slot_freed=True))
