@@ -28,7 +28,7 @@ from harness_operator.core.budget import (
 
 
 class BudgetSource(Protocol):
-    """The watch caches of HarnessBudgets (a kopf index) and of runs' charges (the run cache), per namespace."""
+    """The watch caches of HarnessBudgets (a kopf index) and of runs' charges (the run cache)."""
 
     def budgets(self, namespace: str) -> list[BudgetRef]: ...
 
