@@ -4,9 +4,9 @@ over when the process stops (I/O; the rules are core/leadership's).
 Only the leader runs kopf (its handlers, timers and the writes they make); a standby keeps its watch
 caches of Jobs and Pods warm and watches the Lease, so it sees each renewal when it is written and
 takes the Lease the moment it expires or is released (without the watch, it looks every retry
-period). A leader that cannot renew
-within the renew deadline stops leading, and its process exits, as client-go's callers do: a replica
-that may have missed renewals never writes again, and the restarted process starts as a standby.
+period). A leader that cannot renew within the renew deadline stops leading, and its process exits,
+as client-go's callers do: a replica that may have missed renewals never writes again, and the
+restarted process starts as a standby.
 """
 
 from __future__ import annotations
@@ -175,6 +175,7 @@ class LeaderElector:
         try:
             lease = self.kube.fetch_lease(self.namespace, self.name)
             if lease is None:
+                self.read_at = self.clock()
                 body = lease_object(
                     self.namespace, self.name, claim(None, self.identity, self.wall(), self.duration_seconds)
                 )
@@ -192,7 +193,7 @@ class LeaderElector:
             return False
 
     def stop(self) -> None:
-        """End the thread; a leader hands the Lease over (a standby takes it at its next look)."""
+        """End the thread; a leader hands the Lease over (a watching standby takes it at once)."""
         self.stopping.set()
         self._wake.set()
         if self.thread.is_alive():
