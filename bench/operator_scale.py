@@ -15,8 +15,8 @@ same run, N plain suspended Jobs from the same client (each side once the operat
 for 3 s, so the runs' tail does not slow the plain side), and prints the Jobs-per-second of each, their
 ratio, and the operator's CPU and memory. `footprint` measures the operator's CPU per run and RSS for
 a batch of runs with suspended Jobs in an empty namespace, then again after `--finished` finished runs
-were added (created while the operator is stopped with the annotations kopf writes on runs it handled,
-their status patched to Cancelled: no reconcile makes them), so the two batches show whether the cost
+were added (created while the operator is stopped, their status patched to Cancelled: no reconcile
+makes them), so the two batches show whether the cost
 per run is flat in the number of finished runs. `restart` restarts the operator beside each step's
 number of finished runs (made as `footprint` makes them, while it is stopped, with one new run created
 just before it starts) and prints, per step, the time from process start to that run's Job, the CPU
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import subprocess
@@ -313,20 +312,9 @@ def finished_runs(bench: Bench, count: int, first: int = 0) -> None:
         "conditions": [{"type": "Succeeded", "status": "False", "reason": "Cancelled", "message": "bench"}],
     }
 
-    # What kopf writes on a run it handled: without it, the restarted operator takes every one of
-    # them for a new run, which is not the case measured (runs that ended under the operator).
-    handled = {
-        f"{GROUP}/kopf-managed": "yes",
-        f"{GROUP}/last-handled-configuration": json.dumps(
-            {"spec": {"acpPermission": "deny", "cancel": False, "provider": "fake"}}, separators=(",", ":")
-        )
-        + "\n",
-    }
-
     def make(index: int) -> None:
         name = f"done-{index}"
         body = run_body(name, {"provider": "fake", "prompt": "hi"})
-        body["metadata"]["annotations"] = handled
         bench.custom.create_namespaced_custom_object(GROUP, VERSION, bench.ns, "harnessruns", body)
         bench.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, bench.ns, "harnessruns", name, {"status": ended}

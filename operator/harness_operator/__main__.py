@@ -10,6 +10,9 @@ import secrets
 import signal
 import sys
 import threading
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
 
 import kopf
 from prometheus_client import start_http_server
@@ -23,7 +26,13 @@ from harness_operator.controller.leader import LeaderElector
 from harness_operator.controller.logs import setup_logging
 from harness_operator.controller.progress import ProgressReader
 from harness_operator.controller.reconcile import Reconciler
-from harness_operator.controller.retention import ExpiryQueue
+from harness_operator.controller.reference_cache import (
+    BUDGET_KIND,
+    CLUSTER_DEFINITION_KIND,
+    DEFINITION_KIND,
+    ReferenceStore,
+)
+from harness_operator.controller.retention import ExpiryQueue, compute_expiry
 from harness_operator.controller.run_cache import RUN_KIND, RunStore
 from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.controller.wiring import Controller
@@ -50,24 +59,32 @@ def main(argv: list[str] | None = None) -> int:
     reconciler = Reconciler(kube, config, children=children)
     definitions = DefinitionReconciler(kube, reconciler.clock)
     progress = ProgressReader(kube, reconciler.run_lock, reconciler.clock)
+
+    def expiry(run: Mapping[str, Any], now: datetime) -> float | None:
+        ttl, spare = config.default_ttl_seconds_after_finished, config.default_ttl_spares_applied
+        return compute_expiry(run, ttl, now, spare)
+
+    references = ReferenceStore()
     controller = Controller(
         reconciler,
         definitions,
         retention,
-        config.default_ttl_seconds_after_finished,
-        ttl_spares_applied=config.default_ttl_spares_applied,
         progress=progress,
         progress_interval=config.progress_interval_seconds,
         schedules=ScheduleReconciler(kube, reconciler.clock),
-        runs=RunStore(),
+        runs=RunStore(expiry),
+        references=references,
     )
-    watchers = [
-        Watcher(kube, children, kind, namespace, controller.child_changed)
-        for kind in KINDS
-        for namespace in config.namespaces or (None,)
-    ] + [
-        Watcher(kube, controller.runs, RUN_KIND, namespace, lambda _: None, selector="")
-        for namespace in config.namespaces or (None,)
+    namespaces = config.namespaces or (None,)
+    watchers: list[Watcher[Any]] = [
+        *(Watcher(kube, children, kind, ns, controller.child_changed) for kind in KINDS for ns in namespaces),
+        *(Watcher(kube, controller.runs, RUN_KIND, ns, controller.run_changed, "") for ns in namespaces),
+        *(
+            Watcher(kube, references, kind, ns, lambda _: None, "")
+            for kind in (DEFINITION_KIND, BUDGET_KIND)
+            for ns in namespaces
+        ),
+        Watcher(kube, references, CLUSTER_DEFINITION_KIND, None, lambda _: None, ""),
     ]
     for watcher in watchers:
         watcher.start()
@@ -90,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         if not elector.wait_to_lead():
             elector.stop()
             return 0
+    controller.lead()
     loop = asyncio.new_event_loop()
     loop.run_until_complete(
         kopf.operator(

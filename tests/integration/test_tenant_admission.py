@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import kopf
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -22,7 +21,6 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import load_documents
 from harness_operator.cli.validation import validate_documents
-from harness_operator.controller import handlers
 
 from .conftest import api_status, wait_until
 from .operator_env import (
@@ -744,65 +742,31 @@ def source_text(size: int) -> str:
     return (text * (size // len(text) + 1))[:size]
 
 
-def test_a_prompt_at_the_maximum_applies_and_kopf_can_annotate_it(
+def test_a_prompt_at_the_maximum_applies(
     chart: None,
-    kube: client.ApiClient,
     namespace: str,
     cluster_bin_dir: Path,
     kubeconfig_path: str,
     tmp_path: Path,
 ) -> None:
-    """`kubectl apply` keeps a copy in its annotation, kopf kept another: at the old maximum the apply was
-    refused and kopf's patch failed with 422. Now a 131072-byte prompt of real code applies, and kopf's
-    diff base (without prompt and stdin) patches onto it; kopf's default diff base still would not."""
+    """`kubectl apply` keeps a copy in its annotation: at the old maximum the apply was refused. Now a
+    131072-byte prompt of real code applies (and the operator writes no annotation on runs: kopf, whose
+    diff base once pushed such a run past 256 KiB of annotations, handles no run)."""
     manifest = write_run(tmp_path / "max.json", namespace, prompt=source_text(131072))
     applied = kubectl_apply(cluster_bin_dir, kubeconfig_path, manifest)
     assert applied.returncode == 0, applied.stderr
-    custom = client.CustomObjectsApi(kube)
-    body = kopf.Body(custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "big"))
-
-    def kopf_patch(storage: kopf.DiffBaseStorage) -> None:
-        patch = kopf.Patch()
-        storage.store(body=body, patch=patch, essence=storage.build(body=body))
-        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "big", dict(patch))
-
-    with pytest.raises(ApiException) as caught:
-        kopf_patch(kopf.AnnotationsDiffBaseStorage(prefix=GROUP, key="last-handled-configuration"))
-    assert caught.value.status == 422
-    assert "may not be more than 262144 bytes" in api_status(caught.value)["message"]
-
-    settings = kopf.OperatorSettings()
-    handlers.configure(settings=settings)
-    kopf_patch(settings.persistence.diffbase_storage)
-    run = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "big")
-    assert f"{GROUP}/last-handled-configuration" in run["metadata"]["annotations"]
 
 
-def test_a_with_at_the_maximum_is_admitted_and_kopf_can_annotate_it(
-    chart: None, kube: client.ApiClient, tenant: client.ApiClient, namespace: str
+def test_a_with_at_the_maximum_is_admitted_and_one_key_more_is_not(
+    chart: None, tenant: client.ApiClient, namespace: str
 ) -> None:
-    """A red team's 740 KB `with` pushed kopf's diff base past the 256 KiB of annotations, and kopf
-    retried the run forever. Now `with` is bounded (64 keys, strings of 8192 characters), and kopf's diff
-    base leaves it out: a run at the maximum (512 KiB of options) is admitted and kopf's patch applies."""
+    """A red team's 740 KB `with` once pushed kopf's diff base past the 256 KiB of annotations. Now
+    `with` is bounded (64 keys, strings of 8192 characters): a run at the maximum (512 KiB of options) is
+    admitted, and one key more is refused by the CRD, naming the field."""
     options = {f"option_{i:02d}": source_text(8192) for i in range(64)}
     body = run_body("wide", {"provider": "claude", "prompt": "p", "with": options})
     custom = client.CustomObjectsApi(tenant)
     custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", body)
-    stored = kopf.Body(
-        client.CustomObjectsApi(kube).get_namespaced_custom_object(
-            GROUP, VERSION, namespace, "harnessruns", "wide"
-        )
-    )
-    settings = kopf.OperatorSettings()
-    handlers.configure(settings=settings)
-    storage = settings.persistence.diffbase_storage
-    patch = kopf.Patch()
-    storage.store(body=stored, patch=patch, essence=storage.build(body=stored))
-    admin = client.CustomObjectsApi(kube)  # the operator's patch (kopf's, here by hand)
-    admin.patch_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "wide", dict(patch))
-    run = admin.get_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", "wide")
-    assert f"{GROUP}/last-handled-configuration" in run["metadata"]["annotations"]
-    # One key more is refused by the CRD, naming the field.
     body = run_body("wider", {"provider": "claude", "prompt": "p", "with": {**options, "one_more": "x"}})
     with pytest.raises(ApiException) as caught:
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "harnessruns", body)

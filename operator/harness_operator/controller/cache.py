@@ -18,7 +18,7 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
@@ -274,25 +274,32 @@ class KeyedQueue:
                 log.exception("Reconcile from the watch cache failed", run=f"{key[0]}/{key[1]}")
 
 
-class Store(Protocol):
-    """What a Watcher keeps its objects in (ChildStore, run_cache.RunStore)."""
-
-    def apply(self, kind: str, type_: str, obj: dict[str, Any]) -> Change: ...
-
-    def replace(self, kind: str, namespace: str | None, items: Iterable[dict[str, Any]]) -> list[Change]: ...
+ChangeT = TypeVar("ChangeT")
+ChangeT_co = TypeVar("ChangeT_co", covariant=True)
 
 
-class Watcher:
+class Store(Protocol[ChangeT_co]):
+    """What a Watcher keeps its objects in (ChildStore, run_cache.RunStore, reference_cache's)."""
+
+    def apply(self, kind: str, type_: str, obj: dict[str, Any]) -> ChangeT_co: ...
+
+    def replace(
+        self, kind: str, namespace: str | None, items: Iterable[dict[str, Any]]
+    ) -> Iterable[ChangeT_co]: ...
+
+
+class Watcher(Generic[ChangeT]):
     """List, then watch from the list's resourceVersion; relist on 410 Gone; bounded backoff on errors.
-    `selector`: the label selector the API server filters by (our Jobs and Pods; "" for every run)."""
+    `selector`: the label selector the API server filters by (our Jobs and Pods; "" for every object).
+    The first list's changes are not notified: a new leader acts on every object it holds."""
 
     def __init__(
         self,
         kube: Kube,
-        store: Store,
+        store: Store[ChangeT],
         kind: str,
         namespace: str | None,
-        on_change: Callable[[Change], None],
+        on_change: Callable[[ChangeT], None],
         selector: str = SELECTOR,
     ) -> None:
         self.kube, self.store, self.kind, self.namespace = kube, store, kind, namespace
@@ -312,7 +319,7 @@ class Watcher:
             try:
                 items, version = self.kube.list_objects(self.kind, self.namespace, self.selector)
                 changes = self.store.replace(self.kind, self.namespace, items)
-                if not first:  # at startup kopf's resume handler reconciles every run anyway
+                if not first:
                     self._notify(changes)
                 first = False
                 self.synced.set()
@@ -343,7 +350,7 @@ class Watcher:
                 self._notify([self.store.apply(self.kind, str(type_), obj)])
         return version
 
-    def _notify(self, changes: Iterable[Change]) -> None:
+    def _notify(self, changes: Iterable[ChangeT]) -> None:
         for change in changes:
             self.on_change(change)
 

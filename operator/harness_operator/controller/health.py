@@ -9,6 +9,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from harness_operator.controller.cache import Watcher
 from harness_operator.controller.leader import LeaderElector
@@ -51,7 +52,7 @@ class HealthServer:
 
 
 def readiness(
-    watchers: Sequence[Watcher], elector: LeaderElector | None, kopf_ready: threading.Event
+    watchers: Sequence[Watcher[Any]], elector: LeaderElector | None, kopf_ready: threading.Event
 ) -> tuple[bool, str]:
     """Ready, and the role: without an election this process leads."""
     listed = all(w.synced.is_set() for w in watchers)

@@ -32,6 +32,12 @@ from harness_operator.core.resolution import DefinitionReader, NotTheOutput, Unr
 FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
 SCHEDULES = "harnessschedules"
+OUR_PLURALS = {
+    "HarnessRun": RUNS,
+    "HarnessDefinition": "harnessdefinitions",
+    "ClusterHarnessDefinition": "clusterharnessdefinitions",
+    "HarnessBudget": "harnessbudgets",
+}
 log = structlog.get_logger("harness_operator")
 GROUP_RECHECK_SECONDS = 60.0
 WATCH_TIMEOUT_SECONDS = 300  # how long the API server keeps one watch open before it is opened again
@@ -165,14 +171,15 @@ class Kube:
         return None if job is None else dict(self.api.sanitize_for_serialization(job))
 
     def _lister(self, kind: str, namespace: str | None) -> Callable[..., Any]:
-        """The list call of `kind` (Job, Pod, HarnessRun, or a Lease in one namespace) in `namespace`
-        (None: all), positional arguments bound."""
+        """The list call of `kind` (Job, Pod, one of our kinds, or a Lease in one namespace) in `namespace`
+        (None: all; always all for ClusterHarnessDefinitions), positional arguments bound."""
         if kind == "Lease" and namespace is not None:
             return partial(self.coordination.list_namespaced_lease, namespace)
-        if kind == "HarnessRun":
-            if namespace is None:
-                return partial(self.custom.list_cluster_custom_object, GROUP, VERSION, RUNS)
-            return partial(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, RUNS)
+        if kind in OUR_PLURALS:
+            plural = OUR_PLURALS[kind]
+            if namespace is None or kind == "ClusterHarnessDefinition":
+                return partial(self.custom.list_cluster_custom_object, GROUP, VERSION, plural)
+            return partial(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural)
         if kind == "Job":
             batch = self.batch
             return (

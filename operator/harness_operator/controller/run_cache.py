@@ -1,62 +1,110 @@
-"""A watch cache of HarnessRuns kept as the three slim entries the controller reads of every run: its
-charge in budgets, its place in its namespace's queue, and, for a schedule's run, what its schedule
-needs.
+"""A watch cache of HarnessRuns, the one source of run events: the operator takes no run from kopf.
 
-These were kopf indexes. kopf gives every object of an indexed resource a toggle of its own that all
-workers wait on at startup, and each toggle wakes every waiting worker: a restart beside 10,000 runs
-took 895 s before a new run got its Job (bench/RESULTS.md). Here the runs are listed before kopf starts
-(handlers wait until they are) and watched by their own thread, as `cache.py` does for Jobs and Pods;
-kopf's run events feed the same store, so a handler never sees a run older than the event it handles.
-Of two copies of a run the one of the higher resourceVersion wins, and a deletion leaves a tombstone
-until the next full list, so a late copy from the other source never brings a deleted run back.
+Each run is kept as a slim entry of what the controller reads of every run: its charge in budgets, its
+place in its namespace's queue, what its schedule needs, and what decides the work its events make (is
+it unfinished, its spec's generation, is its progress read, when it expires). kopf kept a diff base, a
+progress annotation and a toggle per run, and its startup work beside 10,000 runs grew faster than the
+square of the runs (bench/RESULTS.md); here a run costs one slim entry, and a restart one list.
+
+A change names the run and whether it is to be reconciled: a run first seen or whose spec changed (a new
+generation) while it is unfinished. Its own status writes change no generation and reconcile nothing.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from harness_operator.controller.cache import SYNC_WAIT_SECONDS, Change
+from harness_operator.api.v1alpha1 import HarnessRunStatus
+from harness_operator.controller.cache import SYNC_WAIT_SECONDS
 from harness_operator.core.budget import RunCharge, build_run_charge
 from harness_operator.core.fairqueue import QueueEntry, build_queue_entry
-from harness_operator.core.schedule import ScheduledRun, build_scheduled_run_entry
+from harness_operator.core.progress import is_progress_wanted
+from harness_operator.core.schedule import ScheduledRun, build_scheduled_run_entry, schedule_owner
 
 RUN_KIND = "HarnessRun"
-NO_CHANGE = Change("", None, False)  # runs' reconciles are kopf's: the watch notifies nothing
+Expiry = Callable[[Mapping[str, Any], datetime], float | None]  # retention.compute_expiry, bound
 
 
 @dataclass(frozen=True)
 class RunEntry:
     """What the store keeps of one run."""
 
-    version: int
+    uid: str
+    generation: int
+    unfinished: bool
+    progress: bool  # its attempt runs: its progress is read
+    expires_at: float | None  # POSIX time its retention deletes it at
+    schedule: str | None  # the name of the schedule that controls it
     charge: RunCharge
     queued: QueueEntry | None
     scheduled: tuple[str, ScheduledRun] | None  # (the schedule's UID, the run)
 
 
-def version_of(run: Mapping[str, Any]) -> int:
-    """The run's resourceVersion as a number (the API server's are etcd revisions); 0 when not one."""
-    value = str((run.get("metadata") or {}).get("resourceVersion") or "")
-    return int(value) if value.isdigit() else 0
+@dataclass(frozen=True)
+class RunChange:
+    """Run `name` changed: `entry` is what it is now, or was when `deleted`; `reconcile`: it is new or
+    its spec changed, and it is unfinished."""
+
+    namespace: str
+    name: str
+    entry: RunEntry
+    deleted: bool
+    reconcile: bool
 
 
-def build_run_entry(run: Mapping[str, Any]) -> RunEntry:
+def is_unfinished(run: Mapping[str, Any]) -> bool:
+    """No Succeeded condition that is True or False."""
+    conditions = (run.get("status") or {}).get("conditions") or []
+    return not any(c.get("type") == "Succeeded" and c.get("status") in ("True", "False") for c in conditions)
+
+
+def _wants_progress(run: Mapping[str, Any]) -> bool:
+    try:
+        status = HarnessRunStatus.model_validate(dict(run.get("status") or {}))
+    except ValueError:
+        return False
+    return is_progress_wanted(status)
+
+
+def build_run_entry(run: Mapping[str, Any], expiry: Expiry, now: datetime) -> RunEntry:
+    meta = run.get("metadata") or {}
+    unfinished = is_unfinished(run)  # first: a finished run (most, at startup) costs no status parse
+    delay = None if unfinished else expiry(run, now)
+    owner = schedule_owner(run)
     return RunEntry(
-        version_of(run), build_run_charge(run), build_queue_entry(run), build_scheduled_run_entry(run)
+        uid=str(meta.get("uid") or ""),
+        generation=int(meta.get("generation") or 0),
+        unfinished=unfinished,
+        progress=unfinished and _wants_progress(run),
+        expires_at=None if delay is None else now.timestamp() + delay,
+        schedule=owner[0] if owner else None,
+        charge=build_run_charge(run),
+        queued=build_queue_entry(run),
+        scheduled=build_scheduled_run_entry(run),
     )
 
 
-class RunStore:
-    """The runs' entries by namespace; thread-safe. The reads wait for the first full list."""
+def decide_change(
+    namespace: str, name: str, held: RunEntry | None, entry: RunEntry, deleted: bool
+) -> RunChange:
+    """The change from `held` (None: not seen before) to `entry`."""
+    new = held is None or held.uid != entry.uid or held.generation != entry.generation
+    return RunChange(namespace, name, entry, deleted, not deleted and new and entry.unfinished)
 
-    def __init__(self) -> None:
+
+class RunStore:
+    """The runs' entries by namespace; thread-safe. The reads wait for the first full list.
+    `expiry(run, now)`: seconds until a finished run is to be deleted, or None to keep it."""
+
+    def __init__(self, expiry: Expiry = lambda run, now: None) -> None:
+        self._expiry = expiry
         self._lock = threading.Lock()
         self._runs: dict[str, dict[str, RunEntry]] = defaultdict(dict)
-        self._gone: dict[tuple[str, str], int] = {}  # deleted at this version, until the next list
         self._synced = threading.Event()
 
     # --- reads ---------------------------------------------------------------------------------------
@@ -81,49 +129,57 @@ class RunStore:
             if entry.scheduled is not None and entry.scheduled[0] == schedule_uid
         ]
 
+    def every_run(self) -> list[RunChange]:
+        """Every run held, as a change that reconciles it when it is unfinished (a new leader's start)."""
+        self.wait_synced()
+        with self._lock:
+            held = [(ns, name, entry) for ns, runs in self._runs.items() for name, entry in runs.items()]
+        return [decide_change(ns, name, None, entry, False) for ns, name, entry in held]
+
     def _entries(self, namespace: str) -> list[RunEntry]:
         self.wait_synced()
         with self._lock:
             return list(self._runs.get(namespace, {}).values())
 
-    # --- writes (the watch thread, and kopf's run events) --------------------------------------------
+    # --- writes (the watch threads) ------------------------------------------------------------------
 
-    def apply(self, kind: str, type_: str, obj: Mapping[str, Any]) -> Change:
-        """One copy of a run (ADDED, MODIFIED, DELETED), kept unless the store holds a newer one."""
+    def apply(self, kind: str, type_: str, obj: Mapping[str, Any]) -> RunChange:
+        """One watch event (ADDED, MODIFIED, DELETED)."""
         meta = obj.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        version = version_of(obj)
+        entry = build_run_entry(obj, self._expiry, datetime.now(UTC))
+        deleted = type_ == "DELETED"
         with self._lock:
-            held = self._runs.get(namespace, {}).get(name)
-            newest = max(held.version if held else 0, self._gone.get((namespace, name), 0))
-            if version and version <= newest:
-                return NO_CHANGE
-            if type_ == "DELETED":
-                self._forget(namespace, name)
-                self._gone[(namespace, name)] = version
-            else:
-                self._runs[namespace][name] = build_run_entry(obj)
-        return NO_CHANGE
+            runs = self._runs[namespace]
+            held = runs.pop(name, None) if deleted else runs.get(name)
+            if not deleted:
+                runs[name] = entry
+            elif not runs:
+                del self._runs[namespace]
+        return decide_change(namespace, name, held, entry, deleted)
 
-    def replace(self, kind: str, namespace: str | None, items: Iterable[dict[str, Any]]) -> list[Change]:
-        """A full list of the runs in `namespace` (None: all): it replaces what was held there."""
+    def replace(self, kind: str, namespace: str | None, items: Iterable[dict[str, Any]]) -> list[RunChange]:
+        """A full list of the runs in `namespace` (None: all): the changes against what was held, so that
+        what changed while the watch was down is acted on (a run deleted then leaves the gauges)."""
+        now = datetime.now(UTC)
         listed: dict[str, dict[str, RunEntry]] = defaultdict(dict)
         for item in items:
             meta = item.get("metadata") or {}
-            listed[str(meta.get("namespace") or "")][str(meta.get("name") or "")] = build_run_entry(item)
+            entry = build_run_entry(item, self._expiry, now)
+            listed[str(meta.get("namespace") or "")][str(meta.get("name") or "")] = entry
         with self._lock:
-            for held in [ns for ns in self._runs if namespace is None or ns == namespace]:
-                for name, entry in self._runs.pop(held).items():  # a newer copy kopf gave meanwhile
-                    if name in listed[held] and entry.version > listed[held][name].version:
-                        listed[held][name] = entry
-            self._runs.update({ns: runs for ns, runs in listed.items() if runs})
-            self._gone = {k: v for k, v in self._gone.items() if namespace is not None and k[0] != namespace}
+            held = {
+                (ns, name): entry
+                for ns in [ns for ns in self._runs if namespace is None or ns == namespace]
+                for name, entry in self._runs.pop(ns).items()
+            }
+            self._runs.update(listed)
             self._synced.set()
-        return []
-
-    def _forget(self, namespace: str, name: str) -> None:
-        runs = self._runs.get(namespace)
-        if runs is not None:
-            runs.pop(name, None)
-            if not runs:
-                del self._runs[namespace]
+        changes = []
+        for ns, name in held.keys() | {(ns, name) for ns, runs in listed.items() for name in runs}:
+            old, new = held.get((ns, name)), listed.get(ns, {}).get(name)
+            if new is None and old is not None:
+                changes.append(decide_change(ns, name, old, old, True))
+            elif new is not None and new != old:
+                changes.append(decide_change(ns, name, old, new, False))
+        return changes

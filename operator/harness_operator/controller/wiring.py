@@ -1,15 +1,15 @@
-"""The operator's parts wired in one place: the reconciler, the work queues the watch caches feed, the
-expiry heap, and what each kopf handler asks of them (handlers.py finds this in kopf's memo)."""
+"""The operator's parts wired in one place: the reconciler, the watch caches it reads, the work queues
+the caches feed, the expiry heap, and what each kopf handler asks of them (handlers.py finds this in
+kopf's memo). Runs take no kopf handler: their watch cache (run_cache.py) drives them."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-import kopf
 import structlog
 
 from harness_operator.controller import metrics
@@ -20,26 +20,27 @@ from harness_operator.controller.errors import Permanent, Temporary, classify
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.progress import ProgressReader, ProgressTicks
 from harness_operator.controller.reconcile import Reconciler
-from harness_operator.controller.retention import ExpiryQueue, compute_expiry
-from harness_operator.controller.run_cache import RUN_KIND, RunStore
+from harness_operator.controller.reference_cache import ReferenceStore
+from harness_operator.controller.retention import ExpiryQueue
+from harness_operator.controller.run_cache import RunChange, RunEntry, RunStore
 from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.core.budget import BudgetRef, RunCharge
 from harness_operator.core.fairqueue import QueueEntry
 
 log = structlog.get_logger("harness_operator")
-MAX_CHILD_EVENT_RETRIES = 6
+MAX_RETRIES = 6  # of a schedule's or a definition's status: their next event or tick tries again
 CHILD_WORKERS = 4
 
 
-class IndexBudgets:
-    """The reconciler's view of the budget index and the run cache: no LIST per admission."""
+class CachedBudgets:
+    """The reconciler's view of the budgets' and the runs' watch caches: no LIST per admission."""
 
-    def __init__(self, budgets: kopf.Index[str, BudgetRef], runs: RunStore) -> None:
-        self._budgets = budgets
+    def __init__(self, references: ReferenceStore, runs: RunStore) -> None:
+        self._references = references
         self._runs = runs
 
     def budgets(self, namespace: str) -> list[BudgetRef]:
-        return list(self._budgets.get(namespace, []))
+        return self._references.budgets(namespace)
 
     def runs(self, namespace: str) -> list[RunCharge]:
         return self._runs.charges(namespace)
@@ -56,42 +57,44 @@ class CachedQueue:
         return self._runs.queue(namespace)
 
 
-class IndexDefinitions:
-    """Definitions from the two definition indexes: no GET per reconcile. A name neither index holds is
-    read from the API server before a run is refused, since the indexes may lag a definition just made."""
+class CachedDefinitions:
+    """Definitions from the definitions' watch caches: no GET per reconcile. A name neither cache holds
+    is read from the API server before a run is refused, since the caches may lag a definition just
+    made."""
 
-    def __init__(self, namespaced: kopf.Index[Any, Any], cluster: kopf.Index[Any, Any], kube: Kube) -> None:
-        self._namespaced = namespaced
-        self._cluster = cluster
+    def __init__(self, references: ReferenceStore, kube: Kube) -> None:
+        self._references = references
         self._api = KubeReader(kube)
 
     def definition(self, namespace: str | None, name: str) -> dict[str, Any] | None:
         if namespace:
-            for spec in self._namespaced.get((namespace, name), []):
+            spec = self._references.definition(namespace, name)
+            if spec is not None:
                 return {"spec": spec}
-            if name in self._cluster:
-                return None  # the ClusterHarnessDefinition answers, from its index
+            if self._references.cluster_definition(name) is not None:
+                return None  # the ClusterHarnessDefinition answers, from its cache
         else:
-            for spec in self._cluster.get(name, []):
+            spec = self._references.cluster_definition(name)
+            if spec is not None:
                 return {"spec": spec}
         return dict(self._api.definition(namespace, name) or {}) or None
 
 
 class Controller:
-    """What the handlers and the watch caches drive: one per process, built by __main__."""
+    """What the watch caches and the handlers drive: one per process, built by __main__. Until `lead`,
+    the caches fill and nothing is acted on (a standby)."""
 
     def __init__(
         self,
         reconciler: Reconciler,
         definitions: DefinitionReconciler | None = None,
         retention: ExpiryQueue | None = None,
-        default_ttl: int | None = None,
-        ttl_spares_applied: bool = True,
-        max_retries: int = MAX_CHILD_EVENT_RETRIES,
+        max_retries: int = MAX_RETRIES,
         progress: ProgressReader | None = None,
         progress_interval: float = 0,
         schedules: ScheduleReconciler | None = None,
         runs: RunStore | None = None,
+        references: ReferenceStore | None = None,
     ) -> None:
         self.reconciler = reconciler  # runs, with their budgets (reconciler.budgets)
         self.runs = RunStore() if runs is None else runs  # __main__'s, which a watch fills
@@ -102,34 +105,43 @@ class Controller:
         )
         self.definitions = definitions
         self.retention = retention
-        self.default_ttl = default_ttl
-        self.ttl_spares_applied = ttl_spares_applied
         self.max_retries = max_retries
         self._lock = threading.Lock()
         self._children: KeyedQueue | None = None
         self._wake: KeyedQueue | None = None
-        self.retries = DueQueue("reconcile-retries")  # temporary failures of calls kopf does not retry
+        self.retries = DueQueue("reconcile-retries")  # temporary failures, and work off the watch threads
         reconciler.wake_later = self.wake_after
+        reconciler.queue_source = CachedQueue(self.runs)
+        if references is not None:
+            reconciler.definitions = CachedDefinitions(references, reconciler.kube)
+            reconciler.budgets.source = CachedBudgets(references, self.runs)
+        if schedules is not None:
+            schedules.runs = self.runs.scheduled
 
-    def use_indexes(self, kwargs: dict[str, Any]) -> None:
-        """Hand kopf's indexes (every handler call has them) and the run cache to the reconciler once,
-        then let the workers reconcile what the watch caches of Jobs and Pods report."""
+    def lead(self) -> None:
+        """This replica leads: the workers start, and every run held is acted on as when first seen
+        (the unfinished reconciled, the finished given their expiry, the running their progress ticks)."""
         with self._lock:
             if self._children is not None:
                 return
-            reconciler = self.reconciler
-            reconciler.definitions = IndexDefinitions(
-                kwargs["definition_index"], kwargs["cluster_definition_index"], reconciler.kube
-            )
-            reconciler.queue_source = CachedQueue(self.runs)
-            reconciler.budgets.source = IndexBudgets(kwargs["budget_index"], self.runs)
-            if self.schedules is not None:
-                self.schedules.runs = self.runs.scheduled
             self._wake = KeyedQueue(lambda key: self.wake_waiting_runs(key[0]), 1)
-            self._children = KeyedQueue(lambda key: self.reconcile_after_child_event(*key), CHILD_WORKERS)
+            self._children = KeyedQueue(lambda key: self.reconcile_retrying(*key), CHILD_WORKERS)
+        threading.Thread(target=self._resume, name="resume", daemon=True).start()
 
-    def reconcile_and_wake(self, namespace: str, name: str, retry: int = 0) -> None:
-        """Reconcile a run, then each run it woke; API errors retry with a bounded delay or stop visibly."""
+    def _resume(self) -> None:
+        while True:
+            try:
+                changes = self.runs.every_run()
+                break
+            except TimeoutError as exc:  # the API server is slow or down: the watch lists again
+                log.warning("Waiting for the run cache", error=str(exc))
+        for change in changes:
+            self.run_changed(change, resuming=True)
+
+    def reconcile_retrying(self, namespace: str, name: str, retry: int = 0) -> None:
+        """Reconcile a run, then each run it woke. A temporary API error reconciles that run again later
+        (backing off to a minute, for as long as it takes: a run is never left unreconciled); a
+        permanent one stops, logged with its reason."""
         pending = [(namespace, name)]
         seen: set[tuple[str, str]] = set()
         while pending:
@@ -138,43 +150,23 @@ class Controller:
                 continue
             seen.add(key)
             try:
-                pending += self.reconciler.reconcile(*key, retry)
+                pending += self.reconciler.reconcile(*key, retry if key == (namespace, name) else 0)
             except Exception as exc:  # every error goes through the one classifier
                 verdict = classify(exc, retry)
                 metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
+                run = f"{key[0]}/{key[1]}"
                 if isinstance(verdict, Permanent):
-                    log.error(
-                        "Reconcile failed",
-                        run=f"{key[0]}/{key[1]}",
-                        reason=verdict.reason,
-                        error=verdict.message,
-                    )
-                    raise kopf.PermanentError(verdict.message) from exc
-                raise kopf.TemporaryError(verdict.message, delay=verdict.delay) from exc
-
-    def reconcile_after_child_event(self, namespace: str, name: str, retry: int = 0) -> None:
-        """kopf does not retry event handlers, so a temporary failure here schedules its own bounded retry
-        (in the retries queue, not a sleep in the handler); the next event of the Job or Pod also tries
-        again."""
-        try:
-            self.reconcile_and_wake(namespace, name, retry)
-        except kopf.TemporaryError as exc:
-            if retry + 1 >= self.max_retries:
-                log.error("Reconcile after child event gave up", run=f"{namespace}/{name}", error=str(exc))
-                return
-            log.warning(
-                "Reconcile after child event failed; retrying", run=f"{namespace}/{name}", error=str(exc)
-            )
-            again = partial(self.reconcile_after_child_event, namespace, name, retry + 1)
-            self._later(("run", namespace, name), exc.delay or 1.0, again)
-        except kopf.PermanentError:
-            pass  # reconcile_and_wake logged it with its reason
+                    log.error("Reconcile failed", run=run, reason=verdict.reason, error=verdict.message)
+                    continue
+                log.warning("Reconcile failed; retrying", run=run, error=verdict.message)
+                tries = retry + 1 if key == (namespace, name) else 1
+                self._later(("run", *key), verdict.delay, partial(self.reconcile_retrying, *key, tries))
 
     def wake_after(self, namespace: str, name: str, delay: float) -> None:
         """Reconcile the run `delay` seconds from now (a retry whose backoff ends then starts); asked again
         for the same due time, nothing changes."""
         self.retries.start()
-        again = partial(self.reconcile_after_child_event, namespace, name)
+        again = partial(self.reconcile_retrying, namespace, name)
         self.retries.schedule(("backoff", namespace, name), delay, again, tag="backoff")
 
     def child_changed(self, change: Change) -> None:
@@ -183,11 +175,33 @@ class Controller:
         a slot, so the runs first in the namespace's queue are woken too."""
         children, wake = self._children, self._wake
         if children is None or wake is None:
-            return  # no kopf handler ran yet: kopf's resume handlers reconcile every run at startup
+            return  # a standby: the new leader reconciles every unfinished run
         if change.run:
             children.put((change.namespace, change.run))
         if change.slot_freed:
             wake.put((change.namespace, ""))
+
+    def run_changed(self, change: RunChange, resuming: bool = False) -> None:
+        """A run's watch event (or, on `lead`, each run held): a new or changed unfinished run is
+        reconciled by a worker; a running one has its progress ticks (nothing is polled); a finished one
+        with a TTL its deletion scheduled; a deleted one leaves the gauges and its egress grant; a
+        schedule's run that finished or went is news to its schedule (its history limits, Forbid's
+        waiting, its active runs; on `lead` the schedules are reconciled anyway). Nothing here waits on
+        the API server: the watch thread goes on at once."""
+        children = self._children
+        if children is None:
+            return  # a standby: the new leader acts on every run it holds
+        namespace, name, entry = change.namespace, change.name, change.entry
+        if change.deleted:
+            self._later(("run-deleted", namespace, name), 0, partial(self.run_deleted, namespace, name))
+        if change.reconcile:
+            children.put((namespace, name))
+        self.follow_progress(namespace, name, not change.deleted and entry.progress)
+        finished_or_gone = change.deleted or not entry.unfinished
+        if entry.schedule is not None and finished_or_gone and not resuming:
+            again = partial(self.reconcile_schedule, namespace, entry.schedule)
+            self._later(("schedule-due", namespace, entry.schedule), 0, again)
+        self.schedule_expiry(namespace, name, entry, change.deleted)
 
     def wake_waiting_runs(self, namespace: str) -> None:
         """Reconcile the runs a freed slot lets move: the earliest queued, and those waiting on a run."""
@@ -210,10 +224,6 @@ class Controller:
             metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
             log.warning("Progress read failed", run=f"{namespace}/{name}", error=verdict.message)
 
-    def run_seen(self, type_: str | None, body: Mapping[str, Any]) -> None:
-        """kopf's copy of a run, into the run cache before any handler reads it."""
-        self.runs.apply(RUN_KIND, str(type_ or "MODIFIED"), body)
-
     def run_deleted(self, namespace: str, name: str) -> None:
         """A deleted run leaves the gauges; one deleted before it finished leaves its egress grant, which
         its deletion revokes."""
@@ -226,13 +236,13 @@ class Controller:
     def reconcile_budget(self, budget: BudgetRef, namespace: str, status: dict[str, Any]) -> None:
         """The budget's ledger settled and its status written; the runs waiting for it reconciled."""
         for key in self.reconciler.budgets.reconcile(budget, namespace, status):
-            self.reconcile_after_child_event(*key)
+            self.reconcile_retrying(*key)
 
     def forget_budget(self, namespace: str, name: str, uid: str) -> None:
         """A deleted budget: the runs it held waiting are reconciled (they start if nothing else holds
         them)."""
         for key in self.reconciler.budgets.forget(namespace, name, uid):
-            self.reconcile_after_child_event(*key)
+            self.reconcile_retrying(*key)
 
     def reconcile_schedule(self, namespace: str, name: str, retry: int = 0) -> None:
         """The schedule brought forward and woken again at its next time (one heap entry, no timer of
@@ -280,20 +290,14 @@ class Controller:
                 return
             log.error("Definition status not written", definition=what, error=verdict.message)
 
-    def schedule_expiry(self, type_: str | None, body: kopf.Body) -> None:
+    def schedule_expiry(self, namespace: str, name: str, entry: RunEntry, deleted: bool) -> None:
         """A finished run with a TTL gets its deletion scheduled; a deleted one is forgotten."""
-        namespace, name = body.metadata.namespace, body.metadata.name
-        if self.retention is None or not namespace or not name:
+        if self.retention is None:
             return
-        delay = (
-            None
-            if type_ == "DELETED"
-            else compute_expiry(body, self.default_ttl, datetime.now(UTC), self.ttl_spares_applied)
-        )
-        if delay is None:
+        if deleted or entry.expires_at is None:
             self.retention.forget(namespace, name)
         else:
-            self.retention.schedule(namespace, name, body.metadata.uid or "", delay)
+            self.retention.schedule(namespace, name, entry.uid, max(0.0, entry.expires_at - time.time()))
 
     @staticmethod
     def log_retention_error(namespace: str, name: str, exc: Exception) -> None:

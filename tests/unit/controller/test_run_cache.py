@@ -1,39 +1,52 @@
-"""The run cache: each run's charge, queue entry and schedule entry by namespace; the newer of two copies
-(the watch's, kopf's) wins; a deleted run stays deleted; reads wait for the first list."""
+"""The run cache: each run's charge, queue entry and schedule entry by namespace; which of its changes
+reconcile it (first seen or a new generation, while unfinished: never its own status write); a relist's
+changes against what was held; reads wait for the first list."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from harness_operator.api.common import API_VERSION
-from harness_operator.controller.run_cache import RUN_KIND, RunStore
+from harness_operator.controller.run_cache import RUN_KIND, RunStore, is_unfinished
 
-ENDED = {"conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded"}]}
+ENDED = {
+    "completionTime": "2026-12-04T07:00:00Z",
+    "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded"}],
+}
+RUNNING = {
+    "phase": "Running",
+    "reason": "Running",
+    "conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Running"}],
+    "attempts": [{"index": 0, "provider": "claude", "jobName": "j", "podName": "j-pod"}],
+}
 
 
-def run(name: str, version: int, namespace: str = "team", status: dict | None = None, **meta: Any) -> dict:
+def run(
+    name: str, generation: int = 1, namespace: str = "team", status: dict | None = None, **meta: Any
+) -> dict:
     return {
         "metadata": {
             "name": name,
             "namespace": namespace,
             "uid": f"uid-{name}",
-            "resourceVersion": str(version),
-            "creationTimestamp": f"2026-12-04T07:00:{version:02d}Z",
+            "generation": generation,
+            "creationTimestamp": "2026-12-04T07:00:00Z",
             **meta,
         },
         "status": status or {},
     }
 
 
-def scheduled(name: str, version: int, schedule_uid: str, status: dict | None = None) -> dict:
+def scheduled(name: str, schedule_uid: str, status: dict | None = None) -> dict:
     owner = {"apiVersion": API_VERSION, "kind": "HarnessSchedule", "name": "nightly", "uid": schedule_uid}
-    return run(name, version, status=status, ownerReferences=[{**owner, "controller": True}])
+    return run(name, status=status, ownerReferences=[{**owner, "controller": True}])
 
 
-def listed(*runs: dict) -> RunStore:
-    store = RunStore()
+def listed(*runs: dict, expiry: Any = None) -> RunStore:
+    store = RunStore() if expiry is None else RunStore(expiry)
     store.replace(RUN_KIND, None, list(runs))
     return store
 
@@ -43,15 +56,15 @@ def test_reads_wait_for_the_first_list() -> None:
     with pytest.raises(TimeoutError, match="HarnessRuns has not synced"):
         store.wait_synced(0.01)
     store.replace(RUN_KIND, None, [])
-    assert store.charges("team") == [] and store.queue("team") == []
+    assert store.charges("team") == [] and store.queue("team") == [] and store.every_run() == []
 
 
 def test_each_run_is_charged_queued_until_it_starts_and_found_by_its_schedule() -> None:
     store = listed(
-        run("queued", 1),
-        run("done", 2, status=ENDED),
-        scheduled("nightly-1", 3, "sched-uid", status=ENDED),
-        run("elsewhere", 4, namespace="other"),
+        run("queued"),
+        run("done", status=ENDED),
+        scheduled("nightly-1", "sched-uid", status=ENDED),
+        run("elsewhere", namespace="other"),
     )
     assert sorted((c.name, c.finished) for c in store.charges("team")) == [
         ("done", True),
@@ -64,29 +77,74 @@ def test_each_run_is_charged_queued_until_it_starts_and_found_by_its_schedule() 
     assert [c.name for c in store.charges("other")] == ["elsewhere"]
 
 
-def test_the_newer_copy_wins_whichever_source_gives_it_first() -> None:
-    store = listed(run("a", 5))
-    store.apply(RUN_KIND, "MODIFIED", run("a", 7, status=ENDED))  # kopf's event, before the watch's
-    store.apply(RUN_KIND, "MODIFIED", run("a", 6))  # the watch's, older
-    assert [c.finished for c in store.charges("team")] == [True] and store.queue("team") == []
+@pytest.mark.parametrize(
+    ("conditions", "unfinished"),
+    [
+        ([], True),
+        ([{"type": "Succeeded", "status": "Unknown", "reason": "Queued"}], True),
+        ([{"type": "Succeeded", "status": "True", "reason": "Succeeded"}], False),
+        ([{"type": "Succeeded", "status": "False", "reason": "Cancelled"}], False),
+    ],
+)
+def test_only_a_run_without_a_final_succeeded_condition_is_unfinished(
+    conditions: list[dict[str, str]], unfinished: bool
+) -> None:
+    assert is_unfinished({"status": {"conditions": conditions}}) is unfinished
 
 
-def test_a_deleted_run_is_not_brought_back_by_a_late_copy_but_a_new_one_of_its_name_is_kept() -> None:
-    store = listed(run("a", 5))
-    store.apply(RUN_KIND, "DELETED", run("a", 8))
-    store.apply(RUN_KIND, "MODIFIED", run("a", 7))  # the other source, late
-    assert store.charges("team") == []
-    store.apply(RUN_KIND, "ADDED", run("a", 9))  # created again
-    assert [c.name for c in store.charges("team")] == ["a"]
+def test_a_new_run_is_reconciled_its_own_status_writes_are_not_and_a_spec_change_is() -> None:
+    store = listed()
+    assert store.apply(RUN_KIND, "ADDED", run("a")).reconcile
+    assert not store.apply(RUN_KIND, "MODIFIED", run("a", status=RUNNING)).reconcile  # our status write
+    changed = store.apply(RUN_KIND, "MODIFIED", run("a", generation=2, status=RUNNING))  # spec.cancel
+    assert changed.reconcile and not changed.deleted and changed.entry.progress
+    assert not store.apply(RUN_KIND, "MODIFIED", run("a", generation=3, status=ENDED)).reconcile  # over
+    gone = store.apply(RUN_KIND, "DELETED", run("a", generation=3, status=ENDED))
+    assert gone.deleted and not gone.reconcile and store.charges("team") == []
+    again = store.apply(RUN_KIND, "ADDED", {**run("a"), "metadata": {**run("a")["metadata"], "uid": "new"}})
+    assert again.reconcile  # created again under the same name: a new run
 
 
-def test_a_list_replaces_its_namespace_keeps_a_newer_copy_and_forgets_the_tombstones() -> None:
-    store = listed(run("a", 5), run("gone", 6), run("b", 1, namespace="other"))
-    store.apply(RUN_KIND, "MODIFIED", run("a", 12, status=ENDED))
-    store.apply(RUN_KIND, "DELETED", run("gone", 11))
-    store.replace(RUN_KIND, "team", [run("a", 10), run("gone", 3)])  # a list older than both events
-    assert [c.finished for c in store.charges("team") if c.name == "a"] == [True]
+def test_a_run_first_seen_by_a_modification_is_reconciled() -> None:
+    """An event that the watch saw while this replica did not hold the run (a standby's cache, a relist
+    in between) still reconciles a run not seen before."""
+    store = listed()
+    assert store.apply(RUN_KIND, "MODIFIED", run("a", status=RUNNING)).reconcile
+
+
+def test_an_entry_says_if_its_progress_is_read_its_expiry_and_its_schedule() -> None:
+    def expiry(body: dict, now: datetime) -> float | None:
+        return 30.0 if body["metadata"]["name"] == "done" else None
+
+    before = datetime.now(UTC).timestamp()
+    store = listed(run("running", status=RUNNING), run("done", status=ENDED), expiry=expiry)
+    store.apply(RUN_KIND, "ADDED", scheduled("nightly-1", "sched-uid", status=ENDED))
+    entries = {c.name: c.entry for c in store.every_run()}
+    assert entries["running"].progress and entries["running"].expires_at is None
+    assert not entries["done"].progress and entries["done"].expires_at is not None
+    assert before + 30 <= entries["done"].expires_at <= datetime.now(UTC).timestamp() + 30
+    assert entries["nightly-1"].schedule == "nightly" and entries["done"].schedule is None
+    assert entries["done"].uid == "uid-done"
+
+
+def test_every_run_reconciles_the_unfinished_ones_as_a_new_leader_does() -> None:
+    store = listed(run("queued"), run("running", status=RUNNING), run("done", status=ENDED))
+    assert sorted((c.name, c.reconcile) for c in store.every_run()) == [
+        ("done", False),
+        ("queued", True),
+        ("running", True),
+    ]
+
+
+def test_a_relist_reports_what_changed_while_the_watch_was_down() -> None:
+    store = listed(run("same"), run("gone"), run("spec", status=RUNNING), run("b", namespace="other"))
+    changes = store.replace(
+        RUN_KIND, "team", [run("same"), run("spec", generation=2, status=RUNNING), run("new")]
+    )
+    assert sorted((c.name, c.deleted, c.reconcile) for c in changes) == [
+        ("gone", True, False),
+        ("new", False, True),
+        ("spec", False, True),
+    ]
+    assert sorted(c.name for c in store.charges("team")) == ["new", "same", "spec"]
     assert [c.name for c in store.charges("other")] == ["b"]  # another namespace's watch: untouched
-    store.replace(RUN_KIND, "team", [run("a", 13)])
-    store.apply(RUN_KIND, "MODIFIED", run("gone", 4))  # its tombstone went with the list
-    assert sorted(c.name for c in store.charges("team")) == ["a", "gone"]
