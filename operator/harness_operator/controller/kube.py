@@ -32,6 +32,7 @@ from harness_operator.core.resolution import DefinitionReader, NotTheOutput, Unr
 FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
 SCHEDULES = "harnessschedules"
+LIST_PAGE_SIZE = 500
 OUR_PLURALS = {
     "HarnessRun": RUNS,
     "HarnessDefinition": "harnessdefinitions",
@@ -196,13 +197,32 @@ class Kube:
 
     def list_objects(
         self, kind: str, namespace: str | None, selector: str
-    ) -> tuple[list[dict[str, Any]], str]:
-        """Jobs, Pods or runs matching `selector` (server side), in one namespace or all, as raw JSON (no
-        model objects: decoding thousands of them is the cost a watch cache exists to avoid), with the
-        list's resourceVersion to watch from."""
-        response = self._lister(kind, namespace)(label_selector=selector or None, _preload_content=False)
-        listed = json.loads(response.data)
-        return list(listed.get("items") or []), str(listed["metadata"]["resourceVersion"])
+    ) -> tuple[Iterator[dict[str, Any]], str]:
+        """Jobs, Pods or our objects matching `selector` (server side), in one namespace or all, as raw
+        JSON (no model objects: decoding thousands of them is the cost a watch cache exists to avoid),
+        with the list's resourceVersion to watch from. Read in pages of LIST_PAGE_SIZE as the items are
+        consumed (one consistent snapshot; the API server ends a token that has waited too long with 410,
+        and the caller lists again), so a list of 10,000 runs never holds them all decoded at once."""
+        lister = self._lister(kind, namespace)
+
+        def page(token: str | None) -> dict[str, Any]:
+            response = lister(
+                label_selector=selector or None, limit=LIST_PAGE_SIZE, _continue=token, _preload_content=False
+            )
+            listed: dict[str, Any] = json.loads(response.data)
+            return listed
+
+        pages = [page(None)]
+
+        def items() -> Iterator[dict[str, Any]]:
+            while pages:
+                listed = pages.pop()
+                token = (listed.get("metadata") or {}).get("continue")
+                yield from listed.get("items") or []
+                if token:
+                    pages.append(page(token))
+
+        return items(), str(pages[0]["metadata"]["resourceVersion"])
 
     def watch_objects(
         self,

@@ -9,6 +9,7 @@ import contextlib
 import threading
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent import futures
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -105,6 +106,7 @@ from harness_operator.core.workspace import build_workspace_claim
 
 log = structlog.get_logger("harness_operator")
 RUN_LOCK_STRIPES = 256
+CREATE_WORKERS = 8  # the writes of a starting attempt that go in parallel (claim, policies), for all runs
 
 
 def _now() -> datetime:
@@ -148,6 +150,7 @@ class Reconciler:
         self._admitted: set[tuple[str, str]] = set()
         # Striped: a bounded set of locks, however many runs come and go (two runs may share one).
         self._run_locks = [threading.Lock() for _ in range(RUN_LOCK_STRIPES)]
+        self._writer = futures.ThreadPoolExecutor(CREATE_WORKERS, thread_name_prefix="create")
         self._namespace_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._in_flight: set[tuple[str, str]] = set()
         self._queued: set[tuple[str, str]] = set()
@@ -542,20 +545,26 @@ class Reconciler:
             self.children.note_started(ns, name)
             self._admitted.add((ns, name))
         try:
-            if index == 1:
-                try:
-                    plans = build_plans(planned, targets, prompt, stdin, self.clock(), self.config)
-                except PlanError as exc:
-                    raise Rejection(exc.reason, exc.message) from exc
-                self._create(run, build_plan_secret(run, plans, self.grants.write(run, targets, plans)))
             target = targets[index - 1]
-            claim = build_workspace_claim(run, target.provider)
-            if claim is not None:
-                self._create(run, claim)
-            self._create(run, build_network_policy(run, target, self.config))
-            fqdn = build_fqdn_policy(run, target, self.config)
-            if fqdn is not None:
-                self._create(run, fqdn)
+            policies = [
+                build_workspace_claim(run, target.provider),
+                build_network_policy(run, target, self.config),
+                build_fqdn_policy(run, target, self.config),
+            ]
+            # What the Job needs is written at once, in parallel (none needs another): the Job only
+            # after all of it, so its pod never starts before its policy or without its plan.
+            writes = [self._writer.submit(self._create, run, obj) for obj in policies if obj is not None]
+            try:
+                if index == 1:
+                    try:
+                        plans = build_plans(planned, targets, prompt, stdin, self.clock(), self.config)
+                    except PlanError as exc:
+                        raise Rejection(exc.reason, exc.message) from exc
+                    self._create(run, build_plan_secret(run, plans, self.grants.write(run, targets, plans)))
+            finally:
+                futures.wait(writes)
+            for write in writes:
+                write.result()  # the first failure, in order
             created = self._create(run, build_job(run, target, self.config, start))
             self.children.release(ns, name)  # a backoff's hold: the Job takes the slot now
         except BaseException:
