@@ -53,10 +53,15 @@ class MeterUnavailable(Exception):
     """The model gateway did not answer for an attempt's meter: retried, as the run cannot end without it."""
 
 
+def compute_backoff(attempt: int) -> float:
+    """Seconds before retry number `attempt + 1`: 1 s doubling, at most MAX_DELAY_SECONDS."""
+    return min(MAX_DELAY_SECONDS, 2.0 ** min(attempt, 6))
+
+
 def classify(exc: BaseException, attempt: int = 0) -> Temporary | Permanent:
     """Conflicts, 429, 5xx and transport errors are temporary; invalid objects are permanent, and so
     are denials from the `FORBIDDEN_RETRIES`th retry (`attempt` counts the retries so far)."""
-    backoff = min(MAX_DELAY_SECONDS, 1.0 * (2 ** min(attempt, 6)))
+    backoff = compute_backoff(attempt)
     if isinstance(exc, ApiException):
         status = exc.status or 0
         if status == 429:

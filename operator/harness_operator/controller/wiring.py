@@ -16,7 +16,7 @@ from harness_operator.controller import metrics
 from harness_operator.controller.cache import Change, KeyedQueue
 from harness_operator.controller.definitions import DefinitionReconciler
 from harness_operator.controller.due import DueQueue
-from harness_operator.controller.errors import Permanent, Temporary, classify
+from harness_operator.controller.errors import Permanent, Temporary, classify, compute_backoff
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.progress import ProgressReader, ProgressTicks
 from harness_operator.controller.reconcile import Reconciler
@@ -140,7 +140,8 @@ class Controller:
 
     def reconcile_retrying(self, namespace: str, name: str, retry: int = 0) -> None:
         """Reconcile a run, then each run it woke. A temporary API error reconciles that run again later
-        (backing off to a minute, for as long as it takes: a run is never left unreconciled); a
+        (backing off to a minute, for as long as it takes: a run is never left unreconciled), and so
+        does an error the classifier does not know (logged with its traceback, as kopf retried those); a
         permanent one stops, logged with its reason."""
         pending = [(namespace, name)]
         seen: set[tuple[str, str]] = set()
@@ -149,18 +150,23 @@ class Controller:
             if key in seen:
                 continue
             seen.add(key)
+            attempt = retry if key == (namespace, name) else 0
             try:
-                pending += self.reconciler.reconcile(*key, retry if key == (namespace, name) else 0)
+                pending += self.reconciler.reconcile(*key, attempt)
             except Exception as exc:  # every error goes through the one classifier
-                verdict = classify(exc, retry)
-                metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
                 run = f"{key[0]}/{key[1]}"
+                try:
+                    verdict = classify(exc, attempt)
+                except Exception:  # not the API server's: a bug, or a transport error it does not know
+                    log.exception("Reconcile failed unexpectedly; retrying", run=run)
+                    verdict = Temporary(compute_backoff(attempt), f"{type(exc).__name__}: {exc}")
+                metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
                 if isinstance(verdict, Permanent):
                     log.error("Reconcile failed", run=run, reason=verdict.reason, error=verdict.message)
                     continue
                 log.warning("Reconcile failed; retrying", run=run, error=verdict.message)
-                tries = retry + 1 if key == (namespace, name) else 1
-                self._later(("run", *key), verdict.delay, partial(self.reconcile_retrying, *key, tries))
+                again = partial(self.reconcile_retrying, *key, attempt + 1)
+                self._later(("run", *key), verdict.delay, again)
 
     def wake_after(self, namespace: str, name: str, delay: float) -> None:
         """Reconcile the run `delay` seconds from now (a retry whose backoff ends then starts); asked again

@@ -320,3 +320,22 @@ def test_a_deleted_schedule_is_not_woken_again() -> None:
     controller.schedule_deleted("ns", "nightly")
     time.sleep(0.2)
     assert schedules.calls == 2 and not len(controller.retries)
+
+
+class BuggyReconciler(FlakyReconciler):
+    """Fails once with an error that is not the API server's."""
+
+    def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[Any]:
+        self.calls.append((namespace, name))
+        if len(self.calls) == 1:
+            raise ValueError("a bug, or an error nobody foresaw")
+        self.done.set()
+        return []
+
+
+def test_an_unforeseen_error_is_retried_too() -> None:
+    buggy = BuggyReconciler(failures=1)
+    controller = Controller(buggy)  # type: ignore[arg-type]
+    controller.reconcile_retrying("ns", "run")
+    assert buggy.done.wait(timeout=10), buggy.calls
+    assert buggy.calls == [("ns", "run")] * 2
