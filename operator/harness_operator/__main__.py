@@ -1,4 +1,5 @@
-"""harness-operator entrypoint: logging, metrics, then kopf.run with our settings; nothing else."""
+"""harness-operator entrypoint: logging, metrics, the watch caches, the Lease, then kopf with our
+settings in a thread of its own; the main thread keeps the signals."""
 
 from __future__ import annotations
 
@@ -100,36 +101,66 @@ def main(argv: list[str] | None = None) -> int:
         )
     kopf_ready = threading.Event()
     HealthServer(config.health_port, lambda: readiness(watchers, elector, kopf_ready)).start()
-    if elector is not None:  # a standby keeps its caches warm; only the leader runs kopf
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: elector.request_stop())
+    stopping = threading.Event()  # kopf's stop flag: a signal, or this replica's leadership lost
+
+    def stop(*_: object) -> None:
+        controller.stop()  # at once, not once kopf has shut down: a new leader may be acting already
+        if elector is not None:
+            elector.request_stop()
+        stopping.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    if elector is not None:  # a standby keeps its caches warm; only the leader acts
         elector.start()
         if not elector.wait_to_lead():
             elector.stop()
             return 0
+        threading.Thread(target=stop_when_lost, args=(elector, controller, stopping), daemon=True).start()
     controller.lead()
+    # kopf in a thread of its own: it takes the signals only in the main thread, and here they must
+    # reach `stop` before kopf begins its shutdown.
+    kopf_thread = threading.Thread(
+        target=run_kopf, args=(config, stopping, kopf_ready, handlers.memo_for(controller)), name="kopf"
+    )
+    kopf_thread.start()
+    while kopf_thread.is_alive():
+        kopf_thread.join(1.0)
+    code = 0
+    if elector is not None and elector.lost.is_set():
+        code = 1  # restarted, this replica starts again as a standby
+    elif elector is not None:
+        elector.stop()  # a signal stopped kopf: hand the Lease over
+    # kopf stopped and everything it wrote is in the API server. The process ends here, its output
+    # flushed (kopf's idle executor workers would hold an interpreter shutdown without end).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def stop_when_lost(elector: LeaderElector, controller: Controller, stopping: threading.Event) -> None:
+    """Leadership lost: stop acting at once, then stop kopf (the process exits 1)."""
+    elector.lost.wait()
+    controller.stop()
+    stopping.set()
+
+
+def run_kopf(
+    config: OperatorConfig, stopping: threading.Event, ready: threading.Event, memo: kopf.Memo
+) -> None:
+    """kopf until `stopping` is set. Not asyncio.run: its shutdown of the default executor waits on
+    kopf's idle workers without end (seen: SIGTERM, then the kubelet's SIGKILL after the grace period)."""
     loop = asyncio.new_event_loop()
     loop.run_until_complete(
         kopf.operator(
             clusterwide=not config.namespaces,
             namespaces=list(config.namespaces),
             standalone=True,  # one kopf at a time: the Lease decides which replica's
-            stop_flag=None if elector is None else elector.lost,
-            ready_flag=kopf_ready,
-            memo=handlers.memo_for(controller),
+            stop_flag=stopping,
+            ready_flag=ready,
+            memo=memo,
         )
     )
-    code = 0
-    if elector is not None and elector.lost.is_set():
-        code = 1  # restarted, this replica starts again as a standby
-    elif elector is not None:
-        elector.stop()  # a signal stopped kopf: hand the Lease over
-    # kopf stopped and everything it wrote is in the API server. Not asyncio.run: its shutdown of the
-    # default executor waits on kopf's idle workers without end (seen: SIGTERM, then the kubelet's
-    # SIGKILL after the grace period), so the process ends here, its output flushed.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,7 @@ class Controller:
         self.retention = retention
         self.max_retries = max_retries
         self._lock = threading.Lock()
+        self._stopped = threading.Event()
         self._children: KeyedQueue | None = None
         self._wake: KeyedQueue | None = None
         self.retries = DueQueue("reconcile-retries")  # temporary failures, and work off the watch threads
@@ -122,11 +123,18 @@ class Controller:
         """This replica leads: the workers start, and every run held is acted on as when first seen
         (the unfinished reconciled, the finished given their expiry, the running their progress ticks)."""
         with self._lock:
-            if self._children is not None:
+            if self._children is not None or self._stopped.is_set():
                 return
             self._wake = KeyedQueue(lambda key: self.wake_waiting_runs(key[0]), 1)
             self._children = KeyedQueue(lambda key: self.reconcile_retrying(*key), CHILD_WORKERS)
         threading.Thread(target=self._resume, name="resume", daemon=True).start()
+
+    def stop(self) -> None:
+        """This replica stops acting (a SIGTERM, or its leadership lost), at once rather than when kopf
+        has stopped: no event is acted on from now, and no queued or retried reconcile starts (one under
+        way finishes). A replica that may no longer lead, or runs an older release's settings, must not
+        reconcile a run the new leader reconciles."""
+        self._stopped.set()
 
     def _resume(self) -> None:
         while True:
@@ -143,6 +151,8 @@ class Controller:
         (backing off to a minute, for as long as it takes: a run is never left unreconciled), and so
         does an error the classifier does not know (logged with its traceback, as kopf retried those); a
         permanent one stops, logged with its reason."""
+        if self._stopped.is_set():
+            return
         pending = [(namespace, name)]
         seen: set[tuple[str, str]] = set()
         while pending:
@@ -180,8 +190,8 @@ class Controller:
         mid-run ends its attempt as lost): its run is reconciled by a worker; a Job newly finished frees
         a slot, so the runs first in the namespace's queue are woken too."""
         children, wake = self._children, self._wake
-        if children is None or wake is None:
-            return  # a standby: the new leader reconciles every unfinished run
+        if children is None or wake is None or self._stopped.is_set():
+            return  # a standby, or stopped: the new leader reconciles every unfinished run
         if change.run:
             children.put((change.namespace, change.run))
         if change.slot_freed:
@@ -195,8 +205,8 @@ class Controller:
         waiting, its active runs; on `lead` the schedules are reconciled anyway). Nothing here waits on
         the API server: the watch thread goes on at once."""
         children = self._children
-        if children is None:
-            return  # a standby: the new leader acts on every run it holds
+        if children is None or self._stopped.is_set():
+            return  # a standby, or stopped: the new leader acts on every run it holds
         namespace, name, entry = change.namespace, change.name, change.entry
         if change.deleted:
             self._later(("run-deleted", namespace, name), 0, partial(self.run_deleted, namespace, name))
@@ -222,6 +232,8 @@ class Controller:
 
     def refresh_progress(self, namespace: str, name: str) -> None:
         """Best effort: a failed read is counted and logged, and the next tick tries again."""
+        if self._stopped.is_set():
+            return
         try:
             if self.progress is not None:
                 self.progress.refresh(namespace, name)
@@ -241,19 +253,23 @@ class Controller:
 
     def reconcile_budget(self, budget: BudgetRef, namespace: str, status: dict[str, Any]) -> None:
         """The budget's ledger settled and its status written; the runs waiting for it reconciled."""
+        if self._stopped.is_set():
+            return
         for key in self.reconciler.budgets.reconcile(budget, namespace, status):
             self.reconcile_retrying(*key)
 
     def forget_budget(self, namespace: str, name: str, uid: str) -> None:
         """A deleted budget: the runs it held waiting are reconciled (they start if nothing else holds
         them)."""
+        if self._stopped.is_set():
+            return
         for key in self.reconciler.budgets.forget(namespace, name, uid):
             self.reconcile_retrying(*key)
 
     def reconcile_schedule(self, namespace: str, name: str, retry: int = 0) -> None:
         """The schedule brought forward and woken again at its next time (one heap entry, no timer of
         its own); like child events, a temporary failure retries later, a bounded number of times."""
-        if self.schedules is None:
+        if self.schedules is None or self._stopped.is_set():
             return
         self.retries.start()
         try:
@@ -283,7 +299,7 @@ class Controller:
     def check_definition(self, plural: str, namespace: str | None, name: str, retry: int = 0) -> None:
         """Like runs' child events, a temporary failure retries later, a bounded number of times."""
         what = f"{namespace}/{name}" if namespace else name
-        if self.definitions is None:
+        if self.definitions is None or self._stopped.is_set():
             return
         try:
             self.definitions.reconcile(plural, namespace, name)

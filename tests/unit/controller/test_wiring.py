@@ -339,3 +339,18 @@ def test_an_unforeseen_error_is_retried_too() -> None:
     controller.reconcile_retrying("ns", "run")
     assert buggy.done.wait(timeout=10), buggy.calls
     assert buggy.calls == [("ns", "run")] * 2
+
+
+def test_a_stopped_controller_acts_on_nothing_more() -> None:
+    """On SIGTERM or a lost Lease the replica stops acting at once: the new leader may be acting."""
+    waking = WakingReconciler(expected=1)
+    runs = synced_runs()
+    controller = Controller(waking, runs=runs)  # type: ignore[arg-type]
+    controller.lead()
+    controller.stop()
+    controller.run_changed(runs.apply(RUN_KIND, "ADDED", run("a")))
+    controller.child_changed(Change("ns", "a", slot_freed=True))
+    controller.reconcile_retrying("ns", "a")
+    controller.wake_after("ns", "a", 0)
+    time.sleep(0.3)
+    assert waking.calls == []
