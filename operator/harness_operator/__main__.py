@@ -23,6 +23,7 @@ from harness_operator.controller.cache import KINDS, ChildStore, Watcher
 from harness_operator.controller.definitions import DefinitionReconciler
 from harness_operator.controller.health import HealthServer, readiness
 from harness_operator.controller.kube import Kube
+from harness_operator.controller.kueue_cache import KINDS as KUEUE_KINDS
 from harness_operator.controller.leader import LeaderElector
 from harness_operator.controller.logs import setup_logging
 from harness_operator.controller.progress import ProgressReader
@@ -39,6 +40,7 @@ from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.controller.wiring import Controller
 from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
 from harness_operator.core.confinement import find_api_server_address
+from harness_operator.core.kueue import KUEUE_GROUP
 from harness_operator.core.leadership import holder_identity
 
 
@@ -89,6 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for watcher in watchers:
         watcher.start()
+
+    def watch_kueue() -> None:  # once the cluster serves Kueue and a run names a queue (or now)
+        for kind in KUEUE_KINDS:
+            for ns in namespaces:
+                Watcher(kube, reconciler.kueue, kind, ns, controller.child_changed, "").start()
+
+    reconciler.kueue.on_first_use(watch_kueue)
+    if kube.serves_api_group(KUEUE_GROUP):
+        reconciler.kueue.ensure_watching()
     retention.start()
     start_http_server(config.metrics_port)
     elector = None

@@ -52,6 +52,7 @@ class Reason(StrEnum):
     ResultContradicted = "ResultContradicted"
     ResultUnreadable = "ResultUnreadable"
     JobLost = "JobLost"
+    Preempted = "Preempted"
     ChildConflict = "ChildConflict"
     Forbidden = "Forbidden"
     InvalidObject = "InvalidObject"
@@ -217,6 +218,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Succeeded",
         "False",
         "an attempt's Job or pod vanished mid-run; it is never run again (exit 1, fallback follows)",
+    ),
+    Reason.Preempted: (
+        "Succeeded",
+        "False",
+        "Kueue took an attempt's Job back after its pod started (preempted or evicted); its Job is deleted "
+        "and the attempt is never run again (exit 1, a retry or fallback follows)",
     ),
     Reason.ChildConflict: (
         "Succeeded",

@@ -23,6 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import structlog
 
 from harness_operator.controller.kube import WATCH_TIMEOUT_SECONDS, Kube
+from harness_operator.core.kueue import is_kueue_managed
 from harness_operator.core.naming import (
     AGENT_CONTAINER,
     ANNOTATION_RUN,
@@ -96,6 +97,11 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
 SLIM = {"Job": slim_job, "Pod": slim_pod}
 
 
+def _takes_slot(job: dict[str, Any]) -> bool:
+    """An unfinished Job takes a slot of its namespace, unless Kueue decides when it runs."""
+    return not is_job_finished(job) and not is_kueue_managed(job["metadata"].get("labels"))
+
+
 @dataclass(frozen=True)
 class Change:
     """A Job or Pod of run `run` (full name, from its annotation) changed; `slot_freed`: a Job of the
@@ -135,9 +141,15 @@ class ChildStore:
             names = self._by_run.get((kind, namespace, label_value(run)), set())
             return [self._objects[kind][(namespace, n)] for n in sorted(names)]
 
+    def run_of_job(self, namespace: str, job: str) -> str | None:
+        """The run (full name, from its annotation) of our Job `job`, if held."""
+        with self._lock:
+            held = self._objects["Job"].get((namespace, job))
+        return None if held is None else held["metadata"]["annotations"].get(ANNOTATION_RUN)
+
     def in_flight(self, namespace: str) -> set[str]:
-        """Run labels of the namespace with an unfinished Job (or one this process just created, or one
-        waiting out a retry's backoff)."""
+        """Run labels of the namespace with an unfinished Job that takes a slot (not one Kueue manages),
+        or one this process just created, or one waiting out a retry's backoff."""
         self.wait_synced()
         with self._lock:
             started = self._started.get(namespace, set())
@@ -203,9 +215,9 @@ class ChildStore:
         return changes
 
     def _is_active(self, kind: str, key: tuple[str, str]) -> bool:
-        """A Job held and not finished: it takes a slot of its namespace."""
+        """A Job held and not finished: it takes a slot of its namespace (unless Kueue manages it)."""
         job = self._objects[kind].get(key)
-        return kind == "Job" and job is not None and not is_job_finished(job)
+        return kind == "Job" and job is not None and _takes_slot(job)
 
     def _run_label(self, obj: dict[str, Any]) -> str:
         return str((obj["metadata"].get("labels") or {}).get(LABEL_RUN, ""))
@@ -234,7 +246,7 @@ class ChildStore:
     def _refresh_active(self, namespace: str, label: str) -> None:
         names = self._by_run.get(("Job", namespace, label), set())
         jobs = self._objects["Job"]
-        if any(not is_job_finished(jobs[(namespace, n)]) for n in names):
+        if any(_takes_slot(jobs[(namespace, n)]) for n in names):
             self._active[namespace].add(label)
         else:
             self._active[namespace].discard(label)

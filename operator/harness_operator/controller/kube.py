@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.controller.errors import Permanent, classify
+from harness_operator.core.kueue import KUEUE_GROUP, KUEUE_PLURALS, KUEUE_VERSION
 from harness_operator.core.naming import (
     LABEL_MANAGED_BY,
     LABEL_RUN,
@@ -172,8 +173,9 @@ class Kube:
         return None if job is None else dict(self.api.sanitize_for_serialization(job))
 
     def _lister(self, kind: str, namespace: str | None) -> Callable[..., Any]:
-        """The list call of `kind` (Job, Pod, one of our kinds, or a Lease in one namespace) in `namespace`
-        (None: all; always all for ClusterHarnessDefinitions), positional arguments bound."""
+        """The list call of `kind` (Job, Pod, one of our kinds, Kueue's Workload or LocalQueue, or a Lease
+        in one namespace) in `namespace` (None: all; always all for ClusterHarnessDefinitions), positional
+        arguments bound."""
         if kind == "Lease" and namespace is not None:
             return partial(self.coordination.list_namespaced_lease, namespace)
         if kind in OUR_PLURALS:
@@ -181,6 +183,13 @@ class Kube:
             if namespace is None or kind == "ClusterHarnessDefinition":
                 return partial(self.custom.list_cluster_custom_object, GROUP, VERSION, plural)
             return partial(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural)
+        if kind in KUEUE_PLURALS:
+            plural = KUEUE_PLURALS[kind]
+            if namespace is None:
+                return partial(self.custom.list_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, plural)
+            return partial(
+                self.custom.list_namespaced_custom_object, KUEUE_GROUP, KUEUE_VERSION, namespace, plural
+            )
         if kind == "Job":
             batch = self.batch
             return (

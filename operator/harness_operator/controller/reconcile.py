@@ -38,6 +38,7 @@ from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.errors import LOG_RETRIES, LogNotComplete, Permanent, classify
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube, KubeReader
+from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.core.budget import (
     Admission,
@@ -68,9 +69,10 @@ from harness_operator.core.fairqueue import (
     is_slot_free,
 )
 from harness_operator.core.invocation import attempt_options_field, find_unknown_options
-from harness_operator.core.kueue import KUEUE_GROUP, describe_missing_kueue, queue_of
+from harness_operator.core.kueue import KUEUE_GROUP, describe_missing_kueue, is_kueue_managed, queue_of
 from harness_operator.core.model_route import compute_key_warning, route_targets
 from harness_operator.core.naming import (
+    KUEUE_QUEUE_LABEL,
     LABEL_ATTEMPT,
     PUBLISH_CONTAINER,
     job_name,
@@ -139,6 +141,7 @@ class Reconciler:
         self.config = config
         self.clock = clock
         self.children = children or ChildStore()
+        self.kueue = KueueStore(self.children)  # its watches start on first use (__main__)
         self.budgets = BudgetReconciler(kube, config.ledger_namespace, clock)
         self.grants = Grants(kube, config)
         self.metering = AttemptMetering(kube, config, self.grants)
@@ -306,7 +309,8 @@ class Reconciler:
         due = compute_retry_due(run.spec.retry, nth, ended)
         if due <= now:
             return None
-        self.children.hold(ns, name)
+        if not queue_of(run):
+            self.children.hold(ns, name)
         self.wake_later(ns, name, (due - now).total_seconds())
         _, line = describe_next_attempt(run, observed, next_index)
         return Reason.Retrying, retry_waiting_message(line, due)
@@ -398,8 +402,22 @@ class Reconciler:
                     raise RunFailure(Reason.ChildConflict, describe_conflict(job, desired, name))
                 continue  # carries our labels but is not ours: not an attempt of this run
             mine = [p for p in pods if is_owned_child(p, job["metadata"]["uid"])]
-            seen[index] = observe_attempt(index, targets[index - 1].provider, job, mine, run.spec.cancel)
+            workload, local_queue = self._kueue_view(job)
+            provider = targets[index - 1].provider
+            seen[index] = observe_attempt(index, provider, job, mine, run.spec.cancel, workload, local_queue)
         return seen
+
+    def _kueue_view(self, job: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The Workload Kueue made for this very Job (its uid) and the LocalQueue the Job names; (None,
+        None) for a Job Kueue does not manage."""
+        meta = job["metadata"]
+        if not is_kueue_managed(meta.get("labels")) or not self.kueue.watching:
+            return None, None
+        ns = meta["namespace"]
+        workload = self.kueue.workload(ns, meta["name"])
+        if workload is not None and workload["metadata"]["jobUID"] != meta.get("uid"):
+            workload = None  # a Workload of an earlier Job of that name, on its way out
+        return workload, self.kueue.local_queue(ns, meta["labels"][KUEUE_QUEUE_LABEL])
 
     def _collect_output(
         self, run: HarnessRun, attempts: list[ObservedAttempt], retry: int = 0
@@ -524,8 +542,10 @@ class Reconciler:
         a run's inputs are consumed once, not on every event of its Jobs and Pods."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
         queue = queue_of(run)
-        if queue is not None and not self.kube.serves_api_group(KUEUE_GROUP):
-            raise RunFailure(Reason.QueueUnavailable, describe_missing_kueue(queue))
+        if queue is not None:
+            if not self.kube.serves_api_group(KUEUE_GROUP):
+                raise RunFailure(Reason.QueueUnavailable, describe_missing_kueue(queue))
+            self.kueue.ensure_watching()
         prompt, stdin = self._resolve_inputs(run, retry) if index == 1 else ("", None)
         start = resolve_start(KubeReader(self.kube, retry=retry), run)
         planned = run
@@ -536,13 +556,14 @@ class Reconciler:
                     if admission.fail:
                         raise RunFailure(Reason.BudgetExhausted, admission.message)
                     return Reason.BudgetExhausted, admission.message
-                queued = self._queue_position(run)
+                queued = None if queue else self._queue_position(run)  # Kueue queues it instead
                 if queued is not None:
                     return queued
                 planned = self._reserve(run, admission, budgets) if budgets else run
             # The slot is taken before the lock is released; the creates run outside it, in parallel
-            # with other runs' admissions (under the lock they serialized a burst).
-            self.children.note_started(ns, name)
+            # with other runs' admissions (under the lock they serialized a burst). Kueue's runs take none.
+            if not queue:
+                self.children.note_started(ns, name)
             self._admitted.add((ns, name))
         try:
             target = targets[index - 1]

@@ -66,13 +66,14 @@ def cost_unknown_fix(usage: Usage, model: str | None) -> str:
 def decide_events(
     run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
 ) -> list[EventSpec]:
-    """Events for what changed: attempts newly lost, attempts newly ended with a cost nobody knows under
-    a cost limit, and the run's reason or phase moving."""
+    """Events for what changed: attempts newly lost or preempted, attempts newly ended with a cost nobody
+    knows under a cost limit, and the run's reason or phase moving."""
     events = []
-    lost_before = {a.index for a in previous.attempts if a.reason == Reason.JobLost} if previous else set()
+    taken = (Reason.JobLost, Reason.Preempted)
+    lost_before = {a.index for a in previous.attempts if a.reason in taken} if previous else set()
     for attempt in status.attempts:
-        if attempt.reason == Reason.JobLost and attempt.index not in lost_before:
-            events.append(EventSpec("Warning", Reason.JobLost, attempt.message or ""))
+        if attempt.reason in taken and attempt.index not in lost_before:
+            events.append(EventSpec("Warning", str(attempt.reason), attempt.message or ""))
     limits = run.spec.limits
     if limits is not None and limits.max_cost_usd is not None:
         ended_before = {a.index for a in previous.attempts if a.usage} if previous else set()
@@ -119,9 +120,8 @@ def decide(run: HarnessRun, status: HarnessRunStatus) -> Decision:
 
 def decide_deletions(attempts: Sequence[ObservedAttempt], cancelled: bool) -> list[str]:
     """The Jobs to delete: those of ended attempts whose agent container still runs (the runner could
-    not stop it, or died), and under spec.cancel those of the attempts not finished."""
-    return [
-        a.job_name
-        for a in attempts
-        if a.job_name and ((a.state == FINISHED and a.agent_running) or (cancelled and a.state != FINISHED))
-    ]
+    not stop it, or died) or that Kueue took back (before it admits them again), and under spec.cancel
+    those of the attempts not finished."""
+    ended = [a for a in attempts if a.state == FINISHED and (a.agent_running or a.withdrawn)]
+    stopped = [a for a in attempts if cancelled and a.state != FINISHED]
+    return [a.job_name for a in sorted(ended + stopped, key=lambda a: a.index) if a.job_name]

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness_operator.api.reasons import Reason
 from harness_operator.core.budget import BUDGET_EXHAUSTED
+from harness_operator.core.kueue import is_kueue_managed
 
 QUEUED = "queued"  # waits for a slot of the namespace (or has not been reconciled yet)
 WAITING = "waiting"  # waits for another run's output or for budget room: woken when a run ends
@@ -29,10 +30,11 @@ class QueueEntry:
 
 
 def build_queue_entry(run: Mapping[str, Any]) -> QueueEntry | None:
-    """The run's place in its namespace's queue; None once it started an attempt or finished."""
+    """The run's place in its namespace's queue; None once it started an attempt or finished, and for a
+    run Kueue queues instead (it takes none of the namespace's slots)."""
     meta = run.get("metadata") or {}
     status = run.get("status") or {}
-    if status.get("attempts"):
+    if status.get("attempts") or is_kueue_managed(meta.get("labels")):
         return None
     conditions = status.get("conditions") or []
     succeeded: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Succeeded"), {})

@@ -1,11 +1,23 @@
-"""Handing a run's Jobs to Kueue (pure): a run labelled with a queue gets suspended Jobs Kueue admits."""
+"""Handing a run's Jobs to Kueue (pure): a run labelled with a queue gets suspended Jobs Kueue admits.
+
+Kueue makes a Workload for each such Job (owned by it) and says there why it waits: the LocalQueue's
+ClusterQueue and the quota that is short. The operator reads those (slim copies from its watch of
+Workloads and LocalQueues) to explain the wait, and to see that Kueue took back an attempt that had
+started (preemption, eviction): that attempt ends there, and its Job goes before Kueue can admit it again.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.core.naming import KUEUE_QUEUE_LABEL
 
 KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+WORKLOAD_KIND, LOCAL_QUEUE_KIND = "Workload", "LocalQueue"
+KUEUE_PLURALS = {WORKLOAD_KIND: "workloads", LOCAL_QUEUE_KIND: "localqueues"}
 
 
 def queue_of(run: HarnessRun) -> str | None:
@@ -13,9 +25,101 @@ def queue_of(run: HarnessRun) -> str | None:
     return run.metadata.get("labels", {}).get(KUEUE_QUEUE_LABEL) or None
 
 
+def is_kueue_managed(labels: Mapping[str, Any] | None) -> bool:
+    """A run or Job whose labels name a Kueue queue: Kueue, not the namespace's slots, says when it runs."""
+    return bool((labels or {}).get(KUEUE_QUEUE_LABEL))
+
+
 def describe_missing_kueue(queue: str) -> str:
     """Why a run naming `queue` cannot start on a cluster that serves no Kueue API."""
     return (
         f'metadata.labels["{KUEUE_QUEUE_LABEL}"] names the queue "{queue}", but this cluster serves no '
-        f"Kueue API ({KUEUE_GROUP}): its Job would wait suspended forever; install Kueue, or remove the label"
+        f"Kueue API ({KUEUE_GROUP}/{KUEUE_VERSION}): its Job would wait suspended forever; install Kueue, "
+        "or remove the label"
     )
+
+
+def slim_workload(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """What the operator reads of a Workload: its owning Job, queue, conditions, admission, evictions."""
+    meta = workload.get("metadata") or {}
+    owner = next(
+        (o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job" and o.get("controller")),
+        None,
+    )
+    status = workload.get("status") or {}
+    conditions = [
+        {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+        for c in status.get("conditions") or []
+    ]
+    stats = status.get("schedulingStats") or {}
+    evictions = sum(int(e.get("count") or 0) for e in stats.get("evictions") or [])
+    return {
+        "kind": WORKLOAD_KIND,
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "job": owner.get("name") if owner else None,
+            "jobUID": owner.get("uid") if owner else None,
+        },
+        "spec": {"queueName": (workload.get("spec") or {}).get("queueName")},
+        "status": {
+            "conditions": conditions,
+            "clusterQueue": (status.get("admission") or {}).get("clusterQueue"),
+            "evictions": evictions,
+        },
+    }
+
+
+def slim_local_queue(queue: Mapping[str, Any]) -> dict[str, Any]:
+    """What the operator reads of a LocalQueue: its ClusterQueue and how many Workloads wait in it."""
+    meta = queue.get("metadata") or {}
+    return {
+        "kind": LOCAL_QUEUE_KIND,
+        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+        "spec": {"clusterQueue": (queue.get("spec") or {}).get("clusterQueue")},
+        "status": {"pendingWorkloads": (queue.get("status") or {}).get("pendingWorkloads")},
+    }
+
+
+def _condition(workload: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    return next((c for c in workload["status"]["conditions"] if c.get("type") == type_), None)
+
+
+def _is_true(workload: Mapping[str, Any], type_: str) -> bool:
+    cond = _condition(workload, type_)
+    return cond is not None and cond.get("status") == "True"
+
+
+def describe_wait(
+    queue: str, workload: Mapping[str, Any] | None, local_queue: Mapping[str, Any] | None
+) -> str:
+    """Why a Job Kueue holds waits, in Kueue's words: its LocalQueue, that queue's ClusterQueue and
+    pending count, and the Workload's reason (the quota that is short, a queue that does not exist)."""
+    where = f'LocalQueue "{queue}"'
+    if local_queue is not None:
+        cluster_queue = local_queue["spec"].get("clusterQueue")
+        pending = local_queue["status"].get("pendingWorkloads")
+        details = [f'ClusterQueue "{cluster_queue}"'] if cluster_queue else []
+        details += [f"{pending} pending"] if pending is not None else []
+        where += f" ({', '.join(details)})" if details else ""
+    if workload is None:
+        return f"{where}: Kueue has made no Workload for the Job yet"
+    if _is_true(workload, "Admitted"):
+        return f'{where}: admitted by ClusterQueue "{workload["status"].get("clusterQueue")}"; the Job starts'
+    cond = _condition(workload, "QuotaReserved")
+    why = (cond or {}).get("message") or "waiting for Kueue to reserve quota"
+    return f"{where}: {why}"
+
+
+def describe_eviction(workload: Mapping[str, Any] | None) -> str | None:
+    """Kueue took the Workload back after it had been admitted (preempted, evicted, deactivated): why; None
+    when it did not."""
+    if workload is None:
+        return None
+    cond = _condition(workload, "Evicted")
+    if cond is not None and cond.get("status") == "True":
+        name = workload["metadata"]["name"]
+        return f"Kueue evicted Workload {name} ({cond.get('reason')}): {cond.get('message')}"
+    if workload["status"].get("evictions"):
+        return f"Kueue evicted Workload {workload['metadata']['name']} after admitting it"
+    return None

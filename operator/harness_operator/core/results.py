@@ -41,6 +41,17 @@ def lost_result(index: int, provider: str, what: str) -> ResultDocument:
     )
 
 
+def preempted_result(index: int, provider: str, why: str) -> ResultDocument:
+    """The result of an attempt Kueue took back after it started (preempted or evicted)."""
+    return ResultDocument(
+        attempt=index,
+        provider=provider,
+        exit_code=EXIT_LOST,
+        reason=Reason.Preempted,
+        message=f"{why}; attempt {index} is not run again",
+    )
+
+
 def explain_stop(
     result: ResultDocument, failed: dict[str, Any] | None, cancelled: bool, job: str
 ) -> ResultDocument:

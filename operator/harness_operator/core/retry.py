@@ -16,9 +16,10 @@ from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRunSpec, RetryPolicy
 from harness_operator.contract.times import timestamp
 
-# The closed set of reasons a retry can cure: the vendor was busy or down, or the cluster lost the pod.
+# The closed set of reasons a retry can cure: the vendor was busy or down, the cluster lost the pod, or
+# Kueue took it back for another workload.
 TRANSIENT_REASONS = frozenset(
-    {Reason.RateLimited, Reason.ProviderUnavailable, Reason.JobLost, Reason.PodFailed}
+    {Reason.RateLimited, Reason.ProviderUnavailable, Reason.JobLost, Reason.PodFailed, Reason.Preempted}
 )
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -44,9 +44,11 @@ from harness_operator.core.conditions import (
     find_condition,
     set_condition,
 )
+from harness_operator.core.kueue import describe_eviction, describe_wait
 from harness_operator.core.naming import (
     AGENT_CONTAINER,
     CLONE_CONTAINER,
+    KUEUE_QUEUE_LABEL,
     PUBLISH_CONTAINER,
     RUNNER_CONTAINER,
 )
@@ -57,6 +59,7 @@ from harness_operator.core.results import (
     explain_stop,
     lost_result,
     pod_init_containers,
+    preempted_result,
     read_result,
 )
 from harness_operator.core.retry import compute_next_index, retry_line, retry_number
@@ -92,6 +95,10 @@ class ObservedAttempt:
     agent_running: bool = False
     # The publishing container's terminated state (spec.workspace.publish), once it ended.
     publisher: dict[str, Any] | None = None
+    # Ended because Kueue took it back after it started: its Job goes before Kueue admits it again.
+    withdrawn: bool = False
+    # Why Kueue holds the attempt's Job (state SUSPENDED), in Kueue's words.
+    waiting: str | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -137,9 +144,12 @@ def observe_attempt(
     job: dict[str, Any],
     pods: Sequence[dict[str, Any]],
     cancelled: bool = False,
+    workload: Mapping[str, Any] | None = None,
+    local_queue: Mapping[str, Any] | None = None,
 ) -> ObservedAttempt:
     """The state and, when over, the result document of one attempt from its Job and the Pods it
-    controls; `cancelled` says whether spec.cancel asked the attempt to stop."""
+    controls; `cancelled` says whether spec.cancel asked the attempt to stop. For a Job Kueue manages,
+    its Workload and LocalQueue (slim, core/kueue) say why it waits, or that Kueue took it back."""
     name = job["metadata"]["name"]
     pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
     pod_name = pod["metadata"]["name"] if pod else None
@@ -152,6 +162,15 @@ def observe_attempt(
     )
     failed = _job_condition(job, "Failed")
     complete = _job_condition(job, "Complete")
+    suspended = bool((job.get("spec") or {}).get("suspend")) and not (failed or complete)
+    if suspended and not cancelled:
+        # Suspended again after its pod started, or its Workload evicted: whatever the runner reported
+        # as it was stopped, the attempt ends here, and its Job goes before Kueue re-creates the pod.
+        eviction = describe_eviction(workload)
+        if pod is not None or eviction:
+            why = eviction or f"Kueue suspended Job {name} again after its pod {pod_name} started"
+            result = preempted_result(index, provider, why)
+            return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result, withdrawn=True)
     if runner:
         result, reported = read_result(index, provider, runner, agent.get("terminated"))
         agent_running = "running" in agent
@@ -188,8 +207,10 @@ def observe_attempt(
     if complete:
         result = ResultDocument(attempt=index, provider=provider, exit_code=0)
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
-    if (job.get("spec") or {}).get("suspend"):
-        return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start)
+    if suspended:
+        queue = str((job["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL) or "")
+        waiting = describe_wait(queue, workload, local_queue) if queue else None
+        return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start, waiting=waiting)
     running = (pod or {}).get("status", {}).get("phase") == "Running"
     return ObservedAttempt(index, provider, name, pod_name, RUNNING if running else PENDING, start)
 
@@ -230,10 +251,17 @@ def merge_attempts(
     by_index = {a.index: a for a in recorded}
     out = []
     for index in sorted(set(seen) | set(by_index)):
+        record = by_index.get(index)
         if index in seen:
-            out.append(seen[index])
+            attempt = seen[index]
+            if attempt.state == SUSPENDED and record and record.pod_name and record.state != FINISHED:
+                # Kueue suspended it again after its recorded pod ran (missed while that pod went away).
+                why = f"Kueue suspended Job {attempt.job_name} again after its pod {record.pod_name} ran"
+                result = preempted_result(index, attempt.provider, why)
+                attempt = replace(attempt, state=FINISHED, result=result, withdrawn=True)
+            out.append(attempt)
             continue
-        record = by_index[index]
+        assert record is not None
         if record.state == FINISHED:
             out.append(record)
             continue
@@ -432,10 +460,9 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
         elif last and last.state == RUNNING:
             reason, message = Reason.Running, f"attempt {last.index}/{total} with {last.provider} is running"
         elif last and last.state == SUSPENDED:
-            reason, message = (
-                Reason.Suspended,
-                f"attempt {last.index}/{total} waits for its queue to admit it",
-            )
+            why = f": {last.waiting}" if last.waiting else ""
+            reason = Reason.Suspended
+            message = f"attempt {last.index}/{total} waits for its queue to admit it{why}"
         else:
             reason, message = Reason.Pending, "waiting for the sandbox pod to start"
         conds = set_condition(conds, SUCCEEDED, UNKNOWN, reason, message, generation, now)

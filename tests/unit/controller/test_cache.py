@@ -197,3 +197,15 @@ def test_a_keyed_queue_does_not_queue_a_waiting_key_twice() -> None:
     gate.set()
     assert finished.wait(10)
     assert calls == [("ns", "first"), ("ns", "burst"), ("ns", "last")]
+
+
+def test_a_job_kueue_manages_takes_no_slot_of_the_namespace() -> None:
+    store = synced()
+    queued = job()
+    queued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "team-a"
+    store.apply("Job", "ADDED", queued)
+    store.apply("Job", "ADDED", job("other-a1", run="other"))
+    assert store.in_flight("ns") == {"other"}
+    assert store.apply("Job", "MODIFIED", {**queued, "status": {"conditions": COMPLETE}}).slot_freed is False
+    assert store.run_of_job("ns", "r-a1") == "r"
+    assert store.run_of_job("ns", "nope") is None

@@ -99,3 +99,9 @@ def test_queued_message_gives_the_position() -> None:
     assert build_queued_message("team-a", 3, 12, 10, 10) == (
         "position 3 of 12 in the queue of namespace team-a (10 runs in flight, limit 10)"
     )
+
+
+def test_a_run_kueue_queues_holds_no_place_in_the_namespaces_queue() -> None:
+    run = body(None)
+    run["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+    assert build_queue_entry(run) is None

@@ -1,7 +1,18 @@
-"""kueue: the queue a run's label names, and why it cannot start where no Kueue is served."""
+"""kueue: the queue a run's label names, why it cannot start where no Kueue is served, and what the
+operator reads of Kueue's Workloads and LocalQueues."""
+
+from typing import Any
 
 from harness_operator.api.v1alpha1 import HarnessRun
-from harness_operator.core.kueue import describe_missing_kueue, queue_of
+from harness_operator.core.kueue import (
+    describe_eviction,
+    describe_missing_kueue,
+    describe_wait,
+    is_kueue_managed,
+    queue_of,
+    slim_local_queue,
+    slim_workload,
+)
 
 
 def run(labels: dict[str, str]) -> HarnessRun:
@@ -23,3 +34,97 @@ def test_the_message_names_the_label_the_queue_and_both_fixes() -> None:
     message = describe_missing_kueue("agents")
     assert message.startswith('metadata.labels["kueue.x-k8s.io/queue-name"] names the queue "agents"')
     assert "install Kueue, or remove the label" in message
+
+
+def workload(
+    conditions: list[dict[str, str]] | None = None,
+    cluster_queue: str | None = None,
+    evictions: int = 0,
+    owner: str | None = "r-a1",
+) -> dict[str, Any]:
+    """A Workload as Kueue writes it (the fields the operator reads, plus some it does not)."""
+    meta: dict[str, Any] = {
+        "name": "job-r-a1-1a2b3",
+        "namespace": "ns",
+        "labels": {"kueue.x-k8s.io/job-uid": "u1"},
+        "managedFields": [{"manager": "kueue"}],
+    }
+    if owner:
+        meta["ownerReferences"] = [{"kind": "Job", "name": owner, "uid": "u1", "controller": True}]
+    status: dict[str, Any] = {"conditions": conditions or []}
+    if cluster_queue:
+        status["admission"] = {"clusterQueue": cluster_queue, "podSetAssignments": [{"name": "main"}]}
+    if evictions:
+        status["schedulingStats"] = {"evictions": [{"reason": "Preempted", "count": evictions}]}
+    return {"metadata": meta, "spec": {"queueName": "team-a", "podSets": [{"count": 1}]}, "status": status}
+
+
+PENDING = {
+    "type": "QuotaReserved",
+    "status": "False",
+    "reason": "Pending",
+    "message": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor f",
+    "lastTransitionTime": "2026-12-04T22:47:05Z",
+}
+ADMITTED = {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"}
+EVICTED = {
+    "type": "Evicted",
+    "status": "True",
+    "reason": "Preempted",
+    "message": "Preempted to accommodate a workload (UID: u2) due to prioritization in the ClusterQueue",
+}
+QUEUE = slim_local_queue(
+    {
+        "metadata": {"name": "team-a", "namespace": "ns"},
+        "spec": {"clusterQueue": "cq-a"},
+        "status": {"pendingWorkloads": 3},
+    }
+)
+
+
+def test_a_slim_workload_keeps_its_job_queue_conditions_admission_and_evictions_only() -> None:
+    slim = slim_workload(workload([PENDING], cluster_queue="cq-a", evictions=2))
+    assert slim == {
+        "kind": "Workload",
+        "metadata": {"name": "job-r-a1-1a2b3", "namespace": "ns", "job": "r-a1", "jobUID": "u1"},
+        "spec": {"queueName": "team-a"},
+        "status": {
+            "conditions": [{k: PENDING[k] for k in ("type", "status", "reason", "message")}],
+            "clusterQueue": "cq-a",
+            "evictions": 2,
+        },
+    }
+    assert slim_workload(workload(owner=None))["metadata"]["job"] is None
+
+
+def test_a_waiting_job_is_explained_in_kueues_words_with_its_cluster_queue() -> None:
+    assert describe_wait("team-a", slim_workload(workload([PENDING])), QUEUE) == (
+        'LocalQueue "team-a" (ClusterQueue "cq-a", 3 pending): ' + PENDING["message"]
+    )
+    assert describe_wait("team-a", None, QUEUE) == (
+        'LocalQueue "team-a" (ClusterQueue "cq-a", 3 pending): Kueue has made no Workload for the Job yet'
+    )
+    admitted = slim_workload(workload([ADMITTED], cluster_queue="cq-a"))
+    assert describe_wait("team-a", admitted, None) == (
+        'LocalQueue "team-a": admitted by ClusterQueue "cq-a"; the Job starts'
+    )
+    assert describe_wait("gone", slim_workload(workload()), None) == (
+        'LocalQueue "gone": waiting for Kueue to reserve quota'
+    )
+
+
+def test_an_eviction_is_seen_in_the_condition_or_in_the_count() -> None:
+    assert describe_eviction(None) is None
+    assert describe_eviction(slim_workload(workload([PENDING]))) is None
+    assert describe_eviction(slim_workload(workload([EVICTED]))) == (
+        "Kueue evicted Workload job-r-a1-1a2b3 (Preempted): " + EVICTED["message"]
+    )
+    readmitted = slim_workload(workload([{**EVICTED, "status": "False"}, ADMITTED], "cq-a", evictions=1))
+    assert describe_eviction(readmitted) == "Kueue evicted Workload job-r-a1-1a2b3 after admitting it"
+
+
+def test_kueue_manages_what_names_a_queue() -> None:
+    assert is_kueue_managed({"kueue.x-k8s.io/queue-name": "team-a"})
+    assert not is_kueue_managed({"kueue.x-k8s.io/queue-name": ""})
+    assert not is_kueue_managed({})
+    assert not is_kueue_managed(None)

@@ -52,7 +52,7 @@ def test_a_limit_or_a_cancel_is_neither_retried_nor_followed(reason: str) -> Non
 
 
 def test_the_transient_reasons_are_a_closed_documented_set() -> None:
-    assert {"RateLimited", "ProviderUnavailable", "JobLost", "PodFailed"} == TRANSIENT_REASONS
+    assert {"RateLimited", "ProviderUnavailable", "JobLost", "PodFailed", "Preempted"} == TRANSIENT_REASONS
 
 
 def test_retry_numbers_count_the_providers_earlier_tries() -> None:

@@ -9,6 +9,7 @@ from harness_operator.api.v1alpha1 import AttemptOutcome, HarnessRun
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.result import ResultDocument, build_result_doc, render_termination_message
 from harness_operator.core.decide import decide_deletions
+from harness_operator.core.kueue import slim_workload
 from harness_operator.core.status import (
     FINISHED,
     PENDING,
@@ -881,3 +882,106 @@ def test_an_attempt_starts_with_its_pod_and_its_start_does_not_move_in_flight() 
     later = ObservedAttempt(1, "claude", "r-a1", "r-a1-xyz", RUNNING, "2026-11-29T11:59:01Z")
     again = compute_status(run(first.to_api()), Observed(PROVIDERS, [later]), LATER)
     assert again.attempts[0].start_time == "2026-11-29T11:59:00Z"
+
+
+def kueue_job(suspend: bool = True) -> dict[str, Any]:
+    body = job(suspend=suspend)
+    body["metadata"] |= {"uid": "u1", "labels": {"kueue.x-k8s.io/queue-name": "team-a"}}
+    return body
+
+
+def kueue_workload(*conditions: dict[str, str], evictions: int = 0) -> dict[str, Any]:
+    stats = {"evictions": [{"reason": "Preempted", "count": evictions}]} if evictions else {}
+    return slim_workload(
+        {
+            "metadata": {
+                "name": "job-r-a1-x",
+                "namespace": "ns",
+                "ownerReferences": [{"kind": "Job", "name": "r-a1", "uid": "u1", "controller": True}],
+            },
+            "status": {"conditions": list(conditions), "schedulingStats": stats},
+        }
+    )
+
+
+QUOTA_SHORT = {
+    "type": "QuotaReserved",
+    "status": "False",
+    "reason": "Pending",
+    "message": "insufficient quota",
+}
+PREEMPTED = {
+    "type": "Evicted",
+    "status": "True",
+    "reason": "Preempted",
+    "message": "Preempted to accommodate",
+}
+LOCAL_QUEUE = {"kind": "LocalQueue", "spec": {"clusterQueue": "cq-a"}, "status": {"pendingWorkloads": 2}}
+
+
+def test_a_job_kueue_holds_waits_with_kueues_reason_in_the_runs_message() -> None:
+    seen = observe_attempt(1, "claude", kueue_job(), [], False, kueue_workload(QUOTA_SHORT), LOCAL_QUEUE)
+    assert (seen.state, seen.result, seen.withdrawn) == (SUSPENDED, None, False)
+    assert seen.waiting == 'LocalQueue "team-a" (ClusterQueue "cq-a", 2 pending): insufficient quota'
+    status = compute_status(run(), Observed(PROVIDERS, [seen]), NOW)
+    assert (status.phase, status.reason) == ("Pending", "Suspended")
+    assert status.message == (
+        'attempt 1/3 waits for its queue to admit it: LocalQueue "team-a" (ClusterQueue "cq-a", 2 pending): '
+        "insufficient quota"
+    )
+    assert decide_deletions([seen], False) == []
+
+
+@pytest.mark.parametrize(
+    ("pods", "workload", "why"),
+    [
+        ([pod("Running")], None, "Kueue suspended Job r-a1 again after its pod r-a1-xyz started"),
+        (
+            [pod("Failed", {"exitCode": 130, "message": message(130, "Cancelled")})],
+            None,
+            "Kueue suspended Job r-a1 again after its pod r-a1-xyz started",
+        ),
+        (
+            [],
+            kueue_workload(PREEMPTED),
+            "Kueue evicted Workload job-r-a1-x (Preempted): Preempted to accommodate",
+        ),
+        (
+            [],
+            kueue_workload(QUOTA_SHORT, evictions=1),
+            "Kueue evicted Workload job-r-a1-x after admitting it",
+        ),
+    ],
+    ids=["its pod runs", "its runner reported the SIGTERM", "evicted, pod gone", "evicted once, requeued"],
+)
+def test_an_attempt_kueue_takes_back_ends_preempted_and_its_job_goes(
+    pods: list[dict[str, Any]], workload: dict[str, Any] | None, why: str
+) -> None:
+    seen = observe_attempt(1, "claude", kueue_job(), pods, False, workload, LOCAL_QUEUE)
+    assert (seen.state, seen.withdrawn) == (FINISHED, True)
+    assert seen.result is not None
+    assert (seen.result.exit_code, seen.result.reason) == (1, "Preempted")
+    assert seen.result.message == f"{why}; attempt 1 is not run again"
+    assert decide_deletions([seen], False) == ["r-a1"]  # before Kueue admits it and starts a second pod
+    assert compute_next_attempt(Observed(PROVIDERS, [seen])) == 2  # a retry or fallback follows
+    assert compute_next_attempt(Observed(PROVIDERS[:1], [seen])) is None  # never attempt 1 again
+
+
+def test_a_suspended_job_under_spec_cancel_is_cancelled_not_preempted() -> None:
+    seen = observe_attempt(1, "claude", kueue_job(), [pod("Running")], True, kueue_workload(PREEMPTED))
+    assert (seen.state, seen.withdrawn) == (SUSPENDED, False)
+    assert decide_deletions([seen], True) == ["r-a1"]
+
+
+def test_a_job_suspended_again_after_its_recorded_pod_ran_is_preempted() -> None:
+    """The pod went before the operator saw it: the durable record says it had one."""
+    record = recorded_attempts(status_with(recorded(1, podName="r-a1-xyz")))
+    again = observe_attempt(1, "claude", kueue_job(), [], False, kueue_workload(QUOTA_SHORT), LOCAL_QUEUE)
+    merged = merge_attempts(record, {1: again}, False, NOW)
+    assert (merged[0].state, merged[0].withdrawn) == (FINISHED, True)
+    assert merged[0].result is not None and merged[0].result.reason == "Preempted"
+    assert merged[0].result.message == (
+        "Kueue suspended Job r-a1 again after its pod r-a1-xyz ran; attempt 1 is not run again"
+    )
+    never_ran = merge_attempts(recorded_attempts(status_with(recorded(1))), {1: again}, False, NOW)
+    assert never_ran[0].state == SUSPENDED  # still waiting for its first admission
