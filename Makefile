@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv test unit lint generate demo images cluster-up cluster-down flux-test reliability
+.PHONY: venv test unit lint generate demo images cluster-up cluster-down flux-test kueue-test reliability
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -58,6 +58,12 @@ cluster-down:
 ## module proxy on first use (about 11 minutes on 2 cores; cached), then runs the journey (about 30s)
 flux-test: venv
 	HARNESS_FLUX=1 $(PY) -m pytest tests/integration/test_flux_journey.py -q
+
+## Kueue admits runs' Jobs on the test cluster: builds Kueue v0.17.0 from the Go module proxy on first use
+## (about 5 minutes on 2 cores; cached), installs it (tests/cluster/kueue), runs tests/integration/test_kueue.py
+## and removes Kueue again
+kueue-test: venv
+	HARNESS_KUEUE=1 $(PY) -m pytest tests/integration/test_kueue.py -q
 
 ## every fault test (tests/reliability) on the test cluster, the slow ones included: the operator SIGKILLed
 ## ten times in a burst of 200 runs, kube-apiserver and etcd restarted, the kubelet restarted (about 15 minutes)

@@ -47,6 +47,7 @@ from harness_operator.core.naming import (
     AGENT_CONTAINER,
     ANNOTATION_RUN,
     CLONE_CONTAINER,
+    KUEUE_PRIORITY_LABEL,
     KUEUE_QUEUE_LABEL,
     PUBLISH_CONTAINER,
     RUNNER_CONTAINER,
@@ -456,8 +457,11 @@ def build_job(
     labels = attempt_labels(name, target.index, target.provider)
     job_labels = dict(labels)
     queue = run.metadata.get("labels", {}).get(KUEUE_QUEUE_LABEL)
-    if queue:
+    if queue:  # Kueue reads both from the Job: its LocalQueue and its WorkloadPriorityClass
         job_labels[KUEUE_QUEUE_LABEL] = queue
+        priority = run.metadata.get("labels", {}).get(KUEUE_PRIORITY_LABEL)
+        if priority:
+            job_labels[KUEUE_PRIORITY_LABEL] = priority
     grace = grace_period(run, config)
     pod_spec: dict[str, Any] = {}
     if sandbox:

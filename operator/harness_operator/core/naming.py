@@ -15,6 +15,7 @@ LABEL_PROVIDER = f"{GROUP}/provider"
 LABEL_USER = f"{GROUP}/user"
 LABEL_WORKSPACE = f"{GROUP}/workspace"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # The run's full name (labels stop at 63 characters); the operator finds a child's run through it.
 ANNOTATION_RUN = f"{GROUP}/run-name"
 # sha256 of the data the operator wrote into a child (plan Secret, output ConfigMap): checked on read.

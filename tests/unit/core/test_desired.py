@@ -307,3 +307,13 @@ def test_an_attempt_without_a_timeout_still_has_a_deadline():
     run = make_run()
     job = build_job(run, AttemptTarget(1, "claude", DEFINITION, 1), config)
     assert job["spec"]["activeDeadlineSeconds"] == 3600 + grace_period(run, config) + DEADLINE_SLACK_SECONDS
+
+
+def test_a_kueue_run_gives_its_job_its_queue_and_priority_class_and_only_with_a_queue() -> None:
+    labels = {"kueue.x-k8s.io/queue-name": "agents", "kueue.x-k8s.io/priority-class": "low"}
+    job = build_job(make_run({}, labels), target(), CONFIG)
+    assert {k: v for k, v in job["metadata"]["labels"].items() if k.startswith("kueue.x-k8s.io/")} == labels
+    assert job["spec"]["suspend"] is True
+    alone = build_job(make_run({}, {"kueue.x-k8s.io/priority-class": "low"}), target(), CONFIG)
+    assert "kueue.x-k8s.io/priority-class" not in alone["metadata"]["labels"]
+    assert "suspend" not in alone["spec"]
