@@ -355,3 +355,29 @@ def test_a_run_its_budget_holds_never_reaches_kueue(
     time.sleep(2)  # time enough for a Job and its Workload, were any made
     assert api.jobs("held") == []
     assert workloads(api, "held-a1") == []
+
+
+def test_a_run_naming_no_queue_goes_to_its_namespaces_default_local_queue(
+    api: Api,
+    images: dict[str, str],
+    custom: client.CustomObjectsApi,
+    cluster_objects: Callable[[str, dict[str, Any]], str],
+    flavor: str,
+) -> None:
+    one = cluster_queue(cluster_objects, flavor, pods=1)
+    local_queue(custom, api.ns, "default", one)
+    slow(api, images, turns=2)
+    for name in ("first", "second"):
+        api.create(run_body(name, {"provider": "slow", "prompt": "p"}))  # no queue label
+    most = 0
+    until = time.monotonic() + 120
+    while time.monotonic() < until:
+        most = max(most, len(admitted_jobs(api)))
+        if all(api.condition(n, "Succeeded").get("status") in ("True", "False") for n in ("first", "second")):
+            break
+        time.sleep(0.2)
+    for name in ("first", "second"):
+        assert api.status(name)["phase"] == "Succeeded", api.status(name)
+        (job,) = api.jobs(name)
+        assert job.metadata.labels[QUEUE_LABEL] == "default"
+    assert most == 1  # Kueue's quota of one pod, not the operator's limit of two

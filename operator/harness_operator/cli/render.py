@@ -15,6 +15,7 @@ from harness_operator.cli.manifests import Document
 from harness_operator.cli.validation import build_catalog
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.desired import build_job, build_plan_secret, build_plans
+from harness_operator.core.kueue import resolve_queue
 from harness_operator.core.network_policy import build_network_policy
 from harness_operator.core.planning import PlanError
 from harness_operator.core.resolution import Rejection, check_references, compose_inputs, resolve_targets
@@ -90,5 +91,7 @@ def build_rendered_objects(
             objects.append(claim)
         for target in targets:
             objects.append(build_network_policy(run, target, config))
-            objects.append(build_job(run, target, config))
+            objects.append(
+                build_job(run, target, config, queue=resolve_queue(run, config.kueue_default_queue, False))
+            )
     return objects, problems

@@ -69,7 +69,14 @@ from harness_operator.core.fairqueue import (
     is_slot_free,
 )
 from harness_operator.core.invocation import attempt_options_field, find_unknown_options
-from harness_operator.core.kueue import KUEUE_GROUP, describe_missing_kueue, is_kueue_managed, queue_of
+from harness_operator.core.kueue import (
+    DEFAULT_LOCAL_QUEUE,
+    KUEUE_GROUP,
+    describe_missing_kueue,
+    is_kueue_managed,
+    queue_of,
+    resolve_queue,
+)
 from harness_operator.core.model_route import compute_key_warning, route_targets
 from harness_operator.core.naming import (
     KUEUE_QUEUE_LABEL,
@@ -309,7 +316,7 @@ class Reconciler:
         due = compute_retry_due(run.spec.retry, nth, ended)
         if due <= now:
             return None
-        if not queue_of(run):
+        if not self._queue_of(run):
             self.children.hold(ns, name)
         self.wake_later(ns, name, (due - now).total_seconds())
         _, line = describe_next_attempt(run, observed, next_index)
@@ -493,6 +500,13 @@ class Reconciler:
 
     # --- starting attempts ---------------------------------------------------------------------------
 
+    def _queue_of(self, run: HarnessRun) -> str | None:
+        """The Kueue LocalQueue the run's Jobs go to (core/kueue.resolve_queue); None: the namespace's
+        slots decide when it starts."""
+        ns = run.metadata["namespace"]
+        has_default = self.kueue.watching and self.kueue.local_queue(ns, DEFAULT_LOCAL_QUEUE) is not None
+        return resolve_queue(run, self.config.kueue_default_queue, has_default)
+
     def _queue(self, namespace: str) -> list[QueueEntry]:
         """The namespace's runs that have not started, from the run cache, without those this process
         started that the cache does not show as started yet."""
@@ -541,10 +555,12 @@ class Reconciler:
         The first attempt also writes every attempt's plan, so the prompt and stdin are read only then:
         a run's inputs are consumed once, not on every event of its Jobs and Pods."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
-        queue = queue_of(run)
+        queue = self._queue_of(run)
         if queue is not None:
             if not self.kube.serves_api_group(KUEUE_GROUP):
-                raise RunFailure(Reason.QueueUnavailable, describe_missing_kueue(queue))
+                raise RunFailure(
+                    Reason.QueueUnavailable, describe_missing_kueue(queue, queue_of(run) is not None)
+                )
             self.kueue.ensure_watching()
         prompt, stdin = self._resolve_inputs(run, retry) if index == 1 else ("", None)
         start = resolve_start(KubeReader(self.kube, retry=retry), run)
@@ -586,7 +602,7 @@ class Reconciler:
                 futures.wait(writes)
             for write in writes:
                 write.result()  # the first failure, in order
-            created = self._create(run, build_job(run, target, self.config, start))
+            created = self._create(run, build_job(run, target, self.config, start, queue))
             self.children.release(ns, name)  # a backoff's hold: the Job takes the slot now
         except BaseException:
             with self._namespace_locks[ns]:  # no Job: the slot is free again

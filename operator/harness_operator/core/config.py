@@ -37,6 +37,8 @@ class OperatorConfig:
     image_pull_policy: str = "IfNotPresent"
     image_pull_secrets: tuple[str, ...] = ()  # Secret names in each run's namespace (private registries)
     max_runs_per_namespace: int = 10
+    # The Kueue LocalQueue of runs whose label names none (chart kueue.defaultQueueName); "": none.
+    kueue_default_queue: str = ""
     default_cpu_request: str = "250m"
     default_memory_request: str = "1Gi"
     default_memory_limit: str = "2Gi"

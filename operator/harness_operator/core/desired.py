@@ -443,10 +443,15 @@ def _agent_container(run: HarnessRun, config: OperatorConfig, image: str) -> dic
 
 
 def build_job(
-    run: HarnessRun, target: AttemptTarget, config: OperatorConfig, start: WorkspaceStart | None = None
+    run: HarnessRun,
+    target: AttemptTarget,
+    config: OperatorConfig,
+    start: WorkspaceStart | None = None,
+    queue: str | None = None,
 ) -> dict[str, Any]:
     """The Job of one attempt, in the sandbox: restricted, no API token, credentials only as env; with
-    spec.workspace.publish, the publishing sidecar; `start`: the change of spec.workspace.from."""
+    spec.workspace.publish, the publishing sidecar; `start`: the change of spec.workspace.from; `queue`:
+    the Kueue LocalQueue that admits it (core/kueue.resolve_queue), which gets it suspended."""
     name = run.metadata["name"]
     sandbox = run.spec.sandbox
     image = (
@@ -456,7 +461,6 @@ def build_job(
     )
     labels = attempt_labels(name, target.index, target.provider)
     job_labels = dict(labels)
-    queue = run.metadata.get("labels", {}).get(KUEUE_QUEUE_LABEL)
     if queue:  # Kueue reads both from the Job: its LocalQueue and its WorkloadPriorityClass
         job_labels[KUEUE_QUEUE_LABEL] = queue
         priority = run.metadata.get("labels", {}).get(KUEUE_PRIORITY_LABEL)

@@ -17,6 +17,8 @@ from harness_operator.core.naming import KUEUE_QUEUE_LABEL
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 WORKLOAD_KIND, LOCAL_QUEUE_KIND = "Workload", "LocalQueue"
+# Kueue's convention: a namespace's LocalQueue of this name takes its Jobs that name none.
+DEFAULT_LOCAL_QUEUE = "default"
 KUEUE_PLURALS = {WORKLOAD_KIND: "workloads", LOCAL_QUEUE_KIND: "localqueues"}
 
 
@@ -25,17 +27,27 @@ def queue_of(run: HarnessRun) -> str | None:
     return run.metadata.get("labels", {}).get(KUEUE_QUEUE_LABEL) or None
 
 
+def resolve_queue(run: HarnessRun, chart_default: str, namespace_default: bool) -> str | None:
+    """The LocalQueue a run's Jobs go to: its label, else the operator's default (the chart's
+    kueue.defaultQueueName), else its namespace's LocalQueue "default" when there is one; None: no Kueue."""
+    return queue_of(run) or chart_default or (DEFAULT_LOCAL_QUEUE if namespace_default else None)
+
+
 def is_kueue_managed(labels: Mapping[str, Any] | None) -> bool:
     """A run or Job whose labels name a Kueue queue: Kueue, not the namespace's slots, says when it runs."""
     return bool((labels or {}).get(KUEUE_QUEUE_LABEL))
 
 
-def describe_missing_kueue(queue: str) -> str:
-    """Why a run naming `queue` cannot start on a cluster that serves no Kueue API."""
+def describe_missing_kueue(queue: str, labelled: bool = True) -> str:
+    """Why a run whose Jobs go to `queue` (named by its label, else the operator's default) cannot start
+    on a cluster that serves no Kueue API."""
+    if labelled:
+        where, fix = f'metadata.labels["{KUEUE_QUEUE_LABEL}"] names', "or remove the label"
+    else:
+        where, fix = "the operator's default queue (chart value kueue.defaultQueueName) is", "or unset it"
     return (
-        f'metadata.labels["{KUEUE_QUEUE_LABEL}"] names the queue "{queue}", but this cluster serves no '
-        f"Kueue API ({KUEUE_GROUP}/{KUEUE_VERSION}): its Job would wait suspended forever; install Kueue, "
-        "or remove the label"
+        f'{where} the queue "{queue}", but this cluster serves no Kueue API ({KUEUE_GROUP}/{KUEUE_VERSION}): '
+        f"its Job would wait suspended forever; install Kueue, {fix}"
     )
 
 
@@ -71,13 +83,13 @@ def slim_workload(workload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def slim_local_queue(queue: Mapping[str, Any]) -> dict[str, Any]:
-    """What the operator reads of a LocalQueue: its ClusterQueue and how many Workloads wait in it."""
+    """What the operator reads of a LocalQueue: its ClusterQueue. (Not its status: a LocalQueue's change
+    reconciles no run, so its counts would be stale by the time a message showed them.)"""
     meta = queue.get("metadata") or {}
     return {
         "kind": LOCAL_QUEUE_KIND,
         "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
         "spec": {"clusterQueue": (queue.get("spec") or {}).get("clusterQueue")},
-        "status": {"pendingWorkloads": (queue.get("status") or {}).get("pendingWorkloads")},
     }
 
 
@@ -93,15 +105,12 @@ def _is_true(workload: Mapping[str, Any], type_: str) -> bool:
 def describe_wait(
     queue: str, workload: Mapping[str, Any] | None, local_queue: Mapping[str, Any] | None
 ) -> str:
-    """Why a Job Kueue holds waits, in Kueue's words: its LocalQueue, that queue's ClusterQueue and
-    pending count, and the Workload's reason (the quota that is short, a queue that does not exist)."""
+    """Why a Job Kueue holds waits, in Kueue's words: its LocalQueue and that queue's ClusterQueue, and the
+    Workload's reason (the quota that is short, a queue that does not exist)."""
     where = f'LocalQueue "{queue}"'
-    if local_queue is not None:
-        cluster_queue = local_queue["spec"].get("clusterQueue")
-        pending = local_queue["status"].get("pendingWorkloads")
-        details = [f'ClusterQueue "{cluster_queue}"'] if cluster_queue else []
-        details += [f"{pending} pending"] if pending is not None else []
-        where += f" ({', '.join(details)})" if details else ""
+    cluster_queue = local_queue["spec"].get("clusterQueue") if local_queue is not None else None
+    if cluster_queue:
+        where += f' (ClusterQueue "{cluster_queue}")'
     if workload is None:
         return f"{where}: Kueue has made no Workload for the Job yet"
     if _is_true(workload, "Admitted"):

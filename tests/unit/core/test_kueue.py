@@ -10,6 +10,7 @@ from harness_operator.core.kueue import (
     describe_wait,
     is_kueue_managed,
     queue_of,
+    resolve_queue,
     slim_local_queue,
     slim_workload,
 )
@@ -99,10 +100,10 @@ def test_a_slim_workload_keeps_its_job_queue_conditions_admission_and_evictions_
 
 def test_a_waiting_job_is_explained_in_kueues_words_with_its_cluster_queue() -> None:
     assert describe_wait("team-a", slim_workload(workload([PENDING])), QUEUE) == (
-        'LocalQueue "team-a" (ClusterQueue "cq-a", 3 pending): ' + PENDING["message"]
+        'LocalQueue "team-a" (ClusterQueue "cq-a"): ' + PENDING["message"]
     )
     assert describe_wait("team-a", None, QUEUE) == (
-        'LocalQueue "team-a" (ClusterQueue "cq-a", 3 pending): Kueue has made no Workload for the Job yet'
+        'LocalQueue "team-a" (ClusterQueue "cq-a"): Kueue has made no Workload for the Job yet'
     )
     admitted = slim_workload(workload([ADMITTED], cluster_queue="cq-a"))
     assert describe_wait("team-a", admitted, None) == (
@@ -128,3 +129,19 @@ def test_kueue_manages_what_names_a_queue() -> None:
     assert not is_kueue_managed({"kueue.x-k8s.io/queue-name": ""})
     assert not is_kueue_managed({})
     assert not is_kueue_managed(None)
+
+
+def test_the_queue_is_the_label_else_the_operators_default_else_the_namespaces_default() -> None:
+    labelled = run({"kueue.x-k8s.io/queue-name": "agents"})
+    assert resolve_queue(labelled, "platform", True) == "agents"
+    assert resolve_queue(run({}), "platform", True) == "platform"
+    assert resolve_queue(run({}), "", True) == "default"
+    assert resolve_queue(run({}), "", False) is None
+
+
+def test_a_default_queue_on_a_cluster_without_kueue_names_the_chart_value() -> None:
+    message = describe_missing_kueue("platform", labelled=False)
+    assert message.startswith(
+        'the operator\'s default queue (chart value kueue.defaultQueueName) is the queue "platform"'
+    )
+    assert message.endswith("install Kueue, or unset it")

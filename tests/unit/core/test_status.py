@@ -916,17 +916,17 @@ PREEMPTED = {
     "reason": "Preempted",
     "message": "Preempted to accommodate",
 }
-LOCAL_QUEUE = {"kind": "LocalQueue", "spec": {"clusterQueue": "cq-a"}, "status": {"pendingWorkloads": 2}}
+LOCAL_QUEUE = {"kind": "LocalQueue", "spec": {"clusterQueue": "cq-a"}}
 
 
 def test_a_job_kueue_holds_waits_with_kueues_reason_in_the_runs_message() -> None:
     seen = observe_attempt(1, "claude", kueue_job(), [], False, kueue_workload(QUOTA_SHORT), LOCAL_QUEUE)
     assert (seen.state, seen.result, seen.withdrawn) == (SUSPENDED, None, False)
-    assert seen.waiting == 'LocalQueue "team-a" (ClusterQueue "cq-a", 2 pending): insufficient quota'
+    assert seen.waiting == 'LocalQueue "team-a" (ClusterQueue "cq-a"): insufficient quota'
     status = compute_status(run(), Observed(PROVIDERS, [seen]), NOW)
     assert (status.phase, status.reason) == ("Pending", "Suspended")
     assert status.message == (
-        'attempt 1/3 waits for its queue to admit it: LocalQueue "team-a" (ClusterQueue "cq-a", 2 pending): '
+        'attempt 1/3 waits for its queue to admit it: LocalQueue "team-a" (ClusterQueue "cq-a"): '
         "insufficient quota"
     )
     assert decide_deletions([seen], False) == []
