@@ -138,7 +138,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Unknown",
         "waiting for a run named by runOutput, spec.after or workspace.from to succeed",
     ),
-    Reason.Suspended: ("Succeeded", "Unknown", "the Job waits for Kueue to admit it"),
+    Reason.Suspended: (
+        "Succeeded",
+        "Unknown",
+        "the Job waits for Kueue to admit it; the message gives Kueue's reason (LocalQueue, ClusterQueue, "
+        "the quota short)",
+    ),
     Reason.QueueUnavailable: (
         "Succeeded",
         "False",
