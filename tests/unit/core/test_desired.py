@@ -22,6 +22,7 @@ from harness_operator.core.desired import (
     build_plans,
     grace_period,
 )
+from harness_operator.core.kueue import queue_of
 from harness_operator.core.network_policy import build_network_policy
 from harness_operator.core.ownership import compute_data_hash
 from harness_operator.core.planning import PlanError
@@ -106,7 +107,8 @@ JOB_CASES = {
 @pytest.mark.parametrize("case", sorted(JOB_CASES))
 def test_job_golden(case: str) -> None:
     spec, labels = JOB_CASES[case]
-    golden(case, build_job(make_run(spec, labels), target(), CONFIG))
+    run = make_run(spec, labels)
+    golden(case, build_job(run, target(), CONFIG, queue=queue_of(run)))
 
 
 def test_job_golden_with_image_pull_secrets() -> None:
@@ -311,9 +313,11 @@ def test_an_attempt_without_a_timeout_still_has_a_deadline():
 
 def test_a_kueue_run_gives_its_job_its_queue_and_priority_class_and_only_with_a_queue() -> None:
     labels = {"kueue.x-k8s.io/queue-name": "agents", "kueue.x-k8s.io/priority-class": "low"}
-    job = build_job(make_run({}, labels), target(), CONFIG)
+    job = build_job(make_run({}, labels), target(), CONFIG, queue="agents")
     assert {k: v for k, v in job["metadata"]["labels"].items() if k.startswith("kueue.x-k8s.io/")} == labels
     assert job["spec"]["suspend"] is True
+    defaulted = build_job(make_run({}, {}), target(), CONFIG, queue="default")  # a default queue
+    assert defaulted["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
     alone = build_job(make_run({}, {"kueue.x-k8s.io/priority-class": "low"}), target(), CONFIG)
     assert "kueue.x-k8s.io/priority-class" not in alone["metadata"]["labels"]
     assert "suspend" not in alone["spec"]
