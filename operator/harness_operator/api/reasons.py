@@ -147,8 +147,8 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     Reason.QueueUnavailable: (
         "Succeeded",
         "False",
-        "the run's kueue.x-k8s.io/queue-name label names a queue, but the cluster serves no Kueue API: its "
-        "Job would wait suspended forever",
+        "the run's Kueue queue cannot run it: the cluster serves no Kueue API (its Job would wait suspended "
+        "forever), or the queue dispatches to another cluster (MultiKueue); no fallback follows",
     ),
     Reason.Running: ("Succeeded", "Unknown", "the agent runs"),
     Reason.FallingBack: ("Succeeded", "Unknown", "an attempt failed; the next provider's attempt starts"),

@@ -20,7 +20,13 @@ EXIT_STOPPED = 124
 NETWORK_NOT_CONFINED = Reason.NetworkNotConfined
 # Reasons after which no fallback runs (the user, a limit or the cluster stopped the run, not the provider).
 NO_FALLBACK_REASONS = frozenset(
-    {Reason.Timeout, Reason.Cancelled, Reason.CostLimitExceeded, NETWORK_NOT_CONFINED}
+    {
+        Reason.Timeout,
+        Reason.Cancelled,
+        Reason.CostLimitExceeded,
+        NETWORK_NOT_CONFINED,
+        Reason.QueueUnavailable,
+    }
 )
 
 

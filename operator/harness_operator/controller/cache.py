@@ -56,7 +56,8 @@ def _slim_meta(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def slim_job(job: dict[str, Any]) -> dict[str, Any]:
-    """What the reconciler reads of a Job: identity, owner, suspend, start time and conditions."""
+    """What the reconciler reads of a Job: identity, owner, suspend, its manager (MultiKueue), start time
+    and conditions."""
     status = job.get("status") or {}
     conditions = [
         {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
@@ -65,7 +66,7 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
     return {
         "kind": "Job",
         "metadata": _slim_meta(job.get("metadata") or {}),
-        "spec": {"suspend": (job.get("spec") or {}).get("suspend")},
+        "spec": {k: v for k, v in (job.get("spec") or {}).items() if k in ("suspend", "managedBy")},
         "status": {"startTime": status.get("startTime"), "conditions": conditions},
     }
 

@@ -19,6 +19,8 @@ KUEUE_VERSION = "v1beta2"
 WORKLOAD_KIND, LOCAL_QUEUE_KIND = "Workload", "LocalQueue"
 # Kueue's convention: a namespace's LocalQueue of this name takes its Jobs that name none.
 DEFAULT_LOCAL_QUEUE = "default"
+# The Job's spec.managedBy Kueue sets when the Job's ClusterQueue dispatches to other clusters.
+MULTIKUEUE_MANAGER = "kueue.x-k8s.io/multikueue"
 KUEUE_PLURALS = {WORKLOAD_KIND: "workloads", LOCAL_QUEUE_KIND: "localqueues"}
 
 
@@ -63,6 +65,9 @@ def slim_workload(workload: Mapping[str, Any]) -> dict[str, Any]:
         {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
         for c in status.get("conditions") or []
     ]
+    checks = [
+        {k: c[k] for k in ("name", "state", "message") if k in c} for c in status.get("admissionChecks") or []
+    ]
     stats = status.get("schedulingStats") or {}
     evictions = sum(int(e.get("count") or 0) for e in stats.get("evictions") or [])
     return {
@@ -77,6 +82,7 @@ def slim_workload(workload: Mapping[str, Any]) -> dict[str, Any]:
         "status": {
             "conditions": conditions,
             "clusterQueue": (status.get("admission") or {}).get("clusterQueue"),
+            "admissionChecks": checks,
             "evictions": evictions,
         },
     }
@@ -115,9 +121,25 @@ def describe_wait(
         return f"{where}: Kueue has made no Workload for the Job yet"
     if _is_true(workload, "Admitted"):
         return f'{where}: admitted by ClusterQueue "{workload["status"].get("clusterQueue")}"; the Job starts'
+    if _is_true(workload, "QuotaReserved"):
+        pending = [c for c in workload["status"].get("admissionChecks") or [] if c.get("state") != "Ready"]
+        checks = "; ".join(
+            f"{c.get('name')} {c.get('state')}: {c.get('message') or 'no message'}" for c in pending
+        )
+        reserved = f'quota reserved in ClusterQueue "{workload["status"].get("clusterQueue")}"'
+        return f"{where}: {reserved}, waiting for admission checks: {checks}"
     cond = _condition(workload, "QuotaReserved")
     why = (cond or {}).get("message") or "waiting for Kueue to reserve quota"
     return f"{where}: {why}"
+
+
+def describe_multikueue(queue: str, job: str) -> str:
+    """Why an attempt whose Job MultiKueue would dispatch to another cluster is not run."""
+    return (
+        f'LocalQueue "{queue}" dispatches Job {job} to another cluster (MultiKueue set its spec.managedBy), '
+        "which the operator does not support: the attempt's plan Secret, NetworkPolicy and pod are all in "
+        "this cluster; use a queue whose ClusterQueue has no MultiKueue admission check (docs/kueue.md)"
+    )
 
 
 def describe_eviction(workload: Mapping[str, Any] | None) -> str | None:

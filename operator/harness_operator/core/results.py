@@ -52,6 +52,13 @@ def preempted_result(index: int, provider: str, why: str) -> ResultDocument:
     )
 
 
+def queue_unavailable_result(index: int, provider: str, why: str) -> ResultDocument:
+    """The result of an attempt its Kueue queue cannot run here (MultiKueue would dispatch it)."""
+    return ResultDocument(
+        attempt=index, provider=provider, exit_code=EXIT_LOST, reason=Reason.QueueUnavailable, message=why
+    )
+
+
 def explain_stop(
     result: ResultDocument, failed: dict[str, Any] | None, cancelled: bool, job: str
 ) -> ResultDocument:

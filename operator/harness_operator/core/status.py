@@ -44,7 +44,12 @@ from harness_operator.core.conditions import (
     find_condition,
     set_condition,
 )
-from harness_operator.core.kueue import describe_eviction, describe_wait
+from harness_operator.core.kueue import (
+    MULTIKUEUE_MANAGER,
+    describe_eviction,
+    describe_multikueue,
+    describe_wait,
+)
 from harness_operator.core.naming import (
     AGENT_CONTAINER,
     CLONE_CONTAINER,
@@ -60,6 +65,7 @@ from harness_operator.core.results import (
     lost_result,
     pod_init_containers,
     preempted_result,
+    queue_unavailable_result,
     read_result,
 )
 from harness_operator.core.retry import compute_next_index, retry_line, retry_number
@@ -95,7 +101,8 @@ class ObservedAttempt:
     agent_running: bool = False
     # The publishing container's terminated state (spec.workspace.publish), once it ended.
     publisher: dict[str, Any] | None = None
-    # Ended because Kueue took it back after it started: its Job goes before Kueue admits it again.
+    # Ended because Kueue took it back after it started, or would run it on another cluster: its Job goes
+    # before Kueue admits it (again).
     withdrawn: bool = False
     # Why Kueue holds the attempt's Job (state SUSPENDED), in Kueue's words.
     waiting: str | None = None
@@ -163,6 +170,10 @@ def observe_attempt(
     failed = _job_condition(job, "Failed")
     complete = _job_condition(job, "Complete")
     suspended = bool((job.get("spec") or {}).get("suspend")) and not (failed or complete)
+    queue = str((job["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL) or "")
+    if queue and (job.get("spec") or {}).get("managedBy") == MULTIKUEUE_MANAGER and not (failed or complete):
+        result = queue_unavailable_result(index, provider, describe_multikueue(queue, name))
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result, withdrawn=True)
     if suspended and not cancelled:
         # Suspended again after its pod started, or its Workload evicted: whatever the runner reported
         # as it was stopped, the attempt ends here, and its Job goes before Kueue re-creates the pod.
@@ -208,7 +219,6 @@ def observe_attempt(
         result = ResultDocument(attempt=index, provider=provider, exit_code=0)
         return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
     if suspended:
-        queue = str((job["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL) or "")
         waiting = describe_wait(queue, workload, local_queue) if queue else None
         return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start, waiting=waiting)
     running = (pod or {}).get("status", {}).get("phase") == "Running"

@@ -7,6 +7,7 @@ from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.core.kueue import (
     describe_eviction,
     describe_missing_kueue,
+    describe_multikueue,
     describe_wait,
     is_kueue_managed,
     queue_of,
@@ -92,6 +93,7 @@ def test_a_slim_workload_keeps_its_job_queue_conditions_admission_and_evictions_
         "status": {
             "conditions": [{k: PENDING[k] for k in ("type", "status", "reason", "message")}],
             "clusterQueue": "cq-a",
+            "admissionChecks": [],
             "evictions": 2,
         },
     }
@@ -145,3 +147,24 @@ def test_a_default_queue_on_a_cluster_without_kueue_names_the_chart_value() -> N
         'the operator\'s default queue (chart value kueue.defaultQueueName) is the queue "platform"'
     )
     assert message.endswith("install Kueue, or unset it")
+
+
+def test_a_job_with_quota_waits_for_its_admission_checks_in_their_words() -> None:
+    reserved = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "ok"}
+    body = workload([reserved], cluster_queue="cq-a")
+    body["status"]["admissionChecks"] = [
+        {"name": "multikueue", "state": "Pending", "message": 'cluster "worker1" is not active', "x": 1},
+        {"name": "ready-one", "state": "Ready", "message": "fine"},
+    ]
+    assert describe_wait("team-a", slim_workload(body), QUEUE) == (
+        'LocalQueue "team-a" (ClusterQueue "cq-a"): quota reserved in ClusterQueue "cq-a", waiting for '
+        'admission checks: multikueue Pending: cluster "worker1" is not active'
+    )
+
+
+def test_a_multikueue_dispatch_is_refused_with_the_queue_the_job_and_the_fix() -> None:
+    message = describe_multikueue("team-a", "r-a1")
+    assert message.startswith('LocalQueue "team-a" dispatches Job r-a1 to another cluster (MultiKueue')
+    assert message.endswith(
+        "use a queue whose ClusterQueue has no MultiKueue admission check (docs/kueue.md)"
+    )

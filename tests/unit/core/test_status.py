@@ -985,3 +985,17 @@ def test_a_job_suspended_again_after_its_recorded_pod_ran_is_preempted() -> None
     )
     never_ran = merge_attempts(recorded_attempts(status_with(recorded(1))), {1: again}, False, NOW)
     assert never_ran[0].state == SUSPENDED  # still waiting for its first admission
+
+
+def test_an_attempt_multikueue_would_send_elsewhere_fails_at_once_and_its_job_goes() -> None:
+    body = kueue_job()
+    body["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    seen = observe_attempt(1, "claude", body, [], False, kueue_workload(QUOTA_SHORT), LOCAL_QUEUE)
+    assert (seen.state, seen.withdrawn) == (FINISHED, True)
+    assert seen.result is not None
+    assert (seen.result.exit_code, seen.result.reason) == (1, "QueueUnavailable")
+    assert seen.result.message is not None and "MultiKueue" in seen.result.message
+    assert decide_deletions([seen], False) == ["r-a1"]
+    assert compute_next_attempt(Observed(PROVIDERS, [seen])) is None  # another provider's queue is the same
+    status = compute_status(run(), Observed(PROVIDERS, [seen]), NOW)
+    assert (status.phase, status.reason) == ("Failed", "QueueUnavailable")
