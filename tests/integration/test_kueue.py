@@ -26,7 +26,7 @@ from kubernetes.client.rest import ApiException
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 
 from .conftest import CLUSTER_DIR, Api, wait_until
-from .operator_env import definition_body, run_body
+from .operator_env import OperatorProcess, definition_body, run_body
 
 pytestmark = [
     pytest.mark.kueue,
@@ -264,6 +264,26 @@ def test_the_time_limit_does_not_count_while_kueue_holds_the_run(
     assert status["attempts"][0]["exitCode"] == 0, status["attempts"]
 
 
+def preempting_queue(
+    api: Api,
+    custom: client.CustomObjectsApi,
+    make: Callable[[str, dict[str, Any]], str],
+    flavor: str,
+) -> dict[str, str]:
+    """LocalQueue "shared" of one pod whose ClusterQueue preempts lower priorities; the names of the
+    WorkloadPriorityClasses "low" and "high"."""
+    classes = {
+        name: make(
+            "workloadpriorityclasses",
+            {"kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value},
+        )
+        for name, value in (("low", 10), ("high", 1000))
+    }
+    preempting = cluster_queue(make, flavor, pods=1, preemption={"withinClusterQueue": "LowerPriority"})
+    local_queue(custom, api.ns, "shared", preempting)
+    return classes
+
+
 def test_a_preempted_attempt_ends_its_job_goes_and_its_retry_queues_again(
     api: Api,
     images: dict[str, str],
@@ -271,17 +291,7 @@ def test_a_preempted_attempt_ends_its_job_goes_and_its_retry_queues_again(
     cluster_objects: Callable[[str, dict[str, Any]], str],
     flavor: str,
 ) -> None:
-    classes = {
-        name: cluster_objects(
-            "workloadpriorityclasses",
-            {"kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value},
-        )
-        for name, value in (("low", 10), ("high", 1000))
-    }
-    preempting = cluster_queue(
-        cluster_objects, flavor, pods=1, preemption={"withinClusterQueue": "LowerPriority"}
-    )
-    local_queue(custom, api.ns, "shared", preempting)
+    classes = preempting_queue(api, custom, cluster_objects, flavor)
     slow(api, images, "long", turns=20)
     slow(api, images, "short", turns=2)
     low = queued_run("low", "shared", "long", retry={"limit": 1, "backoffSeconds": 1})
@@ -451,3 +461,46 @@ def test_a_run_whose_queue_dispatches_to_another_cluster_fails_at_once_saying_wh
         wait_until(lambda: not workloads(api, "remote-a1"), timeout=60, what="its Workload to go")
     finally:
         core.delete_namespaced_secret(secret, "kueue-system")
+
+
+def test_an_attempt_preempted_while_the_operator_is_down_ends_preempted_once_it_is_back(
+    api: Api,
+    images: dict[str, str],
+    custom: client.CustomObjectsApi,
+    operator: OperatorProcess,
+    cluster_objects: Callable[[str, dict[str, Any]], str],
+    flavor: str,
+) -> None:
+    """The Workload's record of the eviction tells the restarted operator; its pod is already gone."""
+    classes = preempting_queue(api, custom, cluster_objects, flavor)
+    slow(api, images, "long", turns=15)
+    low = queued_run("low", "shared", "long")
+    low["metadata"]["labels"][PRIORITY_LABEL] = classes["low"]
+    api.create(low)
+    wait_until(lambda: api.status("low").get("phase") == "Running", timeout=90, what="low to run")
+    operator.kill()
+    try:
+        high = queued_run("high", "shared", "long")
+        high["metadata"]["labels"][PRIORITY_LABEL] = classes["high"]
+        api.create(high)
+        wait_until(
+            lambda: api.batch.read_namespaced_job("low-a1", api.ns).spec.suspend,
+            timeout=60,
+            what="low suspended",
+        )
+        wait_until(
+            lambda: (
+                not api.core.list_namespaced_pod(
+                    api.ns, label_selector="batch.kubernetes.io/job-name=low-a1"
+                ).items
+            ),
+            timeout=60,
+            what="low's pod to go",
+        )
+    finally:
+        operator.start()
+    status = api.wait_finished("low", timeout=60)
+    assert (status["phase"], status["reason"]) == ("Failed", "Preempted"), status
+    assert status["attempts"][0]["message"].startswith("Kueue evicted Workload job-low-a1-"), status
+    wait_until(lambda: not api.jobs("low"), timeout=30, what="low's Job to go")
+    assert api.wait_finished("high", timeout=120)["phase"] == "Succeeded"
