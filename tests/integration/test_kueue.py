@@ -463,7 +463,7 @@ def test_a_run_whose_queue_dispatches_to_another_cluster_fails_at_once_saying_wh
         core.delete_namespaced_secret(secret, "kueue-system")
 
 
-def test_an_attempt_preempted_while_the_operator_is_down_ends_preempted_once_it_is_back(
+def test_an_attempt_evicted_while_the_operator_is_down_ends_preempted_once_it_is_back(
     api: Api,
     images: dict[str, str],
     custom: client.CustomObjectsApi,
@@ -471,36 +471,33 @@ def test_an_attempt_preempted_while_the_operator_is_down_ends_preempted_once_it_
     cluster_objects: Callable[[str, dict[str, Any]], str],
     flavor: str,
 ) -> None:
-    """The Workload's record of the eviction tells the restarted operator; its pod is already gone."""
-    classes = preempting_queue(api, custom, cluster_objects, flavor)
-    slow(api, images, "long", turns=15)
-    low = queued_run("low", "shared", "long")
-    low["metadata"]["labels"][PRIORITY_LABEL] = classes["low"]
-    api.create(low)
-    wait_until(lambda: api.status("low").get("phase") == "Running", timeout=90, what="low to run")
+    """Kueue evicts a running attempt (its Workload deactivated, as `kubectl patch` would) while no
+    operator runs: the Workload's record of the eviction tells the restarted operator, whose pod is
+    already gone."""
+    one = cluster_queue(cluster_objects, flavor, pods=1)
+    local_queue(custom, api.ns, "one", one)
+    slow(api, images, "long", turns=20)
+    api.create(queued_run("evicted", "one", "long"))
+    wait_until(lambda: api.status("evicted").get("phase") == "Running", timeout=90, what="the run to run")
     operator.kill()
     try:
-        high = queued_run("high", "shared", "long")
-        high["metadata"]["labels"][PRIORITY_LABEL] = classes["high"]
-        api.create(high)
+        (workload,) = workloads(api, "evicted-a1")
+        name = workload["metadata"]["name"]
+        custom.patch_namespaced_custom_object(*KUEUE, api.ns, "workloads", name, {"spec": {"active": False}})
         wait_until(
-            lambda: api.batch.read_namespaced_job("low-a1", api.ns).spec.suspend,
+            lambda: api.batch.read_namespaced_job("evicted-a1", api.ns).spec.suspend,
             timeout=60,
-            what="low suspended",
+            what="its Job suspended",
         )
+        selector = "batch.kubernetes.io/job-name=evicted-a1"
         wait_until(
-            lambda: (
-                not api.core.list_namespaced_pod(
-                    api.ns, label_selector="batch.kubernetes.io/job-name=low-a1"
-                ).items
-            ),
+            lambda: not api.core.list_namespaced_pod(api.ns, label_selector=selector).items,
             timeout=60,
-            what="low's pod to go",
+            what="its pod to go",
         )
     finally:
         operator.start()
-    status = api.wait_finished("low", timeout=60)
+    status = api.wait_finished("evicted", timeout=60)
     assert (status["phase"], status["reason"]) == ("Failed", "Preempted"), status
-    assert status["attempts"][0]["message"].startswith("Kueue evicted Workload job-low-a1-"), status
-    wait_until(lambda: not api.jobs("low"), timeout=30, what="low's Job to go")
-    assert api.wait_finished("high", timeout=120)["phase"] == "Succeeded"
+    assert status["attempts"][0]["message"].startswith(f"Kueue evicted Workload {name}"), status
+    wait_until(lambda: not api.jobs("evicted"), timeout=30, what="its Job to go")
