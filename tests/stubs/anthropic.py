@@ -18,7 +18,10 @@ Modes:
                 tools in turn), later calls answer TEXT: a run of several turns to watch
   bash          the first call that offers the Bash tool answers a tool_use block running
                 ``command`` (a constructor keyword, ``--command`` on the command line) with Bash;
-                every later call answers TEXT: an agent that edits its workspace
+                every later call answers TEXT: an agent that edits its workspace. With
+                ``force_bash=True`` (``--force-bash``) the first call that offers any tool asks for
+                Bash even when Bash is not offered: a model that ignores its tool list (a tool policy
+                must still refuse it)
   unauthorized  every /v1/messages call answers 401 authentication_error
   overloaded    every /v1/messages call answers 529 overloaded_error (a provider down: fallback)
   hang          /v1/messages calls are accepted and never answered (until the stub stops)
@@ -74,12 +77,14 @@ class AnthropicStub(StubServer):
         self,
         *args: Any,
         command: str = "",
+        force_bash: bool = False,
         overloaded_calls: int = 0,
         answers: list[str] | None = None,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
         self.command = command  # what the bash mode runs
+        self.force_bash = force_bash  # the bash mode asks for Bash whether or not it is offered
         self.answers = list(answers or [])
         self._overloaded_left = overloaded_calls
         self._tool_use_sent = False
@@ -174,7 +179,7 @@ class AnthropicStub(StubServer):
         structured = self._structured_answer(body, offered_tools)
         if structured is not None:
             return structured
-        if self.mode == "bash" and "Bash" in offered_tools:
+        if self.mode == "bash" and ("Bash" in offered_tools or (self.force_bash and offered_tools)):
             with self._lock:
                 first, self._tool_use_sent = not self._tool_use_sent, True
             if first:
@@ -316,15 +321,23 @@ class AnthropicStub(StubServer):
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    # ``--command`` (the bash mode's) and ``--overloaded-calls`` are this stub's own; serve_main parses the rest.
+    # ``--command`` and ``--force-bash`` (the bash mode's) and ``--overloaded-calls`` are this stub's own;
+    # serve_main parses the rest.
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--command", default="")
+    pre.add_argument("--force-bash", action="store_true")
     pre.add_argument("--overloaded-calls", type=int, default=0)
     args, rest = pre.parse_known_args(argv)
 
     class _Stub(AnthropicStub):
         def __init__(self, *a: Any, **kw: Any):
-            super().__init__(*a, command=args.command, overloaded_calls=args.overloaded_calls, **kw)
+            super().__init__(
+                *a,
+                command=args.command,
+                force_bash=args.force_bash,
+                overloaded_calls=args.overloaded_calls,
+                **kw,
+            )
 
     return serve_main(_Stub, rest)
 

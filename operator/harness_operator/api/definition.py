@@ -19,6 +19,7 @@ from harness_operator.api.common import (
     rule,
     validations,
 )
+from harness_operator.api.tools import ToolControls, ToolPolicy
 
 # --- HarnessDefinition ---------------------------------------------------------------------------
 
@@ -130,7 +131,11 @@ class Capabilities(Model):
         description="The CLI holds its model to a run's spec.outputSchema (outputSchemaOption passes it); "
         "the operator validates the output either way.",
     )
-    permission_hooks: bool = Field(default=False, description="Tool permissions can be answered by policy.")
+    permission_hooks: bool = Field(
+        default=False,
+        description="An ACP agent asks permission before every tool that edits, runs commands or "
+        "fetches, so the runner's answers from spec.tools enforce the policy.",
+    )
     proxy_env: bool = Field(
         default=False,
         description="The CLI sends its API traffic through HTTPS_PROXY/HTTP_PROXY, as runs whose egress "
@@ -293,6 +298,17 @@ class HarnessDefinitionSpec(Model):
         description="How a run's spec.outputSchema is passed to the CLI (protocol cli); set exactly when "
         "capabilities.structuredOutput is true. Unset: the schema is only checked after the CLI exits.",
     )
+    tools: ToolPolicy | None = Field(
+        default=None,
+        description="The tool policy every run of this provider gets; a run's spec.tools can only narrow "
+        "it (denied tools and false switches add up, allow lists intersect, strict wins).",
+    )
+    tool_controls: ToolControls | None = Field(
+        default=None,
+        description="How the CLI enforces a tool policy (protocol cli); unset: it enforces none, so a "
+        "strict policy refuses the run and an advisory one warns. An ACP provider instead answers the "
+        "agent's permission requests from the policy, enforced where capabilities.permissionHooks is true.",
+    )
     credentials: list[CredentialGrant] = Field(
         default_factory=list, max_length=32, description="Default credential grants."
     )
@@ -391,6 +407,12 @@ class HarnessDefinitionSpec(Model):
                 "!has(self.outputSchemaOption) || !has(self.protocol) || self.protocol == 'cli'",
                 "spec.outputSchemaOption applies only to protocol cli",
                 field_path=".outputSchemaOption",
+            ),
+            rule(
+                "!has(self.toolControls) || !has(self.protocol) || self.protocol == 'cli'",
+                "spec.toolControls applies only to protocol cli; an ACP provider answers permission "
+                "requests from the policy (capabilities.permissionHooks)",
+                field_path=".toolControls",
             ),
             rule(
                 "!has(self.bearerSubprotocol) || (has(self.transport) && self.transport == 'websocket')",

@@ -71,6 +71,10 @@ class Reason(StrEnum):
     EgressNotEnforcedByName = "EgressNotEnforcedByName"
     ModelKeyInSandbox = "ModelKeyInSandbox"
     UnknownOption = "UnknownOption"
+    ToolPolicyUnenforceable = "ToolPolicyUnenforceable"
+    ToolPolicyConflict = "ToolPolicyConflict"
+    ToolPolicyNotEnforced = "ToolPolicyNotEnforced"
+    ToolDenied = "ToolDenied"
     UsageMismatch = "UsageMismatch"
     NoImage = "NoImage"
     MeterLost = "MeterLost"
@@ -317,6 +321,28 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Event",
         "Warning",
         "an attempt's options hold a key its definition's knownOptions lack: the CLI will likely refuse it",
+    ),
+    Reason.ToolPolicyUnenforceable: (
+        "Accepted",
+        "False",
+        "spec.tools is strict and a provider's CLI cannot enforce a part of it (its definition's "
+        "toolControls, or an ACP agent without permissionHooks)",
+    ),
+    Reason.ToolPolicyConflict: (
+        "Accepted",
+        "False",
+        "an attempt's `with` sets an option that would loosen the tool policy (the definition's "
+        "toolControls guard it)",
+    ),
+    Reason.ToolPolicyNotEnforced: (
+        "Event",
+        "Warning",
+        "spec.tools is advisory and the attempt's CLI cannot enforce a part of it: that part is not held",
+    ),
+    Reason.ToolDenied: (
+        "Event",
+        "Warning",
+        "the agent asked for tools its tool policy refused; they did not run (status.attempts[].deniedTools)",
     ),
     Reason.UsageMismatch: (
         "Event",

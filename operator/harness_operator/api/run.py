@@ -24,6 +24,7 @@ from harness_operator.api.common import (
 )
 from harness_operator.api.run_status import HarnessRunStatus
 from harness_operator.api.sandbox import Sandbox, Workspace
+from harness_operator.api.tools import ToolPolicy
 
 # --- HarnessRun ----------------------------------------------------------------------------------
 
@@ -367,8 +368,15 @@ class HarnessRunSpec(Model):
         default_factory=list, max_length=64, description="Plain environment for the agent."
     )
     limits: Limits | None = Field(default=None, description="Time, cost, turn and output limits.")
+    tools: ToolPolicy | None = Field(
+        default=None,
+        description="Which tools the agent may use, within its provider's spec.tools: enforced by the CLI's "
+        "own options (its definition's toolControls) or, for ACP, by the runner's answers to permission "
+        "requests.",
+    )
     acp_permission: AcpPermission = Field(
-        default=AcpPermission.deny, description="ACP permission requests: deny, or allow (allow-once only)."
+        default=AcpPermission.deny,
+        description="ACP permission requests when spec.tools is unset: deny, or allow (allow-once only).",
     )
     cancel: bool = Field(default=False, description="Set to true to stop the run gracefully; skips fallback.")
     output_schema: dict[str, Any] | None = Field(

@@ -12,6 +12,7 @@ from harness_operator.api.common import (
     Condition,
     Model,
 )
+from harness_operator.api.tools import DENIED_TOOLS_MAX
 
 
 class CostSource(StrEnum):
@@ -63,6 +64,11 @@ class AttemptOutcome(Model):
         default=None,
         description="What the sandbox reported, kept beside the model gateway's metered `usage`, which is "
         "what counts.",
+    )
+    denied_tools: list[str] | None = Field(
+        default=None,
+        max_length=DENIED_TOOLS_MAX,
+        description="Tools the agent asked for and its tool policy refused (names, first ones first).",
     )
 
     def outcome(self) -> dict[str, Any]:

@@ -337,6 +337,21 @@ from harness_operator.api.schedule import (
 from harness_operator.api.schedule import (
     ScheduledRunRef as ScheduledRunRef,
 )
+from harness_operator.api.tools import (
+    DENIED_TOOLS_MAX as DENIED_TOOLS_MAX,
+)
+from harness_operator.api.tools import (
+    ToolControl as ToolControl,
+)
+from harness_operator.api.tools import (
+    ToolControls as ToolControls,
+)
+from harness_operator.api.tools import (
+    ToolEnforcement as ToolEnforcement,
+)
+from harness_operator.api.tools import (
+    ToolPolicy as ToolPolicy,
+)
 
 KINDS: dict[
     str,

@@ -21,6 +21,7 @@ from harness_operator.api.v1alpha1 import (
     Model,
     ModelPricing,
     OutputFormat,
+    ToolPolicy,
 )
 
 DEFAULT_GRACE_SECONDS = 30
@@ -57,6 +58,9 @@ class AcpSessionPlan(Model):
     ca_bundle_env: str | None = Field(default=None, description="Credential variable with extra CA roots.")
     bearer_subprotocol: bool = Field(default=False, description="Bearer token as a websocket subprotocol.")
     permission: AcpPermission = Field(default=AcpPermission.deny, description="spec.acpPermission.")
+    tools: ToolPolicy | None = Field(
+        default=None, description="The tool policy that answers permission requests (before `permission`)."
+    )
 
 
 # The workspace's clone waits too (runner/confinement.py's main): the probe as JSON in this variable,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import AttemptOutcome, Usage
+from harness_operator.api.v1alpha1 import DENIED_TOOLS_MAX, AttemptOutcome, Usage
 
 TERMINATION_LIMIT = 4096
 RESULT_VERSION = 1
@@ -103,6 +104,7 @@ def build_result_doc(
     cli_version: str | None = None,
     start_time: str | None = None,
     completion_time: str | None = None,
+    denied_tools: Sequence[str] = (),
 ) -> ResultDocument:
     """The result of one attempt; `output.sha256` covers the bytes kept."""
     return ResultDocument(
@@ -125,7 +127,17 @@ def build_result_doc(
         cli_version=cli_version,
         start_time=start_time,
         completion_time=completion_time,
+        denied_tools=bound_tool_names(denied_tools),
     )
+
+
+DENIED_TOOL_CHARS = 64
+
+
+def bound_tool_names(names: Sequence[str]) -> list[str] | None:
+    """At most DENIED_TOOLS_MAX names of at most DENIED_TOOL_CHARS characters each; None for none."""
+    kept = [name[:DENIED_TOOL_CHARS] for name in names[:DENIED_TOOLS_MAX]]
+    return kept or None
 
 
 def fallback_line(
@@ -150,7 +162,7 @@ def _fits(doc: dict[str, Any], limit: int) -> bool:
 
 # Dropped in this order until the message fits; exitCode, reason, agentExitCode (the operator checks it
 # against the kubelet), agentLeftRunning and output.sha256 always stay.
-_OPTIONAL = ("cliVersion", "startTime", "completionTime", "sessionID", "model", "usage")
+_OPTIONAL = ("deniedTools", "cliVersion", "startTime", "completionTime", "sessionID", "model", "usage")
 
 
 def render_termination_message(result: ResultDocument, limit: int = TERMINATION_LIMIT) -> str:

@@ -111,6 +111,7 @@ from harness_operator.core.status import (
     observe_attempt,
     recorded_attempts,
 )
+from harness_operator.core.tool_policy import compute_tool_policy_warning
 from harness_operator.core.workspace import build_workspace_claim
 
 log = structlog.get_logger("harness_operator")
@@ -625,6 +626,15 @@ class Reconciler:
         warning = compute_key_warning(run, target, self.config) if created else None
         if warning is not None:
             self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.ModelKeyInSandbox, warning)
+        unheld = (
+            compute_tool_policy_warning(run.spec.tools, index, target.provider, target.definition)
+            if created
+            else None
+        )
+        if unheld is not None:
+            self.kube.create_event(
+                {"metadata": run.metadata}, "Warning", Reason.ToolPolicyNotEnforced, unheld
+            )
         if created and index > 1:
             failed = attempts[-1]
             positions = [t.position for t in targets]

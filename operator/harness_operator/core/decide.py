@@ -66,14 +66,23 @@ def cost_unknown_fix(usage: Usage, model: str | None) -> str:
 def decide_events(
     run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
 ) -> list[EventSpec]:
-    """Events for what changed: attempts newly lost or preempted, attempts newly ended with a cost nobody
-    knows under a cost limit, and the run's reason or phase moving."""
+    """Events for what changed: attempts newly lost or preempted, attempts newly reporting tools their
+    policy refused, attempts newly ended with a cost nobody knows under a cost limit, and the run's reason
+    or phase moving."""
     events = []
     taken = (Reason.JobLost, Reason.Preempted)
     lost_before = {a.index for a in previous.attempts if a.reason in taken} if previous else set()
     for attempt in status.attempts:
         if attempt.reason in taken and attempt.index not in lost_before:
             events.append(EventSpec("Warning", str(attempt.reason), attempt.message or ""))
+    denied_before = {a.index for a in previous.attempts if a.denied_tools} if previous else set()
+    for attempt in status.attempts:
+        if attempt.denied_tools and attempt.index not in denied_before:
+            message = (
+                f"attempt {attempt.index} ({attempt.provider}): the agent asked for "
+                f"{', '.join(attempt.denied_tools)}, which its tool policy refused; they did not run"
+            )
+            events.append(EventSpec("Warning", Reason.ToolDenied, message))
     limits = run.spec.limits
     if limits is not None and limits.max_cost_usd is not None:
         ended_before = {a.index for a in previous.attempts if a.usage} if previous else set()

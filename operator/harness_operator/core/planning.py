@@ -42,6 +42,7 @@ from harness_operator.core.invocation import (
     prompt_argument,
 )
 from harness_operator.core.retry import build_positions, retry_number
+from harness_operator.core.tool_policy import build_tool_options, compute_tool_policy
 
 # Option keys that carry a native per-run budget (claude-stream-json definitions only).
 BUDGET_KEYS = ("max-budget-usd", "max_budget_usd")
@@ -128,6 +129,7 @@ def build_acp_session(
         ca_bundle_env=ACP_CA_BUNDLE_ENV if definition.ca_bundle_secret_ref is not None else None,
         bearer_subprotocol=bool(definition.bearer_subprotocol),
         permission=run.spec.acp_permission,
+        tools=compute_tool_policy(run.spec.tools, definition),
     )
 
 
@@ -215,7 +217,8 @@ def build_plan(
     spec = run.spec
     positions = build_positions(spec)
     check_arguments(run, definition, position or attempt_index, provider_name, options, prompt, stdin)
-    all_options = plan_options(run, definition, options)
+    policy = compute_tool_policy(spec.tools, definition)
+    all_options = build_tool_options(policy, definition, plan_options(run, definition, options))
     acp: AcpSessionPlan | None = None
     if definition.protocol == Protocol.acp:
         # Never a CLI invocation: an ACP adapter started as one exits 0 when its stdin closes.

@@ -24,9 +24,16 @@ from harness_operator.api.v1alpha1 import (
 from harness_operator.contract.structured_output import pick_field
 from harness_operator.core.conditions import FALSE, TRUE
 from harness_operator.core.inputs import compute_dependencies, compute_reference_problem, substitute_inputs
+from harness_operator.core.invocation import attempt_options_field
 from harness_operator.core.naming import output_config_map_name
 from harness_operator.core.retry import build_positions
 from harness_operator.core.status import find_succeeded
+from harness_operator.core.tool_policy import (
+    compute_tool_policy,
+    describe_unenforced,
+    find_guarded_options,
+    find_unenforced,
+)
 
 
 @dataclass(frozen=True)
@@ -123,10 +130,37 @@ def resolve_targets(reader: DefinitionReader, run: HarnessRun) -> list[AttemptTa
                 message = f"invalid fallback[{position - 2}]: {message}"
             raise Rejection(Reason.UnknownProvider, message)
         definitions.append((provider, definition))
+    for position, (provider, definition) in enumerate(definitions, start=1):
+        check_tool_policy(run, position, provider, definition)
     return [
         AttemptTarget(index, *definitions[position - 1], position)
         for index, position in enumerate(build_positions(run.spec), start=1)
     ]
+
+
+def check_tool_policy(
+    run: HarnessRun, position: int, provider: str, definition: HarnessDefinitionSpec
+) -> None:
+    """Rejection when the attempt's `with` sets an option its tool policy guards (ToolPolicyConflict), or
+    a strict policy asks for what the provider's CLI cannot enforce (ToolPolicyUnenforceable)."""
+    policy = compute_tool_policy(run.spec.tools, definition)
+    if policy is None:
+        return
+    field, options = attempt_options_field(run, position)
+    guarded = find_guarded_options(policy, definition, options)
+    if guarded:
+        raise Rejection(
+            Reason.ToolPolicyConflict,
+            f'{field}.{guarded[0]}: provider "{provider}" enforces the tool policy with this option, so '
+            "the run may not set it; say what the agent may use in spec.tools instead",
+        )
+    parts = find_unenforced(policy, definition)
+    if parts and policy.enforcement == "strict":
+        raise Rejection(
+            Reason.ToolPolicyUnenforceable,
+            f"{describe_unenforced(provider, definition, parts)}; use a provider that can, drop those "
+            "parts, or set spec.tools.enforcement: advisory to run without them",
+        )
 
 
 # --- value sources ---------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from harness_operator.api.v1alpha1 import AcpTransport
 from harness_operator.contract.events import Event, short_argument, text_event
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.contract.result import EXIT_SETUP, EXIT_STOPPED
-from harness_operator.runner.acp_rules import OfferedOption, choose_permission, stop_outcome
+from harness_operator.runner.acp_rules import OfferedOption, choose_permission, is_tool_allowed, stop_outcome
 from harness_operator.runner.attempt import (
     AttemptResult,
     Reporter,
@@ -94,6 +94,7 @@ class SessionState:
             tokens=self.tokens,
             cost_usd=self.cost_usd,
             cli_version=self.agent_version,
+            denied_tools=tuple(self.denied),
             **extra,
         )
 
@@ -120,13 +121,19 @@ class HarnessClient:
         self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
     ) -> RequestPermissionResponse:
         offered = [OfferedOption(o.option_id, o.kind) for o in options]
-        choice = choose_permission(self.policy, offered)
         title = getattr(tool_call, "title", None) or getattr(tool_call, "tool_call_id", "a tool call")
+        tools = self.plan.acp.tools if self.plan.acp else None
+        policy, source = self.policy, "spec.acpPermission"
+        if tools is not None:
+            kind = getattr(tool_call, "kind", None)
+            allowed = is_tool_allowed(tools, str(kind) if kind else None, str(title))
+            policy, source = ("allow" if allowed else "deny"), "spec.tools"
+        choice = choose_permission(policy, offered)
         if choice.allowed:
             self.reporter.say(f"harness: allowed once: {title}")
         else:
             self.state.denied.append(str(title))
-            how = "no allow-once option was offered" if self.policy == "allow" else "spec.acpPermission: deny"
+            how = "no allow-once option was offered" if policy == "allow" else f"{source} refuses it"
             self.reporter.say(f"harness: denied: {title} ({how})")
         if choice.option_id is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -345,7 +352,7 @@ class Session:
         failed = stop_outcome(response.stop_reason)
         if failed is not None:
             return Outcome(*failed)
-        if self.state.denied:
+        if self.state.denied and self.acp.tools is None:  # under spec.tools a refusal is reported, not fatal
             return Outcome(
                 Reason.PermissionDenied,
                 f"the agent asked for permission to run {', '.join(self.state.denied)} and was refused "

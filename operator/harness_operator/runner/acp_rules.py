@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness_operator.api.v1alpha1 import ToolPolicy
 from harness_operator.runner.parsers import Failure
 
 # Stop reasons other than end_turn, as the reasons CLI runs use ("cancelled" only follows our cancel).
@@ -51,6 +52,22 @@ def choose_permission(policy: str, options: Sequence[OfferedOption]) -> Permissi
             if option.kind == kind:
                 return PermissionChoice(option.option_id, False)
     return PermissionChoice(None, False)
+
+
+# ACP tool kinds that a policy switch covers.
+KIND_SWITCHES = {"edit": "edits", "delete": "edits", "move": "edits", "execute": "shell", "fetch": "network"}
+
+
+def is_tool_allowed(policy: ToolPolicy, kind: str | None, title: str | None) -> bool:
+    """Whether spec.tools lets an ACP agent run a tool call of `kind` titled `title`: the deny list and
+    the false switches refuse, then an allow list admits only what it names (its kind or its title)."""
+    names = {name for name in (kind, title) if name}
+    if names & set(policy.deny):
+        return False
+    switch = KIND_SWITCHES.get(kind or "")
+    if switch is not None and getattr(policy, switch) is False:
+        return False
+    return policy.allow is None or bool(names & set(policy.allow))
 
 
 def stop_outcome(stop_reason: str) -> tuple[str, str] | None:

@@ -88,6 +88,7 @@ class AttemptResult:
             cli_version=self.report.cli_version,
             start_time=self.start_time,
             completion_time=self.completion_time,
+            denied_tools=self.report.denied_tools,
         )
 
     def to_doc(self) -> dict[str, Any]:

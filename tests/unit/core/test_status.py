@@ -831,6 +831,7 @@ def test_status_attempts_take_every_outcome_field_of_the_result_document() -> No
             "reportedUsage": {"inputTokens": 1, "costSource": "reported", "costUSD": 0.0},
             "agentExitCode": 1,
             "output": {"bytes": 3},
+            "deniedTools": ["Bash"],
         }
     )
     entry = build_attempt(doc).to_api()

@@ -77,6 +77,7 @@ class Report:
     message: str | None = None
     finished: bool = False
     cli_version: str | None = None
+    denied_tools: tuple[str, ...] = ()  # tools the CLI refused the agent, first ones first
 
     def with_(self, **changes: Any) -> Report:
         return replace(self, **changes)

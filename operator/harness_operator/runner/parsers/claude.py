@@ -19,6 +19,9 @@ from harness_operator.runner.parsers.base import (
     classify_error,
 )
 
+# What Claude Code answers a call of a tool its --disallowed-tools removed (2.1.332, docs/cli-facts.md).
+_NO_SUCH_TOOL = "No such tool available"
+
 _SUBTYPE_FAILURES = {
     "error_max_turns": Failure.max_turns,
     "error_max_budget_usd": Failure.cost_limit_exceeded,
@@ -32,6 +35,7 @@ class ClaudeStreamJsonParser(Parser):
         super().__init__()
         self._message_ids: set[str] = set()
         self._live: dict[str, Tokens] = {}  # the last usage snapshot of each message, for live_tokens
+        self._tool_names: dict[str, str] = {}  # tool_use id -> tool name, to name a refused call
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -54,8 +58,24 @@ class ClaudeStreamJsonParser(Parser):
                 if isinstance(message.get("usage"), dict):
                     self._live[msg_id] = _tokens(message["usage"])
             self._emit_content(message.get("content"))
+        elif kind == "user":
+            self._note_refusals(event.get("message"))
         elif kind == "result":
             self._on_result(event)
+
+    def _deny(self, name: str) -> None:
+        if name not in self.state.denied_tools:
+            self.state = self.state.with_(denied_tools=(*self.state.denied_tools, name))
+
+    def _note_refusals(self, message: Any) -> None:
+        """A tool call the CLI answered that no such tool is available: one its policy removed."""
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict) or block.get("type") != "tool_result" or not block.get("is_error"):
+                continue
+            text = block.get("content")
+            if isinstance(text, str) and _NO_SUCH_TOOL in text:
+                self._deny(self._tool_names.get(str(block.get("tool_use_id")), "unknown tool"))
 
     def _emit_content(self, content: Any) -> None:
         for block in content if isinstance(content, list) else []:
@@ -65,6 +85,7 @@ class ClaudeStreamJsonParser(Parser):
                 self.emit(text_event(block["text"]))
             elif block.get("type") == "tool_use":
                 name = as_str(block.get("name")) or "tool"
+                self._tool_names[str(block.get("id"))] = name
                 self.emit(Event("tool", tool=name, arg=short_argument(block.get("input"))))
 
     def live_tokens(self) -> Tokens:
@@ -102,6 +123,9 @@ class ClaudeStreamJsonParser(Parser):
         model = self.state.model
         if len(by_model) == 1:
             model = next(iter(by_model))
+        for denial in event.get("permission_denials") or []:
+            if isinstance(denial, dict):
+                self._deny(as_str(denial.get("tool_name")) or "unknown tool")
         failure, message = _outcome(event)
         self.state = self.state.with_(
             text=event.get("result") if isinstance(event.get("result"), str) else "",

@@ -1,0 +1,179 @@
+"""Tool policy: a run's spec.tools narrowed by its provider's, the parts a CLI cannot enforce, and the
+options that enforce the rest (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness_operator.api.v1alpha1 import (
+    HarnessDefinitionSpec,
+    Protocol,
+    ToolControl,
+    ToolControls,
+    ToolEnforcement,
+    ToolPolicy,
+)
+
+# The parts of a policy, in the order messages name them, with the field each comes from.
+PART_FIELDS = {
+    "allow": "spec.tools.allow",
+    "deny": "spec.tools.deny",
+    "edits": "spec.tools.edits: false",
+    "shell": "spec.tools.shell: false",
+    "network": "spec.tools.network: false",
+}
+
+
+def _narrow(a: bool | None, b: bool | None) -> bool | None:
+    """A switch both policies set: false wins, then true, then unset."""
+    if a is False or b is False:
+        return False
+    if a is True or b is True:
+        return True
+    return None
+
+
+def _unique(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+def merge_tool_policies(base: ToolPolicy | None, run: ToolPolicy | None) -> ToolPolicy | None:
+    """The run's policy within its provider's: denied tools and false switches add up, allow lists
+    intersect (the run's order), strict wins."""
+    if base is None or run is None:
+        return run or base
+    if base.allow is None or run.allow is None:
+        allow = run.allow if base.allow is None else base.allow
+    else:
+        allow = [name for name in run.allow if name in base.allow]
+    strict = ToolEnforcement.strict in (base.enforcement, run.enforcement)
+    return ToolPolicy(
+        enforcement=ToolEnforcement.strict if strict else ToolEnforcement.advisory,
+        allow=allow,
+        deny=_unique([*base.deny, *run.deny]),
+        edits=_narrow(base.edits, run.edits),
+        shell=_narrow(base.shell, run.shell),
+        network=_narrow(base.network, run.network),
+    )
+
+
+def compute_tool_policy(run_tools: ToolPolicy | None, definition: HarnessDefinitionSpec) -> ToolPolicy | None:
+    """The policy an attempt with `definition` runs under."""
+    return merge_tool_policies(definition.tools, run_tools)
+
+
+def requested_parts(policy: ToolPolicy) -> list[str]:
+    """The parts the policy asks for (an unset field or a true switch asks nothing)."""
+    asked = {
+        "allow": policy.allow is not None,
+        "deny": bool(policy.deny),
+        "edits": policy.edits is False,
+        "shell": policy.shell is False,
+        "network": policy.network is False,
+    }
+    return [part for part in PART_FIELDS if asked[part]]
+
+
+def _switch_control(controls: ToolControls, part: str) -> ToolControl | None:
+    return {"edits": controls.no_edits, "shell": controls.no_shell, "network": controls.no_network}[part]
+
+
+def _enforces(controls: ToolControls, part: str) -> bool:
+    if part == "allow":
+        return controls.allow_option is not None
+    if part == "deny":
+        return controls.deny_option is not None
+    control = _switch_control(controls, part)
+    # Names to deny need the deny option to reach the CLI.
+    return control is not None and (not control.deny or controls.deny_option is not None)
+
+
+def find_unenforced(policy: ToolPolicy | None, definition: HarnessDefinitionSpec) -> list[str]:
+    """The parts of `policy` the definition's CLI cannot enforce."""
+    if policy is None:
+        return []
+    parts = requested_parts(policy)
+    if definition.protocol == Protocol.acp:
+        return [] if definition.capabilities.permission_hooks else parts
+    controls = definition.tool_controls
+    if controls is None:
+        return parts
+    return [part for part in parts if not _enforces(controls, part)]
+
+
+def describe_unenforced(provider: str, definition: HarnessDefinitionSpec, parts: list[str]) -> str:
+    """Which parts provider `provider` cannot enforce, and why."""
+    fields = ", ".join(PART_FIELDS[part] for part in parts)
+    if definition.protocol == Protocol.acp:
+        why = "its ACP agent is not known to ask permission before each tool (capabilities.permissionHooks)"
+    else:
+        why = "its definition's toolControls say no option of its CLI holds it"
+    return f'provider "{provider}" cannot enforce {fields}: {why}'
+
+
+def _normal(key: str, definition: HarnessDefinitionSpec) -> str:
+    return key.replace("_", "-") if definition.kebab_case_flags else key
+
+
+def guarded_keys(definition: HarnessDefinitionSpec) -> set[str]:
+    """The option keys a run may not set under a policy: those the controls set and guard."""
+    controls = definition.tool_controls
+    if controls is None:
+        return set()
+    keys = {*controls.guarded_options, *controls.options}
+    keys |= {k for k in (controls.allow_option, controls.deny_option) if k}
+    for control in (controls.no_edits, controls.no_shell, controls.no_network):
+        if control is not None:
+            keys |= set(control.options)
+    return {_normal(k, definition) for k in keys}
+
+
+def find_guarded_options(
+    policy: ToolPolicy | None, definition: HarnessDefinitionSpec, options: dict[str, Any]
+) -> list[str]:
+    """The keys of an attempt's own options that would loosen its policy (sorted)."""
+    if policy is None or definition.protocol == Protocol.acp:
+        return []
+    guarded = guarded_keys(definition)
+    return sorted(key for key in options if _normal(key, definition) in guarded)
+
+
+def _add(out: dict[str, Any], key: str, value: Any) -> None:
+    current = out.get(key)
+    out[key] = [*current, *value] if isinstance(current, list) and isinstance(value, list) else value
+
+
+def build_tool_options(
+    policy: ToolPolicy | None, definition: HarnessDefinitionSpec, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The attempt's options with those that enforce `policy` on its CLI (the parts it can enforce)."""
+    controls = definition.tool_controls
+    if policy is None or controls is None or definition.protocol == Protocol.acp:
+        return dict(options)
+    out = dict(options)  # none of its keys is guarded (find_guarded_options refused those)
+    for key, value in controls.options.items():
+        _add(out, _normal(key, definition), value)
+    deny = list(policy.deny)
+    for part in requested_parts(policy):
+        control = _switch_control(controls, part) if part in ("edits", "shell", "network") else None
+        if control is not None:
+            for key, value in control.options.items():
+                _add(out, _normal(key, definition), value)
+            deny += control.deny
+    if policy.allow is not None and controls.allow_option:
+        out[_normal(controls.allow_option, definition)] = list(policy.allow)
+    if deny and controls.deny_option:
+        out[_normal(controls.deny_option, definition)] = _unique(deny)
+    return out
+
+
+def compute_tool_policy_warning(
+    run_tools: ToolPolicy | None, index: int, provider: str, definition: HarnessDefinitionSpec
+) -> str | None:
+    """The Warning of an advisory policy attempt `index` runs without parts of (None: it holds it all)."""
+    policy = compute_tool_policy(run_tools, definition)
+    parts = find_unenforced(policy, definition)
+    if not parts:
+        return None
+    unheld = describe_unenforced(provider, definition, parts)
+    return f"attempt {index}: {unheld}; it runs without them (advisory)"
