@@ -120,7 +120,7 @@ class ScriptedAgent(Agent):
             options = ALL_OPTIONS if self.mode == "permission" else [ALL_OPTIONS[1], ALL_OPTIONS[3]]
             answer = await self.client.request_permission(
                 session_id=session_id,
-                tool_call=ToolCallUpdate(tool_call_id="t2", title="Write notes.txt"),
+                tool_call=ToolCallUpdate(tool_call_id="t2", title="Write notes.txt", kind="edit"),
                 options=options,
             )
             outcome = answer.outcome

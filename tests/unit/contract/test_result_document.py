@@ -174,3 +174,41 @@ def test_the_essentials_get_the_attempt_and_provider_the_operator_knows() -> Non
     seen = observe_attempt(2, "codex", JOB, [pod_ended_with(read_golden("read-essentials-v1.json"), 3)])
     assert seen.result is not None
     assert (seen.result.attempt, seen.result.provider, seen.result.reason) == (2, "codex", "ProviderFailed")
+
+
+def test_denied_tools_are_bounded_and_dropped_first_from_a_full_termination_message() -> None:
+    names = [f"mcp__server__tool_{i}_" + "x" * 80 for i in range(40)]
+    doc = build_result_doc(
+        attempt=1,
+        provider="claude",
+        exit_code=0,
+        reason=None,
+        message="m" * 3000,
+        usage=Usage(),
+        model=None,
+        session_id="s",
+        output=b"",
+        output_bytes=0,
+        truncated=False,
+        denied_tools=names,
+    )
+    assert doc.denied_tools is not None and len(doc.denied_tools) == 16
+    assert all(len(name) == 64 for name in doc.denied_tools)
+    message = json.loads(render_termination_message(doc, limit=1024))
+    assert "deniedTools" not in message and message["sessionID"] == "s"
+    assert (
+        build_result_doc(
+            attempt=1,
+            provider="p",
+            exit_code=0,
+            reason=None,
+            message="",
+            usage=Usage(),
+            model=None,
+            session_id=None,
+            output=b"",
+            output_bytes=0,
+            truncated=False,
+        ).denied_tools
+        is None
+    )

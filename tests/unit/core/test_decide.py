@@ -57,6 +57,9 @@ UNKNOWN_COST = {
 LOST = status("Failed", "JobLost", "False", attempts=[LOST_ATTEMPT])
 SUCCEEDED = status("Succeeded", "Succeeded", "True", attempts=[UNKNOWN_COST])
 WAITING = status("Pending", "WaitingForRunOutput")
+DENIED = status(
+    "Succeeded", "Succeeded", "True", attempts=[{**UNKNOWN_COST, "deniedTools": ["Bash", "WebFetch"]}]
+)
 
 
 @pytest.mark.parametrize(
@@ -101,6 +104,21 @@ WAITING = status("Pending", "WaitingForRunOutput")
             True,
         ),
         (WAITING, WAITING, {}, None, False),  # still waiting: its place was given up before
+        (
+            RUNNING_S,
+            DENIED,
+            {"tools": {"shell": False}},
+            [
+                EventSpec(
+                    "Warning",
+                    "ToolDenied",
+                    "attempt 1 (claude): the agent asked for Bash, WebFetch, which its tool policy refused; "
+                    "they did not run",
+                ),
+                EventSpec("Normal", "Succeeded", "Succeeded detail", "r.u.end"),
+            ],
+            True,
+        ),
     ],
 )
 def test_decide(

@@ -14,9 +14,16 @@ import pytest
 from tests.unit.runner.launcher_process import spawn, spawn_both_ways  # noqa: F401 (the fixture runs each test twice)
 from tests.unit.runner.test_runner_executor import all_gone, wait_for
 
+from harness_operator.api.v1alpha1 import ToolPolicy
 from harness_operator.contract.events import Event, decode_events
 from harness_operator.contract.plan import AttemptPlan
-from harness_operator.runner.acp_rules import OfferedOption, PermissionChoice, choose_permission, stop_outcome
+from harness_operator.runner.acp_rules import (
+    OfferedOption,
+    PermissionChoice,
+    choose_permission,
+    is_tool_allowed,
+    stop_outcome,
+)
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
 
@@ -69,6 +76,33 @@ def run(p: AttemptPlan, credentials: dict[str, str] | None = None, **kw: Any) ->
 )
 def test_permission_choice(policy: str, kinds: list[str], expected: PermissionChoice) -> None:
     assert choose_permission(policy, [OfferedOption(k, k) for k in kinds]) == expected
+
+
+@pytest.mark.parametrize(
+    ("tools", "kind", "title", "allowed"),
+    [
+        ({}, "execute", "Run git status", True),
+        ({"shell": False}, "execute", "Run git status", False),
+        ({"shell": False}, "read", "Read README.md", True),
+        ({"edits": False}, "edit", "Edit main.py", False),
+        ({"edits": False}, "delete", "Delete main.py", False),
+        ({"edits": False}, "move", "Move main.py", False),
+        ({"network": False}, "fetch", "Fetch https://example.invalid", False),
+        ({"edits": True, "shell": True, "network": True}, "fetch", "Fetch", True),
+        ({"deny": ["Run git status"]}, "execute", "Run git status", False),
+        ({"deny": ["execute"]}, "execute", "Run ls", False),
+        ({"allow": ["read"]}, "read", "Read a", True),
+        ({"allow": ["read"]}, "execute", "Run ls", False),
+        ({"allow": ["Run ls"]}, "execute", "Run ls", True),
+        ({"allow": ["Run ls"], "shell": False}, "execute", "Run ls", False),  # a false switch wins
+        ({"allow": []}, None, "anything", False),
+        ({"allow": ["other"]}, None, "anything", False),
+    ],
+)
+def test_a_tool_policy_answers_acp_permission_requests(
+    tools: dict[str, Any], kind: str | None, title: str, allowed: bool
+) -> None:
+    assert is_tool_allowed(ToolPolicy.model_validate(tools), kind, title) is allowed
 
 
 @pytest.mark.parametrize(
@@ -135,6 +169,32 @@ def test_permission_requests_follow_acp_permission(
     else:
         assert result.exit_code == 1 and result.fallback_allowed
         assert "denied: Write notes.txt" in err
+
+
+@pytest.mark.parametrize(
+    ("tools", "policy", "picked", "denied"),
+    [
+        (
+            {"edits": False},
+            "allow",
+            "no-once",
+            ("Write notes.txt",),
+        ),  # the policy, not acpPermission, answers
+        ({"allow": ["Write notes.txt"]}, "deny", "yes-once", ()),
+        ({"allow": ["edit"], "deny": ["Write notes.txt"]}, "deny", "no-once", ("Write notes.txt",)),
+    ],
+)
+def test_a_tool_policy_answers_instead_of_acp_permission_and_a_refusal_is_reported_not_fatal(
+    tools: dict[str, Any], policy: str, picked: str, denied: tuple[str, ...]
+) -> None:
+    result, err = run(acp_plan("permission", acp={"permission": policy, "tools": tools}))
+    assert f"acp_agent: permission outcome: {picked}\n" in err
+    assert (result.exit_code, result.reason) == (0, None)
+    assert result.output == f"permission outcome: {picked}".encode()
+    assert result.report.denied_tools == denied
+    assert result.to_doc().get("deniedTools", []) == list(denied)
+    if denied:
+        assert "denied: Write notes.txt (spec.tools refuses it)" in err
 
 
 @pytest.mark.parametrize(

@@ -81,6 +81,18 @@ def test_claude_json_schema_ends_on_its_accepted_structured_output_call():
     assert report.text == '{"verdict":"approve"}'
 
 
+def test_claude_names_a_tool_its_policy_removed_that_the_model_called():
+    report = parse(REAL / "claude", "claude-stream-json", "tool_removed")
+    assert report.denied_tools == ("Bash",)
+    assert report.failure is None and report.finished
+
+
+def test_claude_names_a_tool_call_it_refused_in_dont_ask_mode():
+    report = parse(REAL / "claude", "claude-stream-json", "tool_refused")
+    assert report.denied_tools == ("Bash",)
+    assert parse(REAL / "claude", "claude-stream-json", "success").denied_tools == ()
+
+
 def test_claude_max_tokens_is_truncated():
     report = parse(HAND / "claude-stream-json", "claude-stream-json", "max_tokens")
     assert report.failure == Failure.truncated

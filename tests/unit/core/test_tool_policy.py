@@ -1,0 +1,216 @@
+"""spec.tools: a run's policy within its provider's, the parts a CLI cannot enforce, the options that
+enforce the rest, and what resolution and planning make of it (Claude Code's controls from the catalog)."""
+
+from typing import Any
+
+import pytest
+
+from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, ToolPolicy
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.core.planning import build_plan
+from harness_operator.core.resolution import Rejection, resolve_targets
+from harness_operator.core.tool_policy import (
+    build_tool_options,
+    compute_tool_policy_warning,
+    find_guarded_options,
+    find_unenforced,
+    merge_tool_policies,
+    requested_parts,
+)
+
+CATALOG = {d.metadata["name"]: d.spec for d in load_builtin_catalog()}
+CLAUDE = CATALOG["claude"]
+
+
+def policy(**fields: Any) -> ToolPolicy:
+    return ToolPolicy.model_validate(fields)
+
+
+def run_of(spec: dict[str, Any]) -> HarnessRun:
+    base = {"provider": "claude", "prompt": "fix it"}
+    return HarnessRun.model_validate(
+        {"metadata": {"name": "r", "namespace": "team"}, "spec": {**base, **spec}}
+    )
+
+
+class Reader:
+    """The catalog as the only definitions, plus `extra` cluster ones."""
+
+    def __init__(self, extra: dict[str, dict[str, Any]] | None = None) -> None:
+        self.specs = {name: spec.to_api() for name, spec in CATALOG.items()} | (extra or {})
+
+    def definition(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        spec = self.specs.get(name) if namespace is None else None
+        return {"spec": spec} if spec is not None else None
+
+
+@pytest.mark.parametrize(
+    ("base", "run", "expected"),
+    [
+        (None, None, None),
+        (None, {"shell": False}, {"shell": False}),
+        ({"deny": ["WebFetch"]}, None, {"deny": ["WebFetch"]}),
+        # denied names and false switches add up; a run's true cannot undo a provider's false
+        (
+            {"deny": ["WebFetch"], "edits": False},
+            {"deny": ["Bash", "WebFetch"], "edits": True, "network": False},
+            {"deny": ["WebFetch", "Bash"], "edits": False, "network": False},
+        ),
+        # allow lists intersect in the run's order; one side's list stands when the other has none
+        (
+            {"allow": ["Read", "Bash", "Grep"]},
+            {"allow": ["Grep", "Edit", "Read"]},
+            {"allow": ["Grep", "Read"]},
+        ),
+        ({"allow": ["Read"]}, {"deny": ["Bash"]}, {"allow": ["Read"], "deny": ["Bash"]}),
+        (None, {"allow": []}, {"allow": []}),
+        # strict wins over advisory
+        ({"enforcement": "advisory"}, {"enforcement": "strict"}, {"enforcement": "strict"}),
+        ({"enforcement": "strict"}, {"enforcement": "advisory"}, {"enforcement": "strict"}),
+        ({"enforcement": "advisory"}, {"enforcement": "advisory"}, {"enforcement": "advisory"}),
+    ],
+)
+def test_a_run_narrows_its_providers_policy(base, run, expected) -> None:
+    merged = merge_tool_policies(
+        policy(**base) if base is not None else None, policy(**run) if run is not None else None
+    )
+    assert merged == (policy(**expected) if expected is not None else None)
+
+
+@pytest.mark.parametrize(
+    ("fields", "parts"),
+    [
+        ({}, []),
+        ({"edits": True, "shell": True, "network": True, "deny": []}, []),
+        ({"allow": []}, ["allow"]),
+        (
+            {"network": False, "deny": ["X"], "allow": ["Y"], "shell": False, "edits": False},
+            ["allow", "deny", "edits", "shell", "network"],
+        ),
+    ],
+)
+def test_only_what_narrows_is_a_part(fields, parts) -> None:
+    assert requested_parts(policy(**fields)) == parts
+
+
+def test_claude_enforces_every_part_and_the_others_none() -> None:
+    everything = policy(allow=["Read"], deny=["X"], edits=False, shell=False, network=False)
+    assert find_unenforced(everything, CLAUDE) == []
+    assert find_unenforced(everything, CATALOG["codex"]) == ["allow", "deny", "edits", "shell", "network"]
+    assert find_unenforced(None, CATALOG["codex"]) == []
+    # an ACP agent enforces a policy only where it asks before its tools
+    acp = CATALOG["claude-acp"]
+    assert find_unenforced(policy(shell=False), acp) == ["shell"]
+    hooks = acp.model_copy(
+        update={"capabilities": acp.capabilities.model_copy(update={"permission_hooks": True})}
+    )
+    assert find_unenforced(policy(shell=False), hooks) == []
+
+
+def test_a_switch_that_denies_names_needs_the_deny_option() -> None:
+    spec = HarnessDefinitionSpec.model_validate(
+        {
+            "binary": "agent",
+            "toolControls": {"noShell": {"deny": ["shell"]}, "noEdits": {"options": {"ro": True}}},
+        }
+    )
+    assert find_unenforced(policy(shell=False, edits=False), spec) == ["shell"]
+
+
+def test_claudes_options_under_a_policy() -> None:
+    options = build_tool_options(
+        policy(allow=["Bash(git status:*)"], deny=["Glob"], edits=False, shell=False, network=False),
+        CLAUDE,
+        {"model": "claude-sonnet-4-5"},
+    )
+    assert options == {
+        "model": "claude-sonnet-4-5",
+        "permission-mode": "dontAsk",
+        "setting-sources": "user",
+        "allowed-tools": ["Bash(git status:*)"],
+        "disallowed-tools": ["Glob", "Edit", "Write", "NotebookEdit", "Bash", "WebFetch", "WebSearch"],
+    }
+    assert build_tool_options(None, CLAUDE, {"model": "m"}) == {"model": "m"}
+    assert build_tool_options(policy(shell=False), CATALOG["codex"], {"model": "m"}) == {"model": "m"}
+
+
+def test_the_plan_of_a_policed_claude_attempt() -> None:
+    run = run_of({"tools": {"shell": False}, "with": {"model": "claude-sonnet-4-5"}})
+    plan = build_plan(run, CLAUDE, 1, "claude", run.spec.with_, "fix it", None)
+    args = plan.args
+    assert args[:2] == ["-p", "fix it"]
+    pairs = list(zip(args[2::2], args[3::2], strict=False))
+    assert ("--disallowed-tools", "Bash") in pairs and ("--permission-mode", "dontAsk") in pairs
+    assert ("--setting-sources", "user") in pairs and "--allowed-tools" not in args
+    unpoliced = build_plan(run_of({}), CLAUDE, 1, "claude", {}, "fix it", None)
+    assert "--permission-mode" not in unpoliced.args and "--disallowed-tools" not in unpoliced.args
+
+
+def test_an_acp_plan_carries_the_policy_it_answers_from() -> None:
+    run = run_of({"provider": "claude-acp", "tools": {"enforcement": "advisory", "shell": False}})
+    plan = build_plan(run, CATALOG["claude-acp"], 1, "claude-acp", {}, "fix it", None)
+    assert plan.acp is not None and plan.acp.tools == policy(enforcement="advisory", shell=False)
+
+
+@pytest.mark.parametrize(
+    "with_",
+    [
+        {"permission-mode": "bypassPermissions"},
+        {"permission_mode": "acceptEdits"},
+        {"allowedTools": "Bash"},
+        {"dangerously_skip_permissions": True},
+        {"disallowed-tools": []},
+    ],
+)
+def test_an_option_that_would_loosen_the_policy_is_refused(with_) -> None:
+    run = run_of({"tools": {"deny": ["Bash"]}, "with": with_})
+    assert find_guarded_options(run.spec.tools, CLAUDE, with_) == list(with_)
+    with pytest.raises(Rejection) as refused:
+        resolve_targets(Reader(), run)
+    assert refused.value.reason == "ToolPolicyConflict"
+    key = next(iter(with_))
+    assert refused.value.message.startswith(f'spec.with.{key}: provider "claude" enforces the tool policy')
+
+
+def test_without_a_policy_every_option_is_the_runs() -> None:
+    run = run_of({"with": {"permission-mode": "acceptEdits"}})
+    assert [t.provider for t in resolve_targets(Reader(), run)] == ["claude"]
+
+
+def test_a_strict_policy_no_fallback_can_hold_refuses_the_run_and_names_the_parts() -> None:
+    run = run_of({"tools": {"shell": False, "deny": ["Bash"]}, "fallback": [{"provider": "codex"}]})
+    with pytest.raises(Rejection) as refused:
+        resolve_targets(Reader(), run)
+    assert refused.value.reason == "ToolPolicyUnenforceable"
+    assert refused.value.message == (
+        'provider "codex" cannot enforce spec.tools.deny, spec.tools.shell: false: its definition\'s '
+        "toolControls say no option of its CLI holds it; use a provider that can, drop those parts, or set "
+        "spec.tools.enforcement: advisory to run without them"
+    )
+
+
+def test_a_fallbacks_guarded_option_names_its_own_field() -> None:
+    mine = {**CLAUDE.to_api(), "binary": "my-claude"}
+    run = run_of({"tools": {"shell": False}, "fallback": [{"provider": "mine", "with": {"tools": "Bash"}}]})
+    with pytest.raises(Rejection) as refused:
+        resolve_targets(Reader({"mine": mine}), run)
+    assert refused.value.message.startswith('spec.fallback[0].with.tools: provider "mine"')
+
+
+def test_a_providers_own_policy_applies_to_runs_that_set_none() -> None:
+    strict = {**CATALOG["codex"].to_api(), "tools": {"network": False}}
+    with pytest.raises(Rejection) as refused:
+        resolve_targets(Reader({"codex": strict}), run_of({"provider": "codex"}))
+    assert refused.value.reason == "ToolPolicyUnenforceable"
+
+
+def test_an_advisory_policy_runs_and_warns_for_what_is_not_held() -> None:
+    run = run_of({"provider": "codex", "tools": {"enforcement": "advisory", "shell": False}})
+    targets = resolve_targets(Reader(), run)
+    warning = compute_tool_policy_warning(run.spec.tools, 1, "codex", targets[0].definition)
+    assert warning == (
+        'attempt 1: provider "codex" cannot enforce spec.tools.shell: false: its definition\'s toolControls '
+        "say no option of its CLI holds it; it runs without them (advisory)"
+    )
+    assert compute_tool_policy_warning(run.spec.tools, 1, "claude", CLAUDE) is None
+    assert compute_tool_policy_warning(None, 1, "codex", CATALOG["codex"]) is None
