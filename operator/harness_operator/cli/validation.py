@@ -23,6 +23,7 @@ from harness_operator.api.v1alpha1 import (
     HarnessDefinitionSpec,
     HarnessRun,
     NetworkPolicyMode,
+    ToolEnforcement,
     rule,
     validations,
 )
@@ -34,8 +35,14 @@ from harness_operator.core.inputs import DependencyCycle, compute_dependencies, 
 from harness_operator.core.invocation import attempt_options_field, find_unknown_options, merge_options
 from harness_operator.core.planning import PlanError, check_arguments
 from harness_operator.core.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
-from harness_operator.core.resolution import compute_provider_chain, resolve_definition
+from harness_operator.core.resolution import (
+    Rejection,
+    check_tool_policy,
+    compute_provider_chain,
+    resolve_definition,
+)
 from harness_operator.core.schedule import InvalidSchedule, parse_cron
+from harness_operator.core.tool_policy import compute_tool_policy, compute_tool_policy_warning
 
 ERROR = "error"
 WARNING = "warning"
@@ -174,11 +181,20 @@ def build_catalog(docs: Sequence[Document], builtins: Iterable[ClusterHarnessDef
 def _provider_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list[Finding]:
     found = []
     for index, (field, provider) in enumerate(compute_provider_chain(run.spec)):
-        if resolve_definition(catalog, doc.namespace, provider) is None:
+        definition = resolve_definition(catalog, doc.namespace, provider)
+        if definition is None:
             what = "provider" if index == 0 else "fallback provider"
             known = sorted({n for ns, n in catalog.namespaced if ns == doc.namespace} | set(catalog.cluster))
             message = f'unknown {what} "{provider}"; known here: {", ".join(known) or "none"}'
             found.append(Finding(doc.path, doc.kind, doc.name, field, message))
+            continue
+        try:
+            check_tool_policy(run, index + 1, provider, definition)
+        except Rejection as exc:
+            where, message = "spec.tools", exc.message
+            if exc.reason == Reason.ToolPolicyConflict:
+                where, _, message = exc.message.partition(": ")
+            found.append(Finding(doc.path, doc.kind, doc.name, where, message))
     return found
 
 
@@ -294,6 +310,10 @@ def _warnings(
         where, given = attempt_options_field(run, index)
         for key, why in find_unknown_options(name, definition, given):
             found.append(warn(f"{where}.{key}", why))
+        policy = compute_tool_policy(spec.tools, definition)
+        unheld = compute_tool_policy_warning(spec.tools, index, name, definition)
+        if unheld is not None and policy is not None and policy.enforcement == ToolEnforcement.advisory:
+            found.append(warn("spec.tools", unheld))  # a strict one is an error (_provider_findings)
         caps = definition.capabilities
         model = merge_options(definition, options[index - 1]).get("model")
         if isinstance(model, str) and model:

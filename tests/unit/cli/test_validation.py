@@ -329,3 +329,41 @@ def test_a_name_the_api_server_refuses_is_an_error(name: str) -> None:
 )
 def test_a_value_of_the_wrong_shape_says_what_to_write(field: str, message: str) -> None:
     assert messages(check(run_doc(GOOD + field, SECRET)), ERROR) == [message]
+
+
+def _catalog_check(spec: str) -> list[Finding]:
+    return validate_documents(parse_documents(run_doc(spec), "f.yaml"), load_builtin_catalog())
+
+
+def test_a_strict_tool_policy_a_provider_cannot_hold_is_an_error_naming_the_parts() -> None:
+    found = _catalog_check(
+        "  provider: codex\n  prompt: hi\n  workspace: {workingDir: /w}\n  tools: {shell: false}\n"
+    )
+    assert messages(found, ERROR) == [
+        'spec.tools: provider "codex" cannot enforce spec.tools.shell: false: its definition\'s toolControls '
+        "say no option of its CLI holds it; use a provider that can, drop those parts, or set "
+        "spec.tools.enforcement: advisory to run without them"
+    ]
+
+
+def test_an_advisory_tool_policy_warns_and_claude_holds_it_all() -> None:
+    policy = "  tools: {enforcement: advisory, shell: false}\n"
+    found = _catalog_check("  provider: codex\n  prompt: hi\n  workspace: {workingDir: /w}\n" + policy)
+    assert messages(found, ERROR) == []
+    assert [m for m in messages(found, WARNING) if m.startswith("spec.tools")] == [
+        'spec.tools: attempt 1: provider "codex" cannot enforce spec.tools.shell: false: its definition\'s '
+        "toolControls say no option of its CLI holds it; it runs without them (advisory)"
+    ]
+    found = _catalog_check("  provider: claude\n  prompt: hi\n  workspace: {workingDir: /w}\n" + policy)
+    assert not [m for m in messages(found) if m.startswith("spec.tools")]
+
+
+def test_an_option_that_loosens_the_tool_policy_is_an_error_on_its_field() -> None:
+    found = _catalog_check(
+        "  provider: claude\n  prompt: hi\n  workspace: {workingDir: /w}\n  tools: {deny: [Bash]}\n"
+        "  with: {permission-mode: bypassPermissions}\n"
+    )
+    assert messages(found, ERROR) == [
+        'spec.with.permission-mode: provider "claude" enforces the tool policy with this option, so the run '
+        "may not set it; say what the agent may use in spec.tools instead"
+    ]
