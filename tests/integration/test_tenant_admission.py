@@ -271,6 +271,9 @@ def test_references_the_author_may_read_are_admitted(
     chained = run_body("chained", {"provider": "claude", "promptFrom": {"runOutput": {"name": "from-cm"}}})
     create(tenant, namespace, chained)
     assert exists(kube, namespace, chained)
+    resumed = run_body("resumed", {"provider": "claude", "prompt": "go on", "resumeFrom": {"run": "from-cm"}})
+    create(tenant, namespace, resumed)
+    assert exists(kube, namespace, resumed)
 
 
 @pytest.mark.parametrize("make_body", [run_body, schedule_body], ids=["run", "schedule"])

@@ -14,6 +14,11 @@ Modes:
   ok            a fixed text answer (TEXT) with fixed usage (USAGE)
   tool_use      the first call that offers tools answers a call of one of them (arguments for a
                 harmless shell/read call); later calls answer TEXT
+  shell         the first call (Chat Completions: the first that offers tools) answers a call of the
+                shell tool ``shell_tool`` (Codex's ``exec_command`` by default; Qwen Code's
+                ``run_shell_command``, Copilot's ``bash``) running ``command`` (constructor keywords),
+                whether the tool is offered or not (a model that ignores its tool list: a tool policy
+                must still refuse it); later calls answer TEXT
   unauthorized  401 ``invalid_api_key``
   hang          model calls are accepted and never answered
 """
@@ -76,11 +81,12 @@ def _harmless_args(name: str) -> dict[str, Any]:
 
 class OpenAIStub(StubServer):
     name = "openai"
-    modes = ("ok", "tool_use", "unauthorized", "hang")
+    modes = ("ok", "tool_use", "shell", "unauthorized", "hang")
     text = TEXT
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, command: str = "", shell_tool: str = "exec_command", **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.command, self.shell_tool = command, shell_tool  # what the shell mode runs, with which tool
         self._tool_use_sent = False
 
     def is_model_call(self, req: RecordedRequest) -> bool:
@@ -156,13 +162,16 @@ class OpenAIStub(StubServer):
         model = body.get("model") or MODEL_FALLBACK
         rid = "resp_stub_" + uuid.uuid4().hex[:16]
         tool = self._want_tool(body)
+        arguments = _harmless_args(tool) if tool else {}
+        if self.mode == "shell":
+            tool, arguments = self._forced_shell()
         if tool:
             item = {
                 "type": "function_call",
                 "id": "fc_stub_" + uuid.uuid4().hex[:12],
                 "call_id": "call_stub_" + uuid.uuid4().hex[:12],
                 "name": tool,
-                "arguments": json.dumps(_harmless_args(tool)),
+                "arguments": json.dumps(arguments),
                 "status": "completed",
             }
         else:
@@ -291,16 +300,29 @@ class OpenAIStub(StubServer):
         )
 
     # -- Chat Completions ------------------------------------------------------------------
+    def _forced_shell(self) -> tuple[str | None, dict[str, Any]]:
+        """The shell mode's one call: the shell tool with the command (Codex names it `cmd`)."""
+        with self._lock:
+            first, self._tool_use_sent = not self._tool_use_sent, True
+        if not first:
+            return None, {}
+        if self.shell_tool == "exec_command":
+            return self.shell_tool, {"cmd": self.command}
+        return self.shell_tool, {"command": self.command, "description": "harness stub edit"}
+
     def _chat(self, body: dict[str, Any]) -> Response:
         model = body.get("model") or MODEL_FALLBACK
         cid = "chatcmpl-stub" + uuid.uuid4().hex[:12]
         created = int(time.time())
         tool = self._want_tool(body)
+        arguments = _harmless_args(tool) if tool else {}
+        if self.mode == "shell" and body.get("tools"):
+            tool, arguments = self._forced_shell()
         if tool:
             call = {
                 "id": "call_stub_" + uuid.uuid4().hex[:12],
                 "type": "function",
-                "function": {"name": tool, "arguments": json.dumps(_harmless_args(tool))},
+                "function": {"name": tool, "arguments": json.dumps(arguments)},
             }
             message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
             finish = "tool_calls"

@@ -79,6 +79,7 @@ operator's rights; unset references are left out. A new input source is one more
 {'field': '{{ $field }}.workspace.git.credentialsSecretRef', 'group': '', 'resource': 'secrets', 'kind': 'Secret', 'name': string({{ $root }}.?workspace.?git.?credentialsSecretRef.?name.orValue('')), 'hint': 'ask for get on it'},
 {'field': '{{ $field }}.workspace.publish.credentialsSecretRef', 'group': '', 'resource': 'secrets', 'kind': 'Secret', 'name': string({{ $root }}.?workspace.?publish.?credentialsSecretRef.?name.orValue('')), 'hint': 'ask for get on it'},
 {'field': '{{ $field }}.workspace.from', 'group': 'agentharness.dev', 'resource': 'harnessruns', 'kind': 'HarnessRun', 'name': string({{ $root }}.?workspace.?from.?run.orValue('')), 'hint': 'ask for get on it'},
+{'field': '{{ $field }}.resumeFrom', 'group': 'agentharness.dev', 'resource': 'harnessruns', 'kind': 'HarnessRun', 'name': string({{ $root }}.?resumeFrom.?run.orValue('')), 'hint': 'ask for get on it'},
 {'field': '{{ $field }}.workspace.volume.persistentVolumeClaim', 'group': '', 'resource': 'persistentvolumeclaims', 'kind': 'PersistentVolumeClaim', 'name': string({{ $root }}.?workspace.?volume.?persistentVolumeClaim.?claimName.orValue('')), 'hint': 'ask for get on it'}
 ] + {{ include "harness-operator.admission.credentialReads" (dict "root" $root "field" $field "hint" "ask for get on it or use a definition's grant") }}
 + {{ include "harness-operator.admission.inputReads" (dict "root" $root "field" $field) }}

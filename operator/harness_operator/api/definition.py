@@ -19,6 +19,7 @@ from harness_operator.api.common import (
     rule,
     validations,
 )
+from harness_operator.api.session import SessionSpec
 from harness_operator.api.tools import ToolControls, ToolPolicy
 
 # --- HarnessDefinition ---------------------------------------------------------------------------
@@ -124,7 +125,11 @@ class Capabilities(Model):
 
     usage_reporting: bool = Field(default=False, description="Token usage is read from the output.")
     cost_reporting: bool = Field(default=False, description="The CLI reports its own cost in USD.")
-    session_resume: bool = Field(default=False, description="A session id is reported and can be resumed.")
+    session_resume: bool = Field(
+        default=False,
+        description="A session id is reported and the CLI continues that session by id (spec.session says "
+        "how); set exactly when spec.session is.",
+    )
     model_selection: bool = Field(default=False, description="The model can be chosen with an option.")
     structured_output: bool = Field(
         default=False,
@@ -293,6 +298,11 @@ class HarnessDefinitionSpec(Model):
         "working directory (e.g. --continue): a re-prompt (a run's spec.outputReprompts) then sends only "
         "the correction. Empty: a re-prompt starts a new session with the prompt and the correction.",
     )
+    session: SessionSpec | None = Field(
+        default=None,
+        description="Where the CLI keeps its sessions and how it continues one (protocol cli), for runs "
+        "with spec.resumeFrom; set exactly when capabilities.sessionResume is true.",
+    )
     output_schema_option: OutputSchemaOption | None = Field(
         default=None,
         description="How a run's spec.outputSchema is passed to the CLI (protocol cli); set exactly when "
@@ -407,6 +417,18 @@ class HarnessDefinitionSpec(Model):
                 "!has(self.outputSchemaOption) || !has(self.protocol) || self.protocol == 'cli'",
                 "spec.outputSchemaOption applies only to protocol cli",
                 field_path=".outputSchemaOption",
+            ),
+            rule(
+                "has(self.session) == (has(self.capabilities) && has(self.capabilities.sessionResume) && "
+                "self.capabilities.sessionResume)",
+                "spec.session is how the CLI continues a session: set it exactly when "
+                "spec.capabilities.sessionResume is true",
+                field_path=".session",
+            ),
+            rule(
+                "!has(self.session) || !has(self.protocol) || self.protocol == 'cli'",
+                "spec.session applies only to protocol cli",
+                field_path=".session",
             ),
             rule(
                 "!has(self.toolControls) || !has(self.protocol) || self.protocol == 'cli'",

@@ -75,6 +75,7 @@ class Reason(StrEnum):
     ToolPolicyConflict = "ToolPolicyConflict"
     ToolPolicyNotEnforced = "ToolPolicyNotEnforced"
     ToolDenied = "ToolDenied"
+    SessionReplayed = "SessionReplayed"
     UsageMismatch = "UsageMismatch"
     NoImage = "NoImage"
     MeterLost = "MeterLost"
@@ -343,6 +344,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Event",
         "Warning",
         "the agent asked for tools its tool policy refused; they did not run (status.attempts[].deniedTools)",
+    ),
+    Reason.SessionReplayed: (
+        "Event",
+        "Warning",
+        "spec.resumeFrom: an attempt cannot resume the earlier session (its CLI cannot, another provider's, "
+        "or none kept), so the earlier prompt and output are replayed in its prompt",
     ),
     Reason.UsageMismatch: (
         "Event",

@@ -24,6 +24,7 @@ from harness_operator.api.common import (
 )
 from harness_operator.api.run_status import HarnessRunStatus
 from harness_operator.api.sandbox import Sandbox, Workspace
+from harness_operator.api.session import ResumeFrom
 from harness_operator.api.tools import ToolPolicy
 
 # --- HarnessRun ----------------------------------------------------------------------------------
@@ -368,6 +369,9 @@ class HarnessRunSpec(Model):
         default_factory=list, max_length=64, description="Plain environment for the agent."
     )
     limits: Limits | None = Field(default=None, description="Time, cost, turn and output limits.")
+    resume_from: ResumeFrom | None = Field(
+        default=None, description="Continue the conversation of an earlier run of this namespace."
+    )
     tools: ToolPolicy | None = Field(
         default=None,
         description="Which tools the agent may use, within its provider's spec.tools: enforced by the CLI's "

@@ -12,6 +12,7 @@ from harness_operator.api.common import (
     Condition,
     Model,
 )
+from harness_operator.api.session import SessionStatus
 from harness_operator.api.tools import DENIED_TOOLS_MAX
 
 
@@ -166,6 +167,9 @@ class HarnessRunStatus(Model):
     attempts: list[Attempt] = Field(default_factory=list, description="One entry per attempt.")
     usage: Usage | None = Field(default=None, description="Summed across attempts.")
     output: OutputStatus | None = Field(default=None, description="The output.")
+    session: SessionStatus | None = Field(
+        default=None, description="The conversation a run's spec.resumeFrom can continue."
+    )
     changes: ChangesStatus | None = Field(
         default=None, description="The agent's change (spec.workspace.publish): patch, branch, pull request."
     )

@@ -102,6 +102,12 @@ class ToolControls(Model):
         description="Option keys a run's `with` may not set while a tool policy applies, because they "
         "would loosen it (permission modes, bypass switches, the tool lists themselves).",
     )
+    guarded_env: list[str] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Variables a run's env may not set while a tool policy applies, for the same reason "
+        "(Copilot's COPILOT_ALLOW_ALL).",
+    )
 
     model_config = ConfigDict(
         json_schema_extra=validations(

@@ -337,6 +337,18 @@ from harness_operator.api.schedule import (
 from harness_operator.api.schedule import (
     ScheduledRunRef as ScheduledRunRef,
 )
+from harness_operator.api.session import (
+    SESSION_ID_ARG as SESSION_ID_ARG,
+)
+from harness_operator.api.session import (
+    ResumeFrom as ResumeFrom,
+)
+from harness_operator.api.session import (
+    SessionSpec as SessionSpec,
+)
+from harness_operator.api.session import (
+    SessionStatus as SessionStatus,
+)
 from harness_operator.api.tools import (
     DENIED_TOOLS_MAX as DENIED_TOOLS_MAX,
 )

@@ -145,6 +145,12 @@ class LocalRunner:
         try:
             if problem := output_schema_problem(run.spec.output_schema):
                 raise Rejection(Reason.InvalidSpec, problem)
+            if run.spec.resume_from is not None:
+                raise Rejection(
+                    Reason.InvalidSpec,
+                    "spec.resumeFrom: harnessctl run keeps no session between runs (the earlier run's "
+                    "session lives in its pod's log); run it on a cluster, or drop resumeFrom",
+                )
             targets = resolve_targets(self.files, run)
             prompt, stdin = resolve_inputs(self.files, run)
             definitions = {t.provider: t.definition for t in targets}

@@ -32,6 +32,11 @@ OUTPUT_SCHEMA_PATH_ARG = "$(HARNESS_OUTPUT_SCHEMA_FILE)"
 # Where a re-prompt's arguments (or stdin) carry the correction, which only the runner knows.
 REPROMPT_TEXT = "$(HARNESS_REPROMPT)"
 PLAN_VERSION = 1
+# Where a continuing attempt's runner finds the earlier session's archive, base64 (a Secret of its run,
+# mounted; text, so the operator's content hash of its children covers it as any other).
+SESSION_DIR = "/run/harness/session"
+SESSION_KEY = "session.tar.gz.base64"
+SESSION_ARCHIVE_PATH = f"{SESSION_DIR}/{SESSION_KEY}"
 
 # The variables through which an ACP connection's secrets (header values, the CA bundle) reach the
 # runner: granted like any credential, so they are passed as environment and redacted everywhere.
@@ -137,6 +142,19 @@ class AttemptPlan(Model):
     )
     reprompt_stdin: str | None = Field(default=None, description="A re-prompt's stdin, with REPROMPT_TEXT.")
     acp: AcpSessionPlan | None = Field(default=None, description="Set for protocol acp: the session.")
+    session_paths: list[str] = Field(
+        default_factory=list,
+        description="The definition's session paths: the agent's session files, packed after it exits.",
+    )
+    session_sha256: str | None = Field(
+        default=None,
+        description="The earlier session this attempt continues: the SHA-256 of the archive mounted at "
+        "SESSION_ARCHIVE_PATH, restored into the agent's home before it starts.",
+    )
+    session_usage_cumulative: bool = Field(
+        default=False,
+        description="A continuing attempt's CLI reports the session's tokens, not the attempt's: none kept.",
+    )
     confinement: ConfinementProbe | None = Field(
         default=None, description="Wait for the network policy before starting the agent (operator-set)."
     )

@@ -42,6 +42,15 @@ class ResultOutput(BaseModel):
     truncated: bool = False
 
 
+class SessionArchive(BaseModel):
+    """The agent's session files as the runner framed them in the log (kind SESSION, before the output)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    bytes: int
+    sha256: str
+
+
 class ResultDocument(AttemptOutcome):
     """The result of one attempt, camelCase like the API: the runner writes it (file, termination
     message), the operator and `harnessctl run` read it; status.attempts[] takes its outcome fields as
@@ -59,6 +68,7 @@ class ResultDocument(AttemptOutcome):
     # True when the runner could not end the agent's process: the operator deletes the pod.
     agent_left_running: bool | None = None
     output: ResultOutput | None = None
+    session: SessionArchive | None = None
 
     @property
     def attempt(self) -> int:
@@ -105,6 +115,7 @@ def build_result_doc(
     start_time: str | None = None,
     completion_time: str | None = None,
     denied_tools: Sequence[str] = (),
+    session: bytes | None = None,
 ) -> ResultDocument:
     """The result of one attempt; `output.sha256` covers the bytes kept."""
     return ResultDocument(
@@ -128,6 +139,9 @@ def build_result_doc(
         start_time=start_time,
         completion_time=completion_time,
         denied_tools=bound_tool_names(denied_tools),
+        session=None
+        if session is None
+        else SessionArchive(bytes=len(session), sha256=hashlib.sha256(session).hexdigest()),
     )
 
 
@@ -162,7 +176,16 @@ def _fits(doc: dict[str, Any], limit: int) -> bool:
 
 # Dropped in this order until the message fits; exitCode, reason, agentExitCode (the operator checks it
 # against the kubelet), agentLeftRunning and output.sha256 always stay.
-_OPTIONAL = ("deniedTools", "cliVersion", "startTime", "completionTime", "sessionID", "model", "usage")
+_OPTIONAL = (
+    "deniedTools",
+    "session",
+    "cliVersion",
+    "startTime",
+    "completionTime",
+    "sessionID",
+    "model",
+    "usage",
+)
 
 
 def render_termination_message(result: ResultDocument, limit: int = TERMINATION_LIMIT) -> str:

@@ -16,7 +16,8 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.api.v1alpha1 import GROUP, VERSION, SessionStatus
+from harness_operator.contract.frame import SESSION, FrameError, decode_frame
 from harness_operator.controller.errors import Permanent, classify
 from harness_operator.core.kueue import KUEUE_GROUP, KUEUE_PLURALS, KUEUE_VERSION
 from harness_operator.core.naming import (
@@ -588,6 +589,23 @@ class KubeReader:
         if not is_run_output(cm, run):
             raise NotTheOutput(name)
         return str(cm["data"]["output"])
+
+    def session_archive(
+        self, run: Mapping[str, Any], session: SessionStatus
+    ) -> tuple[bytes | None, str | None]:
+        """The session archive framed in the log of the run's attempt pod, only when it is the one the
+        run's status names (its SHA-256): whatever else a log holds is never used."""
+        attempts = (run.get("status") or {}).get("attempts") or []
+        pod = next((a.get("podName") for a in attempts if a.get("index") == session.attempt), None)
+        if not pod:
+            return None, f"attempt {session.attempt} has no pod on record"
+        log = _refusable(self.retry, lambda: self.kube.fetch_pod_log(run["metadata"]["namespace"], pod))
+        if log is None:
+            return None, f"pod {pod} of attempt {session.attempt} is gone, and its log with it"
+        decoded = decode_frame(log, session.sha256, SESSION)
+        if isinstance(decoded, FrameError):
+            return None, f"the log of pod {pod} holds no session that is its own: {decoded.message}"
+        return decoded, None
 
 
 def _refusable(retry: int, call: Any) -> Any:

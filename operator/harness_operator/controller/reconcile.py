@@ -55,6 +55,7 @@ from harness_operator.core.desired import (
     build_output_config_map,
     build_plan_secret,
     build_plans,
+    build_resume_secret,
     grace_period,
 )
 from harness_operator.core.egress import (
@@ -99,6 +100,7 @@ from harness_operator.core.resolution import (
     resolve_inputs,
     resolve_targets,
 )
+from harness_operator.core.resumption import compute_resume_args, describe_replays, resolve_resumption
 from harness_operator.core.retry import compute_retry_due, retry_number, retry_waiting_message
 from harness_operator.core.status import (
     FINISHED,
@@ -564,6 +566,7 @@ class Reconciler:
                 )
             self.kueue.ensure_watching()
         prompt, stdin = self._resolve_inputs(run, retry) if index == 1 else ("", None)
+        resumption = resolve_resumption(KubeReader(self.kube, retry=retry), run) if index == 1 else None
         start = resolve_start(KubeReader(self.kube, retry=retry), run)
         planned = run
         with self._namespace_locks[ns]:  # counting and taking the slot under one lock: no two runs take one
@@ -595,9 +598,16 @@ class Reconciler:
             try:
                 if index == 1:
                     try:
-                        plans = build_plans(planned, targets, prompt, stdin, self.clock(), self.config)
+                        plans = build_plans(
+                            planned, targets, prompt, stdin, self.clock(), self.config, resumption
+                        )
                     except PlanError as exc:
                         raise Rejection(exc.reason, exc.message) from exc
+                    resumed = [
+                        t for t in targets if compute_resume_args(resumption, t.provider, t.definition)
+                    ]
+                    if resumption is not None and resumption.archive is not None and resumed:
+                        self._create(run, build_resume_secret(run, resumption.archive))
                     self._create(run, build_plan_secret(run, plans, self.grants.write(run, targets, plans)))
             finally:
                 futures.wait(writes)
@@ -635,6 +645,9 @@ class Reconciler:
             self.kube.create_event(
                 {"metadata": run.metadata}, "Warning", Reason.ToolPolicyNotEnforced, unheld
             )
+        if created and resumption is not None:
+            for line in describe_replays(resumption, targets):
+                self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.SessionReplayed, line)
         if created and index > 1:
             failed = attempts[-1]
             positions = [t.position for t in targets]

@@ -6,6 +6,8 @@ last, so nothing in a run can override our labels or security settings.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -25,7 +27,7 @@ from harness_operator.contract.changes import (
     VERDICT_DIR,
     VERDICT_FILE,
 )
-from harness_operator.contract.plan import CONFINEMENT_ENV
+from harness_operator.contract.plan import CONFINEMENT_ENV, SESSION_DIR, SESSION_KEY
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.confinement import compute_confinement
 from harness_operator.core.egress import (
@@ -56,6 +58,7 @@ from harness_operator.core.naming import (
     job_name,
     output_config_map_name,
     plan_secret_name,
+    resume_secret_name,
     run_labels,
 )
 from harness_operator.core.ownership import build_child_meta
@@ -68,6 +71,7 @@ from harness_operator.core.publish import (
     build_publish_plan,
 )
 from harness_operator.core.resolution import AttemptTarget
+from harness_operator.core.resumption import Resumption, build_replay_prompt, compute_resume_args
 from harness_operator.core.workspace import build_workspace_volume, working_dir, workspace_mount_path
 
 PLAN_DIR = "/etc/harness"
@@ -106,22 +110,29 @@ def build_plans(
     stdin: str | None,
     now: datetime,
     config: OperatorConfig | None = None,
+    resumption: Resumption | None = None,
 ) -> list[dict[str, Any]]:
     """Every attempt's plan as the plan Secret holds it: output bounded by what a ConfigMap holds, list
     prices of `now` from the pinned table. Fields at their defaults are left out, so a sandbox image
     older than the operator (pinned by a definition) still reads every plan that uses nothing new.
     With `config`, attempts whose host rules go through the egress gateway get its proxy variables, and
-    attempts under a restricting policy the probe to wait on before the agent starts."""
+    attempts under a restricting policy the probe to wait on before the agent starts. With `resumption`,
+    an attempt whose CLI can resume the earlier session does, any other gets it replayed in its prompt."""
     options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
+    archive = resumption.archive if resumption else None
+    digest = hashlib.sha256(archive).hexdigest() if archive is not None else ""
     plans = []
     for t in targets:
+        resume_args = compute_resume_args(resumption, t.provider, t.definition)
+        resume = (resume_args, digest) if resume_args is not None else None
+        text = prompt if resumption is None or resume else build_replay_prompt(resumption, prompt)
         route = compute_model_route(run, t.definition, config) if config is not None else None
         given = options[t.position - 1]
         if route is not None and config is not None:
             given = merge_route_options(given, route, config)
         plan = with_table_pricing(
             with_output_limit(
-                build_plan(run, t.definition, t.index, t.provider, given, prompt, stdin, t.position),
+                build_plan(run, t.definition, t.index, t.provider, given, text, stdin, t.position, resume),
                 OUTPUT_CONFIG_MAP_LIMIT,
             ),
             t.definition,
@@ -160,6 +171,21 @@ def build_plan_secret(
         "kind": "Secret",
         "type": "Opaque",
         "metadata": build_child_meta(run, plan_secret_name(name), run_labels(name), data),
+        "immutable": True,
+        "stringData": data,
+    }
+
+
+def build_resume_secret(run: HarnessRun, archive: bytes) -> dict[str, Any]:
+    """The earlier session's archive (spec.resumeFrom), owned by the continuing run; its runner reads it
+    mounted and checks it against its plan's SHA-256."""
+    name = run.metadata["name"]
+    data = {SESSION_KEY: base64.b64encode(archive).decode("ascii")}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": build_child_meta(run, resume_secret_name(name), run_labels(name), data),
         "immutable": True,
         "stringData": data,
     }
@@ -411,6 +437,11 @@ def _runner_container(
             {"name": "channel", "mountPath": CHANNEL_DIR},
             {"name": "runner-tmp", "mountPath": "/tmp"},
             *([{"name": "verdict", "mountPath": VERDICT_DIR}] if _publishes(run) else []),
+            *(
+                [{"name": "resume", "mountPath": SESSION_DIR, "readOnly": True}]
+                if run.spec.resume_from
+                else []
+            ),
         ],
     }
 
@@ -516,6 +547,10 @@ def build_job(
             ],
         }
     )
+    if run.spec.resume_from is not None:
+        # Optional: only an attempt whose plan continues the session reads it (the Secret exists then).
+        secret = {"secretName": resume_secret_name(name), "optional": True, "defaultMode": 0o440}
+        pod_spec["volumes"].append({"name": "resume", "secret": secret})
     if publisher:
         pod_spec["volumes"] += [
             {"name": "publish", "emptyDir": {"sizeLimit": config.scratch_size_limit}},

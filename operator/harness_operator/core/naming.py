@@ -65,6 +65,11 @@ def output_config_map_name(run: str) -> str:
     return fit_name(run, "-output", 253)
 
 
+def resume_secret_name(run: str) -> str:
+    """The Secret holding the earlier session a run continues (spec.resumeFrom)."""
+    return fit_name(run, "-resume", 253)
+
+
 def changes_config_map_name(run: str) -> str:
     """The ConfigMap holding the patch of the run's change (spec.workspace.publish)."""
     return fit_name(run, "-changes", 253)

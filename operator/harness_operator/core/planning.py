@@ -211,9 +211,11 @@ def build_plan(
     prompt: str,
     stdin: str | None,
     position: int | None = None,
+    resume: tuple[list[str], str] | None = None,
 ) -> AttemptPlan:
     """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`, the provider at
-    `position` of the chain (default: the attempt's index, as without retries)."""
+    `position` of the chain (default: the attempt's index, as without retries); `resume`, the arguments
+    that continue an earlier session and the SHA-256 of its archive."""
     spec = run.spec
     positions = build_positions(spec)
     check_arguments(run, definition, position or attempt_index, provider_name, options, prompt, stdin)
@@ -232,9 +234,10 @@ def build_plan(
             binary, args = "", []
     else:
         lead, home_files = schema_arguments(run, definition)
-        invocation = build_invocation(definition, prompt, stdin, all_options, lead_args=lead)
+        resume_args = resume[0] if resume else []
+        invocation = build_invocation(definition, prompt, stdin, all_options, lead_args=[*resume_args, *lead])
         binary, args, piped = invocation.binary, invocation.args, invocation.stdin
-        reprompt = build_reprompt(run, definition, prompt, stdin, all_options, lead)
+        reprompt = build_reprompt(run, definition, prompt, stdin, all_options, lead, resume_args)
     grants = merge_grants(run, definition)
     plain = merge_plain_env(run, definition)
     model = merge_options(definition, all_options).get("model")
@@ -264,6 +267,9 @@ def build_plan(
         reprompt_args=reprompt.args if reprompt is not None else [],
         reprompt_stdin=reprompt.stdin if reprompt is not None else None,
         acp=acp,
+        session_paths=list(definition.session.paths) if definition.session and acp is None else [],
+        session_sha256=resume[1] if resume and acp is None else None,
+        session_usage_cumulative=bool(resume and definition.session and definition.session.cumulative_usage),
     )
 
 
@@ -286,15 +292,18 @@ def build_reprompt(
     stdin: str | None,
     options: dict[str, Any],
     lead: list[str],
+    resume_args: list[str] | None = None,
 ) -> Invocation | None:
     """The invocation of a re-prompt (spec.outputReprompts), REPROMPT_TEXT standing for the correction:
     the CLI's continueArgs and the correction alone where it can continue its session, else the run's
-    prompt and stdin again with the correction after the prompt. None when the run asks for none."""
+    prompt and stdin again with the correction after the prompt (continuing the earlier session again,
+    when the attempt did). None when the run asks for none."""
     if run.spec.output_schema is None or run.spec.output_reprompts == 0:
         return None
     if definition.continue_args:
         lead = [*definition.continue_args, *lead]
         return build_invocation(definition, REPROMPT_TEXT, None, options, lead_args=lead)
+    lead = [*(resume_args or []), *lead]
     return build_invocation(definition, f"{prompt}\n\n{REPROMPT_TEXT}", stdin, options, lead_args=lead)
 
 

@@ -31,6 +31,7 @@ from harness_operator.core.status import find_succeeded
 from harness_operator.core.tool_policy import (
     compute_tool_policy,
     describe_unenforced,
+    find_guarded_env,
     find_guarded_options,
     find_unenforced,
 )
@@ -147,6 +148,13 @@ def check_tool_policy(
     if policy is None:
         return
     field, options = attempt_options_field(run, position)
+    env = find_guarded_env(policy, definition, [e.name for e in run.spec.env])
+    if env:
+        raise Rejection(
+            Reason.ToolPolicyConflict,
+            f'spec.env.{env[0]}: provider "{provider}" enforces the tool policy, which this variable would '
+            "loosen, so the run may not set it; say what the agent may use in spec.tools instead",
+        )
     guarded = find_guarded_options(policy, definition, options)
     if guarded:
         raise Rejection(
@@ -193,7 +201,7 @@ def require_succeeded(reader: Reader, run: HarnessRun, field: str, other_name: s
     return other
 
 
-def _read_run_output(reader: Reader, field: str, other: Mapping[str, Any]) -> str | None:
+def read_run_output(reader: Reader, field: str, other: Mapping[str, Any]) -> str | None:
     """The output of a succeeded run, only when it is that run's: an impostor is never read."""
     other_name = other["metadata"]["name"]
     name = output_config_map_name(other_name)
@@ -241,7 +249,7 @@ def resolve_source(reader: Reader, run: HarnessRun, field: str, source: Source) 
         assert source.run_output is not None
         other_name = source.run_output.name
         other = require_succeeded(reader, run, field, other_name)
-        value = _read_run_output(reader, field, other)
+        value = read_run_output(reader, field, other)
         what = f'the output of HarnessRun "{other_name}"'
         if value is not None and source.run_output.path is not None:
             value = _pick_output_field(field, other, value, source.run_output.path)

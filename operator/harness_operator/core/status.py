@@ -25,6 +25,7 @@ from harness_operator.api.v1alpha1 import (
     OutputStatus,
     Phase,
     Protocol,
+    SessionStatus,
 )
 from harness_operator.contract.result import (
     EXIT_STOPPED,
@@ -461,6 +462,14 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
                 sha256=hashlib.sha256(observed.output).hexdigest(),
                 truncated=bool(last.result and last.result.output and last.result.output.truncated),
                 config_map_name=observed.output_config_map,
+            )
+        if published and last.result is not None and last.result.session and last.result.session_id:
+            update["session"] = SessionStatus(
+                attempt=last.index,
+                provider=last.provider,
+                session_id=last.result.session_id,
+                bytes=last.result.session.bytes,
+                sha256=last.result.session.sha256,
             )
     else:
         if observed.waiting:

@@ -58,8 +58,10 @@ def merge_tool_policies(base: ToolPolicy | None, run: ToolPolicy | None) -> Tool
 
 
 def compute_tool_policy(run_tools: ToolPolicy | None, definition: HarnessDefinitionSpec) -> ToolPolicy | None:
-    """The policy an attempt with `definition` runs under."""
-    return merge_tool_policies(definition.tools, run_tools)
+    """The policy an attempt with `definition` runs under; one that asks for nothing is none (the CLI's
+    own defaults apply, and a run's options are its own)."""
+    policy = merge_tool_policies(definition.tools, run_tools)
+    return policy if policy is not None and requested_parts(policy) else None
 
 
 def requested_parts(policy: ToolPolicy) -> list[str]:
@@ -136,6 +138,16 @@ def find_guarded_options(
         return []
     guarded = guarded_keys(definition)
     return sorted(key for key in options if _normal(key, definition) in guarded)
+
+
+def find_guarded_env(
+    policy: ToolPolicy | None, definition: HarnessDefinitionSpec, env_names: list[str]
+) -> list[str]:
+    """The names of a run's env that would loosen its policy (sorted)."""
+    controls = definition.tool_controls
+    if policy is None or controls is None or definition.protocol == Protocol.acp:
+        return []
+    return sorted(set(env_names) & set(controls.guarded_env))
 
 
 def _add(out: dict[str, Any], key: str, value: Any) -> None:

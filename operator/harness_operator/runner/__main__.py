@@ -21,7 +21,7 @@ from types import FrameType
 
 from harness_operator.api.reasons import Reason
 from harness_operator.contract.changes import Verdict
-from harness_operator.contract.frame import encode_frame
+from harness_operator.contract.frame import SESSION, encode_frame
 from harness_operator.contract.plan import AttemptPlan, load_plan
 from harness_operator.contract.result import EXIT_SETUP, NETWORK_NOT_CONFINED, render_termination_message
 from harness_operator.runner.channel import Spawner, create_channel
@@ -81,6 +81,8 @@ def write_reports(result: AttemptResult, termination_log: str, result_file: str 
             print(f"harness: cannot write the termination message: {exc}", file=sys.stderr)
     # On stderr, the stream of every other runner line: the container runtime copies stdout and stderr
     # apart, so only one stream keeps the frame last and whole. It starts a line of its own.
+    if result.session is not None:
+        sys.stderr.write("\n" + encode_frame(result.session, SESSION))
     sys.stderr.write("\n" + encode_frame(result.output))
     sys.stderr.flush()
 

@@ -3,6 +3,8 @@ kept output, whether the agent is a CLI process or an ACP session (I/O only in R
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import os
 import threading
@@ -15,7 +17,12 @@ from typing import IO, Any, Protocol
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Usage
 from harness_operator.contract.events import Event, encode_event_line, escape_agent_line
-from harness_operator.contract.plan import OUTPUT_SCHEMA_HOME_FILE, OUTPUT_SCHEMA_PATH_ARG, AttemptPlan
+from harness_operator.contract.plan import (
+    OUTPUT_SCHEMA_HOME_FILE,
+    OUTPUT_SCHEMA_PATH_ARG,
+    SESSION_ARCHIVE_PATH,
+    AttemptPlan,
+)
 from harness_operator.contract.result import (
     EXIT_SETUP,
     EXIT_STOPPED,
@@ -57,6 +64,7 @@ class AttemptResult:
     truncated: bool = False
     agent_exit_code: int | None = None
     agent_left_running: bool = False
+    session: bytes | None = None  # the agent's session files, packed and redacted
     start_time: str | None = None
     completion_time: str | None = None
 
@@ -89,6 +97,7 @@ class AttemptResult:
             start_time=self.start_time,
             completion_time=self.completion_time,
             denied_tools=self.report.denied_tools,
+            session=self.session,
         )
 
     def to_doc(self) -> dict[str, Any]:
@@ -142,7 +151,33 @@ def build_launch(
     schema_path = os.path.join(home, OUTPUT_SCHEMA_HOME_FILE)
     argv = [schema_path if a == OUTPUT_SCHEMA_PATH_ARG else a for a in plan.argv]
     more = plan.output_reprompts > 0
-    return Launch(argv, plan.binary, env, plan.working_dir or os.getcwd(), stdin, dict(plan.home_files), more)
+    session = read_earlier_session(plan)
+    return Launch(
+        argv,
+        plan.binary,
+        env,
+        plan.working_dir or os.getcwd(),
+        stdin,
+        dict(plan.home_files),
+        more,
+        list(plan.session_paths),
+        None if session is None else base64.b64encode(session).decode("ascii"),
+    )
+
+
+def read_earlier_session(plan: AttemptPlan, path: str = SESSION_ARCHIVE_PATH) -> bytes | None:
+    """The archive of the session this attempt continues, as its run's Secret holds it and its plan's
+    SHA-256 says (SetupFailed otherwise); None for an attempt that continues none."""
+    if plan.session_sha256 is None:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            data = base64.b64decode(fh.read(), validate=True)
+    except (OSError, ValueError) as exc:
+        raise SetupError(Reason.SetupFailed, f"harness: cannot read the earlier session: {exc}") from exc
+    if hashlib.sha256(data).hexdigest() != plan.session_sha256:
+        raise SetupError(Reason.SetupFailed, "harness: the earlier session is not the one the plan names")
+    return data
 
 
 class LogSink:

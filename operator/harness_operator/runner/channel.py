@@ -13,6 +13,7 @@ such; the operator checks the exit against the kubelet's record of that containe
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -21,6 +22,7 @@ import time
 from typing import IO, Any
 
 from harness_operator.api.reasons import Reason
+from harness_operator.api.sizes import SESSION_ARCHIVE_MAX_BYTES
 from harness_operator.runner.launch import Launch
 from harness_operator.runner.stops import SetupError
 
@@ -42,6 +44,8 @@ STOP_SLACK_SECONDS = 3.0
 # The exit code the runner reports when the launcher ended without saying how the agent did (it was
 # killed): what the kubelet records for its container, 128 + SIGKILL.
 EXIT_LAUNCHER_LOST = 137
+# The launcher's last word may carry a session archive (base64) besides the exit code.
+EXIT_LINE_MAX = 2 * SESSION_ARCHIVE_MAX_BYTES
 
 
 def create_channel(folder: str) -> None:
@@ -121,6 +125,7 @@ class LaunchedAgent:
             self.stdin = None
         self.left_running = False
         self._code: int | None = None
+        self._session: tuple[bytes | None, str | None] = (None, None)
         self._ended = threading.Event()
         self._control_lock = threading.Lock()
         threading.Thread(target=self._read_exit, args=(status,), daemon=True).start()
@@ -128,8 +133,9 @@ class LaunchedAgent:
     def _read_exit(self, status: IO[bytes]) -> None:
         """The launcher's last word; its end of the FIFO closing without one means it was killed."""
         with status:
-            doc = _read_status(status)
+            doc = _read_status(status, EXIT_LINE_MAX)
         code = doc.get("exit")
+        self._session = _session_of(doc)
         self._code = code if isinstance(code, int) and 0 <= code <= 255 else EXIT_LAUNCHER_LOST
         with self._control_lock:  # the launcher's stop-follower ends: a next launch gets its own
             self._ended.set()
@@ -147,6 +153,9 @@ class LaunchedAgent:
         assert self._code is not None
         return self._code
 
+    def session(self) -> tuple[bytes | None, str | None]:
+        return self._session
+
     def stop(self, grace_seconds: float) -> None:
         """Ask the launcher to SIGTERM the agent's group (SIGKILL after the grace); wait for its exit."""
         with self._control_lock:
@@ -158,9 +167,22 @@ class LaunchedAgent:
             self.left_running = True
 
 
-def _read_status(fh: IO[bytes]) -> dict[str, Any]:
+def _session_of(doc: dict[str, Any]) -> tuple[bytes | None, str | None]:
+    """The packed session the launcher's last word carries (the agent's word, checked as an archive by
+    whoever unpacks it), or why it carries none."""
+    problem = doc.get("sessionProblem")
+    text = doc.get("session")
+    if not isinstance(text, str):
+        return None, str(problem) if problem else None
+    try:
+        return base64.b64decode(text, validate=True), None
+    except ValueError:
+        return None, "the launcher's session archive is not base64"
+
+
+def _read_status(fh: IO[bytes], limit: int = 1 << 16) -> dict[str, Any]:
     """One line from the launcher: a JSON object, else an empty one."""
-    line = fh.readline(1 << 16)
+    line = fh.readline(limit)
     try:
         doc = json.loads(line) if line else {}
     except ValueError:

@@ -4,14 +4,17 @@ executors drive, local (`LocalAgent`, `harnessctl run` and tests) or in the agen
 
 from __future__ import annotations
 
+import base64
 import errno
 import os
 import subprocess
+import tarfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from harness_operator.api.reasons import Reason
+from harness_operator.runner.session import SessionTooLarge, pack_session, unpack_session
 from harness_operator.runner.stops import SetupError, resolve_binary, stop_process_group
 
 
@@ -28,6 +31,8 @@ class Launch:
     stdin: bool
     home_files: dict[str, str] = field(default_factory=dict)
     more: bool = False  # another launch (a re-prompt) or a release may follow this one
+    session_paths: list[str] = field(default_factory=list)  # packed after the agent's exit
+    session: str | None = None  # base64 of a session archive, unpacked into the home before the start
 
     def to_doc(self) -> dict[str, Any]:
         return {
@@ -38,6 +43,8 @@ class Launch:
             "stdin": self.stdin,
             "homeFiles": self.home_files,
             "more": self.more,
+            "sessionPaths": self.session_paths,
+            "session": self.session,
         }
 
     @classmethod
@@ -50,13 +57,15 @@ class Launch:
             bool(doc["stdin"]),
             {str(k): str(v) for k, v in (doc.get("homeFiles") or {}).items()},
             bool(doc.get("more")),
+            [str(p) for p in doc.get("sessionPaths") or []],
+            str(doc["session"]) if doc.get("session") else None,
         )
 
 
 def write_home_files(launch: Launch) -> None:
     """The launch's files under the agent's HOME, created with their folders, readable by the agent only;
     a path that leaves the home is refused (SetupFailed)."""
-    home = os.path.realpath(launch.env.get("HOME") or os.path.expanduser("~"))
+    home = agent_home(launch)
     for relative, text in sorted(launch.home_files.items()):
         path = os.path.realpath(os.path.join(home, relative))
         if os.path.commonpath([home, path]) != home or path == home:
@@ -72,6 +81,30 @@ def write_home_files(launch: Launch) -> None:
             ) from exc
 
 
+def agent_home(launch: Launch) -> str:
+    return os.path.realpath(launch.env.get("HOME") or os.path.expanduser("~"))
+
+
+def restore_session(launch: Launch) -> None:
+    """The earlier session's files in the home (SetupFailed when the archive holds what it may not)."""
+    if launch.session is None:
+        return
+    try:
+        unpack_session(agent_home(launch), base64.b64decode(launch.session), launch.session_paths)
+    except (ValueError, OSError, SessionTooLarge, tarfile.TarError) as exc:
+        raise SetupError(Reason.SetupFailed, f"harness: cannot restore the earlier session: {exc}") from exc
+
+
+def take_session(launch: Launch) -> tuple[bytes | None, str | None]:
+    """The session files the agent left (packed), or why none are kept."""
+    if not launch.session_paths:
+        return None, None
+    try:
+        return pack_session(agent_home(launch), launch.session_paths), None
+    except (SessionTooLarge, OSError) as exc:
+        return None, str(exc)
+
+
 def start_agent(launch: Launch, stdin: Any, stdout: Any, stderr: Any) -> subprocess.Popen[bytes]:
     """Create the working directory and the home files, resolve the binary (Dagu's rule) and start the
     agent as the leader of its own process group; SetupError with a typed reason when any of it fails."""
@@ -80,6 +113,7 @@ def start_agent(launch: Launch, stdin: Any, stdout: Any, stderr: Any) -> subproc
     except OSError as exc:
         raise SetupError(Reason.SetupFailed, f"harness: failed to create working directory: {exc}") from exc
     write_home_files(launch)
+    restore_session(launch)
     executable = resolve_binary(launch.binary, launch.env.get("PATH", os.defpath), launch.cwd)
     try:
         return subprocess.Popen(
@@ -121,6 +155,10 @@ class AgentProcess(Protocol):
 
     def stop(self, grace_seconds: float) -> None: ...
 
+    def session(self) -> tuple[bytes | None, str | None]:
+        """After the exit: the session files the agent left (packed), or why none are kept."""
+        ...
+
 
 Spawn = Callable[[Launch], AgentProcess]
 
@@ -131,6 +169,7 @@ class LocalAgent:
     left_running = False
 
     def __init__(self, launch: Launch) -> None:
+        self.launch = launch
         pipe = subprocess.PIPE
         self.proc = start_agent(launch, pipe if launch.stdin else subprocess.DEVNULL, pipe, pipe)
         assert self.proc.stdout is not None and self.proc.stderr is not None
@@ -147,3 +186,6 @@ class LocalAgent:
     def stop(self, grace_seconds: float) -> None:
         """SIGTERM the agent's group, SIGKILL after the grace (0: now); what it left goes too."""
         stop_process_group(self.proc, grace_seconds)
+
+    def session(self) -> tuple[bytes | None, str | None]:
+        return take_session(self.launch)

@@ -14,6 +14,7 @@ memory nor open its descriptors; it reaps the orphans the agent leaves.
 from __future__ import annotations
 
 import argparse
+import base64
 import ctypes
 import json
 import os
@@ -30,7 +31,7 @@ from harness_operator.runner.channel import (
     say_status,
     take_launch,
 )
-from harness_operator.runner.launch import Launch, start_agent
+from harness_operator.runner.launch import Launch, start_agent, take_session
 from harness_operator.runner.stops import SetupError, signal_group, stop_process_group
 
 DEFAULT_CHANNEL = "/run/harness/channel"
@@ -109,7 +110,13 @@ def serve(launch: Launch, channel: str) -> int:
     exited.set()
     stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
     reap_orphans()
-    say_status(status, {"exit": code})
+    session, problem = take_session(launch)  # only now: nothing of the agent's can still write it
+    said: dict[str, object] = {"exit": code}
+    if session is not None:
+        said["session"] = base64.b64encode(session).decode("ascii")
+    if problem is not None:
+        said["sessionProblem"] = problem
+    say_status(status, said)
     status.close()
     # No stop meant for this agent may reach the next one's group: its follower ends first.
     follower.join(RENDEZVOUS_SECONDS)

@@ -50,7 +50,9 @@ def plan_reprompt(plan: AttemptPlan, result: AttemptResult, nth: int) -> tuple[s
     args = [a.replace(REPROMPT_TEXT, correction) for a in plan.reprompt_args]
     stdin = None if plan.reprompt_stdin is None else plan.reprompt_stdin.replace(REPROMPT_TEXT, correction)
     line = f"{checked.message}; re-prompt {nth}/{plan.output_reprompts} with {plan.provider}"
-    return line, plan.model_copy(update={"args": args, "stdin": stdin, "limits": limits})
+    # The home holds the session the first invocation left: an earlier one is not restored over it.
+    following = {"args": args, "stdin": stdin, "limits": limits, "session_sha256": None}
+    return line, plan.model_copy(update=following)
 
 
 def add_usage(first: Usage, second: Usage) -> Usage:

@@ -105,6 +105,11 @@ class Parser:
             self._turn_seen = turn
             self._events.append(Event("turn", turn=turn))
 
+    def deny_tool(self, name: str) -> None:
+        """A tool call the CLI refused (its tool policy): named once, in order."""
+        if name not in self.state.denied_tools:
+            self.state = self.state.with_(denied_tools=(*self.state.denied_tools, name))
+
     def take_events(self) -> list[Event]:
         """The events since the last call, in order."""
         taken, self._events = self._events, []

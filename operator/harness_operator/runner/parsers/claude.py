@@ -63,10 +63,6 @@ class ClaudeStreamJsonParser(Parser):
         elif kind == "result":
             self._on_result(event)
 
-    def _deny(self, name: str) -> None:
-        if name not in self.state.denied_tools:
-            self.state = self.state.with_(denied_tools=(*self.state.denied_tools, name))
-
     def _note_refusals(self, message: Any) -> None:
         """A tool call the CLI answered that no such tool is available: one its policy removed."""
         content = message.get("content") if isinstance(message, dict) else None
@@ -75,7 +71,7 @@ class ClaudeStreamJsonParser(Parser):
                 continue
             text = block.get("content")
             if isinstance(text, str) and _NO_SUCH_TOOL in text:
-                self._deny(self._tool_names.get(str(block.get("tool_use_id")), "unknown tool"))
+                self.deny_tool(self._tool_names.get(str(block.get("tool_use_id")), "unknown tool"))
 
     def _emit_content(self, content: Any) -> None:
         for block in content if isinstance(content, list) else []:
@@ -125,7 +121,7 @@ class ClaudeStreamJsonParser(Parser):
             model = next(iter(by_model))
         for denial in event.get("permission_denials") or []:
             if isinstance(denial, dict):
-                self._deny(as_str(denial.get("tool_name")) or "unknown tool")
+                self.deny_tool(as_str(denial.get("tool_name")) or "unknown tool")
         failure, message = _outcome(event)
         self.state = self.state.with_(
             text=event.get("result") if isinstance(event.get("result"), str) else "",

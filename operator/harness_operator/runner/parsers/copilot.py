@@ -25,6 +25,7 @@ class CopilotJsonParser(Parser):
     def __init__(self) -> None:
         super().__init__()
         self._turns = 0
+        self._tool_names: dict[str, str] = {}  # toolCallId -> tool name, to name a refused call
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = str(event.get("type") or "")
@@ -36,7 +37,14 @@ class CopilotJsonParser(Parser):
             self.emit_turn(self._turns + 1)
         elif kind == "tool.execution_start":
             name = as_str(data.get("toolName")) or "tool"
+            self._tool_names[str(data.get("toolCallId"))] = name
             self.emit(Event("tool", tool=name, arg=short_argument(data.get("arguments"))))
+        elif kind == "tool.execution_complete" and data.get("success") is False:
+            error = data.get("error")
+            if (
+                isinstance(error, dict) and error.get("code") == "denied"
+            ):  # refused by its permissions (--deny-tool, no approval)
+                self.deny_tool(self._tool_names.get(str(data.get("toolCallId")), "unknown tool"))
         elif kind == "assistant.message":
             content = data.get("content")
             if isinstance(content, str) and content:
