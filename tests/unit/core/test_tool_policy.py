@@ -11,6 +11,7 @@ from harness_operator.core.planning import build_plan
 from harness_operator.core.resolution import Rejection, resolve_targets
 from harness_operator.core.tool_policy import (
     build_tool_options,
+    compute_tool_policy,
     compute_tool_policy_warning,
     find_guarded_options,
     find_unenforced,
@@ -93,11 +94,14 @@ def test_only_what_narrows_is_a_part(fields, parts) -> None:
     assert requested_parts(policy(**fields)) == parts
 
 
-def test_claude_enforces_every_part_and_the_others_none() -> None:
+def test_what_each_builtin_can_hold() -> None:
     everything = policy(allow=["Read"], deny=["X"], edits=False, shell=False, network=False)
     assert find_unenforced(everything, CLAUDE) == []
-    assert find_unenforced(everything, CATALOG["codex"]) == ["allow", "deny", "edits", "shell", "network"]
-    assert find_unenforced(None, CATALOG["codex"]) == []
+    assert find_unenforced(everything, CATALOG["copilot"]) == []
+    assert find_unenforced(everything, CATALOG["qwen"]) == ["allow"]  # a workspace's settings widen it
+    assert find_unenforced(everything, CATALOG["codex"]) == ["allow", "deny"]
+    assert find_unenforced(everything, CATALOG["gemini"]) == ["allow", "deny", "edits", "shell", "network"]
+    assert find_unenforced(None, CATALOG["gemini"]) == []
     # an ACP agent enforces a policy only where it asks before its tools
     acp = CATALOG["claude-acp"]
     assert find_unenforced(policy(shell=False), acp) == ["shell"]
@@ -131,7 +135,34 @@ def test_claudes_options_under_a_policy() -> None:
         "disallowed-tools": ["Glob", "Edit", "Write", "NotebookEdit", "Bash", "WebFetch", "WebSearch"],
     }
     assert build_tool_options(None, CLAUDE, {"model": "m"}) == {"model": "m"}
-    assert build_tool_options(policy(shell=False), CATALOG["codex"], {"model": "m"}) == {"model": "m"}
+    assert build_tool_options(policy(shell=False), CATALOG["gemini"], {"model": "m"}) == {"model": "m"}
+
+
+def test_the_other_builtins_options_under_a_policy() -> None:
+    none = policy(edits=False, shell=False, network=False)
+    routed = {"config": ["model_provider=harness"]}
+    assert build_tool_options(none, CATALOG["codex"], routed) == {
+        "config": ["model_provider=harness", 'web_search="disabled"'],
+        "disable": ["shell_tool"],
+        "sandbox": "read-only",
+    }
+    assert build_tool_options(policy(deny=["glob"], shell=False), CATALOG["qwen"], {}) == {
+        "approval-mode": "default",
+        "exclude-tools": ["glob", "run_shell_command"],
+    }
+    assert build_tool_options(policy(allow=["write"], network=False), CATALOG["copilot"], {}) == {
+        "allow-all-tools": False,
+        "allow-tool": ["write"],
+        "deny-tool": ["url"],
+    }
+
+
+def test_a_policy_that_asks_nothing_is_none() -> None:
+    run = run_of(
+        {"tools": {"enforcement": "strict", "shell": True}, "with": {"permission-mode": "acceptEdits"}}
+    )
+    assert compute_tool_policy(run.spec.tools, CLAUDE) is None
+    assert [t.provider for t in resolve_targets(Reader(), run)] == ["claude"]
 
 
 def test_the_plan_of_a_policed_claude_attempt() -> None:
@@ -178,12 +209,12 @@ def test_without_a_policy_every_option_is_the_runs() -> None:
 
 
 def test_a_strict_policy_no_fallback_can_hold_refuses_the_run_and_names_the_parts() -> None:
-    run = run_of({"tools": {"shell": False, "deny": ["Bash"]}, "fallback": [{"provider": "codex"}]})
+    run = run_of({"tools": {"shell": False, "deny": ["Bash"]}, "fallback": [{"provider": "gemini"}]})
     with pytest.raises(Rejection) as refused:
         resolve_targets(Reader(), run)
     assert refused.value.reason == "ToolPolicyUnenforceable"
     assert refused.value.message == (
-        'provider "codex" cannot enforce spec.tools.deny, spec.tools.shell: false: its definition\'s '
+        'provider "gemini" cannot enforce spec.tools.deny, spec.tools.shell: false: its definition\'s '
         "toolControls say no option of its CLI holds it; use a provider that can, drop those parts, or set "
         "spec.tools.enforcement: advisory to run without them"
     )
@@ -198,19 +229,35 @@ def test_a_fallbacks_guarded_option_names_its_own_field() -> None:
 
 
 def test_a_providers_own_policy_applies_to_runs_that_set_none() -> None:
-    strict = {**CATALOG["codex"].to_api(), "tools": {"network": False}}
+    strict = {**CATALOG["gemini"].to_api(), "tools": {"network": False}}
     with pytest.raises(Rejection) as refused:
-        resolve_targets(Reader({"codex": strict}), run_of({"provider": "codex"}))
+        resolve_targets(Reader({"gemini": strict}), run_of({"provider": "gemini"}))
     assert refused.value.reason == "ToolPolicyUnenforceable"
 
 
 def test_an_advisory_policy_runs_and_warns_for_what_is_not_held() -> None:
-    run = run_of({"provider": "codex", "tools": {"enforcement": "advisory", "shell": False}})
+    run = run_of({"provider": "gemini", "tools": {"enforcement": "advisory", "shell": False}})
     targets = resolve_targets(Reader(), run)
-    warning = compute_tool_policy_warning(run.spec.tools, 1, "codex", targets[0].definition)
+    warning = compute_tool_policy_warning(run.spec.tools, 1, "gemini", targets[0].definition)
     assert warning == (
-        'attempt 1: provider "codex" cannot enforce spec.tools.shell: false: its definition\'s toolControls '
+        'attempt 1: provider "gemini" cannot enforce spec.tools.shell: false: its definition\'s toolControls '
         "say no option of its CLI holds it; it runs without them (advisory)"
     )
     assert compute_tool_policy_warning(run.spec.tools, 1, "claude", CLAUDE) is None
-    assert compute_tool_policy_warning(None, 1, "codex", CATALOG["codex"]) is None
+    assert compute_tool_policy_warning(None, 1, "gemini", CATALOG["gemini"]) is None
+
+
+def test_a_variable_that_would_loosen_the_policy_is_refused() -> None:
+    run = run_of(
+        {
+            "provider": "copilot",
+            "tools": {"shell": False},
+            "env": [{"name": "COPILOT_ALLOW_ALL", "value": "1"}],
+        }
+    )
+    with pytest.raises(Rejection) as refused:
+        resolve_targets(Reader(), run)
+    assert refused.value.reason == "ToolPolicyConflict"
+    assert refused.value.message.startswith(
+        'spec.env.COPILOT_ALLOW_ALL: provider "copilot" enforces the tool policy'
+    )
