@@ -176,7 +176,12 @@ def test_the_same_provider_resumes_and_a_fallback_is_told_the_conversation_again
         "Now:\nNow fix what you found."
     )
     assert describe_replays(resumption, targets) == [
-        'attempt 3: provider "codex" cannot resume a session (capabilities.sessionResume); the earlier prompt '
+        'attempt 3: its session is provider "claude"\'s, not "codex"\'s; the earlier prompt and output are '
+        "replayed in front of the prompt, and their tokens count like any other"
+    ]
+    aider = describe_replays(resumption, targets_of(later(provider="aider")))
+    assert aider == [
+        'attempt 1: provider "aider" cannot resume a session (capabilities.sessionResume); the earlier prompt '
         "and output are replayed in front of the prompt, and their tokens count like any other"
     ]
 
