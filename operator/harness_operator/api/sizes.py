@@ -3,4 +3,4 @@ pydantic (the launcher runs with none)."""
 
 # The most a session archive (gzip'd tar) may take; a larger session is not kept, and a run continuing it
 # gets the earlier prompt and output replayed instead.
-SESSION_ARCHIVE_MAX_BYTES = 262144
+SESSION_ARCHIVE_MAX_BYTES = 524288  # its base64 (in a Secret, the launcher's last word) stays under 1 MiB

@@ -56,7 +56,8 @@ class DependencyCycle(ValueError):
 
 
 def compute_dependencies(spec: HarnessRunSpec) -> list[tuple[str, str]]:
-    """(field, run name) for every run this run waits for: spec.after, then each runOutput source."""
+    """(field, run name) for every run this run waits for: spec.after, each runOutput source, then the run
+    whose conversation it continues."""
     found = [(f"spec.after[{i}]", name) for i, name in enumerate(spec.after)]
     found += [
         (f"spec.inputs[{i}].runOutput", item.run_output.name)
@@ -67,6 +68,8 @@ def compute_dependencies(spec: HarnessRunSpec) -> list[tuple[str, str]]:
     for field, source in sources:
         if source is not None and source.run_output is not None:
             found.append((field, source.run_output.name))
+    if spec.resume_from is not None:
+        found.append(("spec.resumeFrom.run", spec.resume_from.run))
     return found
 
 

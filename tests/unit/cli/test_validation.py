@@ -367,3 +367,12 @@ def test_an_option_that_loosens_the_tool_policy_is_an_error_on_its_field() -> No
         'spec.with.permission-mode: provider "claude" enforces the tool policy with this option, so the run '
         "may not set it; say what the agent may use in spec.tools instead"
     ]
+
+
+def test_resume_from_names_a_run_of_the_given_manifests_and_never_itself() -> None:
+    found = check(run_doc(GOOD + "  resumeFrom: {run: review}\n", SECRET))
+    assert messages(found, ERROR) == [
+        'spec.resumeFrom.run: HarnessRun "review" is not among the given manifests'
+    ]
+    found = check(run_doc(GOOD + "  resumeFrom: {run: r}\n", SECRET))
+    assert messages(found, ERROR) == ["spec.resumeFrom.run: names this run itself"]

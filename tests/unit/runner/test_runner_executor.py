@@ -7,6 +7,7 @@ import io
 import json
 import os
 import sys
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -22,7 +23,9 @@ from harness_operator.contract.plan import (
     REPROMPT_TEXT,
     AttemptPlan,
 )
-from harness_operator.runner.executor import ALLOWED_ENV, AttemptResult, execute
+from harness_operator.runner.attempt import Reporter
+from harness_operator.runner.executor import ALLOWED_ENV, AttemptResult, drop_session_totals, execute
+from harness_operator.runner.parsers import Report, Tokens
 
 AGENT = str(Path(__file__).parents[2] / "fakes" / "agent.py")
 PYTHON = sys.executable
@@ -440,3 +443,38 @@ def test_a_file_schema_argument_becomes_the_home_files_path(tmp_path: Path) -> N
     path = tmp_path / OUTPUT_SCHEMA_HOME_FILE
     assert json.loads(result.output)["argv"][-1] == str(path)
     assert path.read_text() == '{"type":"object"}'
+
+
+def test_the_agents_session_files_are_kept_redacted_after_a_success(tmp_path):
+    home = tmp_path / "home"
+    sessions = home / ".fake" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "fake-1.jsonl").write_text('{"said": "the token is tok-123456"}\n')
+    (home / ".fake" / "auth.json").write_text("not session state")
+    home.chmod(0o755)
+    for folder in (home / ".fake", sessions):
+        folder.chmod(0o755)
+    (sessions / "fake-1.jsonl").chmod(0o644)
+    p = plan("ok", session_paths=[".fake/sessions"], credential_envs=["TOKEN"])
+    result, _ = run(p, {"TOKEN": "tok-123456"}, base_env={**BASE_ENV, "HOME": str(home)})
+    assert result.succeeded and result.session is not None
+    with tarfile.open(fileobj=io.BytesIO(result.session), mode="r:gz") as tar:
+        assert tar.getnames() == [".fake/sessions/fake-1.jsonl"]
+        kept = tar.extractfile(".fake/sessions/fake-1.jsonl")
+        assert kept is not None and kept.read() == b'{"said": "the token is [REDACTED]"}\n'
+    assert result.to_result().session is not None and result.to_result().session.bytes == len(result.session)
+    failed, _ = run(plan("fail", session_paths=[".fake/sessions"]), base_env={**BASE_ENV, "HOME": str(home)})
+    assert not failed.succeeded and failed.session is None  # only a success's session can be continued
+
+
+def test_a_continuing_attempt_keeps_none_of_the_sessions_totals():
+    report = Report(cost_usd=0.5, tokens=Tokens(input=10, output=5), by_model={"m": Tokens(input=10)})
+    sink = io.BytesIO()
+    fresh = plan("ok")
+    assert drop_session_totals(fresh, report, Reporter(fresh, {}, sink)) == report
+    resumed = plan("ok", session_sha256="ab" * 32)
+    kept = drop_session_totals(resumed, report, Reporter(resumed, {}, sink))
+    assert kept.cost_usd is None and kept.by_model == {} and kept.tokens == Tokens(input=10, output=5)
+    totals = plan("ok", session_sha256="ab" * 32, session_usage_cumulative=True)
+    assert drop_session_totals(totals, report, Reporter(totals, {}, sink)).tokens == Tokens()
+    assert b"the resumed session's totals" in sink.getvalue()

@@ -1,0 +1,56 @@
+"""spec.resumeFrom on the cluster: a run continues an earlier run's Claude Code session in a new pod (the
+stub sees the first conversation in the second run's request, and the session id is the first run's); a
+run whose CLI cannot resume (the ACP adapter) is told the earlier conversation instead, and says so."""
+
+from __future__ import annotations
+
+import json
+
+from tests.stubs.anthropic import AnthropicStub
+
+from .conftest import STUB_HOST, Runs, wait_until
+from .test_agents import ROUTES, agent_run
+
+FIRST = "PROMPT-ONE: remember the codeword PELICAN."
+ANSWER = "ANSWER-ONE: noted, the codeword is PELICAN."
+
+
+def test_a_run_continues_an_earlier_runs_session_or_is_told_it_again(runs: Runs) -> None:
+    model = AnthropicStub(mode="ok", host=STUB_HOST, answers=[ANSWER, "ANSWER-TWO"]).start()
+    try:
+        route = ROUTES["claude"](model.base_url)
+        runs.create("conv-1", agent_run(runs, "claude", route, model.port, prompt=FIRST))
+        first = runs.wait_finished("conv-1")
+        assert first["reason"] == "Succeeded", runs.describe("conv-1")
+        session = first["session"]
+        assert session["sessionID"] == first["attempts"][0]["sessionID"] and session["provider"] == "claude"
+        before = len(model.model_calls())
+        second_spec = agent_run(
+            runs, "claude", route, model.port, prompt="PROMPT-TWO: what was the codeword?"
+        )
+        runs.create("conv-2", {**second_spec, "resumeFrom": {"run": "conv-1"}})
+        second = runs.wait_finished("conv-2")
+        resumed = [json.dumps(c.body) for c in model.model_calls()[before:]]
+        before = len(model.model_calls())
+        acp_route = ROUTES["claude-acp"](model.base_url)
+        third_spec = agent_run(runs, "claude-acp", acp_route, model.port, prompt="PROMPT-THREE: and now?")
+        runs.create("conv-3", {**third_spec, "resumeFrom": {"run": "conv-1"}})
+        third = runs.wait_finished("conv-3")
+        replayed = [json.dumps(c.body) for c in model.model_calls()[before:]]
+    finally:
+        model.stop()
+    assert second["reason"] == "Succeeded", runs.describe("conv-2")
+    assert second["attempts"][0]["sessionID"] == session["sessionID"]
+    assert resumed and all(text in resumed[-1] for text in ("PROMPT-ONE", "ANSWER-ONE", "PROMPT-TWO"))
+    assert "earlier-request" not in resumed[-1]  # the session itself, not a replay
+    assert not [e for e in runs.events("conv-2") if e[1] == "SessionReplayed"]
+
+    assert third["reason"] == "Succeeded", runs.describe("conv-3")
+    assert replayed and all(text in replayed[-1] for text in ("PROMPT-ONE", "ANSWER-ONE", "PROMPT-THREE"))
+    assert "<earlier-request>" in replayed[-1]
+    said = wait_until(
+        lambda: [e for e in runs.events("conv-3") if e[1] == "SessionReplayed"] or None,
+        60,
+        "a SessionReplayed Event",
+    )
+    assert said[0][0] == "Warning" and 'provider "claude-acp" cannot resume a session' in said[0][2]
