@@ -163,29 +163,25 @@ def build_plan_secret(
     """The attempts' plans (prompt, stdin, argv, limits): prompts may be sensitive, so a Secret. It also
     holds each attempt's gateway credentials: the egress gateway's proxy URL (`egress.build_proxy_urls`)
     and the model gateway's routed variables (`model_route.build_model_secrets`)."""
-    name = run.metadata["name"]
     data = {f"attempt-{i}.json": json.dumps(plan, sort_keys=True) for i, plan in enumerate(plans, start=1)}
     data.update(credentials or {})
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "Opaque",
-        "metadata": build_child_meta(run, plan_secret_name(name), run_labels(name), data),
-        "immutable": True,
-        "stringData": data,
-    }
+    return _run_secret(run, plan_secret_name(run.metadata["name"]), data)
 
 
 def build_resume_secret(run: HarnessRun, archive: bytes) -> dict[str, Any]:
     """The earlier session's archive (spec.resumeFrom), owned by the continuing run; its runner reads it
     mounted and checks it against its plan's SHA-256."""
-    name = run.metadata["name"]
     data = {SESSION_KEY: base64.b64encode(archive).decode("ascii")}
+    return _run_secret(run, resume_secret_name(run.metadata["name"]), data)
+
+
+def _run_secret(run: HarnessRun, name: str, data: dict[str, str]) -> dict[str, Any]:
+    """An immutable Secret of the run's, its content hashed into its metadata."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": build_child_meta(run, resume_secret_name(name), run_labels(name), data),
+        "metadata": build_child_meta(run, name, run_labels(run.metadata["name"]), data),
         "immutable": True,
         "stringData": data,
     }
