@@ -22,6 +22,9 @@ Modes:
                 ``force_bash=True`` (``--force-bash``) the first call that offers any tool asks for
                 Bash even when Bash is not offered: a model that ignores its tool list (a tool policy
                 must still refuse it)
+  call          the first call that offers tools answers a tool_use block of ``call`` (a constructor
+                keyword: the tool's name and input), offered or not (an MCP server's tool); later
+                calls answer TEXT
   unauthorized  every /v1/messages call answers 401 authentication_error
   overloaded    every /v1/messages call answers 529 overloaded_error (a provider down: fallback)
   hang          /v1/messages calls are accepted and never answered (until the stub stops)
@@ -69,7 +72,7 @@ _SAFE_TOOLS = (
 
 class AnthropicStub(StubServer):
     name = "anthropic"
-    modes = ("ok", "tool_use", "tool_turns", "bash", "unauthorized", "overloaded", "hang")
+    modes = ("ok", "tool_use", "tool_turns", "bash", "call", "unauthorized", "overloaded", "hang")
     text = TEXT
     usage = USAGE
 
@@ -78,6 +81,7 @@ class AnthropicStub(StubServer):
         *args: Any,
         command: str = "",
         force_bash: bool = False,
+        call: tuple[str, dict[str, Any]] | None = None,
         overloaded_calls: int = 0,
         answers: list[str] | None = None,
         **kwargs: Any,
@@ -85,6 +89,7 @@ class AnthropicStub(StubServer):
         super().__init__(*args, **kwargs)
         self.command = command  # what the bash mode runs
         self.force_bash = force_bash  # the bash mode asks for Bash whether or not it is offered
+        self.call = call  # the call mode's tool and input
         self.answers = list(answers or [])
         self._overloaded_left = overloaded_calls
         self._tool_use_sent = False
@@ -186,6 +191,19 @@ class AnthropicStub(StubServer):
                 tool_input = {"command": self.command, "description": "harness stub edit"}
                 tool_id = "toolu_stub_" + uuid.uuid4().hex[:12]
                 return [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": tool_input}]
+        if self.mode == "call" and self.call is not None and offered_tools:
+            with self._lock:
+                first, self._tool_use_sent = not self._tool_use_sent, True
+            if first:
+                name, tool_input = self.call
+                return [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_stub_" + uuid.uuid4().hex[:12],
+                        "name": name,
+                        "input": tool_input,
+                    }
+                ]
         if self.mode == "tool_turns" and offered_tools:
             safe = [(n, i) for n, i in _SAFE_TOOLS if n in offered_tools]
             with self._lock:

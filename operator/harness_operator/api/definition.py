@@ -19,6 +19,7 @@ from harness_operator.api.common import (
     rule,
     validations,
 )
+from harness_operator.api.mcp import MCP_SERVERS_MAX, MCP_UNIQUE_RULE, McpServer, McpSupport
 from harness_operator.api.session import SessionSpec
 from harness_operator.api.tools import ToolControls, ToolPolicy
 
@@ -319,6 +320,17 @@ class HarnessDefinitionSpec(Model):
         "strict policy refuses the run and an advisory one warns. An ACP provider instead answers the "
         "agent's permission requests from the policy, enforced where capabilities.permissionHooks is true.",
     )
+    mcp: McpSupport | None = Field(
+        default=None,
+        description="How the CLI takes MCP servers (protocol cli); unset: it takes none, and a run that "
+        "attaches one is refused (McpUnsupported).",
+    )
+    mcp_servers: list[McpServer] = Field(
+        default_factory=list,
+        max_length=MCP_SERVERS_MAX,
+        description="MCP servers every run of this provider gets (a run's own come after them).",
+        json_schema_extra=validations(MCP_UNIQUE_RULE),
+    )
     credentials: list[CredentialGrant] = Field(
         default_factory=list, max_length=32, description="Default credential grants."
     )
@@ -424,6 +436,16 @@ class HarnessDefinitionSpec(Model):
                 "spec.session is how the CLI continues a session: set it exactly when "
                 "spec.capabilities.sessionResume is true",
                 field_path=".session",
+            ),
+            rule(
+                "!has(self.mcp) || !has(self.protocol) || self.protocol == 'cli'",
+                "spec.mcp applies only to protocol cli",
+                field_path=".mcp",
+            ),
+            rule(
+                "!has(self.mcpServers) || size(self.mcpServers) == 0 || has(self.mcp)",
+                "spec.mcpServers needs spec.mcp: how the CLI takes them",
+                field_path=".mcpServers",
             ),
             rule(
                 "!has(self.session) || !has(self.protocol) || self.protocol == 'cli'",

@@ -76,6 +76,7 @@ class Reason(StrEnum):
     ToolPolicyNotEnforced = "ToolPolicyNotEnforced"
     ToolDenied = "ToolDenied"
     SessionReplayed = "SessionReplayed"
+    McpUnsupported = "McpUnsupported"
     UsageMismatch = "UsageMismatch"
     NoImage = "NoImage"
     MeterLost = "MeterLost"
@@ -344,6 +345,11 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Event",
         "Warning",
         "the agent asked for tools its tool policy refused; they did not run (status.attempts[].deniedTools)",
+    ),
+    Reason.McpUnsupported: (
+        "Accepted",
+        "False",
+        "the run attaches MCP servers and a provider's CLI takes none (its definition has no spec.mcp)",
     ),
     Reason.SessionReplayed: (
         "Event",

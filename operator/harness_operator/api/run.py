@@ -22,6 +22,7 @@ from harness_operator.api.common import (
     rule,
     validations,
 )
+from harness_operator.api.mcp import MCP_SERVERS_MAX, MCP_UNIQUE_RULE, McpServer
 from harness_operator.api.run_status import HarnessRunStatus
 from harness_operator.api.sandbox import Sandbox, Workspace
 from harness_operator.api.session import ResumeFrom
@@ -369,6 +370,13 @@ class HarnessRunSpec(Model):
         default_factory=list, max_length=64, description="Plain environment for the agent."
     )
     limits: Limits | None = Field(default=None, description="Time, cost, turn and output limits.")
+    mcp_servers: list[McpServer] = Field(
+        default_factory=list,
+        max_length=MCP_SERVERS_MAX,
+        description="MCP servers the agent may use, after its provider's; a provider whose CLI takes none "
+        "refuses the run (McpUnsupported).",
+        json_schema_extra=validations(MCP_UNIQUE_RULE),
+    )
     resume_from: ResumeFrom | None = Field(
         default=None, description="Continue the conversation of an earlier run of this namespace."
     )

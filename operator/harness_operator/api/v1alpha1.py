@@ -160,6 +160,18 @@ from harness_operator.api.definition import (
 from harness_operator.api.definition import (
     StdinMode as StdinMode,
 )
+from harness_operator.api.mcp import (
+    MCP_SERVERS_MAX as MCP_SERVERS_MAX,
+)
+from harness_operator.api.mcp import (
+    McpHeader as McpHeader,
+)
+from harness_operator.api.mcp import (
+    McpServer as McpServer,
+)
+from harness_operator.api.mcp import (
+    McpSupport as McpSupport,
+)
 from harness_operator.api.run import (
     INLINE_INPUT_MAX_BYTES as INLINE_INPUT_MAX_BYTES,
 )

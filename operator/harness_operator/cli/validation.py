@@ -37,6 +37,7 @@ from harness_operator.core.planning import PlanError, check_arguments
 from harness_operator.core.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
 from harness_operator.core.resolution import (
     Rejection,
+    check_mcp,
     check_tool_policy,
     compute_provider_chain,
     resolve_definition,
@@ -190,9 +191,10 @@ def _provider_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list
             continue
         try:
             check_tool_policy(run, index + 1, provider, definition)
+            check_mcp(run, provider, definition)
         except Rejection as exc:
             where, message = "spec.tools", exc.message
-            if exc.reason == Reason.ToolPolicyConflict:
+            if exc.reason in (Reason.ToolPolicyConflict, Reason.McpUnsupported):
                 where, _, message = exc.message.partition(": ")
             found.append(Finding(doc.path, doc.kind, doc.name, where, message))
     return found

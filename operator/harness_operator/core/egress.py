@@ -25,6 +25,7 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.core.config import FQDN_CILIUM, OperatorConfig
+from harness_operator.core.mcp import compute_mcp_egress, compute_mcp_servers
 from harness_operator.core.naming import LABEL_ATTEMPT, fit_name, label_value, run_labels
 
 if TYPE_CHECKING:
@@ -50,13 +51,15 @@ ROUTE_PUBLIC = "public"  # not by name: the host's ports to every public address
 
 
 def compute_egress_rules(run: HarnessRun, definition: HarnessDefinitionSpec) -> list[EgressRule]:
-    """The attempt's declared destinations: the definition's (provider) or the run's (allowlist)."""
+    """The attempt's declared destinations: the definition's (provider) or the run's (allowlist), and its
+    remote MCP servers'."""
     sandbox = run.spec.sandbox
     mode = sandbox.network_policy if sandbox else NetworkPolicyMode.provider
+    mcp = compute_mcp_egress(compute_mcp_servers(run, definition))
     if mode == NetworkPolicyMode.provider:
-        return list(definition.egress)
+        return [*definition.egress, *mcp]
     if mode == NetworkPolicyMode.allowlist:
-        return list(sandbox.egress) if sandbox else []
+        return [*(sandbox.egress if sandbox else []), *mcp]
     return []
 
 

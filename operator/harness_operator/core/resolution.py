@@ -25,6 +25,7 @@ from harness_operator.contract.structured_output import pick_field
 from harness_operator.core.conditions import FALSE, TRUE
 from harness_operator.core.inputs import compute_dependencies, compute_reference_problem, substitute_inputs
 from harness_operator.core.invocation import attempt_options_field
+from harness_operator.core.mcp import compute_mcp_servers, describe_mcp_unsupported
 from harness_operator.core.naming import output_config_map_name
 from harness_operator.core.retry import build_positions
 from harness_operator.core.status import find_succeeded
@@ -133,10 +134,17 @@ def resolve_targets(reader: DefinitionReader, run: HarnessRun) -> list[AttemptTa
         definitions.append((provider, definition))
     for position, (provider, definition) in enumerate(definitions, start=1):
         check_tool_policy(run, position, provider, definition)
+        check_mcp(run, provider, definition)
     return [
         AttemptTarget(index, *definitions[position - 1], position)
         for index, position in enumerate(build_positions(run.spec), start=1)
     ]
+
+
+def check_mcp(run: HarnessRun, provider: str, definition: HarnessDefinitionSpec) -> None:
+    """Rejection (McpUnsupported) when the attempt has MCP servers its CLI cannot take."""
+    if compute_mcp_servers(run, definition) and (definition.mcp is None or definition.protocol != "cli"):
+        raise Rejection(Reason.McpUnsupported, describe_mcp_unsupported(provider))
 
 
 def check_tool_policy(

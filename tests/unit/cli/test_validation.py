@@ -376,3 +376,19 @@ def test_resume_from_names_a_run_of_the_given_manifests_and_never_itself() -> No
     ]
     found = check(run_doc(GOOD + "  resumeFrom: {run: r}\n", SECRET))
     assert messages(found, ERROR) == ["spec.resumeFrom.run: names this run itself"]
+
+
+def test_an_mcp_server_needs_exactly_one_of_url_and_command() -> None:
+    found = _catalog_check(
+        "  provider: claude\n  prompt: hi\n  workspace: {workingDir: /w}\n"
+        "  mcpServers: [{name: docs, tools: [search]}]\n"
+    )
+    assert any("set exactly one of url or command" in m for m in messages(found, ERROR)), found
+    found = _catalog_check(
+        "  provider: codex\n  prompt: hi\n  workspace: {workingDir: /w}\n"
+        "  mcpServers: [{name: docs, url: 'https://mcp.internal/mcp', tools: [search]}]\n"
+    )
+    assert messages(found, ERROR) == [
+        'spec.mcpServers: provider "codex" takes no MCP servers (its definition has no spec.mcp); use a provider '
+        "whose CLI does (claude), or drop them"
+    ]

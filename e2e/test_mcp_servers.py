@@ -1,0 +1,58 @@
+"""spec.mcpServers on the cluster: the real Claude Code in its catalog image calls a remote MCP server (a
+stub on the node), reached through the egress the operator opens for it, with the header the run names;
+a tool policy that denies the server's tool keeps the call from reaching it."""
+
+from __future__ import annotations
+
+import hashlib
+
+from tests.stubs.anthropic import AnthropicStub
+from tests.stubs.mcp import McpStub
+
+from .conftest import STUB_HOST, Runs
+from .test_agents import ROUTES, agent_run
+
+TOKEN = "mcp-e2e-token-7"
+
+
+def test_a_run_calls_its_mcp_server_and_a_denied_tool_is_never_called(runs: Runs) -> None:
+    server = McpStub(host=STUB_HOST).start()
+    model = AnthropicStub(mode="call", host=STUB_HOST, call=("mcp__docs__echo", {"text": "hello"})).start()
+    try:
+        runs.secret("docs-token", "token", TOKEN)
+        mcp = {
+            "name": "docs",
+            "url": server.url,
+            "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}],
+            "tools": ["echo"],
+        }
+        grant = {"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}}
+        spec = agent_run(runs, "claude", ROUTES["claude"](model.base_url), model.port, mcpServers=[mcp])
+        spec["credentials"] = [*spec["credentials"], grant]
+        runs.create("mcp-call", spec)
+        called = runs.wait_finished("mcp-call")
+        calls = server.tool_calls()
+        model.stop()
+        model = AnthropicStub(
+            mode="call", host=STUB_HOST, call=("mcp__docs__echo", {"text": "again"})
+        ).start()
+        denied_spec = agent_run(
+            runs, "claude", ROUTES["claude"](model.base_url), model.port, mcpServers=[mcp]
+        )
+        denied_spec |= {
+            "credentials": [*denied_spec["credentials"], grant],
+            "tools": {"deny": ["mcp__docs__echo"]},
+        }
+        runs.create("mcp-denied", denied_spec)
+        denied = runs.wait_finished("mcp-denied")
+        calls_after = server.tool_calls()
+    finally:
+        model.stop()
+        server.stop()
+    assert called["reason"] == "Succeeded", runs.describe("mcp-call")
+    assert calls == [{"text": "hello"}]
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+    assert all(r.auth_sha256 == [digest] for r in server.requests if isinstance(r.body, dict))
+    assert denied["reason"] == "Succeeded", runs.describe("mcp-denied")
+    assert calls_after == calls  # the denied run's call never reached the server
+    assert denied["attempts"][0]["deniedTools"] == ["mcp__docs__echo"]

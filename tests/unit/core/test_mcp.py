@@ -1,0 +1,131 @@
+"""spec.mcpServers: the servers an attempt gets, the CLI's configuration (a secret only as a variable),
+the tools it allows, the egress a remote server needs, and a provider that takes none refusing the run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from harness_operator.api.v1alpha1 import EgressRule, HarnessRun, McpServer
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.core.egress import compute_egress_rules
+from harness_operator.core.mcp import (
+    build_mcp_arguments,
+    build_mcp_tool_names,
+    compute_mcp_egress,
+    compute_mcp_servers,
+)
+from harness_operator.core.planning import build_plan
+from harness_operator.core.resolution import Rejection, resolve_targets
+
+CATALOG = {d.metadata["name"]: d.spec for d in load_builtin_catalog()}
+CLAUDE = CATALOG["claude"]
+DOCS = {
+    "name": "docs",
+    "url": "https://mcp.docs.internal/mcp",
+    "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}],
+    "tools": ["search", "fetch"],
+}
+LOCAL = {"name": "git", "command": ["mcp-server-git", "--read-only"], "tools": ["git_log"]}
+
+
+def run_of(**spec: Any) -> HarnessRun:
+    body = {"provider": "claude", "prompt": "p", **spec}
+    return HarnessRun.model_validate({"metadata": {"name": "r", "namespace": "ns"}, "spec": body})
+
+
+class Reader:
+    def definition(self, namespace: str | None, name: str) -> dict[str, Any] | None:
+        spec = CATALOG.get(name) if namespace is None else None
+        return {"spec": spec.to_api()} if spec else None
+
+
+def test_claude_gets_one_config_with_variables_not_secrets() -> None:
+    servers = [McpServer.model_validate(DOCS), McpServer.model_validate(LOCAL)]
+    args = build_mcp_arguments(servers, CLAUDE)
+    assert args[0] == "--mcp-config" and args[2:] == ["--strict-mcp-config"]
+    assert json.loads(args[1]) == {
+        "mcpServers": {
+            "docs": {
+                "type": "http",
+                "url": "https://mcp.docs.internal/mcp",
+                "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"},
+            },
+            "git": {"type": "stdio", "command": "mcp-server-git", "args": ["--read-only"]},
+        }
+    }
+    assert build_mcp_tool_names(servers, CLAUDE) == [
+        "mcp__docs__search",
+        "mcp__docs__fetch",
+        "mcp__git__git_log",
+    ]
+    assert build_mcp_arguments([], CLAUDE) == [] and build_mcp_tool_names(servers, CATALOG["codex"]) == []
+
+
+def test_the_plan_allows_the_listed_tools_and_a_policy_still_denies() -> None:
+    run = run_of(mcpServers=[DOCS], tools={"deny": ["mcp__docs__fetch"]})
+    args = build_plan(run, CLAUDE, 1, "claude", {}, "p", None).args
+    assert args[0] == "--mcp-config" and args[2:5] == ["--strict-mcp-config", "-p", "p"]
+    pairs = list(zip(args[5::2], args[6::2], strict=False))
+    assert ("--allowed-tools", "mcp__docs__search") in pairs and (
+        "--allowed-tools",
+        "mcp__docs__fetch",
+    ) in pairs
+    assert ("--disallowed-tools", "mcp__docs__fetch") in pairs  # Claude Code: a denied tool is removed
+    assert "DOCS_TOKEN" not in " ".join(a for a in args if "${DOCS_TOKEN}" not in a)
+    plain = build_plan(run_of(), CLAUDE, 1, "claude", {}, "p", None).args
+    assert "--mcp-config" not in plain and "--allowed-tools" not in plain
+
+
+def test_a_runs_server_replaces_its_providers_of_the_same_name() -> None:
+    provider = CLAUDE.model_copy(
+        update={"mcp_servers": [McpServer.model_validate(LOCAL), McpServer.model_validate(DOCS)]}
+    )
+    mine = {**DOCS, "url": "https://mcp.mine.internal/mcp"}
+    servers = compute_mcp_servers(run_of(mcpServers=[mine]), provider)
+    assert [(s.name, s.url) for s in servers] == [("git", None), ("docs", "https://mcp.mine.internal/mcp")]
+
+
+def test_a_remote_server_joins_the_attempts_egress() -> None:
+    servers = [
+        McpServer.model_validate(DOCS),
+        McpServer.model_validate({**DOCS, "name": "ip", "url": "http://10.1.2.3:8080/mcp", "headers": []}),
+        McpServer.model_validate(LOCAL),
+    ]
+    assert compute_mcp_egress(servers) == [
+        EgressRule(host="mcp.docs.internal", ports=[443]),
+        EgressRule(cidr="10.1.2.3/32", ports=[8080]),
+    ]
+    provider_mode = compute_egress_rules(run_of(mcpServers=[DOCS]), CLAUDE)
+    assert provider_mode[-1] == EgressRule(host="mcp.docs.internal", ports=[443])
+    allowlist = run_of(
+        mcpServers=[DOCS], sandbox={"networkPolicy": "allowlist", "egress": [{"cidr": "10.0.0.0/8"}]}
+    )
+    assert compute_egress_rules(allowlist, CLAUDE) == [
+        EgressRule(cidr="10.0.0.0/8"),
+        EgressRule(host="mcp.docs.internal", ports=[443]),
+    ]
+
+
+def test_a_provider_that_takes_no_mcp_servers_refuses_the_run() -> None:
+    with pytest.raises(Rejection) as refused:
+        resolve_targets(Reader(), run_of(mcpServers=[DOCS], fallback=[{"provider": "codex"}]))
+    assert refused.value.reason == "McpUnsupported"
+    assert refused.value.message.startswith('spec.mcpServers: provider "codex" takes no MCP servers')
+    assert [t.provider for t in resolve_targets(Reader(), run_of(mcpServers=[DOCS]))] == ["claude"]
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        {"name": "Docs", "url": "https://x/mcp", "tools": ["x"]},
+        {"name": "docs", "url": "ftp://x/mcp", "tools": ["x"]},
+        {"name": "docs", "url": "https://x/mcp", "tools": []},
+    ],
+)
+def test_a_malformed_server_is_refused(server: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        McpServer.model_validate(server)
