@@ -1,16 +1,27 @@
-"""spec.mcpServers on the real Claude Code CLI through `harnessctl run`: the agent calls a remote MCP server
-(a stub) with the header the run names, its secret expanded by the CLI (never in argv or the plan), and a
-tool policy that denies the server's tool keeps the call from reaching it."""
+"""spec.mcpServers on the real Claude Code (through `harnessctl run`) and Copilot (planned by the operator,
+run by the runner) CLIs: the agent calls a remote MCP server (a stub) with the header the run names, its
+secret expanded by the CLI (never in argv or the plan), and a tool policy that denies the server's tool
+keeps the call from reaching it."""
 
 from __future__ import annotations
 
 import hashlib
+import io
 from pathlib import Path
+from typing import Any
 
 import pytest
+from tests.fixtures.cli import capture as fx
 from tests.integration_cli.harnessctl import harnessctl_run, require_cli
 from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.mcp import McpStub
+from tests.stubs.openai import OpenAIStub
+
+from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.core.planning import build_plan
+from harness_operator.runner.attempt import AttemptResult
+from harness_operator.runner.executor import execute
 
 pytestmark = pytest.mark.cli
 
@@ -70,3 +81,50 @@ def test_a_denied_mcp_tool_is_never_called(tmp_path: Path) -> None:
     status, server, _ = _run(tmp_path, "tools: {deny: [mcp__docs__echo]}")
     assert server.tool_calls() == []
     assert status["attempts"][0]["deniedTools"] == ["mcp__docs__echo"]
+
+
+def _copilot(tmp_path: Path, tools: dict[str, Any]) -> tuple[AttemptResult, McpStub]:
+    """A Copilot attempt (BYOK against the OpenAI stub) planned by the operator, with the docs server."""
+    copilot = require_cli("copilot", "copilot")
+    assert copilot is not None
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir(parents=True)
+    home.mkdir(parents=True)
+    with McpStub() as server, OpenAIStub(mode="call", call=("docs-echo", {"text": "hello"})) as model:
+        env = [
+            {"name": k, "value": v.replace("{base_url}", model.base_url)} for k, v in fx.COPILOT_ENV.items()
+        ]
+        mcp = {
+            "name": "docs",
+            "url": server.url,
+            "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}],
+            "tools": ["echo"],
+        }
+        spec = {
+            "provider": "copilot",
+            "prompt": "Echo hello.",
+            "mcpServers": [mcp],
+            "tools": tools,
+            "env": env,
+        }
+        spec["workspace"] = {"workingDir": str(work)}
+        spec["credentials"] = [{"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}}]
+        run = HarnessRun.model_validate({"metadata": {"name": "r", "namespace": "ns"}, "spec": spec})
+        definition = next(d.spec for d in load_builtin_catalog() if d.metadata["name"] == "copilot")
+        plan = build_plan(run, definition, 1, "copilot", {}, "Echo hello.", None)
+        assert TOKEN not in " ".join(plan.args)
+        base = {"PATH": f"{Path(copilot).parent}:/usr/bin:/bin", "HOME": str(home)}
+        keys = {"COPILOT_PROVIDER_API_KEY": "sk-test-mcp", "DOCS_TOKEN": TOKEN}
+        result = execute(plan, keys, base_env=base, stderr=io.BytesIO())
+    assert result.exit_code == 0, result.message
+    return result, server
+
+
+def test_copilot_calls_the_runs_mcp_server_and_a_denied_tool_is_never_called(tmp_path: Path) -> None:
+    result, server = _copilot(tmp_path / "open", {})
+    assert server.tool_calls() == [{"text": "hello"}]
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+    assert all(r.auth_sha256 == [digest] for r in server.requests if isinstance(r.body, dict))
+    result, server = _copilot(tmp_path / "denied", {"deny": ["docs(echo)"]})
+    assert server.tool_calls() == []
+    assert result.report.denied_tools == ("docs-echo",)

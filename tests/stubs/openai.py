@@ -19,6 +19,8 @@ Modes:
                 ``run_shell_command``, Copilot's ``bash``) running ``command`` (constructor keywords),
                 whether the tool is offered or not (a model that ignores its tool list: a tool policy
                 must still refuse it); later calls answer TEXT
+  call          the same with ``call`` (a constructor keyword: the tool's name and arguments), e.g. an
+                MCP server's tool
   unauthorized  401 ``invalid_api_key``
   hang          model calls are accepted and never answered
 """
@@ -81,12 +83,20 @@ def _harmless_args(name: str) -> dict[str, Any]:
 
 class OpenAIStub(StubServer):
     name = "openai"
-    modes = ("ok", "tool_use", "shell", "unauthorized", "hang")
+    modes = ("ok", "tool_use", "shell", "call", "unauthorized", "hang")
     text = TEXT
 
-    def __init__(self, *args: Any, command: str = "", shell_tool: str = "exec_command", **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        command: str = "",
+        shell_tool: str = "exec_command",
+        call: tuple[str, dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.command, self.shell_tool = command, shell_tool  # what the shell mode runs, with which tool
+        self.call = call  # the call mode's tool and arguments
         self._tool_use_sent = False
 
     def is_model_call(self, req: RecordedRequest) -> bool:
@@ -163,7 +173,7 @@ class OpenAIStub(StubServer):
         rid = "resp_stub_" + uuid.uuid4().hex[:16]
         tool = self._want_tool(body)
         arguments = _harmless_args(tool) if tool else {}
-        if self.mode == "shell":
+        if self.mode in ("shell", "call"):
             tool, arguments = self._forced_shell()
         if tool:
             item = {
@@ -301,11 +311,14 @@ class OpenAIStub(StubServer):
 
     # -- Chat Completions ------------------------------------------------------------------
     def _forced_shell(self) -> tuple[str | None, dict[str, Any]]:
-        """The shell mode's one call: the shell tool with the command (Codex names it `cmd`)."""
+        """The shell (or call) mode's one call: the shell tool with the command (Codex names it `cmd`), or
+        the call mode's tool."""
         with self._lock:
             first, self._tool_use_sent = not self._tool_use_sent, True
         if not first:
             return None, {}
+        if self.mode == "call" and self.call is not None:
+            return self.call
         if self.shell_tool == "exec_command":
             return self.shell_tool, {"cmd": self.command}
         return self.shell_tool, {"command": self.command, "description": "harness stub edit"}
@@ -316,7 +329,7 @@ class OpenAIStub(StubServer):
         created = int(time.time())
         tool = self._want_tool(body)
         arguments = _harmless_args(tool) if tool else {}
-        if self.mode == "shell" and body.get("tools"):
+        if self.mode in ("shell", "call") and body.get("tools"):
             tool, arguments = self._forced_shell()
         if tool:
             call = {

@@ -97,6 +97,11 @@ class McpSupport(Model):
         description="How the CLI names a server's tool, with {server} and {tool} (Claude Code: "
         "mcp__{server}__{tool}): the names the allow and deny options take.",
     )
+    list_tools: bool = Field(
+        default=False,
+        description="Each server's configuration lists its tools (Copilot's `tools`: only those are "
+        "offered).",
+    )
     variable: str = Field(
         default="${{{name}}}",
         max_length=64,

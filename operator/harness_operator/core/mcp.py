@@ -9,7 +9,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness_operator.api.v1alpha1 import EgressRule, HarnessDefinitionSpec, HarnessRun, McpServer
+from harness_operator.api.v1alpha1 import EgressRule, HarnessDefinitionSpec, HarnessRun, McpServer, McpSupport
 
 _VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -27,13 +27,16 @@ def describe_mcp_unsupported(provider: str) -> str:
     )
 
 
-def _server_config(server: McpServer, variable: str) -> dict[str, Any]:
+def _server_config(server: McpServer, support: McpSupport) -> dict[str, Any]:
+    """One server as the CLI's configuration writes it; a header's `$(NAME)` as the CLI's variable."""
+    tools = {"tools": list(server.tools)} if support.list_tools else {}
     if server.command:
-        return {"type": "stdio", "command": server.command[0], "args": server.command[1:]}
+        return {"type": "stdio", "command": server.command[0], "args": server.command[1:], **tools}
     headers = {
-        h.name: _VARIABLE.sub(lambda m: variable.format(name=m.group(1)), h.value) for h in server.headers
+        h.name: _VARIABLE.sub(lambda m: support.variable.format(name=m.group(1)), h.value)
+        for h in server.headers
     }
-    return {"type": "http", "url": server.url, **({"headers": headers} if headers else {})}
+    return {"type": "http", "url": server.url, **({"headers": headers} if headers else {}), **tools}
 
 
 def build_mcp_arguments(servers: list[McpServer], definition: HarnessDefinitionSpec) -> list[str]:
@@ -42,7 +45,7 @@ def build_mcp_arguments(servers: list[McpServer], definition: HarnessDefinitionS
     support = definition.mcp
     if not servers or support is None:
         return []
-    config = {"mcpServers": {s.name: _server_config(s, support.variable) for s in servers}}
+    config = {"mcpServers": {s.name: _server_config(s, support) for s in servers}}
     return [support.flag, json.dumps(config, sort_keys=True, separators=(",", ":")), *support.args]
 
 

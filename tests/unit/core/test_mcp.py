@@ -129,3 +129,14 @@ def test_a_provider_that_takes_no_mcp_servers_refuses_the_run() -> None:
 def test_a_malformed_server_is_refused(server: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         McpServer.model_validate(server)
+
+
+def test_copilot_lists_each_servers_tools_and_names_them_by_permission_kind() -> None:
+    copilot = CATALOG["copilot"]
+    servers = [McpServer.model_validate(DOCS)]
+    args = build_mcp_arguments(servers, copilot)
+    assert args[0] == "--additional-mcp-config" and len(args) == 2
+    assert json.loads(args[1])["mcpServers"]["docs"]["tools"] == ["search", "fetch"]
+    assert json.loads(args[1])["mcpServers"]["docs"]["headers"] == {"Authorization": "Bearer ${DOCS_TOKEN}"}
+    assert build_mcp_tool_names(servers, copilot) == ["docs(search)", "docs(fetch)"]
+    assert "tools" not in json.loads(build_mcp_arguments(servers, CLAUDE)[1])["mcpServers"]["docs"]
