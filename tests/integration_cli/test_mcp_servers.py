@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +130,36 @@ def test_copilot_calls_the_runs_mcp_server_and_a_denied_tool_is_never_called(tmp
     result, server = _copilot(tmp_path / "denied", {"deny": ["docs(echo)"]})
     assert server.tool_calls() == []
     assert result.report.denied_tools == ("docs-echo",)
+
+
+LOCAL = """
+apiVersion: agentharness.dev/v1alpha1
+kind: HarnessRun
+metadata: {{name: mcp-local, namespace: default}}
+spec:
+  provider: claude
+  prompt: Echo hello through the local server.
+  mcpServers:
+    - name: local
+      command: ["{python}", "{server}", "{log}"]
+      tools: [echo]
+  workspace: {{workingDir: {workdir}}}
+  env:
+    - {{name: ANTHROPIC_BASE_URL, value: "{base_url}"}}
+    - {{name: CLAUDE_CODE_MAX_RETRIES, value: "0"}}
+  limits: {{timeoutSeconds: 120}}
+"""
+
+
+def test_claude_starts_a_local_mcp_server_and_the_agent_calls_it(tmp_path: Path) -> None:
+    home, log = tmp_path / "home", tmp_path / "calls.jsonl"
+    home.mkdir()
+    server = Path(__file__).parents[1] / "fakes" / "mcp_stdio.py"
+    with AnthropicStub(mode="call", call=("mcp__local__echo", {"text": "hello"})) as model:
+        manifest = LOCAL.format(
+            python=sys.executable, server=server, log=log, workdir=tmp_path / "work", base_url=model.base_url
+        )
+        result, status = harnessctl_run(manifest, CLAUDE, home, {"ANTHROPIC_API_KEY": "sk-test-mcp"})
+    assert result.returncode == 0, result.stderr
+    assert status["phase"] == "Succeeded"
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [{"text": "hello"}]
