@@ -603,10 +603,9 @@ class Reconciler:
                         )
                     except PlanError as exc:
                         raise Rejection(exc.reason, exc.message) from exc
-                    resumed = [
-                        t for t in targets if compute_resume_args(resumption, t.provider, t.definition)
-                    ]
-                    if resumption is not None and resumption.archive is not None and resumed:
+                    # Only where an attempt resumes it (compute_resume_args: there is an archive).
+                    if any(compute_resume_args(resumption, t.provider, t.definition) for t in targets):
+                        assert resumption is not None and resumption.archive is not None
                         self._create(run, build_resume_secret(run, resumption.archive))
                     self._create(run, build_plan_secret(run, plans, self.grants.write(run, targets, plans)))
             finally:

@@ -126,6 +126,13 @@ def merge_options(definition: HarnessDefinitionSpec, options: dict[str, Any]) ->
     return merged
 
 
+def add_option(options: dict[str, Any], key: str, value: Any) -> None:
+    """Add an option the operator sets to an attempt's: a list is appended to a list, anything else
+    replaces what is there (a model route's `config`, a tool policy's controls)."""
+    current = options.get(key)
+    options[key] = [*current, *value] if isinstance(current, list) and isinstance(value, list) else value
+
+
 def format_number(value: int | float) -> str:
     """Integers plainly; whole floats as integers (20.0 -> 20); other floats shortest, no exponent."""
     if isinstance(value, float):

@@ -35,6 +35,7 @@ from harness_operator.contract.model_access import (
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.egress import LABEL_RUN_NAMESPACE, build_peer_rule
+from harness_operator.core.invocation import add_option
 from harness_operator.core.naming import fit_name, label_value, run_labels
 from harness_operator.core.resolution import AttemptTarget
 
@@ -149,9 +150,7 @@ def merge_route_options(
     base = model_base_url(config, route.vendor)
     out = dict(options)
     for key, value in route.options.items():
-        value = _expand_url(value, base)
-        current = out.get(key)
-        out[key] = [*current, *value] if isinstance(current, list) and isinstance(value, list) else value
+        add_option(out, key, _expand_url(value, base))
     return out
 
 

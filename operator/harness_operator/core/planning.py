@@ -43,7 +43,7 @@ from harness_operator.core.invocation import (
 )
 from harness_operator.core.mcp import build_mcp_arguments, build_mcp_tool_names, compute_mcp_servers
 from harness_operator.core.retry import build_positions, retry_number
-from harness_operator.core.tool_policy import build_tool_options, compute_tool_policy
+from harness_operator.core.tool_policy import allow_listed_tools, build_tool_options, compute_tool_policy
 
 # Option keys that carry a native per-run budget (claude-stream-json definitions only).
 BUDGET_KEYS = ("max-budget-usd", "max_budget_usd")
@@ -237,7 +237,7 @@ def build_plan(
         schema_lead, home_files = schema_arguments(run, definition)
         servers = compute_mcp_servers(run, definition)
         lead = [*build_mcp_arguments(servers, definition), *schema_lead]
-        all_options = allow_mcp_tools(all_options, definition, build_mcp_tool_names(servers, definition))
+        all_options = allow_listed_tools(all_options, definition, build_mcp_tool_names(servers, definition))
         resume_args = resume[0] if resume else []
         invocation = build_invocation(definition, prompt, stdin, all_options, lead_args=[*resume_args, *lead])
         binary, args, piped = invocation.binary, invocation.args, invocation.stdin
@@ -275,20 +275,6 @@ def build_plan(
         session_sha256=resume[1] if resume and acp is None else None,
         session_usage_cumulative=bool(resume and definition.session and definition.session.cumulative_usage),
     )
-
-
-def allow_mcp_tools(
-    options: dict[str, Any], definition: HarnessDefinitionSpec, names: list[str]
-) -> dict[str, Any]:
-    """The options with the MCP servers' listed tools added to what the CLI allows without asking (its
-    tool controls' allow option): nobody approves a tool in a run."""
-    controls = definition.tool_controls
-    if not names or controls is None or controls.allow_option is None:
-        return options
-    key = controls.allow_option.replace("_", "-") if definition.kebab_case_flags else controls.allow_option
-    given = options.get(key)
-    allowed = given if isinstance(given, list) else ([given] if isinstance(given, str) and given else [])
-    return {**options, key: [*allowed, *names]}
 
 
 def schema_arguments(run: HarnessRun, definition: HarnessDefinitionSpec) -> tuple[list[str], dict[str, str]]:

@@ -14,6 +14,7 @@ from harness_operator.api.v1alpha1 import (
     HarnessRun,
     SessionStatus,
 )
+from harness_operator.core.invocation import join_prompt_and_stdin
 from harness_operator.core.resolution import (
     AttemptTarget,
     Reader,
@@ -72,8 +73,7 @@ def resolve_resumption(reader: SessionReader, run: HarnessRun) -> Resumption | N
         return resolve_source(reader, other, field, value)
 
     prompt, stdin = compose_inputs(other.spec, read)
-    if stdin:
-        prompt = f"{prompt}\n\n{stdin}"
+    prompt = join_prompt_and_stdin(prompt, stdin or "")
     session = other.status.session if other.status else None
     if session is None:
         return Resumption(source.run, prompt, output, missing="its CLI kept no session")

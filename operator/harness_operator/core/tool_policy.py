@@ -13,6 +13,7 @@ from harness_operator.api.v1alpha1 import (
     ToolEnforcement,
     ToolPolicy,
 )
+from harness_operator.core.invocation import add_option
 
 # The parts of a policy, in the order messages name them, with the field each comes from.
 PART_FIELDS = {
@@ -150,11 +151,6 @@ def find_guarded_env(
     return sorted(set(env_names) & set(controls.guarded_env))
 
 
-def _add(out: dict[str, Any], key: str, value: Any) -> None:
-    current = out.get(key)
-    out[key] = [*current, *value] if isinstance(current, list) and isinstance(value, list) else value
-
-
 def build_tool_options(
     policy: ToolPolicy | None, definition: HarnessDefinitionSpec, options: dict[str, Any]
 ) -> dict[str, Any]:
@@ -164,19 +160,34 @@ def build_tool_options(
         return dict(options)
     out = dict(options)  # none of its keys is guarded (find_guarded_options refused those)
     for key, value in controls.options.items():
-        _add(out, _normal(key, definition), value)
+        add_option(out, _normal(key, definition), value)
     deny = list(policy.deny)
     for part in requested_parts(policy):
         control = _switch_control(controls, part) if part in ("edits", "shell", "network") else None
         if control is not None:
             for key, value in control.options.items():
-                _add(out, _normal(key, definition), value)
+                add_option(out, _normal(key, definition), value)
             deny += control.deny
     if policy.allow is not None and controls.allow_option:
         out[_normal(controls.allow_option, definition)] = list(policy.allow)
     if deny and controls.deny_option:
         out[_normal(controls.deny_option, definition)] = _unique(deny)
     return out
+
+
+def allow_listed_tools(
+    options: dict[str, Any], definition: HarnessDefinitionSpec, names: list[str]
+) -> dict[str, Any]:
+    """The options with `names` (an MCP server's listed tools) added to what the CLI allows without
+    asking (its tool controls' allow option), beside what is allowed already: nobody approves a tool in
+    a run."""
+    controls = definition.tool_controls
+    if not names or controls is None or controls.allow_option is None:
+        return options
+    key = _normal(controls.allow_option, definition)
+    given = options.get(key)
+    allowed = given if isinstance(given, list) else ([given] if isinstance(given, str) and given else [])
+    return {**options, key: [*allowed, *names]}
 
 
 def compute_tool_policy_warning(

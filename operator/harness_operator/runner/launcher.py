@@ -110,7 +110,9 @@ def serve(launch: Launch, channel: str) -> int:
     exited.set()
     stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
     reap_orphans()
-    session, problem = take_session(launch)  # only now: nothing of the agent's can still write it
+    # Only now (nothing of the agent's can still write it), and only after an exit 0: the runner keeps
+    # the session of a successful attempt alone.
+    session, problem = take_session(launch) if code == 0 else (None, None)
     said: dict[str, object] = {"exit": code}
     if session is not None:
         said["session"] = base64.b64encode(session).decode("ascii")
