@@ -163,13 +163,16 @@ def observe_attempt(
     pod_name = pod["metadata"]["name"] if pod else None
     runner = container_state(pod, RUNNER_CONTAINER).get("terminated")
     agent = container_state(pod, AGENT_CONTAINER)
-    # The Job's start, else (the Job controller records it a moment after it creates the pod) the pod's
-    # creation: the pod's first event then writes both, in one status write.
-    start = normalize_time((job.get("status") or {}).get("startTime")) or normalize_time(
-        (pod or {}).get("metadata", {}).get("creationTimestamp")
-    )
     failed = _job_condition(job, "Failed")
     complete = _job_condition(job, "Complete")
+    # The Job's start, else (the Job controller records it a moment after it creates the pod) the pod's
+    # creation; none before the pod is seen (unless the Job has ended), so that the pod's first event
+    # writes its name and the start in one status write, not a write for each.
+    start = None
+    if pod is not None or failed or complete:
+        start = normalize_time((job.get("status") or {}).get("startTime")) or normalize_time(
+            (pod or {}).get("metadata", {}).get("creationTimestamp")
+        )
     suspended = bool((job.get("spec") or {}).get("suspend")) and not (failed or complete)
     queue = str((job["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL) or "")
     if queue and (job.get("spec") or {}).get("managedBy") == MULTIKUEUE_MANAGER and not (failed or complete):

@@ -366,7 +366,7 @@ def test_observed_generation_on_status_and_conditions() -> None:
 def test_job_start_time_is_normalized_to_kubernetes_form() -> None:
     body = job()
     body["status"]["startTime"] = "2026-11-29T11:59:00+00:00"
-    assert observe_attempt(1, "claude", body, []).start_time == "2026-11-29T11:59:00Z"
+    assert observe_attempt(1, "claude", body, [pod("Pending")]).start_time == "2026-11-29T11:59:00Z"
 
 
 def test_total_cost_is_unknown_when_one_attempts_cost_is() -> None:
@@ -879,6 +879,11 @@ def test_an_attempt_starts_with_its_pod_and_its_start_does_not_move_in_flight() 
     seen = observe_attempt(1, "claude", unstarted, [pod("Pending")])
     assert (seen.pod_name, seen.start_time) == ("r-a1-xyz", "2026-11-29T11:59:00Z")  # one write for both
     assert observe_attempt(1, "claude", unstarted, []).start_time is None
+    # The Job controller records its start before the operator sees the pod: no start yet either.
+    assert observe_attempt(1, "claude", job(), []).start_time is None
+    assert observe_attempt(1, "claude", job(), [pod("Pending")]).start_time == "2026-11-29T11:59:00Z"
+    ended = job([{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}])
+    assert observe_attempt(1, "claude", ended, []).start_time == "2026-11-29T11:59:00Z"
     first = compute_status(run(), Observed(PROVIDERS, [seen]), NOW)
     later = ObservedAttempt(1, "claude", "r-a1", "r-a1-xyz", RUNNING, "2026-11-29T11:59:01Z")
     again = compute_status(run(first.to_api()), Observed(PROVIDERS, [later]), LATER)
