@@ -163,3 +163,74 @@ def test_claude_starts_a_local_mcp_server_and_the_agent_calls_it(tmp_path: Path)
     assert result.returncode == 0, result.stderr
     assert status["phase"] == "Succeeded"
     assert [json.loads(line) for line in log.read_text().splitlines()] == [{"text": "hello"}]
+
+
+def _codex(tmp_path: Path, server: dict[str, Any], stub: McpStub | None = None) -> tuple[AttemptResult, list]:
+    """A Codex attempt planned by the operator with `server` (the stub's provider passed as the model
+    gateway's route passes it), its model calling the server's echo: the result and the model calls."""
+    codex = require_cli("codex", "codex")
+    assert codex is not None
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir(parents=True)
+    home.mkdir(parents=True)
+    spec = {
+        "provider": "codex",
+        "prompt": "Echo hello.",
+        "mcpServers": [server],
+        "workspace": {"workingDir": str(work)},
+        "credentials": [{"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}}],
+    }
+    run = HarnessRun.model_validate({"metadata": {"name": "r", "namespace": "ns"}, "spec": spec})
+    definition = next(d.spec for d in load_builtin_catalog() if d.metadata["name"] == "codex")
+    call = ("echo", {"text": "hello"})
+    with OpenAIStub(mode="call", call=call, namespace=f"mcp__{server['name']}") as model:
+        provider = (
+            f'{{name="stub", base_url="{model.base_url}/v1", env_key="OPENAI_API_KEY", wire_api="responses"}}'
+        )
+        route = {"config": ["model_provider=stub", f"model_providers.stub={provider}"]}
+        plan = build_plan(run, definition, 1, "codex", route, "Echo hello.", None)
+        assert TOKEN not in " ".join(plan.args)
+        base = {"PATH": f"{Path(codex).parent}:/usr/bin:/bin", "HOME": str(home)}
+        keys = {"OPENAI_API_KEY": "sk-test-mcp", "DOCS_TOKEN": TOKEN}
+        result = execute(plan, keys, base_env=base, stderr=io.BytesIO())
+        calls = [c.body for c in model.model_calls()]
+    return result, calls
+
+
+def test_codex_calls_the_runs_mcp_server_with_its_bearer_token(tmp_path: Path) -> None:
+    with McpStub() as server:
+        docs = {
+            "name": "docs",
+            "url": server.url,
+            "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}],
+            "tools": ["echo"],
+        }
+        result, _ = _codex(tmp_path, docs)
+    assert result.exit_code == 0, result.message
+    assert server.tool_calls() == [{"text": "hello"}]
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+    assert all(r.auth_sha256 == [digest] for r in server.requests if isinstance(r.body, dict))
+
+
+def test_codex_never_calls_a_tool_the_server_entry_does_not_list(tmp_path: Path) -> None:
+    with McpStub() as server:
+        docs = {"name": "docs", "url": server.url, "tools": ["search"]}
+        result, calls = _codex(tmp_path, docs)
+    assert result.exit_code == 0, result.message
+    assert server.rpc_calls("tools/list") and server.tool_calls() == []
+    answers = [
+        str(item.get("output"))
+        for call in calls[1:]
+        for item in call.get("input") or []
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    ]
+    assert answers and "unsupported call" in answers[0]
+
+
+def test_codex_starts_a_local_mcp_server_and_the_agent_calls_it(tmp_path: Path) -> None:
+    log = tmp_path / "calls.jsonl"
+    server = Path(__file__).parents[1] / "fakes" / "mcp_stdio.py"
+    local = {"name": "local", "command": [sys.executable, str(server), str(log)], "tools": ["echo"]}
+    result, _ = _codex(tmp_path, local)
+    assert result.exit_code == 0, result.message
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [{"text": "hello"}]

@@ -92,11 +92,13 @@ class OpenAIStub(StubServer):
         command: str = "",
         shell_tool: str = "exec_command",
         call: tuple[str, dict[str, Any]] | None = None,
+        namespace: str | None = None,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
         self.command, self.shell_tool = command, shell_tool  # what the shell mode runs, with which tool
         self.call = call  # the call mode's tool and arguments
+        self.namespace = namespace  # the Responses API namespace of its tool (Codex: mcp__<server>)
         self._tool_use_sent = False
 
     def is_model_call(self, req: RecordedRequest) -> bool:
@@ -184,6 +186,8 @@ class OpenAIStub(StubServer):
                 "arguments": json.dumps(arguments),
                 "status": "completed",
             }
+            if self.mode == "call" and self.namespace:
+                item["namespace"] = self.namespace
         else:
             item = {
                 "type": "message",

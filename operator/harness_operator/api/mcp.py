@@ -3,6 +3,7 @@ takes them (spec.mcp)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import ConfigDict, Field
@@ -79,12 +80,20 @@ class McpServer(Model):
     )
 
 
-class McpSupport(Model):
-    """How the CLI takes MCP servers: a configuration in the shape `{"mcpServers": {NAME: {...}}}` (Claude
-    Code's `--mcp-config`, Copilot's `--additional-mcp-config`), and the names its tools get."""
+class McpFormat(StrEnum):
+    json = "json"
+    codex = "codex"
 
+
+class McpSupport(Model):
+    """How the CLI takes MCP servers, and the names its tools get. `json`: one configuration in the shape
+    `{"mcpServers": {NAME: {...}}}` as the flag's value (Claude Code's `--mcp-config`, Copilot's
+    `--additional-mcp-config`); `codex`: the flag once per server with `mcp_servers.NAME={...}`, a TOML
+    inline table (Codex's `-c`)."""
+
+    format: McpFormat = Field(default=McpFormat.json, description="The configuration's shape.")
     flag: str = Field(
-        min_length=1, max_length=256, pattern=r"^-", description="The flag that takes the JSON, verbatim."
+        min_length=1, max_length=256, pattern=r"^-", description="The flag that takes the configuration."
     )
     args: list[str] = Field(
         default_factory=list,
@@ -100,13 +109,14 @@ class McpSupport(Model):
     list_tools: bool = Field(
         default=False,
         description="Each server's configuration lists its tools (Copilot's `tools`: only those are "
-        "offered).",
+        "offered); the codex format always does (`enabled_tools`).",
     )
     variable: str = Field(
         default="${{{name}}}",
         max_length=64,
-        description="How the configuration writes a variable the CLI expands, with {name} (Claude Code: "
-        "${{{name}}}).",
+        description="How the json configuration writes a variable the CLI expands, with {name} (Claude "
+        "Code: ${{{name}}}). The codex format expands none: a header is literal text, `$(NAME)` or, for "
+        "Authorization, `Bearer $(NAME)`.",
     )
 
 

@@ -164,6 +164,9 @@ from harness_operator.api.mcp import (
     MCP_SERVERS_MAX as MCP_SERVERS_MAX,
 )
 from harness_operator.api.mcp import (
+    McpFormat as McpFormat,
+)
+from harness_operator.api.mcp import (
     McpHeader as McpHeader,
 )
 from harness_operator.api.mcp import (

@@ -9,9 +9,17 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness_operator.api.v1alpha1 import EgressRule, HarnessDefinitionSpec, HarnessRun, McpServer, McpSupport
+from harness_operator.api.v1alpha1 import (
+    EgressRule,
+    HarnessDefinitionSpec,
+    HarnessRun,
+    McpFormat,
+    McpServer,
+    McpSupport,
+)
 
 _VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_BEARER = re.compile(r"Bearer \$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def compute_mcp_servers(run: HarnessRun, definition: HarnessDefinitionSpec) -> list[McpServer]:
@@ -39,12 +47,73 @@ def _server_config(server: McpServer, support: McpSupport) -> dict[str, Any]:
     return {"type": "http", "url": server.url, **({"headers": headers} if headers else {}), **tools}
 
 
+def _toml(value: Any) -> str:
+    """A TOML value: a JSON string (ASCII, its escapes TOML's too), list or inline table."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}={_toml(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+def _codex_headers(server: McpServer) -> dict[str, Any]:
+    """A remote server's headers as Codex sends them: literal, or whole from one variable (Authorization
+    as `Bearer ` and a variable: its bearer token)."""
+    out: dict[str, Any] = {}
+    for header in server.headers:
+        whole, bearer = _VARIABLE.fullmatch(header.value), _BEARER.fullmatch(header.value)
+        if header.name.lower() == "authorization" and bearer:
+            out["bearer_token_env_var"] = bearer.group(1)
+        elif whole:
+            out.setdefault("env_http_headers", {})[header.name] = whole.group(1)
+        else:
+            out.setdefault("http_headers", {})[header.name] = header.value
+    return out
+
+
+def _codex_server(server: McpServer) -> str:
+    """`mcp_servers.NAME={...}`: the server, only its listed tools enabled and approved (nobody answers a
+    prompt in a run), and required (a server that cannot be reached fails the attempt)."""
+    if server.command:
+        where: dict[str, Any] = {"command": server.command[0], "args": server.command[1:]}
+    else:
+        where = {"url": server.url, **_codex_headers(server)}
+    table = {
+        **where,
+        "enabled_tools": list(server.tools),
+        "default_tools_approval_mode": "approve",
+        "required": True,
+    }
+    return f"mcp_servers.{server.name}={_toml(table)}"
+
+
+def find_mcp_problem(servers: list[McpServer], support: McpSupport) -> str | None:
+    """Why the CLI cannot take `servers` as they are written (None: it can)."""
+    if support.format != McpFormat.codex:
+        return None
+    for server in servers:
+        for header in server.headers:
+            value = header.value
+            bearer = header.name.lower() == "authorization" and _BEARER.fullmatch(value)
+            if _VARIABLE.search(value) and not (_VARIABLE.fullmatch(value) or bearer):
+                return (
+                    f"spec.mcpServers {server.name!r}: header {header.name} mixes text and variables, which "
+                    "this CLI cannot expand: write the value as $(NAME) alone (or Authorization as Bearer "
+                    "$(NAME)), the variable holding the whole value"
+                )
+    return None
+
+
 def build_mcp_arguments(servers: list[McpServer], definition: HarnessDefinitionSpec) -> list[str]:
-    """The CLI's arguments that give it `servers` (none without servers or support): the JSON names a
-    header's secret only as a variable the CLI expands."""
+    """The CLI's arguments that give it `servers` (none without servers or support): the configuration
+    names a header's secret only as a variable the CLI reads."""
     support = definition.mcp
     if not servers or support is None:
         return []
+    if support.format == McpFormat.codex:
+        return [arg for s in servers for arg in (support.flag, _codex_server(s))] + list(support.args)
     config = {"mcpServers": {s.name: _server_config(s, support) for s in servers}}
     return [support.flag, json.dumps(config, sort_keys=True, separators=(",", ":")), *support.args]
 

@@ -35,6 +35,7 @@ from harness_operator.contract.model_access import (
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.egress import LABEL_RUN_NAMESPACE, build_peer_rule
+from harness_operator.core.home_files import merge_home_files
 from harness_operator.core.invocation import add_option
 from harness_operator.core.naming import fit_name, label_value, run_labels
 from harness_operator.core.resolution import AttemptTarget
@@ -175,10 +176,9 @@ def with_model_route(plan: AttemptPlan, route: ModelRoute, config: OperatorConfi
             "env": sorted(env, key=lambda e: e.name),
             "credential_envs": sorted({*plan.credential_envs, *secret}),
             "optional_credential_envs": sorted(set(plan.optional_credential_envs) - secret),
-            "home_files": {
-                **plan.home_files,
-                **{path: _expand_url(text, base) for path, text in route.home_files.items()},
-            },
+            "home_files": merge_home_files(
+                plan.home_files, {path: _expand_url(text, base) for path, text in route.home_files.items()}
+            ),
         }
     )
 

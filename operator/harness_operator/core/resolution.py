@@ -25,7 +25,7 @@ from harness_operator.contract.structured_output import pick_field
 from harness_operator.core.conditions import FALSE, TRUE
 from harness_operator.core.inputs import compute_dependencies, compute_reference_problem, substitute_inputs
 from harness_operator.core.invocation import attempt_options_field
-from harness_operator.core.mcp import compute_mcp_servers, describe_mcp_unsupported
+from harness_operator.core.mcp import compute_mcp_servers, describe_mcp_unsupported, find_mcp_problem
 from harness_operator.core.naming import output_config_map_name
 from harness_operator.core.retry import build_positions
 from harness_operator.core.status import find_succeeded
@@ -143,8 +143,11 @@ def resolve_targets(reader: DefinitionReader, run: HarnessRun) -> list[AttemptTa
 
 def check_mcp(run: HarnessRun, provider: str, definition: HarnessDefinitionSpec) -> None:
     """Rejection (McpUnsupported) when the attempt has MCP servers its CLI cannot take."""
-    if compute_mcp_servers(run, definition) and (definition.mcp is None or definition.protocol != "cli"):
+    servers = compute_mcp_servers(run, definition)
+    if servers and (definition.mcp is None or definition.protocol != "cli"):
         raise Rejection(Reason.McpUnsupported, describe_mcp_unsupported(provider))
+    if servers and definition.mcp and (problem := find_mcp_problem(servers, definition.mcp)):
+        raise Rejection(Reason.McpUnsupported, f"provider {provider!r}: {problem}")
 
 
 def check_tool_policy(

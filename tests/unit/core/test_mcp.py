@@ -17,6 +17,7 @@ from harness_operator.core.mcp import (
     build_mcp_tool_names,
     compute_mcp_egress,
     compute_mcp_servers,
+    find_mcp_problem,
 )
 from harness_operator.core.planning import build_plan
 from harness_operator.core.resolution import Rejection, resolve_targets
@@ -62,7 +63,7 @@ def test_claude_gets_one_config_with_variables_not_secrets() -> None:
         "mcp__docs__fetch",
         "mcp__git__git_log",
     ]
-    assert build_mcp_arguments([], CLAUDE) == [] and build_mcp_tool_names(servers, CATALOG["codex"]) == []
+    assert build_mcp_arguments([], CLAUDE) == [] and build_mcp_tool_names(servers, CATALOG["aider"]) == []
 
 
 def test_the_plan_allows_the_listed_tools_and_a_policy_still_denies() -> None:
@@ -112,9 +113,9 @@ def test_a_remote_server_joins_the_attempts_egress() -> None:
 
 def test_a_provider_that_takes_no_mcp_servers_refuses_the_run() -> None:
     with pytest.raises(Rejection) as refused:
-        resolve_targets(Reader(), run_of(mcpServers=[DOCS], fallback=[{"provider": "codex"}]))
+        resolve_targets(Reader(), run_of(mcpServers=[DOCS], fallback=[{"provider": "aider"}]))
     assert refused.value.reason == "McpUnsupported"
-    assert refused.value.message.startswith('spec.mcpServers: provider "codex" takes no MCP servers')
+    assert refused.value.message.startswith('spec.mcpServers: provider "aider" takes no MCP servers')
     assert [t.provider for t in resolve_targets(Reader(), run_of(mcpServers=[DOCS]))] == ["claude"]
 
 
@@ -140,3 +141,36 @@ def test_copilot_lists_each_servers_tools_and_names_them_by_permission_kind() ->
     assert json.loads(args[1])["mcpServers"]["docs"]["headers"] == {"Authorization": "Bearer ${DOCS_TOKEN}"}
     assert build_mcp_tool_names(servers, copilot) == ["docs(search)", "docs(fetch)"]
     assert "tools" not in json.loads(build_mcp_arguments(servers, CLAUDE)[1])["mcpServers"]["docs"]
+
+
+def test_codex_gets_one_inline_table_per_server_its_tools_enabled_approved_and_required() -> None:
+    codex = CATALOG["codex"]
+    key = {
+        **DOCS,
+        "name": "key",
+        "headers": [{"name": "X-Api-Key", "value": "$(KEY)"}, {"name": "X-Team", "value": 'a"b'}],
+    }
+    servers = [McpServer.model_validate(s) for s in (DOCS, LOCAL, key)]
+    assert build_mcp_arguments(servers, codex) == [
+        "-c",
+        'mcp_servers.docs={"url"="https://mcp.docs.internal/mcp", "bearer_token_env_var"="DOCS_TOKEN", '
+        '"enabled_tools"=["search", "fetch"], "default_tools_approval_mode"="approve", "required"=true}',
+        "-c",
+        'mcp_servers.git={"command"="mcp-server-git", "args"=["--read-only"], "enabled_tools"=["git_log"], '
+        '"default_tools_approval_mode"="approve", "required"=true}',
+        "-c",
+        'mcp_servers.key={"url"="https://mcp.docs.internal/mcp", "env_http_headers"={"X-Api-Key"="KEY"}, '
+        '"http_headers"={"X-Team"="a\\"b"}, "enabled_tools"=["search", "fetch"], '
+        '"default_tools_approval_mode"="approve", "required"=true}',
+    ]
+    assert find_mcp_problem(servers, codex.mcp) is None  # type: ignore[arg-type]
+
+
+def test_codex_refuses_a_header_that_mixes_text_and_a_variable() -> None:
+    mixed = {**DOCS, "headers": [{"name": "X-Auth", "value": "Token $(DOCS_TOKEN)"}]}
+    problem = find_mcp_problem([McpServer.model_validate(mixed)], CATALOG["codex"].mcp)  # type: ignore[arg-type]
+    assert problem is not None and "header X-Auth mixes text and variables" in problem
+    assert find_mcp_problem([McpServer.model_validate(mixed)], CLAUDE.mcp) is None  # type: ignore[arg-type]
+    with pytest.raises(Rejection) as refused:
+        resolve_targets(Reader(), run_of(provider="codex", mcpServers=[mixed]))
+    assert refused.value.reason == "McpUnsupported" and refused.value.message.startswith("provider 'codex': ")
