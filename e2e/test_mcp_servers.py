@@ -1,11 +1,15 @@
 """spec.mcpServers on the cluster: the real Claude Code in its catalog image calls a remote MCP server (a
 stub on the node), reached through the egress the operator opens for it, with the header the run names;
-a tool policy that denies the server's tool keeps the call from reaching it."""
+a tool policy that denies the server's tool keeps the call from reaching it. Codex, Gemini CLI and Qwen
+Code, each in its catalog image, call it too."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import Any
 
+import pytest
 from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.mcp import McpStub
 
@@ -56,3 +60,43 @@ def test_a_run_calls_its_mcp_server_and_a_denied_tool_is_never_called(runs: Runs
     assert denied["reason"] == "Succeeded", runs.describe("mcp-denied")
     assert calls_after == calls  # the denied run's call never reached the server
     assert denied["attempts"][0]["deniedTools"] == ["mcp__docs__echo"]
+
+
+# How each CLI's model calls the server's echo: the tool's name, and Codex's Responses API namespace.
+CALLS: dict[str, tuple[str, dict[str, str]]] = {
+    "codex": ("echo", {"namespace": "mcp__docs"}),
+    "gemini": ("mcp_docs_echo", {}),
+    "qwen": ("mcp__docs__echo", {}),
+}
+
+
+@pytest.mark.parametrize("provider", sorted(CALLS))
+def test_codex_gemini_and_qwen_call_the_runs_mcp_server(
+    provider: str, runs: Runs, stub: Callable[..., Any], git_repo: Callable[..., Any]
+) -> None:
+    tool, extra = CALLS[provider]
+    model = stub(ROUTES[provider]("").vendor, "call", call=(tool, {"text": "hello"}), **extra)
+    route = ROUTES[provider](model.base_url)
+    git = git_repo(route.files) if route.files else None
+    server = McpStub(host=STUB_HOST).start()
+    try:
+        runs.secret("docs-token", "token", TOKEN)
+        mcp = {
+            "name": "docs",
+            "url": server.url,
+            "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}],
+            "tools": ["echo"],
+        }
+        spec = agent_run(runs, provider, route, model.port, git, mcpServers=[mcp])
+        spec["credentials"] = [
+            *spec["credentials"],
+            {"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}},
+        ]
+        runs.create("mcp", spec)
+        status = runs.wait_finished("mcp")
+    finally:
+        server.stop()
+    assert status["reason"] == "Succeeded", runs.describe("mcp")
+    assert server.tool_calls() == [{"text": "hello"}]
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+    assert all(r.auth_sha256 == [digest] for r in server.requests if isinstance(r.body, dict))

@@ -16,11 +16,13 @@ import pytest
 from tests.fixtures.cli import capture as fx
 from tests.integration_cli.harnessctl import harnessctl_run, require_cli
 from tests.stubs.anthropic import AnthropicStub
+from tests.stubs.gemini import GeminiStub
 from tests.stubs.mcp import McpStub
 from tests.stubs.openai import OpenAIStub
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.core.home_files import merge_home_files
 from harness_operator.core.planning import build_plan
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
@@ -234,3 +236,75 @@ def test_codex_starts_a_local_mcp_server_and_the_agent_calls_it(tmp_path: Path) 
     result, _ = _codex(tmp_path, local)
     assert result.exit_code == 0, result.message
     assert [json.loads(line) for line in log.read_text().splitlines()] == [{"text": "hello"}]
+
+
+# The settings format: Gemini CLI (its stub) and Qwen Code (the OpenAI stub), each planned by the operator.
+SETTINGS_CLIS = {
+    "gemini": (GeminiStub, fx.GEMINI_ENV, {"model": "gemini-2.5-flash"}, "mcp_docs_echo"),
+    "qwen": (OpenAIStub, fx.QWEN_ENV, {}, "mcp__docs__echo"),
+}
+
+
+def _settings_cli(
+    name: str, tmp_path: Path, server: McpStub, tools: list[str], policy: dict[str, Any] | None = None
+) -> AttemptResult:
+    """An attempt of `name` with the docs server listing `tools`, its model calling docs' echo."""
+    stub_cls, env, options, tool = SETTINGS_CLIS[name]
+    found = require_cli(name, name)
+    assert found is not None
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir(parents=True)
+    home.mkdir(parents=True)
+    docs = {
+        "name": "docs",
+        "url": server.url,
+        "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}],
+        "tools": tools,
+    }
+    definition = next(d.spec for d in load_builtin_catalog() if d.metadata["name"] == name)
+    with stub_cls(mode="call", call=(tool, {"text": "hello"})) as model:
+        plain = {e.name: e.value for e in definition.env} | env
+        spec = {
+            "provider": name,
+            "prompt": "Echo hello.",
+            "mcpServers": [docs],
+            "tools": policy or {},
+            "env": [{"name": k, "value": v.replace("{base_url}", model.base_url)} for k, v in plain.items()],
+            "workspace": {"workingDir": str(work)},
+            "credentials": [{"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}}],
+        }
+        run = HarnessRun.model_validate({"metadata": {"name": "r", "namespace": "ns"}, "spec": spec})
+        plan = build_plan(run, definition, 1, name, options, "Echo hello.", None)
+        assert TOKEN not in " ".join(plan.args) + json.dumps(plan.home_files)
+        if definition.model_route and definition.model_route.home_files:  # as a routed attempt's files
+            plan = plan.model_copy(
+                update={"home_files": merge_home_files(plan.home_files, definition.model_route.home_files)}
+            )
+        base = {"PATH": f"{Path(found).parent}:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+        keys = {k: v for k, v in env.items() if k in plan.credential_envs} | {"DOCS_TOKEN": TOKEN}
+        result = execute(plan, keys, base_env=base, stderr=io.BytesIO())
+    assert result.exit_code == 0, result.message
+    return result
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS_CLIS))
+def test_a_settings_cli_calls_the_runs_mcp_server_with_its_secret_header(name: str, tmp_path: Path) -> None:
+    with McpStub() as server:
+        _settings_cli(name, tmp_path, server, ["echo"])
+    assert server.tool_calls() == [{"text": "hello"}]
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+    assert all(r.auth_sha256 == [digest] for r in server.requests if isinstance(r.body, dict))
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS_CLIS))
+def test_a_settings_cli_never_calls_a_tool_the_server_entry_does_not_list(name: str, tmp_path: Path) -> None:
+    with McpStub() as server:
+        _settings_cli(name, tmp_path, server, ["search"])
+    assert server.rpc_calls("tools/list") and server.tool_calls() == []  # connected, echo never called
+
+
+def test_qwen_never_calls_an_mcp_tool_its_policy_denies(tmp_path: Path) -> None:
+    with McpStub() as server:
+        result = _settings_cli("qwen", tmp_path, server, ["echo"], {"deny": ["mcp__docs__echo"]})
+    assert server.tool_calls() == []
+    assert result.report.denied_tools == ("mcp__docs__echo",)

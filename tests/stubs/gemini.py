@@ -9,8 +9,10 @@
 Answers ``POST /<version>/models/<model>:streamGenerateContent`` (SSE with ``alt=sse``, else a
 JSON array), ``:generateContent``, ``:countTokens`` and ``:embedContent``; logs anything else.
 
-Modes: ok, tool_use (first call offering functions answers a functionCall), unauthorized (401,
-``API_KEY_INVALID``), hang.
+Modes: ok, tool_use (first call offering functions answers a functionCall), call (the first call
+offering functions answers a functionCall of ``call``, a constructor keyword: the tool's name and
+arguments, e.g. an MCP server's tool, whether it is offered or not; later calls answer TEXT),
+unauthorized (401, ``API_KEY_INVALID``), hang.
 """
 
 from __future__ import annotations
@@ -53,11 +55,12 @@ def _fill(schema: dict[str, Any]) -> Any:
 
 class GeminiStub(StubServer):
     name = "gemini"
-    modes = ("ok", "tool_use", "unauthorized", "hang")
+    modes = ("ok", "tool_use", "call", "unauthorized", "hang")
     text = TEXT
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, call: tuple[str, dict[str, Any]] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.call = call  # the call mode's tool and arguments
         self._tool_use_sent = False
 
     @staticmethod
@@ -129,6 +132,12 @@ class GeminiStub(StubServer):
         json_answer = self._json_answer(body)
         if json_answer is not None:
             return [{"text": json.dumps(json_answer)}]
+        if self.mode == "call" and self.call is not None and body.get("tools"):
+            with self._lock:
+                first, self._tool_use_sent = not self._tool_use_sent, True
+            if first:
+                name, args = self.call
+                return [{"functionCall": {"name": name, "args": dict(args)}}]
         if self.mode == "tool_use" and not self._tool_use_sent:
             names = [
                 d.get("name")

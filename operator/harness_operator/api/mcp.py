@@ -83,17 +83,30 @@ class McpServer(Model):
 class McpFormat(StrEnum):
     json = "json"
     codex = "codex"
+    settings = "settings"
 
 
 class McpSupport(Model):
     """How the CLI takes MCP servers, and the names its tools get. `json`: one configuration in the shape
     `{"mcpServers": {NAME: {...}}}` as the flag's value (Claude Code's `--mcp-config`, Copilot's
     `--additional-mcp-config`); `codex`: the flag once per server with `mcp_servers.NAME={...}`, a TOML
-    inline table (Codex's `-c`)."""
+    inline table (Codex's `-c`); `settings`: the servers merged into the `mcpServers` of a JSON settings
+    file in the agent's home (Gemini CLI's, Qwen Code's), each trusted (its listed tools run unasked) and
+    limited to its listed tools (`includeTools`)."""
 
     format: McpFormat = Field(default=McpFormat.json, description="The configuration's shape.")
-    flag: str = Field(
-        min_length=1, max_length=256, pattern=r"^-", description="The flag that takes the configuration."
+    flag: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        pattern=r"^-",
+        description="The flag that takes the configuration (json and codex).",
+    )
+    file: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="The settings file, relative to the agent's home (settings).",
     )
     args: list[str] = Field(
         default_factory=list,
@@ -114,9 +127,24 @@ class McpSupport(Model):
     variable: str = Field(
         default="${{{name}}}",
         max_length=64,
-        description="How the json configuration writes a variable the CLI expands, with {name} (Claude "
-        "Code: ${{{name}}}). The codex format expands none: a header is literal text, `$(NAME)` or, for "
-        "Authorization, `Bearer $(NAME)`.",
+        description="How the json and settings configurations write a variable the CLI expands, with "
+        "{name} (Claude Code: ${{{name}}}). The codex format expands none: a header is literal text, "
+        "`$(NAME)` or, for Authorization, `Bearer $(NAME)`.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "has(self.format) && self.format == 'settings' ? has(self.file) && !has(self.flag) : "
+                "has(self.flag) && !has(self.file)",
+                "set file for the settings format, flag for the others",
+            ),
+            rule(
+                "!has(self.file) || (!self.file.startsWith('/') && !self.file.contains('..'))",
+                "file is a path relative to the agent's home, without '..'",
+                field_path=".file",
+            ),
+        )
     )
 
 

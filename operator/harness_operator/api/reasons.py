@@ -349,7 +349,8 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     Reason.McpUnsupported: (
         "Accepted",
         "False",
-        "the run attaches MCP servers and a provider's CLI takes none (its definition has no spec.mcp)",
+        "the run attaches MCP servers a provider's CLI cannot take (its definition has no spec.mcp, or a "
+        "header the CLI cannot send)",
     ),
     Reason.SessionReplayed: (
         "Event",

@@ -31,20 +31,27 @@ def compute_mcp_servers(run: HarnessRun, definition: HarnessDefinitionSpec) -> l
 def describe_mcp_unsupported(provider: str) -> str:
     return (
         f'spec.mcpServers: provider "{provider}" takes no MCP servers (its definition has no spec.mcp); '
-        "use a provider whose CLI does (claude), or drop them"
+        "use a provider whose CLI does (claude, codex, copilot, gemini, qwen), or drop them"
     )
 
 
 def _server_config(server: McpServer, support: McpSupport) -> dict[str, Any]:
-    """One server as the CLI's configuration writes it; a header's `$(NAME)` as the CLI's variable."""
-    tools = {"tools": list(server.tools)} if support.list_tools else {}
-    if server.command:
-        return {"type": "stdio", "command": server.command[0], "args": server.command[1:], **tools}
+    """One server as the CLI's json or settings configuration writes it; a header's `$(NAME)` as the CLI's
+    variable."""
     headers = {
         h.name: _VARIABLE.sub(lambda m: support.variable.format(name=m.group(1)), h.value)
         for h in server.headers
     }
-    return {"type": "http", "url": server.url, **({"headers": headers} if headers else {}), **tools}
+    where: dict[str, Any]
+    if support.format == McpFormat.settings:
+        where = {"httpUrl": server.url} if server.url else {}
+        extra: dict[str, Any] = {"trust": True, "includeTools": list(server.tools)}
+    else:
+        where = {"type": "http", "url": server.url} if server.url else {"type": "stdio"}
+        extra = {"tools": list(server.tools)} if support.list_tools else {}
+    if server.command:
+        where |= {"command": server.command[0], "args": server.command[1:]}
+    return {**where, **({"headers": headers} if headers else {}), **extra}
 
 
 def _toml(value: Any) -> str:
@@ -110,12 +117,24 @@ def build_mcp_arguments(servers: list[McpServer], definition: HarnessDefinitionS
     """The CLI's arguments that give it `servers` (none without servers or support): the configuration
     names a header's secret only as a variable the CLI reads."""
     support = definition.mcp
-    if not servers or support is None:
+    if not servers or support is None or support.format == McpFormat.settings:
         return []
+    assert support.flag is not None  # the CRD's rule: a flag for the json and codex formats
     if support.format == McpFormat.codex:
         return [arg for s in servers for arg in (support.flag, _codex_server(s))] + list(support.args)
     config = {"mcpServers": {s.name: _server_config(s, support) for s in servers}}
     return [support.flag, json.dumps(config, sort_keys=True, separators=(",", ":")), *support.args]
+
+
+def build_mcp_home_files(servers: list[McpServer], definition: HarnessDefinitionSpec) -> dict[str, str]:
+    """The settings file that gives the CLI `servers` (settings format; none otherwise), to be merged with
+    the home's other files."""
+    support = definition.mcp
+    if not servers or support is None or support.format != McpFormat.settings:
+        return {}
+    assert support.file is not None  # the CRD's rule: a file for the settings format
+    config = {"mcpServers": {s.name: _server_config(s, support) for s in servers}}
+    return {support.file: json.dumps(config, sort_keys=True)}
 
 
 def build_mcp_tool_names(servers: list[McpServer], definition: HarnessDefinitionSpec) -> list[str]:

@@ -29,6 +29,7 @@ from harness_operator.contract.plan import (
     AcpSessionPlan,
     AttemptPlan,
 )
+from harness_operator.core.home_files import merge_home_files
 from harness_operator.core.invocation import (
     MAX_ARG_BYTES,
     Invocation,
@@ -41,7 +42,12 @@ from harness_operator.core.invocation import (
     option_strings,
     prompt_argument,
 )
-from harness_operator.core.mcp import build_mcp_arguments, build_mcp_tool_names, compute_mcp_servers
+from harness_operator.core.mcp import (
+    build_mcp_arguments,
+    build_mcp_home_files,
+    build_mcp_tool_names,
+    compute_mcp_servers,
+)
 from harness_operator.core.retry import build_positions, retry_number
 from harness_operator.core.tool_policy import allow_listed_tools, build_tool_options, compute_tool_policy
 
@@ -236,6 +242,7 @@ def build_plan(
     else:
         schema_lead, home_files = schema_arguments(run, definition)
         servers = compute_mcp_servers(run, definition)
+        home_files = merge_home_files(home_files, build_mcp_home_files(servers, definition))
         lead = [*build_mcp_arguments(servers, definition), *schema_lead]
         all_options = allow_listed_tools(all_options, definition, build_mcp_tool_names(servers, definition))
         resume_args = resume[0] if resume else []

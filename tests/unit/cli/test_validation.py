@@ -385,10 +385,16 @@ def test_an_mcp_server_needs_exactly_one_of_url_and_command() -> None:
     )
     assert any("set exactly one of url or command" in m for m in messages(found, ERROR)), found
     found = _catalog_check(
-        "  provider: codex\n  prompt: hi\n  workspace: {workingDir: /w}\n"
+        "  provider: aider\n  prompt: hi\n  workspace: {workingDir: /w}\n"
         "  mcpServers: [{name: docs, url: 'https://mcp.internal/mcp', tools: [search]}]\n"
     )
     assert messages(found, ERROR) == [
-        'spec.mcpServers: provider "codex" takes no MCP servers (its definition has no spec.mcp); use a provider '
-        "whose CLI does (claude), or drop them"
+        'spec.mcpServers: provider "aider" takes no MCP servers (its definition has no spec.mcp); use a provider '
+        "whose CLI does (claude, codex, copilot, gemini, qwen), or drop them"
     ]
+    found = _catalog_check(
+        "  provider: codex\n  prompt: hi\n  workspace: {workingDir: /w}\n"
+        "  mcpServers: [{name: docs, url: 'https://mcp.internal/mcp', tools: [search],\n"
+        "    headers: [{name: X-Auth, value: 'Token $(DOCS_TOKEN)'}]}]\n"
+    )
+    assert [m for m in messages(found, ERROR) if "X-Auth" in m], found

@@ -12,8 +12,10 @@ from pydantic import ValidationError
 from harness_operator.api.v1alpha1 import EgressRule, HarnessRun, McpServer
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.core.egress import compute_egress_rules
+from harness_operator.core.home_files import merge_home_files
 from harness_operator.core.mcp import (
     build_mcp_arguments,
+    build_mcp_home_files,
     build_mcp_tool_names,
     compute_mcp_egress,
     compute_mcp_servers,
@@ -174,3 +176,37 @@ def test_codex_refuses_a_header_that_mixes_text_and_a_variable() -> None:
     with pytest.raises(Rejection) as refused:
         resolve_targets(Reader(), run_of(provider="codex", mcpServers=[mixed]))
     assert refused.value.reason == "McpUnsupported" and refused.value.message.startswith("provider 'codex': ")
+
+
+def test_gemini_and_qwen_get_their_servers_in_the_home_settings_with_the_routes_auth() -> None:
+    servers = [McpServer.model_validate(DOCS), McpServer.model_validate(LOCAL)]
+    for name, path in (("gemini", ".gemini/settings.json"), ("qwen", ".qwen/settings.json")):
+        definition = CATALOG[name]
+        assert build_mcp_arguments(servers, definition) == []
+        files = build_mcp_home_files(servers, definition)
+        assert list(files) == [path]
+        assert json.loads(files[path]) == {
+            "mcpServers": {
+                "docs": {
+                    "httpUrl": "https://mcp.docs.internal/mcp",
+                    "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"},
+                    "trust": True,
+                    "includeTools": ["search", "fetch"],
+                },
+                "git": {
+                    "command": "mcp-server-git",
+                    "args": ["--read-only"],
+                    "trust": True,
+                    "includeTools": ["git_log"],
+                },
+            }
+        }
+        assert build_mcp_home_files([], definition) == {} and build_mcp_home_files(servers, CLAUDE) == {}
+    plan = build_plan(
+        run_of(provider="gemini", mcpServers=[DOCS]), CATALOG["gemini"], 1, "gemini", {}, "p", None
+    )
+    route = CATALOG["gemini"].model_route
+    assert route is not None
+    settings = json.loads(merge_home_files(plan.home_files, route.home_files)[".gemini/settings.json"])
+    assert set(settings) == {"mcpServers", "security"}  # the route's auth beside the servers
+    assert build_mcp_tool_names(servers[:1], CATALOG["gemini"]) == ["mcp_docs_search", "mcp_docs_fetch"]

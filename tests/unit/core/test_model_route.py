@@ -300,3 +300,15 @@ def test_a_runs_own_key_is_routed_and_held_by_the_gateway_not_the_sandbox() -> N
     assert secret is not None and secret["stringData"] == {"attempt-1": "sk-team"}
     assert secret["metadata"]["namespace"] == "harness-system"
     assert build_model_key_secret(run, GATEWAY, {}) is None
+
+
+def test_a_routed_gemini_attempt_gets_one_settings_file_with_its_auth_and_its_mcp_servers() -> None:
+    gemini = next(d.spec for d in load_builtin_catalog() if d.metadata["name"] == "gemini")
+    docs = {"name": "docs", "url": "https://mcp.docs.internal/mcp", "tools": ["search"]}
+    run = make_run(provider="gemini", mcpServers=[docs])
+    config = OperatorConfig(**{**GATEWAY.__dict__, "model_gateway_vendors": ("gemini",)})
+    targets = route_targets(run, [AttemptTarget(1, "gemini", gemini, 1)], config)
+    plan = load_plan(json.dumps(build_plans(run, targets, "Go.", None, NOW, config)[0]))
+    settings = json.loads(plan.home_files[".gemini/settings.json"])
+    assert settings["security"] == {"auth": {"selectedType": "gemini-api-key"}}
+    assert settings["mcpServers"]["docs"]["httpUrl"] == "https://mcp.docs.internal/mcp"
