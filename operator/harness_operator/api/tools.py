@@ -71,6 +71,40 @@ class ToolControl(Model):
     )
 
 
+TOOLS_PLACEHOLDER = "$(TOOLS)"
+
+
+class ToolRules(Model):
+    """A file of rules that holds the policy, for a CLI that takes its tool rules from a file (Gemini CLI's
+    `--admin-policy`): written into the agent's home and named by `flag`. In the templates, `$(TOOLS)`
+    stands for the tools' names as a JSON list (a TOML array too)."""
+
+    flag: str = Field(
+        min_length=1, max_length=256, pattern=r"^-", description="The flag that takes the file's path."
+    )
+    path: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=r"^[^/]",
+        description="The file, relative to the agent's home.",
+        json_schema_extra=validations(rule("!self.contains('..')", "path may not contain '..'")),
+    )
+    deny: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="The rules that deny the denied tools ($(TOOLS)).",
+        json_schema_extra=validations(rule("self.contains('$(TOOLS)')", "deny must contain $(TOOLS)")),
+    )
+    allow: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="The rules that allow the allowed tools ($(TOOLS)) and no other; unset: the file "
+        "cannot hold an allow list.",
+        json_schema_extra=validations(rule("self.contains('$(TOOLS)')", "allow must contain $(TOOLS)")),
+    )
+
+
 class ToolControls(Model):
     """How this CLI enforces a run's spec.tools, each part as its pinned CLI was seen to; a part left unset
     is one it cannot enforce (a strict policy asking for it is refused)."""
@@ -86,6 +120,17 @@ class ToolControls(Model):
         min_length=1,
         max_length=253,
         description="The option key that takes the denied tools (a list: one flag per tool).",
+    )
+    list_separator: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4,
+        description="The allow and deny options take one value, the names joined by this (Pi's "
+        "`--tools read,grep`: a repeated flag keeps only its last), not one flag per tool.",
+    )
+    rules: ToolRules | None = Field(
+        default=None,
+        description="A file of rules that holds the allow and deny lists instead of options.",
     )
     options: dict[str, Any] = Field(
         default_factory=dict,
@@ -114,6 +159,10 @@ class ToolControls(Model):
             rule(
                 "!has(self.denyOption) || !has(self.allowOption) || self.denyOption != self.allowOption",
                 "toolControls.allowOption and denyOption must be different options",
-            )
+            ),
+            rule(
+                "!has(self.rules) || (!has(self.allowOption) && !has(self.denyOption))",
+                "toolControls.rules holds the allow and deny lists: set no allowOption or denyOption with it",
+            ),
         )
     )

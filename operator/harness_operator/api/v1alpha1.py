@@ -368,6 +368,9 @@ from harness_operator.api.tools import (
     DENIED_TOOLS_MAX as DENIED_TOOLS_MAX,
 )
 from harness_operator.api.tools import (
+    TOOLS_PLACEHOLDER as TOOLS_PLACEHOLDER,
+)
+from harness_operator.api.tools import (
     ToolControl as ToolControl,
 )
 from harness_operator.api.tools import (
@@ -378,6 +381,9 @@ from harness_operator.api.tools import (
 )
 from harness_operator.api.tools import (
     ToolPolicy as ToolPolicy,
+)
+from harness_operator.api.tools import (
+    ToolRules as ToolRules,
 )
 
 KINDS: dict[

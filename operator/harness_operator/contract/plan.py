@@ -25,10 +25,18 @@ from harness_operator.api.v1alpha1 import (
 )
 
 DEFAULT_GRACE_SECONDS = 30
-# A CLI that takes its JSON Schema as a file (outputSchemaOption form file): the file, in the agent's
-# home, and the argument the runner replaces with its absolute path.
+# An argument naming a file of the agent's home (one of the plan's home files): the runner makes it the
+# file's absolute path, the home being known only in the pod.
+HOME_PATH_ARG_PREFIX = "$(HARNESS_HOME)/"
+
+
+def home_path_arg(relative: str) -> str:
+    """The argument that names `relative`, a file of the agent's home."""
+    return HOME_PATH_ARG_PREFIX + relative
+
+
+# A CLI that takes its JSON Schema as a file (outputSchemaOption form file): the file, in the agent's home.
 OUTPUT_SCHEMA_HOME_FILE = ".harness/output-schema.json"
-OUTPUT_SCHEMA_PATH_ARG = "$(HARNESS_OUTPUT_SCHEMA_FILE)"
 # Where a re-prompt's arguments (or stdin) carry the correction, which only the runner knows.
 REPROMPT_TEXT = "$(HARNESS_REPROMPT)"
 PLAN_VERSION = 1

@@ -23,11 +23,11 @@ from harness_operator.contract.plan import (
     ACP_CA_BUNDLE_ENV,
     ACP_HEADER_ENV,
     OUTPUT_SCHEMA_HOME_FILE,
-    OUTPUT_SCHEMA_PATH_ARG,
     REPROMPT_TEXT,
     AcpHeaderPlan,
     AcpSessionPlan,
     AttemptPlan,
+    home_path_arg,
 )
 from harness_operator.core.home_files import merge_home_files
 from harness_operator.core.invocation import (
@@ -49,7 +49,12 @@ from harness_operator.core.mcp import (
     compute_mcp_servers,
 )
 from harness_operator.core.retry import build_positions, retry_number
-from harness_operator.core.tool_policy import allow_listed_tools, build_tool_options, compute_tool_policy
+from harness_operator.core.tool_policy import (
+    allow_listed_tools,
+    build_tool_options,
+    build_tool_rules,
+    compute_tool_policy,
+)
 
 # Option keys that carry a native per-run budget (claude-stream-json definitions only).
 BUDGET_KEYS = ("max-budget-usd", "max_budget_usd")
@@ -242,9 +247,11 @@ def build_plan(
     else:
         schema_lead, home_files = schema_arguments(run, definition)
         servers = compute_mcp_servers(run, definition)
-        home_files = merge_home_files(home_files, build_mcp_home_files(servers, definition))
-        lead = [*build_mcp_arguments(servers, definition), *schema_lead]
-        all_options = allow_listed_tools(all_options, definition, build_mcp_tool_names(servers, definition))
+        mcp_tools = build_mcp_tool_names(servers, definition)
+        rules_lead, rules_home = build_tool_rules(policy, definition, mcp_tools)
+        home_files = merge_home_files(home_files, {**build_mcp_home_files(servers, definition), **rules_home})
+        lead = [*build_mcp_arguments(servers, definition), *rules_lead, *schema_lead]
+        all_options = allow_listed_tools(all_options, definition, mcp_tools)
         resume_args = resume[0] if resume else []
         invocation = build_invocation(definition, prompt, stdin, all_options, lead_args=[*resume_args, *lead])
         binary, args, piped = invocation.binary, invocation.args, invocation.stdin
@@ -292,7 +299,7 @@ def schema_arguments(run: HarnessRun, definition: HarnessDefinitionSpec) -> tupl
         return [], {}
     text = json.dumps(schema, sort_keys=True, separators=(",", ":"))
     if option.form == SchemaForm.file:
-        return [option.flag, OUTPUT_SCHEMA_PATH_ARG], {OUTPUT_SCHEMA_HOME_FILE: text}
+        return [option.flag, home_path_arg(OUTPUT_SCHEMA_HOME_FILE)], {OUTPUT_SCHEMA_HOME_FILE: text}
     return [option.flag, text], {}
 
 

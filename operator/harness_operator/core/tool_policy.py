@@ -3,9 +3,11 @@ options that enforce the rest (pure)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from harness_operator.api.v1alpha1 import (
+    TOOLS_PLACEHOLDER,
     HarnessDefinitionSpec,
     Protocol,
     ToolControl,
@@ -13,6 +15,7 @@ from harness_operator.api.v1alpha1 import (
     ToolEnforcement,
     ToolPolicy,
 )
+from harness_operator.contract.plan import home_path_arg
 from harness_operator.core.invocation import add_option
 
 # The parts of a policy, in the order messages name them, with the field each comes from.
@@ -83,12 +86,13 @@ def _switch_control(controls: ToolControls, part: str) -> ToolControl | None:
 
 def _enforces(controls: ToolControls, part: str) -> bool:
     if part == "allow":
-        return controls.allow_option is not None
+        return controls.allow_option is not None or bool(controls.rules and controls.rules.allow)
+    denies = controls.deny_option is not None or controls.rules is not None
     if part == "deny":
-        return controls.deny_option is not None
+        return denies
     control = _switch_control(controls, part)
-    # Names to deny need the deny option to reach the CLI.
-    return control is not None and (not control.deny or controls.deny_option is not None)
+    # Names to deny need the deny option (or rules) to reach the CLI.
+    return control is not None and (not control.deny or denies)
 
 
 def find_unenforced(policy: ToolPolicy | None, definition: HarnessDefinitionSpec) -> list[str]:
@@ -161,18 +165,51 @@ def build_tool_options(
     out = dict(options)  # none of its keys is guarded (find_guarded_options refused those)
     for key, value in controls.options.items():
         add_option(out, _normal(key, definition), value)
-    deny = list(policy.deny)
-    for part in requested_parts(policy):
-        control = _switch_control(controls, part) if part in ("edits", "shell", "network") else None
-        if control is not None:
-            for key, value in control.options.items():
-                add_option(out, _normal(key, definition), value)
-            deny += control.deny
+    for control in _requested_switches(policy, controls):
+        for key, value in control.options.items():
+            add_option(out, _normal(key, definition), value)
+    deny = denied_names(policy, controls)
+
+    def listed(names: list[str]) -> str | list[str]:
+        return controls.list_separator.join(names) if controls.list_separator else names
+
     if policy.allow is not None and controls.allow_option:
-        out[_normal(controls.allow_option, definition)] = list(policy.allow)
+        out[_normal(controls.allow_option, definition)] = listed(list(policy.allow))
     if deny and controls.deny_option:
-        out[_normal(controls.deny_option, definition)] = _unique(deny)
+        out[_normal(controls.deny_option, definition)] = listed(deny)
     return out
+
+
+def _requested_switches(policy: ToolPolicy, controls: ToolControls) -> list[ToolControl]:
+    """The controls of the switches the policy sets false, those the CLI has."""
+    parts = [p for p in requested_parts(policy) if p in ("edits", "shell", "network")]
+    return [c for c in (_switch_control(controls, p) for p in parts) if c is not None]
+
+
+def denied_names(policy: ToolPolicy, controls: ToolControls) -> list[str]:
+    """The tool names the policy denies: its own, then those its false switches deny."""
+    return _unique([*policy.deny, *(n for c in _requested_switches(policy, controls) for n in c.deny)])
+
+
+def build_tool_rules(
+    policy: ToolPolicy | None, definition: HarnessDefinitionSpec, also_allowed: list[str]
+) -> tuple[list[str], dict[str, str]]:
+    """The arguments and home file of a CLI whose rules file holds the policy's lists (none otherwise):
+    the denied tools' rules, and under an allow list those of the allowed ones and `also_allowed` (an MCP
+    server's listed tools)."""
+    controls = definition.tool_controls
+    if policy is None or controls is None or controls.rules is None or definition.protocol == Protocol.acp:
+        return [], {}
+    rules = controls.rules
+    texts = []
+    if policy.allow is not None and rules.allow:
+        allowed = _unique([*policy.allow, *also_allowed])
+        texts.append(rules.allow.replace(TOOLS_PLACEHOLDER, json.dumps(allowed)))
+    if deny := denied_names(policy, controls):
+        texts.append(rules.deny.replace(TOOLS_PLACEHOLDER, json.dumps(deny)))
+    if not texts:
+        return [], {}
+    return [rules.flag, home_path_arg(rules.path)], {rules.path: "\n".join(texts)}
 
 
 def allow_listed_tools(

@@ -18,8 +18,7 @@ from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Usage
 from harness_operator.contract.events import Event, encode_event_line, escape_agent_line
 from harness_operator.contract.plan import (
-    OUTPUT_SCHEMA_HOME_FILE,
-    OUTPUT_SCHEMA_PATH_ARG,
+    HOME_PATH_ARG_PREFIX,
     SESSION_ARCHIVE_PATH,
     AttemptPlan,
 )
@@ -143,13 +142,13 @@ def build_env(
 def build_launch(
     plan: AttemptPlan, credentials: Mapping[str, str], base_env: Mapping[str, str], stdin: bool
 ) -> Launch:
-    """The agent's process as the plan says: argv (the schema file's placeholder made its path in the
-    agent's home), binary, environment, working directory (the plan's, else this process's); SetupError
+    """The agent's process as the plan says: argv (a home file's argument made its path in the agent's
+    home), binary, environment, working directory (the plan's, else this process's); SetupError
     when a credential is missing."""
     env = build_env(plan, base_env, credentials)
     home = env.get("HOME") or os.path.expanduser("~")
-    schema_path = os.path.join(home, OUTPUT_SCHEMA_HOME_FILE)
-    argv = [schema_path if a == OUTPUT_SCHEMA_PATH_ARG else a for a in plan.argv]
+    prefix = HOME_PATH_ARG_PREFIX
+    argv = [os.path.join(home, a[len(prefix) :]) if a.startswith(prefix) else a for a in plan.argv]
     more = plan.output_reprompts > 0
     session = read_earlier_session(plan)
     return Launch(

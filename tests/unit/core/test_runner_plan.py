@@ -7,9 +7,9 @@ import pytest
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
 from harness_operator.contract.plan import (
     OUTPUT_SCHEMA_HOME_FILE,
-    OUTPUT_SCHEMA_PATH_ARG,
     REPROMPT_TEXT,
     AttemptPlan,
+    home_path_arg,
     load_plan,
 )
 from harness_operator.core.planning import (
@@ -338,7 +338,7 @@ def test_a_native_file_schema_option_names_the_home_file_the_runner_writes():
         capabilities={"structuredOutput": True},
     )
     plan = build_plan(run(outputSchema=SCHEMA), native, 1, "p", {}, "P", None)
-    assert plan.argv == ["agent", "exec", "--output-schema", OUTPUT_SCHEMA_PATH_ARG, "P"]
+    assert plan.argv == ["agent", "exec", "--output-schema", home_path_arg(OUTPUT_SCHEMA_HOME_FILE), "P"]
     assert plan.home_files == {OUTPUT_SCHEMA_HOME_FILE: SCHEMA_TEXT}
 
 

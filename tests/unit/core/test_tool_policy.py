@@ -1,6 +1,7 @@
 """spec.tools: a run's policy within its provider's, the parts a CLI cannot enforce, the options that
 enforce the rest, and what resolution and planning make of it (Claude Code's controls from the catalog)."""
 
+import tomllib
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from harness_operator.core.planning import build_plan
 from harness_operator.core.resolution import Rejection, resolve_targets
 from harness_operator.core.tool_policy import (
     build_tool_options,
+    build_tool_rules,
     compute_tool_policy,
     compute_tool_policy_warning,
     find_guarded_options,
@@ -100,8 +102,10 @@ def test_what_each_builtin_can_hold() -> None:
     assert find_unenforced(everything, CATALOG["copilot"]) == []
     assert find_unenforced(everything, CATALOG["qwen"]) == ["allow"]  # a workspace's settings widen it
     assert find_unenforced(everything, CATALOG["codex"]) == ["allow", "deny"]
-    assert find_unenforced(everything, CATALOG["gemini"]) == ["allow", "deny", "edits", "shell", "network"]
-    assert find_unenforced(None, CATALOG["gemini"]) == []
+    assert find_unenforced(everything, CATALOG["gemini"]) == []  # its rules file
+    assert find_unenforced(everything, CATALOG["pi"]) == ["deny", "edits", "shell", "network"]
+    assert find_unenforced(everything, CATALOG["aider"]) == ["allow", "deny", "edits", "shell", "network"]
+    assert find_unenforced(None, CATALOG["aider"]) == []
     # an ACP agent enforces a policy only where it asks before its tools
     acp = CATALOG["claude-acp"]
     assert find_unenforced(policy(shell=False), acp) == ["shell"]
@@ -135,7 +139,7 @@ def test_claudes_options_under_a_policy() -> None:
         "disallowed-tools": ["Glob", "Edit", "Write", "NotebookEdit", "Bash", "WebFetch", "WebSearch"],
     }
     assert build_tool_options(None, CLAUDE, {"model": "m"}) == {"model": "m"}
-    assert build_tool_options(policy(shell=False), CATALOG["gemini"], {"model": "m"}) == {"model": "m"}
+    assert build_tool_options(policy(shell=False), CATALOG["aider"], {"model": "m"}) == {"model": "m"}
 
 
 def test_the_other_builtins_options_under_a_policy() -> None:
@@ -209,12 +213,12 @@ def test_without_a_policy_every_option_is_the_runs() -> None:
 
 
 def test_a_strict_policy_no_fallback_can_hold_refuses_the_run_and_names_the_parts() -> None:
-    run = run_of({"tools": {"shell": False, "deny": ["Bash"]}, "fallback": [{"provider": "gemini"}]})
+    run = run_of({"tools": {"shell": False, "deny": ["Bash"]}, "fallback": [{"provider": "aider"}]})
     with pytest.raises(Rejection) as refused:
         resolve_targets(Reader(), run)
     assert refused.value.reason == "ToolPolicyUnenforceable"
     assert refused.value.message == (
-        'provider "gemini" cannot enforce spec.tools.deny, spec.tools.shell: false: its definition\'s '
+        'provider "aider" cannot enforce spec.tools.deny, spec.tools.shell: false: its definition\'s '
         "toolControls say no option of its CLI holds it; use a provider that can, drop those parts, or set "
         "spec.tools.enforcement: advisory to run without them"
     )
@@ -229,22 +233,22 @@ def test_a_fallbacks_guarded_option_names_its_own_field() -> None:
 
 
 def test_a_providers_own_policy_applies_to_runs_that_set_none() -> None:
-    strict = {**CATALOG["gemini"].to_api(), "tools": {"network": False}}
+    strict = {**CATALOG["aider"].to_api(), "tools": {"network": False}}
     with pytest.raises(Rejection) as refused:
-        resolve_targets(Reader({"gemini": strict}), run_of({"provider": "gemini"}))
+        resolve_targets(Reader({"aider": strict}), run_of({"provider": "aider"}))
     assert refused.value.reason == "ToolPolicyUnenforceable"
 
 
 def test_an_advisory_policy_runs_and_warns_for_what_is_not_held() -> None:
-    run = run_of({"provider": "gemini", "tools": {"enforcement": "advisory", "shell": False}})
+    run = run_of({"provider": "aider", "tools": {"enforcement": "advisory", "shell": False}})
     targets = resolve_targets(Reader(), run)
-    warning = compute_tool_policy_warning(run.spec.tools, 1, "gemini", targets[0].definition)
+    warning = compute_tool_policy_warning(run.spec.tools, 1, "aider", targets[0].definition)
     assert warning == (
-        'attempt 1: provider "gemini" cannot enforce spec.tools.shell: false: its definition\'s toolControls '
+        'attempt 1: provider "aider" cannot enforce spec.tools.shell: false: its definition\'s toolControls '
         "say no option of its CLI holds it; it runs without them (advisory)"
     )
     assert compute_tool_policy_warning(run.spec.tools, 1, "claude", CLAUDE) is None
-    assert compute_tool_policy_warning(None, 1, "gemini", CATALOG["gemini"]) is None
+    assert compute_tool_policy_warning(None, 1, "aider", CATALOG["aider"]) is None
 
 
 def test_a_variable_that_would_loosen_the_policy_is_refused() -> None:
@@ -261,3 +265,37 @@ def test_a_variable_that_would_loosen_the_policy_is_refused() -> None:
     assert refused.value.message.startswith(
         'spec.env.COPILOT_ALLOW_ALL: provider "copilot" enforces the tool policy'
     )
+
+
+def test_gemini_holds_the_lists_in_an_admin_policy_file_in_its_home() -> None:
+    gemini = CATALOG["gemini"]
+    assert build_tool_options(policy(shell=False, deny=["x"]), gemini, {"model": "m"}) == {"model": "m"}
+    args, files = build_tool_rules(
+        policy(allow=["read_file"], deny=["x"], network=False), gemini, ["mcp_d_t"]
+    )
+    assert args == ["--admin-policy", "$(HARNESS_HOME)/.harness/gemini-policy.toml"]
+    rules = tomllib.loads(files[".harness/gemini-policy.toml"])["rule"]
+    assert [(r["toolName"], r["decision"], r["priority"]) for r in rules] == [
+        ("*", "deny", 900),
+        (["read_file", "mcp_d_t"], "allow", 950),  # an MCP server's listed tools join an allow list
+        (["x", "web_fetch", "google_web_search"], "deny", 999),  # a denial beats an allowance
+    ]
+    args, files = build_tool_rules(policy(edits=False), gemini, ["mcp_d_t"])
+    assert tomllib.loads(files[".harness/gemini-policy.toml"])["rule"][0]["toolName"] == [
+        "write_file",
+        "replace",
+    ]
+    assert build_tool_rules(None, gemini, []) == ([], {})
+    assert build_tool_rules(policy(edits=False), CLAUDE, []) == ([], {})
+    plan = build_plan(
+        run_of({"provider": "gemini", "tools": {"shell": False}}), gemini, 1, "gemini", {}, "p", None
+    )
+    assert plan.args[:2] == ["--admin-policy", "$(HARNESS_HOME)/.harness/gemini-policy.toml"]
+    assert ".harness/gemini-policy.toml" in plan.home_files
+
+
+def test_pi_takes_its_allow_list_as_one_comma_joined_value_without_extensions() -> None:
+    assert build_tool_options(policy(allow=["read", "grep"]), CATALOG["pi"], {}) == {
+        "no-extensions": True,
+        "tools": "read,grep",
+    }

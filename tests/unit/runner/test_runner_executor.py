@@ -19,9 +19,9 @@ from tests.unit.runner.launcher_process import LAUNCHERS, spawn, spawn_both_ways
 from harness_operator.contract.events import decode_events
 from harness_operator.contract.plan import (
     OUTPUT_SCHEMA_HOME_FILE,
-    OUTPUT_SCHEMA_PATH_ARG,
     REPROMPT_TEXT,
     AttemptPlan,
+    home_path_arg,
 )
 from harness_operator.runner.attempt import Reporter
 from harness_operator.runner.executor import ALLOWED_ENV, AttemptResult, drop_session_totals, execute
@@ -436,7 +436,7 @@ def test_a_file_schema_argument_becomes_the_home_files_path(tmp_path: Path) -> N
     p = plan(
         "echo-argv",
         fmt="text",
-        args=["--output-schema", OUTPUT_SCHEMA_PATH_ARG],
+        args=["--output-schema", home_path_arg(OUTPUT_SCHEMA_HOME_FILE)],
         home_files={OUTPUT_SCHEMA_HOME_FILE: '{"type":"object"}'},
     )
     result, _ = run(p, base_env={**BASE_ENV, "HOME": str(tmp_path)})

@@ -339,3 +339,32 @@ def test_real_exit_0_failures_are_caught():
 def test_real_gemini_reports_per_model_stats():
     report = parse(REAL / "gemini", "gemini-json", "success")
     assert set(report.by_model) == {"gemini-3.5-flash-lite", "gemini-3.1-pro-preview"}
+
+
+# Lines as the pinned CLIs print them for a call their tool policy refused (tests/integration_cli/
+# test_tool_policy_gemini_pi.py sees the same from the real CLIs).
+GEMINI_REFUSED = [
+    '{"type":"tool_use","tool_name":"run_shell_command","tool_id":"run_shell_command__1","parameters":{}}',
+    '{"type":"tool_result","tool_id":"run_shell_command__1","status":"error","output":"Tool \\"run_shell_command\\" '
+    'not found.","error":{"type":"tool_not_registered","message":"Tool \\"run_shell_command\\" not found."}}',
+    '{"type":"tool_use","tool_name":"web_fetch","tool_id":"web_fetch__2","parameters":{}}',
+    '{"type":"tool_result","tool_id":"web_fetch__2","status":"error","output":"denied","error":'
+    '{"type":"policy_violation","message":"Tool execution denied by policy."}}',
+    '{"type":"tool_use","tool_name":"read_file","tool_id":"read_file__3","parameters":{}}',
+    '{"type":"tool_result","tool_id":"read_file__3","status":"error","error":{"type":"file_not_found"}}',
+]
+
+
+def test_gemini_names_the_tools_its_policy_refused_not_those_that_failed():
+    report = parse_text("gemini-json", "\n".join(GEMINI_REFUSED) + "\n")
+    assert report.denied_tools == ("run_shell_command", "web_fetch")
+
+
+def test_pi_names_a_tool_its_allow_list_left_out_not_one_that_failed():
+    lines = [
+        '{"type":"tool_execution_end","toolCallId":"t1","toolName":"bash","result":{"content":[{"type":'
+        '"text","text":"Tool bash not found"}],"details":{}},"isError":true}',
+        '{"type":"tool_execution_end","toolCallId":"t2","toolName":"read","result":{"content":[{"type":'
+        '"text","text":"ENOENT"}]},"isError":true}',
+    ]
+    assert parse_text("pi-jsonl", "\n".join(lines) + "\n").denied_tools == ("bash",)

@@ -27,6 +27,10 @@ def _stats_tokens(stats: dict[str, Any]) -> Tokens:
     return Tokens(input=uncached, output=as_int(stats.get("output_tokens")), cache_read=cached)
 
 
+# A call its policy refused: a denied tool is not registered (not offered), or a rule denied the call.
+_REFUSED = ("tool_not_registered", "policy_violation")
+
+
 class GeminiJsonParser(Parser):
     format = "gemini-json"
 
@@ -36,6 +40,7 @@ class GeminiJsonParser(Parser):
         self._pending: list[str] = []  # text not yet shown as an event
         self._turn_open = False
         self._turns = 0
+        self._tool_names: dict[str, str] = {}  # tool_id -> the tool's name
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -64,7 +69,10 @@ class GeminiJsonParser(Parser):
             self._parts = []
             if kind == "tool_use":
                 name = as_str(event.get("tool_name")) or "tool"
+                self._tool_names[str(event.get("tool_id"))] = name
                 self.emit(Event("tool", tool=name, arg=short_argument(event.get("parameters"))))
+            elif isinstance(event.get("error"), dict) and event["error"].get("type") in _REFUSED:
+                self.deny_tool(self._tool_names.get(str(event.get("tool_id")), "unknown tool"))
         elif kind == "result":
             self._close_text()
             self._on_result(event)

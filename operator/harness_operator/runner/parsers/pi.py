@@ -47,6 +47,12 @@ class PiJsonlParser(Parser):
         if kind == "turn_start":
             self.emit_turn(self._turns + 1)
             return
+        if kind == "tool_execution_end" and event.get("isError"):
+            name = as_str(event.get("toolName")) or "tool"
+            result = event.get("result")
+            if f"Tool {name} not found" in _text(result.get("content") if isinstance(result, dict) else None):
+                self.deny_tool(name)  # not among --tools (its tool policy's allow list)
+            return
         if kind != "message_end":
             return
         message = event.get("message")

@@ -1,0 +1,109 @@
+"""spec.tools on the real Gemini CLI (an admin-tier policy file in its home, named by --admin-policy) and
+Pi (--tools, its only control): each attempt planned by the operator's own planner from the catalog and
+run by the runner; a stub model that asks for a shell command, offered or not, writes nothing where the
+policy says no, and the attempt names the refused tool."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.fixtures.cli import capture as fx
+from tests.integration_cli.harnessctl import require_cli
+from tests.stubs.anthropic import AnthropicStub
+from tests.stubs.gemini import GeminiStub
+
+from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.catalog import load_builtin_catalog
+from harness_operator.core.planning import build_plan
+from harness_operator.runner.attempt import AttemptResult
+from harness_operator.runner.executor import execute
+
+pytestmark = pytest.mark.cli
+
+CATALOG = {d.metadata["name"]: d.spec for d in load_builtin_catalog()}
+COMMAND = "printf 'hello\\n' > edited.txt; echo HARNESS-RAN"
+# name -> (stub, its shell call, env, options, home setup)
+CLIS: dict[
+    str, tuple[Any, tuple[str, dict[str, str]], dict[str, str], dict[str, Any], Callable[..., None]]
+] = {
+    # --yolo: headless, Gemini CLI offers its shell only then (its own policy), so a denial is the run's
+    "gemini": (
+        GeminiStub,
+        ("run_shell_command", {"command": COMMAND, "description": "stub"}),
+        fx.GEMINI_ENV,
+        {"model": "gemini-2.5-flash", "yolo": True},
+        fx.gemini_home,
+    ),
+    "pi": (
+        AnthropicStub,
+        ("bash", {"command": COMMAND}),
+        fx.PI_ENV,
+        {"provider": "anthropic", "model": "claude-sonnet-4-5"},
+        fx.pi_home,
+    ),
+}
+
+
+def _run(tmp_path: Path, name: str, tools: dict[str, Any]) -> tuple[AttemptResult, Path]:
+    stub_cls, call, env, options, setup_home = CLIS[name]
+    found = require_cli(name, name)
+    assert found is not None
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir(parents=True)
+    home.mkdir(parents=True)
+    with stub_cls(mode="call", call=call) as stub:
+        plain = {e.name: e.value for e in CATALOG[name].env} | env
+        spec = {
+            "provider": name,
+            "prompt": "Write edited.txt.",
+            "tools": tools,
+            "env": [{"name": k, "value": v.replace("{base_url}", stub.base_url)} for k, v in plain.items()],
+            "workspace": {"workingDir": str(work)},
+        }
+        run = HarnessRun.model_validate({"metadata": {"name": "r", "namespace": "ns"}, "spec": spec})
+        plan = build_plan(run, CATALOG[name], 1, name, options, "Write edited.txt.", None)
+        setup_home(str(home), stub)
+        base = {"PATH": f"{Path(found).parent}:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+        keys = {k: v for k, v in env.items() if k in plan.credential_envs}  # a grant's: not plain env
+        result = execute(plan, keys, base_env=base, stderr=io.BytesIO())
+    assert result.exit_code == 0, result.message
+    return result, work
+
+
+@pytest.mark.parametrize("name", sorted(CLIS))
+def test_without_a_policy_the_shell_runs(tmp_path: Path, name: str) -> None:
+    result, work = _run(tmp_path, name, {})
+    assert (work / "edited.txt").read_text() == "hello\n"
+    assert result.report.denied_tools == ()
+
+
+@pytest.mark.parametrize("name", sorted(CLIS))
+def test_an_allow_list_keeps_the_shell_out_and_names_it(tmp_path: Path, name: str) -> None:
+    allowed = {"gemini": ["read_file"], "pi": ["read"]}[name]
+    result, work = _run(tmp_path, name, {"allow": allowed})
+    assert not (work / "edited.txt").exists()
+    assert result.report.denied_tools == (CLIS[name][1][0],)
+
+
+def test_gemini_denies_the_shell_with_its_switch_and_the_file_holds_the_rule(tmp_path: Path) -> None:
+    result, work = _run(tmp_path, "gemini", {"shell": False, "network": False})
+    assert not (work / "edited.txt").exists()
+    assert result.report.denied_tools == ("run_shell_command",)
+    rules = (tmp_path / "home" / ".harness" / "gemini-policy.toml").read_text()
+    assert (
+        json.dumps(
+            [
+                "run_shell_command",
+                "list_background_processes",
+                "read_background_output",
+                "web_fetch",
+                "google_web_search",
+            ]
+        )
+        in rules
+    )
