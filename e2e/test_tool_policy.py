@@ -45,12 +45,12 @@ def test_a_strict_policy_a_fallback_cannot_hold_refuses_the_run_before_any_job(r
     spec = {
         "provider": "claude",
         "prompt": "Say hello.",
-        "fallback": [{"provider": "gemini"}],
+        "fallback": [{"provider": "aider"}],
         "tools": {"edits": False},
     }
     runs.create("strict-tools", spec)
     status = runs.wait_reason("strict-tools", "ToolPolicyUnenforceable")
     accepted = runs.condition("strict-tools", "Accepted")
     assert accepted is not None and accepted["status"] == "False"
-    assert 'provider "gemini" cannot enforce spec.tools.edits: false' in status["message"]
+    assert 'provider "aider" cannot enforce spec.tools.edits: false' in status["message"]
     assert runs.jobs("strict-tools") == []

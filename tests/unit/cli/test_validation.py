@@ -337,10 +337,10 @@ def _catalog_check(spec: str) -> list[Finding]:
 
 def test_a_strict_tool_policy_a_provider_cannot_hold_is_an_error_naming_the_parts() -> None:
     found = _catalog_check(
-        "  provider: gemini\n  prompt: hi\n  workspace: {workingDir: /w}\n  tools: {shell: false}\n"
+        "  provider: aider\n  prompt: hi\n  workspace: {workingDir: /w}\n  tools: {shell: false}\n"
     )
     assert messages(found, ERROR) == [
-        'spec.tools: provider "gemini" cannot enforce spec.tools.shell: false: its definition\'s toolControls '
+        'spec.tools: provider "aider" cannot enforce spec.tools.shell: false: its definition\'s toolControls '
         "say no option of its CLI holds it; use a provider that can, drop those parts, or set "
         "spec.tools.enforcement: advisory to run without them"
     ]
@@ -348,10 +348,10 @@ def test_a_strict_tool_policy_a_provider_cannot_hold_is_an_error_naming_the_part
 
 def test_an_advisory_tool_policy_warns_and_claude_holds_it_all() -> None:
     policy = "  tools: {enforcement: advisory, shell: false}\n"
-    found = _catalog_check("  provider: gemini\n  prompt: hi\n  workspace: {workingDir: /w}\n" + policy)
+    found = _catalog_check("  provider: aider\n  prompt: hi\n  workspace: {workingDir: /w}\n" + policy)
     assert messages(found, ERROR) == []
     assert [m for m in messages(found, WARNING) if m.startswith("spec.tools")] == [
-        'spec.tools: attempt 1: provider "gemini" cannot enforce spec.tools.shell: false: its definition\'s '
+        'spec.tools: attempt 1: provider "aider" cannot enforce spec.tools.shell: false: its definition\'s '
         "toolControls say no option of its CLI holds it; it runs without them (advisory)"
     ]
     found = _catalog_check("  provider: claude\n  prompt: hi\n  workspace: {workingDir: /w}\n" + policy)
