@@ -8,6 +8,9 @@ ACP_MODE selects the script:
   permission         asks permission for a tool call (allow_once, allow_always, reject_once,
                      reject_always offered) and answers with the outcome it got
   permission-always  the same, but offers only allow_always and reject_always
+  permission-kindless
+                     announce a shell call (kind execute) in a tool_call update, then ask permission
+                     for it without its kind, as Claude's adapter does, and answer with the outcome
   refusal, max_tokens, max_turn_requests, cancelled-by-itself
                      answer a chunk, then end with that stop reason
   hang               answer nothing until session/cancel, then stop with `cancelled`
@@ -116,12 +119,17 @@ class ScriptedAgent(Agent):
         if self.mode == "argv":
             await self.say(session_id, " ".join(sys.argv[1:]))
             return PromptResponse(stop_reason="end_turn")
-        if self.mode in ("permission", "permission-always"):
-            options = ALL_OPTIONS if self.mode == "permission" else [ALL_OPTIONS[1], ALL_OPTIONS[3]]
+        if self.mode in ("permission", "permission-always", "permission-kindless"):
+            options = ALL_OPTIONS if self.mode != "permission-always" else [ALL_OPTIONS[1], ALL_OPTIONS[3]]
+            call = ToolCallUpdate(tool_call_id="t2", title="Write notes.txt", kind="edit")
+            if self.mode == "permission-kindless":
+                start = ToolCallStart(
+                    session_update="tool_call", tool_call_id="t3", title="Run printf", kind="execute"
+                )
+                await self.client.session_update(session_id, start)
+                call = ToolCallUpdate(tool_call_id="t3", title="Run printf")
             answer = await self.client.request_permission(
-                session_id=session_id,
-                tool_call=ToolCallUpdate(tool_call_id="t2", title="Write notes.txt", kind="edit"),
-                options=options,
+                session_id=session_id, tool_call=call, options=options
             )
             outcome = answer.outcome
             picked = getattr(outcome, "option_id", outcome.outcome)

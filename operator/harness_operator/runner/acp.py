@@ -32,6 +32,7 @@ from acp.schema import (
     PermissionOption,
     RequestPermissionResponse,
     TextContentBlock,
+    ToolCallProgress,
     ToolCallStart,
     UsageUpdate,
 )
@@ -116,6 +117,7 @@ class HarnessClient:
         self.state = state
         self.reporter = reporter
         self.wake = wake
+        self.kinds: dict[str, str] = {}  # tool call id -> its kind, as its updates said
 
     async def request_permission(
         self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
@@ -125,7 +127,10 @@ class HarnessClient:
         tools = self.plan.acp.tools if self.plan.acp else None
         policy, source = self.policy, "spec.acpPermission"
         if tools is not None:
-            kind = getattr(tool_call, "kind", None)
+            # An adapter may name the kind only in the call's earlier updates (Claude's leaves it out here).
+            kind = getattr(tool_call, "kind", None) or self.kinds.get(
+                str(getattr(tool_call, "tool_call_id", ""))
+            )
             allowed = is_tool_allowed(tools, str(kind) if kind else None, str(title))
             policy, source = ("allow" if allowed else "deny"), "spec.tools"
         choice = choose_permission(policy, offered)
@@ -146,7 +151,11 @@ class HarnessClient:
             self.state.chunks.append(update.content.text)
         elif isinstance(update, ToolCallStart):
             self.say_text()
+            if update.kind:
+                self.kinds[update.tool_call_id] = str(update.kind)
             self.reporter.emit(Event("tool", tool=update.title, arg=short_argument(update.raw_input)))
+        elif isinstance(update, ToolCallProgress) and update.kind:
+            self.kinds[update.tool_call_id] = str(update.kind)
         elif isinstance(update, UsageUpdate) and update.cost is not None and update.cost.currency == "USD":
             self.state.cost_usd = update.cost.amount
             self.reporter.emit_progress(self.state.report(), self.state.tokens)

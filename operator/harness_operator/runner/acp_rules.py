@@ -60,9 +60,14 @@ KIND_SWITCHES = {"edit": "edits", "delete": "edits", "move": "edits", "execute":
 
 def is_tool_allowed(policy: ToolPolicy, kind: str | None, title: str | None) -> bool:
     """Whether spec.tools lets an ACP agent run a tool call of `kind` titled `title`: the deny list and
-    the false switches refuse, then an allow list admits only what it names (its kind or its title)."""
+    the false switches refuse (a call of no known kind, or of kind `other`, under any false switch too:
+    it cannot be shown not to be what the switch refuses), then an allow list admits only what it names
+    (its kind or its title)."""
     names = {name for name in (kind, title) if name}
     if names & set(policy.deny):
+        return False
+    switches = set(KIND_SWITCHES.values())
+    if kind in (None, "other") and any(getattr(policy, s) is False for s in switches):
         return False
     switch = KIND_SWITCHES.get(kind or "")
     if switch is not None and getattr(policy, switch) is False:

@@ -97,6 +97,10 @@ def test_permission_choice(policy: str, kinds: list[str], expected: PermissionCh
         ({"allow": ["Run ls"], "shell": False}, "execute", "Run ls", False),  # a false switch wins
         ({"allow": []}, None, "anything", False),
         ({"allow": ["other"]}, None, "anything", False),
+        ({}, None, "anything", True),
+        ({"shell": False}, None, "anything", False),  # no known kind: it could be a command
+        ({"network": False}, "other", "mcp tool", False),
+        ({"shell": False}, "read", "Read a", True),
     ],
 )
 def test_a_tool_policy_answers_acp_permission_requests(
@@ -312,3 +316,12 @@ def test_an_acp_attempt_that_cannot_start_still_ends_with_a_result_event() -> No
     p = acp_plan("ok").model_copy(update={"binary": "no-such-acp-adapter", "args": []})
     run(p, on_event=seen.append)
     assert [(e.kind, e.reason) for e in seen] == [("attempt", None), ("result", "BinaryNotFound")]
+
+
+def test_a_permission_request_without_its_kind_takes_it_from_the_calls_update() -> None:
+    """Claude's adapter names a call's kind only in its tool_call update, not in the request."""
+    result, err = run(acp_plan("permission-kindless", acp={"permission": "allow", "tools": {"shell": False}}))
+    assert "acp_agent: permission outcome: no-once\n" in err
+    assert result.report.denied_tools == ("Run printf",)
+    result, err = run(acp_plan("permission-kindless", acp={"permission": "deny", "tools": {"edits": False}}))
+    assert "acp_agent: permission outcome: yes-once\n" in err  # an execute call: edits: false allows it
