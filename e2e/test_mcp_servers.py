@@ -17,6 +17,17 @@ from .conftest import STUB_HOST, Runs
 from .test_agents import ROUTES, agent_run
 
 TOKEN = "mcp-e2e-token-7"
+GRANT = {"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}}
+
+
+def docs_server(url: str) -> dict[str, Any]:
+    """The run's docs server at `url`: its echo tool, the token as its bearer."""
+    return {
+        "name": "docs",
+        "url": url,
+        "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}],
+        "tools": ["echo"],
+    }
 
 
 def test_a_run_calls_its_mcp_server_and_a_denied_tool_is_never_called(runs: Runs) -> None:
@@ -24,15 +35,9 @@ def test_a_run_calls_its_mcp_server_and_a_denied_tool_is_never_called(runs: Runs
     model = AnthropicStub(mode="call", host=STUB_HOST, call=("mcp__docs__echo", {"text": "hello"})).start()
     try:
         runs.secret("docs-token", "token", TOKEN)
-        mcp = {
-            "name": "docs",
-            "url": server.url,
-            "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}],
-            "tools": ["echo"],
-        }
-        grant = {"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}}
+        mcp = docs_server(server.url)
         spec = agent_run(runs, "claude", ROUTES["claude"](model.base_url), model.port, mcpServers=[mcp])
-        spec["credentials"] = [*spec["credentials"], grant]
+        spec["credentials"] = [*spec["credentials"], GRANT]
         runs.create("mcp-call", spec)
         called = runs.wait_finished("mcp-call")
         calls = server.tool_calls()
@@ -44,7 +49,7 @@ def test_a_run_calls_its_mcp_server_and_a_denied_tool_is_never_called(runs: Runs
             runs, "claude", ROUTES["claude"](model.base_url), model.port, mcpServers=[mcp]
         )
         denied_spec |= {
-            "credentials": [*denied_spec["credentials"], grant],
+            "credentials": [*denied_spec["credentials"], GRANT],
             "tools": {"deny": ["mcp__docs__echo"]},
         }
         runs.create("mcp-denied", denied_spec)
@@ -81,17 +86,8 @@ def test_codex_gemini_and_qwen_call_the_runs_mcp_server(
     server = McpStub(host=STUB_HOST).start()
     try:
         runs.secret("docs-token", "token", TOKEN)
-        mcp = {
-            "name": "docs",
-            "url": server.url,
-            "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}],
-            "tools": ["echo"],
-        }
-        spec = agent_run(runs, provider, route, model.port, git, mcpServers=[mcp])
-        spec["credentials"] = [
-            *spec["credentials"],
-            {"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}},
-        ]
+        spec = agent_run(runs, provider, route, model.port, git, mcpServers=[docs_server(server.url)])
+        spec["credentials"] = [*spec["credentials"], GRANT]
         runs.create("mcp", spec)
         status = runs.wait_finished("mcp")
     finally:

@@ -167,14 +167,20 @@ def test_claude_starts_a_local_mcp_server_and_the_agent_calls_it(tmp_path: Path)
     assert [json.loads(line) for line in log.read_text().splitlines()] == [{"text": "hello"}]
 
 
-def _codex(tmp_path: Path, server: dict[str, Any], stub: McpStub | None = None) -> tuple[AttemptResult, list]:
+def _dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """An attempt's workspace and home, made."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir(parents=True)
+    home.mkdir(parents=True)
+    return work, home
+
+
+def _codex(tmp_path: Path, server: dict[str, Any]) -> tuple[AttemptResult, list]:
     """A Codex attempt planned by the operator with `server` (the stub's provider passed as the model
     gateway's route passes it), its model calling the server's echo: the result and the model calls."""
     codex = require_cli("codex", "codex")
     assert codex is not None
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir(parents=True)
-    home.mkdir(parents=True)
+    work, home = _dirs(tmp_path)
     spec = {
         "provider": "codex",
         "prompt": "Echo hello.",
@@ -252,9 +258,7 @@ def _settings_cli(
     stub_cls, env, options, tool = SETTINGS_CLIS[name]
     found = require_cli(name, name)
     assert found is not None
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir(parents=True)
-    home.mkdir(parents=True)
+    work, home = _dirs(tmp_path)
     docs = {
         "name": "docs",
         "url": server.url,
