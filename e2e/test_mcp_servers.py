@@ -1,7 +1,7 @@
 """spec.mcpServers on the cluster: the real Claude Code in its catalog image calls a remote MCP server (a
 stub on the node), reached through the egress the operator opens for it, with the header the run names;
-a tool policy that denies the server's tool keeps the call from reaching it. Codex, Gemini CLI and Qwen
-Code, each in its catalog image, call it too."""
+a tool policy that denies the server's tool keeps the call from reaching it. Codex, Gemini CLI, Qwen
+Code and OpenCode, each in its catalog image, call it too."""
 
 from __future__ import annotations
 
@@ -72,11 +72,12 @@ CALLS: dict[str, tuple[str, dict[str, str]]] = {
     "codex": ("echo", {"namespace": "mcp__docs"}),
     "gemini": ("mcp_docs_echo", {}),
     "qwen": ("mcp__docs__echo", {}),
+    "opencode": ("docs_echo", {}),
 }
 
 
 @pytest.mark.parametrize("provider", sorted(CALLS))
-def test_codex_gemini_and_qwen_call_the_runs_mcp_server(
+def test_codex_gemini_qwen_and_opencode_call_the_runs_mcp_server(
     provider: str, runs: Runs, stub: Callable[..., Any], git_repo: Callable[..., Any]
 ) -> None:
     tool, extra = CALLS[provider]

@@ -22,8 +22,8 @@ from tests.stubs.openai import OpenAIStub
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.home_files import merge_home_files
 from harness_operator.core.planning import build_plan
+from harness_operator.core.settings_merge import merge_each
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
 
@@ -244,10 +244,18 @@ def test_codex_starts_a_local_mcp_server_and_the_agent_calls_it(tmp_path: Path) 
     assert [json.loads(line) for line in log.read_text().splitlines()] == [{"text": "hello"}]
 
 
-# The settings format: Gemini CLI (its stub) and Qwen Code (the OpenAI stub), each planned by the operator.
+# The settings format, Gemini CLI (its stub) and Qwen Code (the OpenAI stub), and OpenCode's configuration
+# variable (the Anthropic stub), each planned by the operator.
 SETTINGS_CLIS = {
     "gemini": (GeminiStub, fx.GEMINI_ENV, {"model": "gemini-2.5-flash"}, "mcp_docs_echo"),
     "qwen": (OpenAIStub, fx.QWEN_ENV, {}, "mcp__docs__echo"),
+    # its servers join the provider's configuration in the run's OPENCODE_CONFIG_CONTENT
+    "opencode": (
+        AnthropicStub,
+        fx.OPENCODE_ENV | {"NPM_CONFIG_REGISTRY": "http://127.0.0.1:9/"},
+        {"model": "anthropic/claude-sonnet-4-5"},
+        "docs_echo",
+    ),
 }
 
 
@@ -282,7 +290,7 @@ def _settings_cli(
         assert TOKEN not in " ".join(plan.args) + json.dumps(plan.home_files)
         if definition.model_route and definition.model_route.home_files:  # as a routed attempt's files
             plan = plan.model_copy(
-                update={"home_files": merge_home_files(plan.home_files, definition.model_route.home_files)}
+                update={"home_files": merge_each(plan.home_files, definition.model_route.home_files)}
             )
         base = {"PATH": f"{Path(found).parent}:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
         keys = {k: v for k, v in env.items() if k in plan.credential_envs} | {"DOCS_TOKEN": TOKEN}

@@ -84,6 +84,7 @@ class McpFormat(StrEnum):
     json = "json"
     codex = "codex"
     settings = "settings"
+    opencode = "opencode"
 
 
 class McpSupport(Model):
@@ -92,7 +93,8 @@ class McpSupport(Model):
     `--additional-mcp-config`); `codex`: the flag once per server with `mcp_servers.NAME={...}`, a TOML
     inline table (Codex's `-c`); `settings`: the servers merged into the `mcpServers` of a JSON settings
     file in the agent's home (Gemini CLI's, Qwen Code's), each trusted (its listed tools run unasked) and
-    limited to its listed tools (`includeTools`)."""
+    limited to its listed tools (`includeTools`); `opencode`: the servers merged into the `mcp` of the
+    JSON configuration a variable holds, its other tools switched off (`tools`)."""
 
     format: McpFormat = Field(default=McpFormat.json, description="The configuration's shape.")
     flag: str | None = Field(
@@ -107,6 +109,12 @@ class McpSupport(Model):
         min_length=1,
         max_length=256,
         description="The settings file, relative to the agent's home (settings).",
+    )
+    env: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="The variable that holds the JSON configuration (opencode).",
     )
     args: list[str] = Field(
         default_factory=list,
@@ -135,9 +143,10 @@ class McpSupport(Model):
     model_config = ConfigDict(
         json_schema_extra=validations(
             rule(
-                "has(self.format) && self.format == 'settings' ? has(self.file) && !has(self.flag) : "
-                "has(self.flag) && !has(self.file)",
-                "set file for the settings format, flag for the others",
+                "has(self.format) && self.format == 'settings' ? has(self.file) && !has(self.flag) && "
+                "!has(self.env) : has(self.format) && self.format == 'opencode' ? has(self.env) && "
+                "!has(self.flag) && !has(self.file) : has(self.flag) && !has(self.file) && !has(self.env)",
+                "set file for the settings format, env for opencode, flag for the others",
             ),
             rule(
                 "!has(self.file) || (!self.file.startsWith('/') && !self.file.contains('..'))",

@@ -132,6 +132,20 @@ class ToolControls(Model):
         default=None,
         description="A file of rules that holds the allow and deny lists instead of options.",
     )
+    permission_env: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="A variable holding the CLI's JSON configuration, whose `permission` map holds the "
+        "allow and deny lists instead of options, in the order the last matching rule wins by: `*` "
+        "denied under an allow list, the allowed tools, the denied ones (OpenCode's "
+        "OPENCODE_CONFIG_CONTENT, merged with what else the attempt puts there).",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables every attempt under a tool policy gets (e.g. one that keeps the workspace's "
+        "own configuration from widening it).",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="Options every attempt under a tool policy gets (e.g. a permission mode in which "
@@ -161,8 +175,9 @@ class ToolControls(Model):
                 "toolControls.allowOption and denyOption must be different options",
             ),
             rule(
-                "!has(self.rules) || (!has(self.allowOption) && !has(self.denyOption))",
-                "toolControls.rules holds the allow and deny lists: set no allowOption or denyOption with it",
+                "(has(self.rules) ? 1 : 0) + (has(self.permissionEnv) ? 1 : 0) + "
+                "(has(self.allowOption) || has(self.denyOption) ? 1 : 0) <= 1",
+                "set one of rules, permissionEnv or allowOption and denyOption: each holds the lists",
             ),
         )
     )

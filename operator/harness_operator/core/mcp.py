@@ -117,7 +117,7 @@ def build_mcp_arguments(servers: list[McpServer], definition: HarnessDefinitionS
     """The CLI's arguments that give it `servers` (none without servers or support): the configuration
     names a header's secret only as a variable the CLI reads."""
     support = definition.mcp
-    if not servers or support is None or support.format == McpFormat.settings:
+    if not servers or support is None or support.format in (McpFormat.settings, McpFormat.opencode):
         return []
     assert support.flag is not None  # the CRD's rule: a flag for the json and codex formats
     if support.format == McpFormat.codex:
@@ -135,6 +135,32 @@ def build_mcp_home_files(servers: list[McpServer], definition: HarnessDefinition
     assert support.file is not None  # the CRD's rule: a file for the settings format
     config = {"mcpServers": {s.name: _server_config(s, support) for s in servers}}
     return {support.file: json.dumps(config, sort_keys=True)}
+
+
+def _opencode_server(server: McpServer, support: McpSupport) -> dict[str, Any]:
+    if server.command:
+        return {"type": "local", "command": list(server.command)}
+    headers = {
+        h.name: _VARIABLE.sub(lambda m: support.variable.format(name=m.group(1)), h.value)
+        for h in server.headers
+    }
+    return {"type": "remote", "url": server.url, **({"headers": headers} if headers else {})}
+
+
+def build_mcp_env(servers: list[McpServer], definition: HarnessDefinitionSpec) -> dict[str, str]:
+    """The variable whose JSON configuration gives the CLI `servers` (opencode format; none otherwise),
+    to be merged with what else it holds: each server's tools switched off but those it lists (in this
+    order: the last matching rule wins)."""
+    support = definition.mcp
+    if not servers or support is None or support.format != McpFormat.opencode:
+        return {}
+    assert support.env is not None  # the CRD's rule: a variable for the opencode format
+    tools: dict[str, bool] = {}
+    for server in servers:
+        tools[support.tool_name.format(server=server.name, tool="*")] = False
+        tools |= {support.tool_name.format(server=server.name, tool=t): True for t in server.tools}
+    config = {"mcp": {s.name: _opencode_server(s, support) for s in servers}, "tools": tools}
+    return {support.env: json.dumps(config)}
 
 
 def build_mcp_tool_names(servers: list[McpServer], definition: HarnessDefinitionSpec) -> list[str]:

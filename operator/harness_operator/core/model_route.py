@@ -35,10 +35,10 @@ from harness_operator.contract.model_access import (
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.egress import LABEL_RUN_NAMESPACE, build_peer_rule
-from harness_operator.core.home_files import merge_home_files
 from harness_operator.core.invocation import add_option
 from harness_operator.core.naming import fit_name, label_value, run_labels
 from harness_operator.core.resolution import AttemptTarget
+from harness_operator.core.settings_merge import merge_each, merge_settings
 
 MAX_GRANT_NAME = 200  # the token carries it: short enough for every CLI's key field
 
@@ -164,11 +164,17 @@ def _expand_url(value: Any, base: str) -> Any:
 
 
 def with_model_route(plan: AttemptPlan, route: ModelRoute, config: OperatorConfig) -> AttemptPlan:
-    """The plan of a routed attempt: the route's plain variables (the gateway's URL in them) as env,
-    those carrying the token as credentials the runner passes through and redacts, its home files."""
+    """The plan of a routed attempt: the route's plain variables (the gateway's URL in them) as env (a
+    JSON configuration merged over the plan's of the same name), those carrying the token as credentials
+    the runner passes through and redacts, its home files (merged likewise)."""
     base = model_base_url(config, route.vendor)
     secret = {e.name for e in route.env if MODEL_GATEWAY_TOKEN in e.value}
-    plain = [EnvVar(name=e.name, value=expand(e.value, base, "")) for e in route.env if e.name not in secret]
+    given = {e.name: e.value for e in plan.env}
+    plain = [
+        EnvVar(name=e.name, value=merge_settings(given.get(e.name), expand(e.value, base, "")))
+        for e in route.env
+        if e.name not in secret
+    ]
     names = {e.name for e in route.env}
     env = [e for e in plan.env if e.name not in names] + plain
     return plan.model_copy(
@@ -176,7 +182,7 @@ def with_model_route(plan: AttemptPlan, route: ModelRoute, config: OperatorConfi
             "env": sorted(env, key=lambda e: e.name),
             "credential_envs": sorted({*plan.credential_envs, *secret}),
             "optional_credential_envs": sorted(set(plan.optional_credential_envs) - secret),
-            "home_files": merge_home_files(
+            "home_files": merge_each(
                 plan.home_files, {path: _expand_url(text, base) for path, text in route.home_files.items()}
             ),
         }

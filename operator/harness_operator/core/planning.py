@@ -29,7 +29,6 @@ from harness_operator.contract.plan import (
     AttemptPlan,
     home_path_arg,
 )
-from harness_operator.core.home_files import merge_home_files
 from harness_operator.core.invocation import (
     MAX_ARG_BYTES,
     Invocation,
@@ -44,13 +43,16 @@ from harness_operator.core.invocation import (
 )
 from harness_operator.core.mcp import (
     build_mcp_arguments,
+    build_mcp_env,
     build_mcp_home_files,
     build_mcp_tool_names,
     compute_mcp_servers,
 )
 from harness_operator.core.retry import build_positions, retry_number
+from harness_operator.core.settings_merge import merge_each
 from harness_operator.core.tool_policy import (
     allow_listed_tools,
+    build_tool_env,
     build_tool_options,
     build_tool_rules,
     compute_tool_policy,
@@ -238,6 +240,7 @@ def build_plan(
         # Never a CLI invocation: an ACP adapter started as one exits 0 when its stdin closes.
         acp = build_acp_session(run, definition, prompt, stdin)
         home_files: dict[str, str] = {}
+        config_env: dict[str, str] = {}
         reprompt: Invocation | None = None
         binary = definition.binary or ""
         args = [*definition.prefix_args, *build_flags(merge_options(definition, all_options), definition)]
@@ -249,7 +252,10 @@ def build_plan(
         servers = compute_mcp_servers(run, definition)
         mcp_tools = build_mcp_tool_names(servers, definition)
         rules_lead, rules_home = build_tool_rules(policy, definition, mcp_tools)
-        home_files = merge_home_files(home_files, {**build_mcp_home_files(servers, definition), **rules_home})
+        home_files = merge_each(home_files, {**build_mcp_home_files(servers, definition), **rules_home})
+        config_env = merge_each(
+            build_mcp_env(servers, definition), build_tool_env(policy, definition, mcp_tools)
+        )
         lead = [*build_mcp_arguments(servers, definition), *rules_lead, *schema_lead]
         all_options = allow_listed_tools(all_options, definition, mcp_tools)
         resume_args = resume[0] if resume else []
@@ -257,7 +263,7 @@ def build_plan(
         binary, args, piped = invocation.binary, invocation.args, invocation.stdin
         reprompt = build_reprompt(run, definition, prompt, stdin, all_options, lead, resume_args)
     grants = merge_grants(run, definition)
-    plain = merge_plain_env(run, definition)
+    plain = merge_each(merge_plain_env(run, definition), config_env)
     model = merge_options(definition, all_options).get("model")
     metadata = run.metadata or {}
     return AttemptPlan(

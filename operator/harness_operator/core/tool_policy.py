@@ -85,9 +85,10 @@ def _switch_control(controls: ToolControls, part: str) -> ToolControl | None:
 
 
 def _enforces(controls: ToolControls, part: str) -> bool:
+    listed = controls.permission_env is not None
     if part == "allow":
-        return controls.allow_option is not None or bool(controls.rules and controls.rules.allow)
-    denies = controls.deny_option is not None or controls.rules is not None
+        return controls.allow_option is not None or bool(controls.rules and controls.rules.allow) or listed
+    denies = controls.deny_option is not None or controls.rules is not None or listed
     if part == "deny":
         return denies
     control = _switch_control(controls, part)
@@ -189,6 +190,30 @@ def _requested_switches(policy: ToolPolicy, controls: ToolControls) -> list[Tool
 def denied_names(policy: ToolPolicy, controls: ToolControls) -> list[str]:
     """The tool names the policy denies: its own, then those its false switches deny."""
     return _unique([*policy.deny, *(n for c in _requested_switches(policy, controls) for n in c.deny)])
+
+
+def build_tool_env(
+    policy: ToolPolicy | None, definition: HarnessDefinitionSpec, also_allowed: list[str]
+) -> dict[str, str]:
+    """The variables an attempt under `policy` gets: the controls' own, and the JSON configuration whose
+    `permission` map holds the lists (permissionEnv), in the order the last matching rule wins by: `*`
+    denied under an allow list, the allowed tools and `also_allowed` (an MCP server's listed tools), the
+    denied ones."""
+    controls = definition.tool_controls
+    if policy is None or controls is None or definition.protocol == Protocol.acp:
+        return {}
+    out = dict(controls.env)
+    if controls.permission_env:
+        permission: dict[str, str] = {}
+        if policy.allow is not None:
+            permission["*"] = "deny"
+            permission |= {name: "allow" for name in [*policy.allow, *also_allowed]}
+        for name in denied_names(policy, controls):
+            permission.pop(name, None)  # a denial goes last, after any allowance of the same name
+            permission[name] = "deny"
+        if permission:
+            out[controls.permission_env] = json.dumps({"permission": permission})
+    return out
 
 
 def build_tool_rules(

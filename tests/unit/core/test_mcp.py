@@ -12,9 +12,9 @@ from pydantic import ValidationError
 from harness_operator.api.v1alpha1 import EgressRule, HarnessRun, McpServer
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.core.egress import compute_egress_rules
-from harness_operator.core.home_files import merge_home_files
 from harness_operator.core.mcp import (
     build_mcp_arguments,
+    build_mcp_env,
     build_mcp_home_files,
     build_mcp_tool_names,
     compute_mcp_egress,
@@ -23,6 +23,7 @@ from harness_operator.core.mcp import (
 )
 from harness_operator.core.planning import build_plan
 from harness_operator.core.resolution import Rejection, resolve_targets
+from harness_operator.core.settings_merge import merge_each
 
 CATALOG = {d.metadata["name"]: d.spec for d in load_builtin_catalog()}
 CLAUDE = CATALOG["claude"]
@@ -207,6 +208,35 @@ def test_gemini_and_qwen_get_their_servers_in_the_home_settings_with_the_routes_
     )
     route = CATALOG["gemini"].model_route
     assert route is not None
-    settings = json.loads(merge_home_files(plan.home_files, route.home_files)[".gemini/settings.json"])
+    settings = json.loads(merge_each(plan.home_files, route.home_files)[".gemini/settings.json"])
     assert set(settings) == {"mcpServers", "security"}  # the route's auth beside the servers
     assert build_mcp_tool_names(servers[:1], CATALOG["gemini"]) == ["mcp_docs_search", "mcp_docs_fetch"]
+
+
+def test_opencode_gets_its_servers_in_its_configuration_beside_the_runs_own() -> None:
+    opencode = CATALOG["opencode"]
+    servers = [McpServer.model_validate(DOCS), McpServer.model_validate(LOCAL)]
+    assert build_mcp_arguments(servers, opencode) == []
+    config = json.loads(build_mcp_env(servers, opencode)["OPENCODE_CONFIG_CONTENT"])
+    assert config["mcp"] == {
+        "docs": {
+            "type": "remote",
+            "url": "https://mcp.docs.internal/mcp",
+            "headers": {"Authorization": "Bearer {env:DOCS_TOKEN}"},
+        },
+        "git": {"type": "local", "command": ["mcp-server-git", "--read-only"]},
+    }
+    # each server's other tools off, its listed ones on after (the last matching rule wins)
+    assert list(config["tools"].items()) == [
+        ("docs_*", False),
+        ("docs_search", True),
+        ("docs_fetch", True),
+        ("git_*", False),
+        ("git_git_log", True),
+    ]
+    own = {"name": "OPENCODE_CONFIG_CONTENT", "value": '{"provider": {"anthropic": {}}}'}
+    plan = build_plan(
+        run_of(provider="opencode", mcpServers=[DOCS], env=[own]), opencode, 1, "opencode", {}, "p", None
+    )
+    merged = json.loads(next(e.value for e in plan.env if e.name == "OPENCODE_CONFIG_CONTENT"))
+    assert list(merged) == ["provider", "mcp", "tools"]

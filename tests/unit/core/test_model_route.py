@@ -312,3 +312,17 @@ def test_a_routed_gemini_attempt_gets_one_settings_file_with_its_auth_and_its_mc
     settings = json.loads(plan.home_files[".gemini/settings.json"])
     assert settings["security"] == {"auth": {"selectedType": "gemini-api-key"}}
     assert settings["mcpServers"]["docs"]["httpUrl"] == "https://mcp.docs.internal/mcp"
+
+
+def test_a_routed_opencode_attempt_gets_one_configuration_with_its_provider_servers_and_rules() -> None:
+    opencode = next(d.spec for d in load_builtin_catalog() if d.metadata["name"] == "opencode")
+    docs = {"name": "docs", "url": "https://mcp.docs.internal/mcp", "tools": ["search"]}
+    run = make_run(provider="opencode", mcpServers=[docs], tools={"shell": False})
+    targets = route_targets(run, [AttemptTarget(1, "opencode", opencode, 1)], GATEWAY)
+    plan = load_plan(json.dumps(build_plans(run, targets, "Go.", None, NOW, GATEWAY)[0]))
+    config = json.loads(next(e.value for e in plan.env if e.name == "OPENCODE_CONFIG_CONTENT"))
+    assert list(config) == ["mcp", "tools", "permission", "provider"]
+    assert (
+        config["provider"]["anthropic"]["options"]["baseURL"] == f"{model_base_url(GATEWAY, 'anthropic')}/v1"
+    )
+    assert config["permission"] == {"bash": "deny"}

@@ -1,6 +1,7 @@
 """spec.tools: a run's policy within its provider's, the parts a CLI cannot enforce, the options that
 enforce the rest, and what resolution and planning make of it (Claude Code's controls from the catalog)."""
 
+import json
 import tomllib
 from typing import Any
 
@@ -11,6 +12,7 @@ from harness_operator.catalog import load_builtin_catalog
 from harness_operator.core.planning import build_plan
 from harness_operator.core.resolution import Rejection, resolve_targets
 from harness_operator.core.tool_policy import (
+    build_tool_env,
     build_tool_options,
     build_tool_rules,
     compute_tool_policy,
@@ -299,3 +301,30 @@ def test_pi_takes_its_allow_list_as_one_comma_joined_value_without_extensions() 
         "no-extensions": True,
         "tools": "read,grep",
     }
+
+
+def test_opencode_holds_the_lists_in_its_configurations_permission_map_in_order() -> None:
+    opencode = CATALOG["opencode"]
+    env = build_tool_env(policy(allow=["read", "bash"], deny=["grep"], shell=False), opencode, ["docs_echo"])
+    assert env["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"  # no workspace opencode.json re-orders the rules
+    permission = json.loads(env["OPENCODE_CONFIG_CONTENT"])["permission"]
+    # the last matching rule wins: the catch-all first, the allowances, then the denials
+    assert list(permission.items()) == [
+        ("*", "deny"),
+        ("read", "allow"),
+        ("docs_echo", "allow"),
+        ("grep", "deny"),
+        ("bash", "deny"),
+    ]
+    assert build_tool_env(None, opencode, []) == {}
+    assert find_unenforced(policy(allow=["read"], deny=["x"], edits=False), opencode) == []
+    run = run_of(
+        {
+            "provider": "opencode",
+            "tools": {"shell": False},
+            "env": [{"name": "OPENCODE_PERMISSION", "value": "{}"}],
+        }
+    )
+    with pytest.raises(Rejection) as refused:
+        resolve_targets(Reader(), run)
+    assert refused.value.reason == "ToolPolicyConflict"

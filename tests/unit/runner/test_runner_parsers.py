@@ -1,5 +1,6 @@
 """Output parsers on fixtures: real Claude Code captures, hand-made shapes for the other CLIs."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -368,3 +369,25 @@ def test_pi_names_a_tool_its_allow_list_left_out_not_one_that_failed():
         '"text","text":"ENOENT"}]},"isError":true}',
     ]
     assert parse_text("pi-jsonl", "\n".join(lines) + "\n").denied_tools == ("bash",)
+
+
+def test_opencode_names_the_tools_its_permission_rules_refused_not_those_that_failed():
+    def tool_use(tool: str, state: dict) -> str:
+        return json.dumps({"type": "tool_use", "sessionID": "s", "part": {"tool": tool, "state": state}})
+
+    unavailable = "Model tried to call unavailable tool 'docs_echo'. Available tools: read."
+    lines = [
+        tool_use("invalid", {"status": "completed", "input": {"tool": "docs_echo", "error": unavailable}}),
+        tool_use("bash", {"status": "error", "error": "Model tried to call unavailable tool 'invalid'."}),
+        tool_use(
+            "webfetch",
+            {
+                "status": "error",
+                "error": "The user has specified a rule which prevents you "
+                "from using this specific tool call.",
+            },
+        ),
+        tool_use("read", {"status": "error", "error": "ENOENT: no such file"}),
+    ]
+    report = parse_text("opencode-jsonl", "\n".join(lines) + "\n")
+    assert report.denied_tools == ("docs_echo", "bash", "webfetch")

@@ -19,6 +19,20 @@ from harness_operator.runner.parsers.base import (
 )
 
 
+def _refused_tool(name: str, state: dict[str, Any]) -> str | None:
+    """The tool its permission rules refused, as a call's state shows it: a tool not offered comes back
+    as the `invalid` tool naming it (or as an error naming `invalid`, itself not offered), a call a
+    pattern rule refuses as an error; None for any other call."""
+    given = state.get("input") if isinstance(state.get("input"), dict) else {}
+    assert isinstance(given, dict)
+    if name == "invalid" and "unavailable tool" in str(given.get("error") or ""):
+        return as_str(given.get("tool")) or "unknown tool"
+    error = str(state.get("error") or "") if state.get("status") == "error" else ""
+    if "unavailable tool" in error or "a rule which prevents you from using" in error:
+        return name
+    return None
+
+
 class OpencodeJsonlParser(Parser):
     format = "opencode-jsonl"
 
@@ -48,6 +62,9 @@ class OpencodeJsonlParser(Parser):
             assert isinstance(state, dict)
             name = as_str(part.get("tool")) or "tool"
             self.emit(Event("tool", tool=name, arg=short_argument(state.get("input"))))
+            refused = _refused_tool(name, state)
+            if refused is not None:
+                self.deny_tool(refused)
         elif kind == "step_finish":
             self._steps += 1
             raw = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
