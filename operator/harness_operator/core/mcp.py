@@ -35,13 +35,18 @@ def describe_mcp_unsupported(provider: str) -> str:
     )
 
 
-def _server_config(server: McpServer, support: McpSupport) -> dict[str, Any]:
-    """One server as the CLI's json or settings configuration writes it; a header's `$(NAME)` as the CLI's
-    variable."""
-    headers = {
+def _headers(server: McpServer, support: McpSupport) -> dict[str, str]:
+    """A remote server's headers, each `$(NAME)` written as the variable the CLI expands."""
+    return {
         h.name: _VARIABLE.sub(lambda m: support.variable.format(name=m.group(1)), h.value)
         for h in server.headers
     }
+
+
+def _server_config(server: McpServer, support: McpSupport) -> dict[str, Any]:
+    """One server as the CLI's json or settings configuration writes it; a header's `$(NAME)` as the CLI's
+    variable."""
+    headers = _headers(server, support)
     where: dict[str, Any]
     if support.format == McpFormat.settings:
         where = {"httpUrl": server.url} if server.url else {}
@@ -140,10 +145,7 @@ def build_mcp_home_files(servers: list[McpServer], definition: HarnessDefinition
 def _opencode_server(server: McpServer, support: McpSupport) -> dict[str, Any]:
     if server.command:
         return {"type": "local", "command": list(server.command)}
-    headers = {
-        h.name: _VARIABLE.sub(lambda m: support.variable.format(name=m.group(1)), h.value)
-        for h in server.headers
-    }
+    headers = _headers(server, support)
     return {"type": "remote", "url": server.url, **({"headers": headers} if headers else {})}
 
 
