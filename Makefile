@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv test unit lint generate demo images cluster-up cluster-down flux-test kueue-test reliability
+.PHONY: venv test unit lint generate demo images cluster-up cluster-down flux-test kueue-test reliability resume-matrix
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -69,3 +69,8 @@ kueue-test: venv
 ## ten times in a burst of 200 runs, kube-apiserver and etcd restarted, the kubelet restarted (about 15 minutes)
 reliability: venv
 	HARNESS_RELIABILITY=1 $(PY) -m pytest tests/reliability -q -s
+
+## spec.resumeFrom on the cluster for every built-in that declares sessionResume (about 3 minutes; the
+## chart and images on the running test cluster: make cluster-up images first)
+resume-matrix: venv
+	HARNESS_RESUME_MATRIX=1 $(PY) -m pytest e2e/test_session_resume_all.py -q

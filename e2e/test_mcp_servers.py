@@ -1,7 +1,8 @@
 """spec.mcpServers on the cluster: the real Claude Code in its catalog image calls a remote MCP server (a
 stub on the node), reached through the egress the operator opens for it, with the header the run names;
 a tool policy that denies the server's tool keeps the call from reaching it. Codex, Gemini CLI, Qwen
-Code and OpenCode, each in its catalog image, call it too."""
+Code, OpenCode and the three ACP adapters (through the server's gate), each in its catalog image, call it
+too."""
 
 from __future__ import annotations
 
@@ -73,11 +74,15 @@ CALLS: dict[str, tuple[str, dict[str, str]]] = {
     "gemini": ("mcp_docs_echo", {}),
     "qwen": ("mcp__docs__echo", {}),
     "opencode": ("docs_echo", {}),
+    # the ACP adapters start the server's gate (runner/mcp_gate.py) in the agent's container
+    "claude-acp": ("mcp__docs__echo", {}),
+    "codex-acp": ("echo", {"namespace": "mcp__docs"}),
+    "gemini-acp": ("mcp_docs_echo", {}),
 }
 
 
 @pytest.mark.parametrize("provider", sorted(CALLS))
-def test_codex_gemini_qwen_and_opencode_call_the_runs_mcp_server(
+def test_codex_gemini_qwen_opencode_and_the_acp_adapters_call_the_runs_mcp_server(
     provider: str, runs: Runs, stub: Callable[..., Any], git_repo: Callable[..., Any]
 ) -> None:
     tool, extra = CALLS[provider]

@@ -1,6 +1,7 @@
 """spec.resumeFrom on the cluster: a run continues an earlier run's Claude Code session in a new pod (the
 stub sees the first conversation in the second run's request, and the session id is the first run's); a
-run whose CLI cannot resume (the ACP adapter) is told the earlier conversation instead, and says so."""
+run of another provider (the ACP adapter) is told the earlier conversation instead, and says so; and the
+ACP adapter continues its own session with session/load."""
 
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ def test_a_run_continues_an_earlier_runs_session_or_is_told_it_again(runs: Runs)
         runs.create("conv-3", {**third_spec, "resumeFrom": {"run": "conv-1"}})
         third = runs.wait_finished("conv-3")
         replayed = [json.dumps(c.body) for c in model.model_calls()[before:]]
+        before = len(model.model_calls())
+        fourth_spec = agent_run(runs, "claude-acp", acp_route, model.port, prompt="PROMPT-FOUR: and then?")
+        runs.create("conv-4", {**fourth_spec, "resumeFrom": {"run": "conv-3"}})
+        fourth = runs.wait_finished("conv-4")
+        loaded = [json.dumps(c.body) for c in model.model_calls()[before:]]
     finally:
         model.stop()
     assert second["reason"] == "Succeeded", runs.describe("conv-2")
@@ -53,4 +59,14 @@ def test_a_run_continues_an_earlier_runs_session_or_is_told_it_again(runs: Runs)
         60,
         "a SessionReplayed Event",
     )
-    assert said[0][0] == "Warning" and 'provider "claude-acp" cannot resume a session' in said[0][2]
+    assert (
+        said[0][0] == "Warning" and 'its session is provider "claude"\'s, not "claude-acp"\'s' in said[0][2]
+    )
+
+    # The ACP adapter continues its own session with session/load, in a new pod.
+    assert fourth["reason"] == "Succeeded", runs.describe("conv-4")
+    assert third["session"]["provider"] == "claude-acp"
+    assert fourth["attempts"][0]["sessionID"] == third["session"]["sessionID"]
+    assert loaded and all(text in loaded[-1] for text in ("PROMPT-THREE", "PROMPT-FOUR"))
+    assert loaded[-1].count("<earlier-request>") == 1  # conv-3's own replay, not a new one
+    assert not [e for e in runs.events("conv-4") if e[1] == "SessionReplayed"]

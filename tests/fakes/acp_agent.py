@@ -22,6 +22,10 @@ ACP_MODE selects the script:
   tokens             answer as ok, but report no cost: only the token usage at end_turn
   invalid-answer     answer session/prompt with a result that has no stopReason
   secret             put $FAKE_TOKEN in the answer and on stderr
+  session            offers session/load: each session's prompts are kept in $HOME/.acp-agent/<id>; a
+                     loaded session is replayed (a user and an agent chunk) and the answer names the
+                     earlier prompts: "answer from acp_agent: <prompt>; earlier: <prompts or none>";
+                     it does not exit when its stdin closes (as Claude's and Codex's adapters)
 """
 
 from __future__ import annotations
@@ -30,17 +34,21 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 from acp import (
     PROTOCOL_VERSION,
     Agent,
     InitializeResponse,
+    LoadSessionResponse,
     NewSessionResponse,
     PromptResponse,
+    RequestError,
     run_agent,
     update_agent_message_text,
     update_agent_thought_text,
+    update_user_message_text,
 )
 from acp.interfaces import Client
 from acp.schema import (
@@ -63,11 +71,16 @@ ALL_OPTIONS = [
 ]
 
 
+def session_file(session_id: str) -> str:
+    return os.path.join(os.environ["HOME"], ".acp-agent", session_id)
+
+
 class ScriptedAgent(Agent):
     def __init__(self, mode: str = MODE) -> None:
         self.mode = mode
         self.client: Client | None = None
         self.cancelled = asyncio.Event()
+        self.earlier: list[str] = []  # a loaded session's prompts
 
     def on_connect(self, conn: Client) -> None:
         self.client = conn
@@ -75,12 +88,23 @@ class ScriptedAgent(Agent):
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(),
+            agent_capabilities=AgentCapabilities(load_session=self.mode == "session"),
             agent_info=Implementation(name="acp-agent", version="9.8.7"),
         )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         return NewSessionResponse(session_id=f"scripted-{os.getpid()}")
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+        assert self.client is not None
+        try:
+            with open(session_file(session_id)) as fh:
+                self.earlier = fh.read().splitlines()
+        except FileNotFoundError:
+            raise RequestError.invalid_params({"sessionId": f"no session {session_id}"}) from None
+        await self.client.session_update(session_id, update_user_message_text(self.earlier[-1]))
+        await self.say(session_id, "the earlier answer")
+        return LoadSessionResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         self.cancelled.set()
@@ -116,6 +140,14 @@ class ScriptedAgent(Agent):
                 cached_write_tokens=5,
             )
             return PromptResponse(stop_reason="end_turn", usage=usage)
+        if self.mode == "session":
+            os.makedirs(os.path.dirname(session_file(session_id)), exist_ok=True)
+            with open(session_file(session_id), "a") as fh:
+                fh.write(text + "\n")
+            await self.say(
+                session_id, f"answer from acp_agent: {text}; earlier: {', '.join(self.earlier) or 'none'}"
+            )
+            return PromptResponse(stop_reason="end_turn")
         if self.mode == "argv":
             await self.say(session_id, " ".join(sys.argv[1:]))
             return PromptResponse(stop_reason="end_turn")
@@ -177,3 +209,5 @@ class ScriptedAgent(Agent):
 
 if __name__ == "__main__":
     asyncio.run(run_agent(ScriptedAgent()))
+    if MODE == "session":  # as Claude's and Codex's adapters: still running when its stdin has closed
+        time.sleep(600)

@@ -257,24 +257,42 @@ SETTINGS_CLIS = {
         "docs_echo",
     ),
 }
+# The ACP adapters: each server given in session/new behind its gate (runner/mcp_gate.py).
+ACP_CLIS = {
+    "claude-acp": (AnthropicStub, fx.CLAUDE_ENV | {"CLAUDE_CODE_MAX_RETRIES": "0"}, {}, "mcp__docs__echo"),
+    "codex-acp": (OpenAIStub, fx.CODEX_ENV, {"config": [fx.CODEX_PROVIDER[1], fx.CODEX_PROVIDER[3]]}, "echo"),
+    "gemini-acp": (GeminiStub, fx.GEMINI_ENV, {}, "mcp_docs_echo"),
+}
+PLANNED_CLIS = SETTINGS_CLIS | ACP_CLIS
 
 
-def _settings_cli(
-    name: str, tmp_path: Path, server: McpStub, tools: list[str], policy: dict[str, Any] | None = None
+def _planned_attempt(
+    name: str,
+    tmp_path: Path,
+    server: McpStub | None,
+    tools: list[str],
+    policy: dict[str, Any] | None = None,
+    local: Path | None = None,
 ) -> AttemptResult:
-    """An attempt of `name` with the docs server listing `tools`, its model calling docs' echo."""
-    stub_cls, env, options, tool = SETTINGS_CLIS[name]
-    found = require_cli(name, name)
+    """An attempt of `name` with the docs server listing `tools`, its model calling docs' echo: the stub
+    `server`, or the local fake server started as `docs`, its calls logged to `local`."""
+    stub_cls, env, options, tool = PLANNED_CLIS[name]
+    definition = next(d.spec for d in load_builtin_catalog() if d.metadata["name"] == name)
+    found = require_cli(definition.binary or name, name)
     assert found is not None
     work, home = _dirs(tmp_path)
-    docs = {
-        "name": "docs",
-        "url": server.url,
-        "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}],
-        "tools": tools,
-    }
-    definition = next(d.spec for d in load_builtin_catalog() if d.metadata["name"] == name)
-    with stub_cls(mode="call", call=(tool, {"text": "hello"})) as model:
+    docs: dict[str, Any] = {"name": "docs", "tools": tools}
+    if server is not None:
+        docs |= {"url": server.url, "headers": [{"name": "Authorization", "value": "Bearer $(DOCS_TOKEN)"}]}
+    else:
+        fake = Path(__file__).parents[1] / "fakes" / "mcp_stdio.py"
+        docs["command"] = [sys.executable, str(fake), str(local)]
+    namespace = {"namespace": "mcp__docs"} if name == "codex-acp" else {}  # codex's own name for it
+    with stub_cls(mode="call", call=(tool, {"text": "hello"}), **namespace) as model:
+        options = {
+            k: [x.replace("{base_url}", model.base_url) for x in v] if isinstance(v, list) else v
+            for k, v in options.items()
+        }
         plain = {e.name: e.value for e in definition.env} | env
         spec = {
             "provider": name,
@@ -287,7 +305,7 @@ def _settings_cli(
         }
         run = HarnessRun.model_validate({"metadata": {"name": "r", "namespace": "ns"}, "spec": spec})
         plan = build_plan(run, definition, 1, name, options, "Echo hello.", None)
-        assert TOKEN not in " ".join(plan.args) + json.dumps(plan.home_files)
+        assert TOKEN not in plan.model_dump_json()
         if definition.model_route and definition.model_route.home_files:  # as a routed attempt's files
             plan = plan.model_copy(
                 update={"home_files": merge_each(plan.home_files, definition.model_route.home_files)}
@@ -299,24 +317,41 @@ def _settings_cli(
     return result
 
 
-@pytest.mark.parametrize("name", sorted(SETTINGS_CLIS))
-def test_a_settings_cli_calls_the_runs_mcp_server_with_its_secret_header(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", sorted(PLANNED_CLIS))
+def test_a_cli_or_acp_agent_calls_the_runs_mcp_server_with_its_secret_header(
+    name: str, tmp_path: Path
+) -> None:
     with McpStub() as server:
-        _settings_cli(name, tmp_path, server, ["echo"])
+        _planned_attempt(name, tmp_path, server, ["echo"])
     assert server.tool_calls() == [{"text": "hello"}]
     digest = hashlib.sha256(TOKEN.encode()).hexdigest()
     assert all(r.auth_sha256 == [digest] for r in server.requests if isinstance(r.body, dict))
 
 
-@pytest.mark.parametrize("name", sorted(SETTINGS_CLIS))
-def test_a_settings_cli_never_calls_a_tool_the_server_entry_does_not_list(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", sorted(PLANNED_CLIS))
+def test_a_cli_or_acp_agent_never_calls_a_tool_the_server_entry_does_not_list(
+    name: str, tmp_path: Path
+) -> None:
     with McpStub() as server:
-        _settings_cli(name, tmp_path, server, ["search"])
+        _planned_attempt(name, tmp_path, server, ["search"])
     assert server.rpc_calls("tools/list") and server.tool_calls() == []  # connected, echo never called
 
 
 def test_qwen_never_calls_an_mcp_tool_its_policy_denies(tmp_path: Path) -> None:
     with McpStub() as server:
-        result = _settings_cli("qwen", tmp_path, server, ["echo"], {"deny": ["mcp__docs__echo"]})
+        result = _planned_attempt("qwen", tmp_path, server, ["echo"], {"deny": ["mcp__docs__echo"]})
     assert server.tool_calls() == []
     assert result.report.denied_tools == ("mcp__docs__echo",)
+
+
+def test_an_acp_agent_never_calls_an_mcp_tool_its_policy_denies(tmp_path: Path) -> None:
+    with McpStub() as server:
+        _planned_attempt("claude-acp", tmp_path, server, ["echo"], {"deny": ["mcp__docs__echo"]})
+    assert server.rpc_calls("tools/list") and server.tool_calls() == []
+
+
+@pytest.mark.parametrize("name", sorted(ACP_CLIS))
+def test_an_acp_agent_starts_a_local_mcp_server_behind_its_gate(name: str, tmp_path: Path) -> None:
+    log = tmp_path / "calls.jsonl"
+    _planned_attempt(name, tmp_path, None, ["echo"], local=log)
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [{"text": "hello"}]

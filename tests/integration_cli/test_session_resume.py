@@ -1,6 +1,6 @@
 """spec.resumeFrom on the real CLIs: every catalog entry that declares sessionResume keeps its session (the
 runner packs the files its definition names), and a later attempt given only that archive, in a fresh
-home and the same working directory, continues the session by id: the stub sees the first conversation
+home and the same working directory, continues the session by id (an ACP agent with session/load): the stub sees the first conversation
 in the second request, and the CLI reports the same session id. Planned by the operator's own planner,
 run by the runner."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import io
 import json
 import shutil
@@ -23,7 +22,7 @@ from tests.stubs.run_cli import stub_class
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.core.planning import build_plan
-from harness_operator.core.resumption import Resumption, compute_resume_args
+from harness_operator.core.resumption import Resumption, compute_continuation
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
 from harness_operator.runner.launch import Launch, LocalAgent
@@ -48,6 +47,9 @@ ROUTES: dict[str, tuple[str, dict[str, str], dict[str, Any], Callable[[str, Any]
     ),
     "pi": ("anthropic", fx.PI_ENV, {"provider": "anthropic", "model": "claude-sonnet-4-5"}, fx.pi_home),
     "copilot": ("openai", fx.COPILOT_ENV, {}, None),
+    # ACP agents continue with session/load
+    "claude-acp": ("anthropic", dict(fx.CLAUDE_ENV, CLAUDE_CODE_MAX_RETRIES="0"), {}, None),
+    "codex-acp": ("openai", fx.CODEX_ENV, {"config": [fx.CODEX_PROVIDER[1], fx.CODEX_PROVIDER[3]]}, None),
 }
 RESUMABLE = sorted(name for name, spec in CATALOG.items() if spec.capabilities.session_resume)
 
@@ -82,9 +84,8 @@ def _attempt(
     resume = None
     spawn: Any = LocalAgent
     if resumption is not None:
-        args = compute_resume_args(resumption, name, definition)
-        assert args is not None and resumption.archive is not None
-        resume = (args, hashlib.sha256(resumption.archive).hexdigest())
+        resume = compute_continuation(resumption, name, definition)
+        assert resume is not None and resumption.archive is not None
         restored = base64.b64encode(resumption.archive).decode()
 
         def spawn(launch: Launch) -> LocalAgent:

@@ -37,6 +37,7 @@ _LOGGED_HEADERS = (
     "originator",
     "openai-beta",
     "upgrade",
+    "mcp-session-id",
 )
 _SECRET_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key", "private-token")
 

@@ -301,8 +301,9 @@ class HarnessDefinitionSpec(Model):
     )
     session: SessionSpec | None = Field(
         default=None,
-        description="Where the CLI keeps its sessions and how it continues one (protocol cli), for runs "
-        "with spec.resumeFrom; set exactly when capabilities.sessionResume is true.",
+        description="Where the CLI keeps its sessions and how it continues one, for runs with "
+        "spec.resumeFrom; set exactly when capabilities.sessionResume is true. An ACP agent (stdio) "
+        "continues one with session/load.",
     )
     output_schema_option: OutputSchemaOption | None = Field(
         default=None,
@@ -438,8 +439,16 @@ class HarnessDefinitionSpec(Model):
                 field_path=".session",
             ),
             rule(
-                "!has(self.mcp) || !has(self.protocol) || self.protocol == 'cli'",
-                "spec.mcp applies only to protocol cli",
+                "!has(self.mcp) || ((has(self.protocol) && self.protocol == 'acp') == (has(self.mcp.format) "
+                "&& self.mcp.format == 'acp'))",
+                "spec.mcp.format is acp exactly for protocol acp: an ACP agent takes its servers in the "
+                "session",
+                field_path=".mcp.format",
+            ),
+            rule(
+                "!has(self.mcp) || !has(self.transport) || self.transport == 'stdio'",
+                "spec.mcp applies to a local ACP agent (transport stdio) only: it starts each server's gate "
+                "from the sandbox image",
                 field_path=".mcp",
             ),
             rule(
@@ -448,8 +457,17 @@ class HarnessDefinitionSpec(Model):
                 field_path=".mcpServers",
             ),
             rule(
-                "!has(self.session) || !has(self.protocol) || self.protocol == 'cli'",
-                "spec.session applies only to protocol cli",
+                "!has(self.session) || (has(self.protocol) && self.protocol == 'acp') || "
+                "(has(self.session.resumeArgs) && size(self.session.resumeArgs) > 0)",
+                "spec.session.resumeArgs is how a protocol cli CLI continues a session: set it",
+                field_path=".session.resumeArgs",
+            ),
+            rule(
+                "!has(self.session) || !has(self.protocol) || self.protocol == 'cli' || "
+                "((!has(self.session.resumeArgs) || size(self.session.resumeArgs) == 0) && "
+                "(!has(self.transport) || self.transport == 'stdio'))",
+                "an ACP agent continues a session with session/load, from its files in the sandbox's home: "
+                "spec.session takes no resumeArgs, and only transport stdio",
                 field_path=".session",
             ),
             rule(

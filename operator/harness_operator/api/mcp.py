@@ -85,6 +85,7 @@ class McpFormat(StrEnum):
     codex = "codex"
     settings = "settings"
     opencode = "opencode"
+    acp = "acp"
 
 
 class McpSupport(Model):
@@ -94,7 +95,9 @@ class McpSupport(Model):
     inline table (Codex's `-c`); `settings`: the servers merged into the `mcpServers` of a JSON settings
     file in the agent's home (Gemini CLI's, Qwen Code's), each trusted (its listed tools run unasked) and
     limited to its listed tools (`includeTools`); `opencode`: the servers merged into the `mcp` of the
-    JSON configuration a variable holds, its other tools switched off (`tools`)."""
+    JSON configuration a variable holds, its other tools switched off (`tools`); `acp`: each server given
+    in the ACP session (session/new or session/load) as a local server, the gate that lets through only
+    its listed tools (runner/mcp_gate.py)."""
 
     format: McpFormat = Field(default=McpFormat.json, description="The configuration's shape.")
     flag: str | None = Field(
@@ -122,10 +125,17 @@ class McpSupport(Model):
         description="Arguments added with it (e.g. --strict-mcp-config: no server but those given).",
     )
     tool_name: str = Field(
-        pattern=r".*\{server\}.*\{tool\}.*",
+        min_length=1,
         max_length=128,
         description="How the CLI names a server's tool, with {server} and {tool} (Claude Code: "
-        "mcp__{server}__{tool}): the names the allow and deny options take.",
+        "mcp__{server}__{tool}): the names the allow and deny options take; for acp, the title the agent's "
+        "permission requests give it (Gemini's: {tool} ({server} MCP Server)).",
+        json_schema_extra=validations(
+            rule(
+                "self.contains('{server}') && self.contains('{tool}')",
+                "toolName must name {server} and {tool}",
+            )
+        ),
     )
     list_tools: bool = Field(
         default=False,
@@ -145,8 +155,10 @@ class McpSupport(Model):
             rule(
                 "has(self.format) && self.format == 'settings' ? has(self.file) && !has(self.flag) && "
                 "!has(self.env) : has(self.format) && self.format == 'opencode' ? has(self.env) && "
-                "!has(self.flag) && !has(self.file) : has(self.flag) && !has(self.file) && !has(self.env)",
-                "set file for the settings format, env for opencode, flag for the others",
+                "!has(self.flag) && !has(self.file) : has(self.format) && self.format == 'acp' ? "
+                "!has(self.flag) && !has(self.file) && !has(self.env) && (!has(self.args) || "
+                "size(self.args) == 0) : has(self.flag) && !has(self.file) && !has(self.env)",
+                "set file for the settings format, env for opencode, nothing for acp, flag for the others",
             ),
             rule(
                 "!has(self.file) || (!self.file.startsWith('/') && !self.file.contains('..'))",

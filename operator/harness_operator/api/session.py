@@ -44,7 +44,8 @@ class ResumeFrom(Model):
 
 
 class SessionSpec(Model):
-    """Where the CLI keeps a conversation and how it continues one by id (capabilities.sessionResume)."""
+    """Where the CLI keeps a conversation and how it continues one by id (capabilities.sessionResume): its
+    resumeArgs, or for an ACP agent session/load."""
 
     paths: list[SessionPath] = Field(
         min_length=1,
@@ -54,10 +55,11 @@ class SessionSpec(Model):
         "continuing one.",
     )
     resume_args: list[str] = Field(
-        min_length=1,
+        default_factory=list,
         max_length=8,
         description=f"Arguments after prefixArgs that continue a session; {SESSION_ID_ARG} stands for its id "
-        "(e.g. --resume $(HARNESS_SESSION_ID)).",
+        "(e.g. --resume $(HARNESS_SESSION_ID)). Protocol cli only: an ACP agent is asked with "
+        "session/load.",
     )
 
     cumulative_usage: bool = Field(
@@ -70,6 +72,7 @@ class SessionSpec(Model):
     model_config = ConfigDict(
         json_schema_extra=validations(
             rule(
+                f"!has(self.resumeArgs) || size(self.resumeArgs) == 0 || "
                 f"self.resumeArgs.exists(a, a.contains('{SESSION_ID_ARG}'))",
                 f"spec.session.resumeArgs must name the session, as {SESSION_ID_ARG}",
                 field_path=".resumeArgs",

@@ -60,6 +60,17 @@ class AcpHeaderPlan(Model):
     credential_env: str | None = Field(default=None, description="Credential variable with the value.")
 
 
+class AcpMcpServerPlan(Model):
+    """An MCP server an ACP agent is given: started by the agent as its gate (runner/mcp_gate.py), which
+    lets through only the listed tools."""
+
+    name: str = Field(min_length=1, description="The server's name.")
+    gate_args: list[str] = Field(description="The gate's arguments: its tools, then the server.")
+    env: list[str] = Field(
+        default_factory=list, description="Variables of the attempt the gate reads (its headers' secrets)."
+    )
+
+
 class AcpSessionPlan(Model):
     """An ACP session: how to reach the agent and what to send it."""
 
@@ -73,6 +84,18 @@ class AcpSessionPlan(Model):
     permission: AcpPermission = Field(default=AcpPermission.deny, description="spec.acpPermission.")
     tools: ToolPolicy | None = Field(
         default=None, description="The tool policy that answers permission requests (before `permission`)."
+    )
+    mcp_servers: list[AcpMcpServerPlan] = Field(
+        default_factory=list, description="MCP servers given in session/new (or session/load)."
+    )
+    mcp_tools: list[str] = Field(
+        default_factory=list,
+        description="The servers' gated tools as the agent names them asking permission: allowed.",
+    )
+    load_session: str | None = Field(
+        default=None,
+        description="The earlier session to continue with session/load (its files restored in the home) "
+        "instead of session/new.",
     )
 
 

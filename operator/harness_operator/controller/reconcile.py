@@ -100,7 +100,7 @@ from harness_operator.core.resolution import (
     resolve_inputs,
     resolve_targets,
 )
-from harness_operator.core.resumption import compute_resume_args, describe_replays, resolve_resumption
+from harness_operator.core.resumption import compute_continuation, describe_replays, resolve_resumption
 from harness_operator.core.retry import compute_retry_due, retry_number, retry_waiting_message
 from harness_operator.core.status import (
     FINISHED,
@@ -603,8 +603,8 @@ class Reconciler:
                         )
                     except PlanError as exc:
                         raise Rejection(exc.reason, exc.message) from exc
-                    # Only where an attempt resumes it (compute_resume_args: there is an archive).
-                    if any(compute_resume_args(resumption, t.provider, t.definition) for t in targets):
+                    # Only where an attempt resumes it (compute_continuation: there is an archive).
+                    if any(compute_continuation(resumption, t.provider, t.definition) for t in targets):
                         assert resumption is not None and resumption.archive is not None
                         self._create(run, build_resume_secret(run, resumption.archive))
                     self._create(run, build_plan_secret(run, plans, self.grants.write(run, targets, plans)))

@@ -7,7 +7,6 @@ last, so nothing in a run can override our labels or security settings.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -71,7 +70,7 @@ from harness_operator.core.publish import (
     build_publish_plan,
 )
 from harness_operator.core.resolution import AttemptTarget
-from harness_operator.core.resumption import Resumption, build_replay_prompt, compute_resume_args
+from harness_operator.core.resumption import Resumption, build_replay_prompt, compute_continuation
 from harness_operator.core.workspace import build_workspace_volume, working_dir, workspace_mount_path
 
 PLAN_DIR = "/etc/harness"
@@ -119,12 +118,9 @@ def build_plans(
     attempts under a restricting policy the probe to wait on before the agent starts. With `resumption`,
     an attempt whose CLI can resume the earlier session does, any other gets it replayed in its prompt."""
     options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
-    archive = resumption.archive if resumption else None
-    digest = hashlib.sha256(archive).hexdigest() if archive is not None else ""
     plans = []
     for t in targets:
-        resume_args = compute_resume_args(resumption, t.provider, t.definition)
-        resume = (resume_args, digest) if resume_args is not None else None
+        resume = compute_continuation(resumption, t.provider, t.definition)
         text = prompt if resumption is None or resume else build_replay_prompt(resumption, prompt)
         route = compute_model_route(run, t.definition, config) if config is not None else None
         given = options[t.position - 1]

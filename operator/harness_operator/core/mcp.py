@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,6 +18,7 @@ from harness_operator.api.v1alpha1 import (
     McpServer,
     McpSupport,
 )
+from harness_operator.contract.plan import AcpMcpServerPlan
 
 _VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _BEARER = re.compile(r"Bearer \$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -30,8 +32,9 @@ def compute_mcp_servers(run: HarnessRun, definition: HarnessDefinitionSpec) -> l
 
 def describe_mcp_unsupported(provider: str) -> str:
     return (
-        f'spec.mcpServers: provider "{provider}" takes no MCP servers (its definition has no spec.mcp); '
-        "use a provider whose CLI does (claude, codex, copilot, gemini, qwen), or drop them"
+        f'spec.mcpServers: provider "{provider}" takes no MCP servers (its definition has no spec.mcp); use '
+        "a provider that does (claude, codex, copilot, gemini, opencode, qwen and their ACP adapters), or "
+        "drop them"
     )
 
 
@@ -189,3 +192,27 @@ def compute_mcp_egress(servers: list[McpServer]) -> list[EgressRule]:
         else:
             rules.append(EgressRule(cidr=f"{address}/{address.max_prefixlen}", ports=[port]))
     return rules
+
+
+def build_acp_mcp_servers(
+    servers: list[McpServer], definition: HarnessDefinitionSpec, denied: Sequence[str]
+) -> tuple[list[AcpMcpServerPlan], list[str]]:
+    """An ACP agent's servers, each behind its gate (acp format; none otherwise), and the listed tools as
+    the agent names them; a tool `denied` names (as the agent does) is not let through."""
+    support = definition.mcp
+    if not servers or support is None or support.format != McpFormat.acp:
+        return [], []
+    plans, names = [], []
+    for server in servers:
+        named = {t: support.tool_name.format(server=server.name, tool=t) for t in server.tools}
+        tools = [t for t in server.tools if named[t] not in denied]
+        args = [f"--tool={t}" for t in tools]
+        if server.url:
+            headers = [a for h in server.headers for a in ("--header", f"{h.name}: {h.value}")]
+            args += ["--url", server.url, *headers]
+        else:
+            args += ["--", *(server.command or [])]
+        variables = sorted({m.group(1) for h in server.headers for m in _VARIABLE.finditer(h.value)})
+        plans.append(AcpMcpServerPlan(name=server.name, gate_args=args, env=variables))
+        names += [named[t] for t in tools]
+    return plans, names

@@ -42,12 +42,14 @@ from harness_operator.core.invocation import (
     prompt_argument,
 )
 from harness_operator.core.mcp import (
+    build_acp_mcp_servers,
     build_mcp_arguments,
     build_mcp_env,
     build_mcp_home_files,
     build_mcp_tool_names,
     compute_mcp_servers,
 )
+from harness_operator.core.resumption import Continuation
 from harness_operator.core.retry import build_positions, retry_number
 from harness_operator.core.settings_merge import merge_each
 from harness_operator.core.tool_policy import (
@@ -125,7 +127,8 @@ def acp_grants(definition: HarnessDefinitionSpec) -> dict[str, CredentialGrant]:
 def build_acp_session(
     run: HarnessRun, definition: HarnessDefinitionSpec, prompt: str, stdin: str | None
 ) -> AcpSessionPlan:
-    """The ACP half of a plan: the prompt with stdin after a blank line, the endpoint and its headers."""
+    """The ACP half of a plan: the prompt with stdin after a blank line, the endpoint and its headers, the
+    tool policy and the MCP servers behind their gates."""
     headers = [
         AcpHeaderPlan(
             name=h.name,
@@ -134,6 +137,10 @@ def build_acp_session(
         )
         for i, h in enumerate(definition.headers)
     ]
+    tools = compute_tool_policy(run.spec.tools, definition)
+    servers, mcp_tools = build_acp_mcp_servers(
+        compute_mcp_servers(run, definition), definition, tools.deny if tools else []
+    )
     return AcpSessionPlan(
         transport=definition.transport or AcpTransport.stdio,
         prompt=join_prompt_and_stdin(prompt, stdin or ""),
@@ -143,7 +150,9 @@ def build_acp_session(
         ca_bundle_env=ACP_CA_BUNDLE_ENV if definition.ca_bundle_secret_ref is not None else None,
         bearer_subprotocol=bool(definition.bearer_subprotocol),
         permission=run.spec.acp_permission,
-        tools=compute_tool_policy(run.spec.tools, definition),
+        tools=tools,
+        mcp_servers=servers,
+        mcp_tools=mcp_tools,
     )
 
 
@@ -225,11 +234,11 @@ def build_plan(
     prompt: str,
     stdin: str | None,
     position: int | None = None,
-    resume: tuple[list[str], str] | None = None,
+    resume: Continuation | None = None,
 ) -> AttemptPlan:
     """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`, the provider at
-    `position` of the chain (default: the attempt's index, as without retries); `resume`, the arguments
-    that continue an earlier session and the SHA-256 of its archive."""
+    `position` of the chain (default: the attempt's index, as without retries); `resume`, how it
+    continues an earlier session."""
     spec = run.spec
     positions = build_positions(spec)
     check_arguments(run, definition, position or attempt_index, provider_name, options, prompt, stdin)
@@ -239,6 +248,8 @@ def build_plan(
     if definition.protocol == Protocol.acp:
         # Never a CLI invocation: an ACP adapter started as one exits 0 when its stdin closes.
         acp = build_acp_session(run, definition, prompt, stdin)
+        if resume is not None:
+            acp = acp.model_copy(update={"load_session": resume.session_id})
         home_files: dict[str, str] = {}
         config_env: dict[str, str] = {}
         reprompt: Invocation | None = None
@@ -258,7 +269,7 @@ def build_plan(
         )
         lead = [*build_mcp_arguments(servers, definition), *rules_lead, *schema_lead]
         all_options = allow_listed_tools(all_options, definition, mcp_tools)
-        resume_args = resume[0] if resume else []
+        resume_args = resume.args if resume else []
         invocation = build_invocation(definition, prompt, stdin, all_options, lead_args=[*resume_args, *lead])
         binary, args, piped = invocation.binary, invocation.args, invocation.stdin
         reprompt = build_reprompt(run, definition, prompt, stdin, all_options, lead, resume_args)
@@ -291,8 +302,8 @@ def build_plan(
         reprompt_args=reprompt.args if reprompt is not None else [],
         reprompt_stdin=reprompt.stdin if reprompt is not None else None,
         acp=acp,
-        session_paths=list(definition.session.paths) if definition.session and acp is None else [],
-        session_sha256=resume[1] if resume and acp is None else None,
+        session_paths=list(definition.session.paths) if definition.session and binary else [],
+        session_sha256=resume.sha256 if resume else None,
         session_usage_cumulative=bool(resume and definition.session and definition.session.cumulative_usage),
     )
 

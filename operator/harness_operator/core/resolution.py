@@ -144,7 +144,7 @@ def resolve_targets(reader: DefinitionReader, run: HarnessRun) -> list[AttemptTa
 def check_mcp(run: HarnessRun, provider: str, definition: HarnessDefinitionSpec) -> None:
     """Rejection (McpUnsupported) when the attempt has MCP servers its CLI cannot take."""
     servers = compute_mcp_servers(run, definition)
-    if servers and (definition.mcp is None or definition.protocol != "cli"):
+    if servers and definition.mcp is None:
         raise Rejection(Reason.McpUnsupported, describe_mcp_unsupported(provider))
     if servers and definition.mcp and (problem := find_mcp_problem(servers, definition.mcp)):
         raise Rejection(Reason.McpUnsupported, f"provider {provider!r}: {problem}")

@@ -3,6 +3,7 @@ resumes that session or is told it again (a replay of the earlier prompt and out
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -83,16 +84,27 @@ def resolve_resumption(reader: SessionReader, run: HarnessRun) -> Resumption | N
     )
 
 
-def compute_resume_args(
+@dataclass(frozen=True)
+class Continuation:
+    """How one attempt continues the earlier session: its CLI's arguments (none for an ACP agent, which
+    is asked with session/load), the session's id and the SHA-256 of its archive."""
+
+    args: list[str]
+    session_id: str
+    sha256: str
+
+
+def compute_continuation(
     resumption: Resumption | None, provider: str, definition: HarnessDefinitionSpec
-) -> list[str] | None:
-    """The arguments that continue the earlier session with this attempt's CLI, or None when it cannot
-    (then the attempt gets a replay)."""
+) -> Continuation | None:
+    """How this attempt's CLI continues the earlier session, or None when it cannot (then the attempt
+    gets a replay)."""
     if resumption is None or resumption.archive is None or definition.session is None:
         return None
     if resumption.provider != provider or not resumption.session_id:
         return None
-    return [a.replace(SESSION_ID_ARG, resumption.session_id) for a in definition.session.resume_args]
+    args = [a.replace(SESSION_ID_ARG, resumption.session_id) for a in definition.session.resume_args]
+    return Continuation(args, resumption.session_id, hashlib.sha256(resumption.archive).hexdigest())
 
 
 def describe_replay(
@@ -116,7 +128,7 @@ def describe_replays(resumption: Resumption, targets: Sequence[AttemptTarget]) -
     attempt's number), in order."""
     lines, seen = [], set()
     for t in targets:
-        if t.position in seen or compute_resume_args(resumption, t.provider, t.definition) is not None:
+        if t.position in seen or compute_continuation(resumption, t.provider, t.definition) is not None:
             continue
         seen.add(t.position)
         lines.append(describe_replay(resumption, t.index, t.provider, t.definition))

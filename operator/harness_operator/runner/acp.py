@@ -1,17 +1,21 @@
-"""The ACP executor: one fresh session per attempt over stdio (or a remote transport), on the ACP SDK
-(I/O).
+"""The ACP executor: one session per attempt over stdio (or a remote transport), on the ACP SDK (I/O): a
+new one, or the earlier run's continued with session/load (its replay of the earlier turns is not this
+turn's output), its files kept after a successful turn as a CLI's are.
 
 The prompt goes out as one text block; assistant text chunks become the output (thoughts, tool events
 and protocol JSON do not); only stopReason end_turn succeeds. Session, tool-call, text and usage updates
 become the same normalized events as a CLI run's (contract/events.py). Permission requests are answered by
-spec.acpPermission. A stop (cancel, timeout, cost) sends session/cancel and waits the grace period for
-the turn to end, then closes the transport: a local adapter's process group is killed.
+spec.acpPermission or the tool policy, and allowed when they name a listed tool of the run's MCP servers,
+which the agent starts behind their gates (runner/mcp_gate.py). A stop (cancel, timeout, cost) sends
+session/cancel and waits the grace period for the turn to end, then closes the transport: a local
+adapter's process group is killed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
@@ -24,13 +28,18 @@ from typing import IO, Any, cast
 from acp import PROTOCOL_VERSION, Client, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
+    AcpMcpServer,
     AgentMessageChunk,
     AllowedOutcome,
     ClientCapabilities,
     DeniedOutcome,
+    EnvVariable,
+    HttpMcpServer,
     Implementation,
+    McpServerStdio,
     PermissionOption,
     RequestPermissionResponse,
+    SseMcpServer,
     TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
@@ -42,17 +51,20 @@ from harness_operator import __version__
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import AcpTransport
 from harness_operator.contract.events import Event, short_argument, text_event
-from harness_operator.contract.plan import AttemptPlan
+from harness_operator.contract.plan import AcpSessionPlan, AttemptPlan
 from harness_operator.contract.result import EXIT_SETUP, EXIT_STOPPED
 from harness_operator.runner.acp_rules import OfferedOption, choose_permission, is_tool_allowed, stop_outcome
 from harness_operator.runner.attempt import (
     AttemptResult,
     Reporter,
     agent_exit_code,
+    build_env,
     build_launch,
     compute_limit_hit,
+    drop_session_totals,
     drop_unusable_figures,
     keep_output,
+    keep_session,
     mark_left_running,
     stop_exit_code,
     utc_now,
@@ -68,6 +80,10 @@ REQUEST_SECONDS = 60.0
 POLL_SECONDS = 0.05
 # After the session ends, a local adapter gets this long to exit on its closed stdin.
 EXIT_SECONDS = 2.0
+GATE_MODULE = "harness_operator.runner.mcp_gate"  # the same python as the runner's, in the agent's image
+GATE_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+SessionMcpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio  # what session/new takes
+DETAIL_CHARS = 300  # of an error's data, in a message
 STREAM_LIMIT = 50 << 20  # one JSON-RPC line may carry a large message (the SDK's own default)
 
 
@@ -118,15 +134,19 @@ class HarnessClient:
         self.reporter = reporter
         self.wake = wake
         self.kinds: dict[str, str] = {}  # tool call id -> its kind, as its updates said
+        self.loading = False  # session/load replays the earlier conversation: none of it is this turn's
 
     async def request_permission(
         self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
     ) -> RequestPermissionResponse:
         offered = [OfferedOption(o.option_id, o.kind) for o in options]
         title = getattr(tool_call, "title", None) or getattr(tool_call, "tool_call_id", "a tool call")
-        tools = self.plan.acp.tools if self.plan.acp else None
+        assert self.plan.acp is not None
+        tools = self.plan.acp.tools
         policy, source = self.policy, "spec.acpPermission"
-        if tools is not None:
+        if str(title) in self.plan.acp.mcp_tools:  # a listed tool of a run's server, behind its gate
+            policy, source = "allow", "spec.mcpServers"
+        elif tools is not None:
             # An adapter may name the kind only in the call's earlier updates (Claude's leaves it out here).
             kind = getattr(tool_call, "kind", None) or self.kinds.get(
                 str(getattr(tool_call, "tool_call_id", ""))
@@ -147,6 +167,8 @@ class HarnessClient:
         )
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        if self.loading:
+            return
         if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
             self.state.chunks.append(update.content.text)
         elif isinstance(update, ToolCallStart):
@@ -197,6 +219,7 @@ class Channel:
     close: Callable[[], Any]  # async: end the transport (a local adapter: close stdin, kill its group)
     exit_code: Callable[[], int | None] = lambda: None
     left_running: Callable[[], bool] = lambda: False
+    session: Callable[[], tuple[bytes | None, str | None]] = lambda: (None, None)  # after close
 
 
 async def open_stdio(
@@ -209,7 +232,10 @@ async def open_stdio(
 ) -> Channel:
     """Start the adapter in its own process group; its stdout/stdin carry the protocol, its stderr is
     forwarded redacted."""
-    proc = spawn(build_launch(plan, credentials, base_env, True))
+    launch = build_launch(plan, credentials, base_env, True)
+    # The MCP servers' header secrets are their gates' alone (build_mcp_servers): not the agent's.
+    gated = {name for server in (plan.acp.mcp_servers if plan.acp else []) for name in server.env}
+    proc = spawn(dataclasses.replace(launch, env={k: v for k, v in launch.env.items() if k not in gated}))
     assert proc.stdin is not None
     threading.Thread(target=reporter.forward, args=(proc.stderr,), daemon=True).start()
     loop = asyncio.get_running_loop()
@@ -233,7 +259,7 @@ async def open_stdio(
         code = proc.poll()
         return None if code is None else agent_exit_code(code)
 
-    return Channel(conn, close, exit_code, lambda: proc.left_running)
+    return Channel(conn, close, exit_code, lambda: proc.left_running, proc.session)
 
 
 async def open_channel(
@@ -285,6 +311,7 @@ class Session:
         self.clock = clock
         self.state = SessionState()
         self.exit_code: int | None = None
+        self.session_files: tuple[bytes | None, str | None] = (None, None)
         timeout = plan.limits.timeout_seconds
         self.deadline = None if timeout is None else clock() + timeout
 
@@ -332,6 +359,8 @@ class Session:
             await channel.close()
             self.exit_code = channel.exit_code()
             self.left_running = channel.left_running()
+            if outcome is not None and outcome.reason is None and self.plan.session_paths:
+                self.session_files = channel.session()
         return outcome
 
     async def converse(self, conn: ClientSideConnection, client: HarnessClient) -> Outcome:
@@ -347,10 +376,35 @@ class Session:
         if init.agent_info is not None:
             self.state.agent_version = init.agent_info.version
         cwd = self.acp.cwd or os.path.abspath(self.plan.working_dir or os.getcwd())
-        session = await asyncio.wait_for(conn.new_session(cwd=cwd, mcp_servers=[]), REQUEST_SECONDS)
-        self.state.session_id = session.session_id
-        self.reporter.emit(Event("session", session=session.session_id))
-        response = await conn.prompt(session_id=session.session_id, prompt=[text_block(self.acp.prompt)])
+        servers = build_mcp_servers(self.acp, build_env(self.plan, self.base_env, self.credentials))
+        if self.acp.load_session is not None:
+            if init.agent_capabilities is None or not init.agent_capabilities.load_session:
+                return Outcome(
+                    Reason.ProviderFailed,
+                    "the agent does not offer session/load, so it cannot continue the earlier session; its "
+                    "definition declares capabilities.sessionResume: set it false",
+                )
+            client.loading = True
+            try:
+                await asyncio.wait_for(
+                    conn.load_session(cwd=cwd, session_id=self.acp.load_session, mcp_servers=servers),
+                    REQUEST_SECONDS,
+                )
+            except RequestError as exc:
+                detail = f" ({str(exc.data)[:DETAIL_CHARS]})" if exc.data else ""
+                return Outcome(
+                    Reason.ProviderFailed,
+                    f"the agent could not load the earlier session {self.acp.load_session}: {exc}{detail}",
+                )
+            client.loading = False
+            session_id = self.acp.load_session
+        else:
+            session_id = (
+                await asyncio.wait_for(conn.new_session(cwd=cwd, mcp_servers=servers), REQUEST_SECONDS)
+            ).session_id
+        self.state.session_id = session_id
+        self.reporter.emit(Event("session", session=session_id))
+        response = await conn.prompt(session_id=session_id, prompt=[text_block(self.acp.prompt)])
         client.say_text()
         if response.usage is not None:
             u = response.usage
@@ -383,6 +437,21 @@ class Session:
             if not work.done():
                 self.reporter.say(f"harness: the turn did not end within {self.plan.grace_seconds}s; closing")
         return Outcome(reason, message, stopped=True)
+
+
+def build_mcp_servers(acp: AcpSessionPlan, env: Mapping[str, str]) -> list[SessionMcpServer]:
+    """The run's MCP servers as the agent is to start them: each its gate, with the agent's variables the
+    gate reads (its headers' secrets, the egress proxy), as values in the session, never in argv."""
+    servers: list[SessionMcpServer] = [
+        McpServerStdio(
+            name=server.name,
+            command=sys.executable,
+            args=["-I", "-m", GATE_MODULE, *server.gate_args],
+            env=[EnvVariable(name=n, value=env[n]) for n in (*server.env, *GATE_ENV) if n in env],
+        )
+        for server in acp.mcp_servers
+    ]
+    return servers
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
@@ -431,6 +500,8 @@ def execute_acp(
     finally:
         root.removeHandler(skipped)
     result = finish(plan, session.state, outcome, session.exit_code, reporter)
+    if result.succeeded and plan.session_paths:
+        result.session = keep_session(session.session_files, reporter)
     if session.left_running:
         reporter.say("harness: the agent's processes did not end; its pod is to be deleted")
         mark_left_running(result)
@@ -440,7 +511,7 @@ def execute_acp(
 def finish(
     plan: AttemptPlan, state: SessionState, outcome: Outcome, exit_code: int | None, reporter: Reporter
 ) -> AttemptResult:
-    report = drop_unusable_figures(state.report(), reporter)
+    report = drop_unusable_figures(drop_session_totals(plan, state.report(), reporter), reporter)
     usage = compute_usage(report, price_book(plan), plan.model_hint)
     report = with_plan_identity(plan, report)
     result = AttemptResult(

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import itertools
 import os
+import tarfile
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -34,6 +35,7 @@ from harness_operator.runner.cost import compute_cost, compute_sane_report, pric
 from harness_operator.runner.launch import Launch, Spawn
 from harness_operator.runner.parsers import Failure, Report, Tokens
 from harness_operator.runner.redact import Redactor, StreamRedactor
+from harness_operator.runner.session import SessionTooLarge, redact_session
 from harness_operator.runner.stops import SetupError
 
 # A failed attempt's message ends with the agent's last stderr lines (why a CLI refused: an unknown
@@ -161,6 +163,7 @@ def build_launch(
         more,
         list(plan.session_paths),
         None if session is None else base64.b64encode(session).decode("ascii"),
+        plan.acp is not None,
     )
 
 
@@ -410,3 +413,27 @@ def keep_output(result: AttemptResult, text: bytes, plan: AttemptPlan) -> None:
     """A successful attempt's (already redacted) output, cut at maxOutputBytes."""
     result.output_bytes = len(text)
     result.output, result.truncated = truncate_utf8(text, plan.limits.max_output_bytes)
+
+
+def drop_session_totals(plan: AttemptPlan, report: Report, reporter: Reporter) -> Report:
+    """A continuing attempt's report without what its CLI counts for the whole session (its cost and
+    per-model figures; its tokens too where its definition says so), said on the log: the attempt is
+    billed for its own calls, never twice for the earlier run's."""
+    if plan.session_sha256 is None:
+        return report
+    reporter.say("harness: the CLI reports the resumed session's totals; kept only what is this attempt's")
+    kept = report.with_(cost_usd=None, by_model={})
+    return kept.with_(tokens=Tokens()) if plan.session_usage_cumulative else kept
+
+
+def keep_session(found: tuple[bytes | None, str | None], reporter: Reporter) -> bytes | None:
+    """The session files the agent left (`found`: the archive, or why there is none), with every secret
+    it was given cut out; None (said) when none can be kept."""
+    session, problem = found
+    try:
+        kept = None if session is None else redact_session(session, reporter.redactor)
+    except (SessionTooLarge, tarfile.TarError, OSError, EOFError) as exc:
+        kept, problem = None, f"its archive cannot be read: {exc}"
+    if problem is not None:
+        reporter.say(f"harness: the agent's session is not kept: {problem}")
+    return kept

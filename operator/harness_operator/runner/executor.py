@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -30,18 +29,19 @@ from harness_operator.runner.attempt import (
     agent_exit_code,
     build_launch,
     compute_limit_hit,
+    drop_session_totals,
     drop_unusable_figures,
     keep_output,
+    keep_session,
     mark_left_running,
     stop_exit_code,
     utc_now,
     with_plan_identity,
 )
 from harness_operator.runner.cost import compute_usage, price_book
-from harness_operator.runner.launch import AgentProcess, LocalAgent, Spawn
-from harness_operator.runner.parsers import Failure, Report, Tokens, build_parser
+from harness_operator.runner.launch import LocalAgent, Spawn
+from harness_operator.runner.parsers import Failure, build_parser
 from harness_operator.runner.redact import StreamRedactor
-from harness_operator.runner.session import SessionTooLarge, redact_session
 from harness_operator.runner.stops import SetupError
 
 __all__ = ["ALLOWED_ENV", "AttemptResult", "execute", "execute_cli"]
@@ -250,35 +250,11 @@ def _invoke(
     left = proc.left_running or any(t.is_alive() for t in threads[:2])
     result = _finish(invocation, returncode, stopped or streams.limit_hit, streams, reporter)
     if result.succeeded and invocation.session_paths:
-        result.session = _keep_session(proc, reporter)
+        result.session = keep_session(proc.session(), reporter)
     if left:
         say("harness: the agent's processes did not end (or kept its output open); its pod is to be deleted")
         mark_left_running(result)
     return result
-
-
-def drop_session_totals(plan: AttemptPlan, report: Report, reporter: Reporter) -> Report:
-    """A continuing attempt's report without what its CLI counts for the whole session (its cost and
-    per-model figures; its tokens too where its definition says so), said on the log: the attempt is
-    billed for its own calls, never twice for the earlier run's."""
-    if plan.session_sha256 is None:
-        return report
-    reporter.say("harness: the CLI reports the resumed session's totals; kept only what is this attempt's")
-    kept = report.with_(cost_usd=None, by_model={})
-    return kept.with_(tokens=Tokens()) if plan.session_usage_cumulative else kept
-
-
-def _keep_session(proc: AgentProcess, reporter: Reporter) -> bytes | None:
-    """The session files the agent left, with every secret it was given cut out; None (said) when
-    none can be kept."""
-    session, problem = proc.session()
-    try:
-        kept = None if session is None else redact_session(session, reporter.redactor)
-    except (SessionTooLarge, tarfile.TarError, OSError, EOFError) as exc:
-        kept, problem = None, f"its archive cannot be read: {exc}"
-    if problem is not None:
-        reporter.say(f"harness: the agent's session is not kept: {problem}")
-    return kept
 
 
 def _finish(

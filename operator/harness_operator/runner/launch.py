@@ -33,6 +33,9 @@ class Launch:
     more: bool = False  # another launch (a re-prompt) or a release may follow this one
     session_paths: list[str] = field(default_factory=list)  # packed after the agent's exit
     session: str | None = None  # base64 of a session archive, unpacked into the home before the start
+    # An ACP adapter: the runner stops it once the turn has ended (claude's and codex's keep running on a
+    # closed stdin), so its session is packed after a stop too; the runner keeps it after end_turn only.
+    stopped_when_done: bool = False
 
     def to_doc(self) -> dict[str, Any]:
         return {
@@ -45,6 +48,7 @@ class Launch:
             "more": self.more,
             "sessionPaths": self.session_paths,
             "session": self.session,
+            "stoppedWhenDone": self.stopped_when_done,
         }
 
     @classmethod
@@ -59,6 +63,7 @@ class Launch:
             bool(doc.get("more")),
             [str(p) for p in doc.get("sessionPaths") or []],
             str(doc["session"]) if doc.get("session") else None,
+            bool(doc.get("stoppedWhenDone")),
         )
 
 

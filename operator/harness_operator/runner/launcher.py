@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import ctypes
 import json
 import os
 import signal
@@ -32,18 +31,9 @@ from harness_operator.runner.channel import (
     take_launch,
 )
 from harness_operator.runner.launch import Launch, start_agent, take_session
-from harness_operator.runner.stops import SetupError, signal_group, stop_process_group
+from harness_operator.runner.stops import SetupError, make_undumpable, signal_group, stop_process_group
 
 DEFAULT_CHANNEL = "/run/harness/channel"
-PR_SET_DUMPABLE = 4
-
-
-def make_undumpable() -> None:
-    """prctl(PR_SET_DUMPABLE, 0): /proc/<pid>/mem, ptrace and /proc/<pid>/fd of this process are the
-    kernel's to give, and it gives them to no process of the same unprivileged user."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
 
 
 def exit_code(returncode: int) -> int:
@@ -110,9 +100,10 @@ def serve(launch: Launch, channel: str) -> int:
     exited.set()
     stop_process_group(proc, 0)  # whatever the agent left in its group goes too: no orphans
     reap_orphans()
-    # Only now (nothing of the agent's can still write it), and only after an exit 0: the runner keeps
-    # the session of a successful attempt alone.
-    session, problem = take_session(launch) if code == 0 else (None, None)
+    # Only now (nothing of the agent's can still write it), and only after an exit 0 (or an ACP adapter's
+    # stop, its turn over): the runner keeps the session of a successful attempt alone.
+    done = code == 0 or launch.stopped_when_done
+    session, problem = take_session(launch) if done else (None, None)
     said: dict[str, object] = {"exit": code}
     if session is not None:
         said["session"] = base64.b64encode(session).decode("ascii")

@@ -1,7 +1,9 @@
-"""Binary resolution, setup errors and stopping a process group: the executor's OS helpers (I/O)."""
+"""Binary resolution, setup errors, stopping a process group and keeping a process's memory from its own
+user: the executor's OS helpers (I/O)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -10,6 +12,7 @@ import time
 from harness_operator.api.reasons import Reason, ReasonedError
 
 GROUP_EXIT_SECONDS = 1.0
+PR_SET_DUMPABLE = 4
 
 
 class SetupError(ReasonedError):
@@ -67,3 +70,11 @@ def stop_process_group(proc: subprocess.Popen[bytes], grace_seconds: float) -> N
     deadline = time.monotonic() + GROUP_EXIT_SECONDS
     while time.monotonic() < deadline and signal_group(pgid, signal.SIGKILL):
         time.sleep(0.02)
+
+
+def make_undumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 0): /proc/<pid>/mem, environ, ptrace and /proc/<pid>/fd of this process are
+    the kernel's to give, and it gives them to no process of the same unprivileged user."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")

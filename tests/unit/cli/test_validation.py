@@ -281,6 +281,58 @@ def test_a_native_schema_option_is_declared_by_structured_output_and_only_for_a_
     ) == ["spec.outputSchemaOption applies only to protocol cli"]
 
 
+def test_a_session_is_resumed_by_arguments_for_a_cli_and_by_session_load_for_a_local_acp_agent() -> None:
+    declared = {"sessionResume": True}
+    cli = {"binary": "c", "capabilities": declared}
+    acp = {"protocol": "acp", "binary": "a", "capabilities": declared}
+    remote = {
+        "protocol": "acp",
+        "transport": "websocket",
+        "url": "wss://a/acp",
+        "cwd": "/w",
+        "capabilities": declared,
+    }
+    by_args = {"paths": [".c"], "resumeArgs": ["--resume", "$(HARNESS_SESSION_ID)"]}
+    by_load = {"paths": [".c"]}
+    no_args = "spec.session.resumeArgs is how a protocol cli CLI continues a session: set it"
+    acp_only = (
+        "an ACP agent continues a session with session/load, from its files in the sandbox's home: "
+        "spec.session takes no resumeArgs, and only transport stdio"
+    )
+    assert acp_definition_messages({**cli, "session": by_args}) == []
+    assert acp_definition_messages({**cli, "session": by_load}) == [no_args]
+    assert acp_definition_messages({**acp, "session": by_load}) == []
+    assert acp_definition_messages({**acp, "session": by_args}) == [acp_only]
+    assert acp_definition_messages({**remote, "session": by_load}) == [acp_only]
+    assert acp_definition_messages({**cli, "session": {**by_args, "resumeArgs": ["--resume"]}}) == [
+        "spec.session.resumeArgs must name the session, as $(HARNESS_SESSION_ID)"
+    ]
+
+
+def test_an_acp_agent_takes_mcp_servers_in_its_session_and_a_cli_in_its_configuration() -> None:
+    acp = {"protocol": "acp", "binary": "a"}
+    cli = {"binary": "c"}
+    gated = {"format": "acp", "toolName": "{tool} ({server} MCP Server)"}
+    flagged = {"flag": "--mcp-config", "toolName": "mcp__{server}__{tool}"}
+    per_protocol = (
+        "spec.mcp.format is acp exactly for protocol acp: an ACP agent takes its servers in the session"
+    )
+    shape = "set file for the settings format, env for opencode, nothing for acp, flag for the others"
+    assert acp_definition_messages({**acp, "mcp": gated}) == []
+    assert acp_definition_messages({**cli, "mcp": flagged}) == []
+    assert acp_definition_messages({**acp, "mcp": flagged}) == [per_protocol]
+    assert acp_definition_messages({**cli, "mcp": gated}) == [per_protocol]
+    assert acp_definition_messages({**acp, "mcp": {**gated, "flag": "--x"}}) == [shape]
+    remote = {"protocol": "acp", "transport": "websocket", "url": "wss://a/acp", "cwd": "/w"}
+    assert acp_definition_messages({**remote, "mcp": gated}) == [
+        "spec.mcp applies to a local ACP agent (transport stdio) only: it starts each server's gate from the "
+        "sandbox image"
+    ]
+    assert acp_definition_messages({**acp, "mcp": {**gated, "toolName": "{server}"}}) == [
+        "toolName must name {server} and {tool}"
+    ]
+
+
 def test_output_reprompts_need_an_output_schema() -> None:
     schema = crd_schema_for("HarnessRun")
     spec = {"provider": "p", "prompt": "x", "outputReprompts": 1}
@@ -390,7 +442,7 @@ def test_an_mcp_server_needs_exactly_one_of_url_and_command() -> None:
     )
     assert messages(found, ERROR) == [
         'spec.mcpServers: provider "aider" takes no MCP servers (its definition has no spec.mcp); use a provider '
-        "whose CLI does (claude, codex, copilot, gemini, qwen), or drop them"
+        "that does (claude, codex, copilot, gemini, opencode, qwen and their ACP adapters), or drop them"
     ]
     found = _catalog_check(
         "  provider: codex\n  prompt: hi\n  workspace: {workingDir: /w}\n"

@@ -120,6 +120,9 @@ def test_a_provider_that_takes_no_mcp_servers_refuses_the_run() -> None:
     assert refused.value.reason == "McpUnsupported"
     assert refused.value.message.startswith('spec.mcpServers: provider "aider" takes no MCP servers')
     assert [t.provider for t in resolve_targets(Reader(), run_of(mcpServers=[DOCS]))] == ["claude"]
+    assert [
+        t.provider for t in resolve_targets(Reader(), run_of(mcpServers=[DOCS], provider="codex-acp"))
+    ] == ["codex-acp"]
 
 
 @pytest.mark.parametrize(
@@ -240,3 +243,36 @@ def test_opencode_gets_its_servers_in_its_configuration_beside_the_runs_own() ->
     )
     merged = json.loads(next(e.value for e in plan.env if e.name == "OPENCODE_CONFIG_CONTENT"))
     assert list(merged) == ["provider", "mcp", "tools"]
+
+
+@pytest.mark.parametrize(
+    ("provider", "names"),
+    [
+        ("claude-acp", ["mcp__docs__search", "mcp__git__git_log"]),
+        ("gemini-acp", ["search (docs MCP Server)", "git_log (git MCP Server)"]),
+        ("codex-acp", ["Tool: docs/search", "Tool: git/git_log"]),
+    ],
+)
+def test_an_acp_agent_gets_each_server_behind_its_gate_and_a_policy_still_denies(
+    provider: str, names: list[str]
+) -> None:
+    run = run_of(provider=provider, mcpServers=[DOCS, LOCAL])
+    plan = build_plan(run, CATALOG[provider], 1, provider, {}, "p", None)
+    assert plan.acp is not None
+    docs, git = plan.acp.mcp_servers
+    assert (docs.name, docs.env) == ("docs", ["DOCS_TOKEN"])
+    assert docs.gate_args == [
+        "--tool=search",
+        "--tool=fetch",
+        "--url",
+        "https://mcp.docs.internal/mcp",
+        "--header",
+        "Authorization: Bearer $(DOCS_TOKEN)",  # the variable, read by the gate: no secret in the plan
+    ]
+    assert (git.gate_args, git.env) == (["--tool=git_log", "--", "mcp-server-git", "--read-only"], [])
+    assert plan.acp.mcp_tools == [names[0], names[0].replace("search", "fetch"), names[1]]
+    assert "mcp" not in " ".join(plan.args) and plan.home_files == {}  # nothing of it in argv or files
+    denied = run_of(provider=provider, mcpServers=[DOCS], tools={"deny": [names[0]]})
+    plan = build_plan(denied, CATALOG[provider], 1, provider, {}, "p", None)
+    assert plan.acp is not None and plan.acp.mcp_servers[0].gate_args[:2] == ["--tool=fetch", "--url"]
+    assert plan.acp.mcp_tools == [names[0].replace("search", "fetch")]

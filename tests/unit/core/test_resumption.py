@@ -22,9 +22,10 @@ from harness_operator.core.desired import build_job, build_plans, build_resume_s
 from harness_operator.core.resolution import AttemptTarget, Rejection, Waiting, resolve_targets
 from harness_operator.core.resumption import (
     WITHHELD,
+    Continuation,
     Resumption,
     build_replay_prompt,
-    compute_resume_args,
+    compute_continuation,
     describe_replays,
     resolve_resumption,
 )
@@ -155,9 +156,10 @@ def test_the_same_provider_resumes_and_a_fallback_is_told_the_conversation_again
     resumption = resolve_resumption(Reader({"review": earlier()}), run)
     assert resumption is not None
     targets = targets_of(run)
-    assert [compute_resume_args(resumption, t.provider, t.definition) for t in targets] == [
-        ["--resume", "s-1"],
-        ["--resume", "s-1"],
+    digest = hashlib.sha256(ARCHIVE).hexdigest()
+    assert [compute_continuation(resumption, t.provider, t.definition) for t in targets] == [
+        Continuation(["--resume", "s-1"], "s-1", digest),
+        Continuation(["--resume", "s-1"], "s-1", digest),
         None,
         None,
     ]
@@ -186,11 +188,36 @@ def test_the_same_provider_resumes_and_a_fallback_is_told_the_conversation_again
     ]
 
 
+def test_an_acp_agent_continues_its_own_session_with_session_load_and_no_arguments() -> None:
+    acp_session = SESSION.model_copy(update={"provider": "claude-acp"})
+    run = later(provider="claude-acp", fallback=[{"provider": "claude"}])
+    resumption = resolve_resumption(Reader({"review": earlier(session=acp_session)}), run)
+    assert resumption is not None
+    targets = targets_of(run)
+    digest = hashlib.sha256(ARCHIVE).hexdigest()
+    assert compute_continuation(resumption, "claude-acp", targets[0].definition) == Continuation(
+        [], "s-1", digest
+    )
+    acp, cli = [
+        load_plan(json.dumps(p))
+        for p in build_plans(run, targets, "Go on.", None, NOW, resumption=resumption)
+    ]
+    assert acp.acp is not None and acp.acp.load_session == "s-1" and acp.acp.prompt == "Go on."
+    assert acp.session_sha256 == digest and acp.session_paths == [".claude/projects"]
+    assert acp.args == []  # the adapter takes no flags: session/load carries the id
+    # claude cannot load claude-acp's session: it is told the conversation again.
+    assert cli.session_sha256 is None and cli.args[1].startswith("This continues an earlier conversation.")
+    assert describe_replays(resumption, targets) == [
+        'attempt 2: its session is provider "claude-acp"\'s, not "claude"\'s; the earlier prompt and output '
+        "are replayed in front of the prompt, and their tokens count like any other"
+    ]
+
+
 def test_another_providers_session_or_none_kept_is_replayed_and_said() -> None:
     run = later()
     targets = targets_of(run)
     elsewhere = Resumption("review", "p", "o", provider="qwen", session_id="q-1", archive=ARCHIVE)
-    assert compute_resume_args(elsewhere, "claude", CATALOG["claude"]) is None
+    assert compute_continuation(elsewhere, "claude", CATALOG["claude"]) is None
     assert describe_replays(elsewhere, targets) == [
         'attempt 1: its session is provider "qwen"\'s, not "claude"\'s; the earlier prompt and output are '
         "replayed in front of the prompt, and their tokens count like any other"

@@ -3,6 +3,8 @@ from assistant text only, usage, stop reasons, permissions, cancel, timeout, cos
 malformed messages, redaction; and the pure permission and stop-reason rules. Each test runs with the
 agent as the runner's child and started by a real launcher through its channel (the pod)."""
 
+import base64
+import dataclasses
 import io
 import os
 import sys
@@ -26,6 +28,7 @@ from harness_operator.runner.acp_rules import (
 )
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
+from harness_operator.runner.launch import Launch
 
 AGENT = str(Path(__file__).parents[2] / "fakes" / "acp_agent.py")
 BASE_ENV = {"PATH": os.environ["PATH"], "HOME": "/tmp", "LANG": "C.UTF-8"}
@@ -55,7 +58,8 @@ class CancelOnLine(io.BytesIO):
 
 def run(p: AttemptPlan, credentials: dict[str, str] | None = None, **kw: Any) -> tuple[AttemptResult, str]:
     err = kw.pop("stderr", None) or io.BytesIO()
-    result = execute(p, credentials or {}, base_env=BASE_ENV, stderr=err, spawn=spawn, **kw)
+    base_env, spawn_with = kw.pop("base_env", BASE_ENV), kw.pop("spawn_with", spawn)
+    result = execute(p, credentials or {}, base_env=base_env, stderr=err, spawn=spawn_with, **kw)
     return result, err.getvalue().decode()
 
 
@@ -285,6 +289,21 @@ def test_secrets_are_redacted_from_output_and_stderr() -> None:
     assert "s3cr3t-value" not in err and "stderr has" in err
 
 
+def test_an_mcp_servers_header_secret_is_its_gates_and_not_the_agents() -> None:
+    gated = {
+        "name": "docs",
+        "gate_args": ["--tool=echo", "--url", "http://127.0.0.1:9/mcp"],
+        "env": ["FAKE_TOKEN"],
+    }
+    p = acp_plan("secret", credential_envs=["FAKE_TOKEN"], acp={"mcp_servers": [gated]})
+    result, _ = run(p, {"FAKE_TOKEN": "s3cr3t-value"})
+    assert result.succeeded
+    assert result.output == b"the token is "  # unset in the agent's environment: not merely redacted
+    mine = acp_plan("secret", credential_envs=["FAKE_TOKEN"])
+    result, _ = run(mine, {"FAKE_TOKEN": "s3cr3t-value"})
+    assert result.output != b"the token is "  # a grant no gate reads stays the agent's (redacted here)
+
+
 def test_a_missing_adapter_is_binary_not_found() -> None:
     p = acp_plan("ok").model_copy(update={"binary": "no-such-acp-adapter", "args": []})
     result, err = run(p)
@@ -325,3 +344,44 @@ def test_a_permission_request_without_its_kind_takes_it_from_the_calls_update() 
     assert result.report.denied_tools == ("Run printf",)
     result, err = run(acp_plan("permission-kindless", acp={"permission": "deny", "tools": {"edits": False}}))
     assert "acp_agent: permission outcome: yes-once\n" in err  # an execute call: edits: false allows it
+
+
+def test_a_continuing_attempt_loads_the_earlier_session_from_its_restored_files(tmp_path: Path) -> None:
+    """The first attempt's session files are kept; a later one, in a fresh home given only that archive,
+    continues the session with session/load, and the replay of the earlier turn is not its output."""
+    fields = {"session_paths": [".acp-agent"]}
+    first, err = run(acp_plan("session", "PROMPT-ONE", **fields), base_env=home_env(tmp_path / "home-1"))
+    assert first.succeeded, err
+    assert first.output == b"answer from acp_agent: PROMPT-ONE; earlier: none"
+    session_id = first.report.session_id
+    assert session_id and first.session is not None
+    restored = base64.b64encode(first.session).decode()
+
+    def with_session(launch: Launch) -> Any:
+        return spawn(dataclasses.replace(launch, session=restored))
+
+    later = acp_plan("session", "PROMPT-TWO", acp={"load_session": session_id}, **fields)
+    second, err = run(later, base_env=home_env(tmp_path / "home-2"), spawn_with=with_session)
+    assert second.succeeded, err
+    assert second.output == b"answer from acp_agent: PROMPT-TWO; earlier: PROMPT-ONE"  # no replayed text
+    assert second.report.session_id == session_id
+    assert second.session is not None and second.session != first.session  # it holds both turns now
+
+
+def test_a_continuing_attempt_fails_clearly_when_the_agent_cannot_load_a_session(tmp_path: Path) -> None:
+    p = acp_plan("ok", acp={"load_session": "s-1"})
+    result, _err = run(p, base_env=home_env(tmp_path / "home"))
+    assert result.reason == "ProviderFailed" and not result.succeeded
+    assert "does not offer session/load" in result.message and "capabilities.sessionResume" in result.message
+
+
+def test_a_session_the_agent_does_not_have_fails_the_attempt(tmp_path: Path) -> None:
+    result, _err = run(acp_plan("session", acp={"load_session": "gone"}), base_env=home_env(tmp_path / "h"))
+    assert not result.succeeded and result.reason == "ProviderFailed"
+    assert "could not load the earlier session gone: Invalid params" in result.message
+    assert "no session gone" in result.message
+
+
+def home_env(home: Path) -> dict[str, str]:
+    home.mkdir(parents=True)
+    return {**BASE_ENV, "HOME": str(home)}
