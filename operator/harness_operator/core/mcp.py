@@ -19,8 +19,8 @@ from harness_operator.api.v1alpha1 import (
     McpSupport,
 )
 from harness_operator.contract.plan import AcpMcpServerPlan
+from harness_operator.contract.variables import HEADER_VARIABLE
 
-_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _BEARER = re.compile(r"Bearer \$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
@@ -41,7 +41,7 @@ def describe_mcp_unsupported(provider: str) -> str:
 def _headers(server: McpServer, support: McpSupport) -> dict[str, str]:
     """A remote server's headers, each `$(NAME)` written as the variable the CLI expands."""
     return {
-        h.name: _VARIABLE.sub(lambda m: support.variable.format(name=m.group(1)), h.value)
+        h.name: HEADER_VARIABLE.sub(lambda m: support.variable.format(name=m.group(1)), h.value)
         for h in server.headers
     }
 
@@ -78,7 +78,7 @@ def _codex_headers(server: McpServer) -> dict[str, Any]:
     as `Bearer ` and a variable: its bearer token)."""
     out: dict[str, Any] = {}
     for header in server.headers:
-        whole, bearer = _VARIABLE.fullmatch(header.value), _BEARER.fullmatch(header.value)
+        whole, bearer = HEADER_VARIABLE.fullmatch(header.value), _BEARER.fullmatch(header.value)
         if header.name.lower() == "authorization" and bearer:
             out["bearer_token_env_var"] = bearer.group(1)
         elif whole:
@@ -112,7 +112,7 @@ def find_mcp_problem(servers: list[McpServer], support: McpSupport) -> str | Non
         for header in server.headers:
             value = header.value
             bearer = header.name.lower() == "authorization" and _BEARER.fullmatch(value)
-            if _VARIABLE.search(value) and not (_VARIABLE.fullmatch(value) or bearer):
+            if HEADER_VARIABLE.search(value) and not (HEADER_VARIABLE.fullmatch(value) or bearer):
                 return (
                     f"spec.mcpServers {server.name!r}: header {header.name} mixes text and variables, which "
                     "this CLI cannot expand: write the value as $(NAME) alone (or Authorization as Bearer "
@@ -212,7 +212,7 @@ def build_acp_mcp_servers(
             args += ["--url", server.url, *headers]
         else:
             args += ["--", *(server.command or [])]
-        variables = sorted({m.group(1) for h in server.headers for m in _VARIABLE.finditer(h.value)})
+        variables = sorted({m.group(1) for h in server.headers for m in HEADER_VARIABLE.finditer(h.value)})
         plans.append(AcpMcpServerPlan(name=server.name, gate_args=args, env=variables))
         names += [named[t] for t in tools]
     return plans, names

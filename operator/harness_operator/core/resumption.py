@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 from harness_operator.api.reasons import Reason
@@ -52,6 +53,11 @@ class Resumption:
     session_id: str | None = None
     archive: bytes | None = None
     missing: str | None = None  # why no session can be resumed
+
+    @cached_property
+    def archive_sha256(self) -> str:
+        """The SHA-256 of the archive, hashed once for all the attempts that resume it."""
+        return hashlib.sha256(self.archive or b"").hexdigest()
 
 
 def resolve_resumption(reader: SessionReader, run: HarnessRun) -> Resumption | None:
@@ -104,7 +110,7 @@ def compute_continuation(
     if resumption.provider != provider or not resumption.session_id:
         return None
     args = [a.replace(SESSION_ID_ARG, resumption.session_id) for a in definition.session.resume_args]
-    return Continuation(args, resumption.session_id, hashlib.sha256(resumption.archive).hexdigest())
+    return Continuation(args, resumption.session_id, resumption.archive_sha256)
 
 
 def describe_replay(

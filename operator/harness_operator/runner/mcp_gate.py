@@ -24,9 +24,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from harness_operator.contract.variables import HEADER_VARIABLE
 from harness_operator.runner.stops import make_undumpable
 
-_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 REQUEST_SECONDS = 600.0  # one tool call may take long; the attempt's own timeout bounds the rest
 Message = dict[str, Any]
 
@@ -86,7 +86,7 @@ def expand_header(line: str, env: dict[str, str]) -> tuple[str, str]:
             raise ValueError(f"header {name.strip()}: variable {match.group(1)} is not set")
         return env[match.group(1)]
 
-    return name.strip(), _VARIABLE.sub(variable, value.strip())
+    return name.strip(), HEADER_VARIABLE.sub(variable, value.strip())
 
 
 def read_messages(stream: IO[bytes]) -> Iterator[Message]:
