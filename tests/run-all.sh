@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole suite in one pytest run (what `make test` and CI run): installs the pinned real agent CLIs
-# for the cli tier (each runs against a local stub of its vendor's API), builds (cached) and starts the
-# real test cluster, builds every image (`make images`), runs every tier and e2e/ against the cluster,
-# and stops the cluster again if this script started it. The Go builds run beside the downloads.
+# The whole suite (what `make test` and CI run): installs the pinned real agent CLIs for the cli tier
+# (each runs against a local stub of its vendor's API), builds (cached) and starts the real test cluster,
+# builds every image (`make images`), runs every tier and e2e/ against the cluster (the tiers that need
+# no cluster in a second pytest beside it), and stops the cluster again if this script started it. The
+# Go builds run beside the downloads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/phases.sh
@@ -63,4 +64,24 @@ phase test-image sandbox-image/build --test --only test >&2
 
 await "$tools_builds" "$tools_log" "the tools tests' Go builds"
 
-phase pytest .venv/bin/python -m pytest -q --durations=15
+# Two pytest runs side by side, which together select every test once: the tiers that need no cluster
+# (unit, and the agent CLIs against their stubs: CPU) in the background, beside the cluster's tiers, whose
+# waits for pods leave the CPU mostly idle. Each has its own temporary directory.
+local_log="$(mktemp)"
+local_tmp="$(mktemp -d)"
+background pytest-local "$local_log" .venv/bin/python -m pytest -q --durations=10 -p no:cacheprovider \
+	--basetemp="$local_tmp/pytest" -m "not integration and not e2e and not gotool"
+local_tests=$bg_pid
+if ((was_running)); then
+	trap 'kill -- -$local_tests 2>/dev/null || true' EXIT
+else
+	trap 'kill -- -$local_tests 2>/dev/null || true; tests/cluster/down >&2 || true' EXIT
+fi
+
+status=0
+phase pytest .venv/bin/python -m pytest -q --durations=15 -m "integration or e2e or gotool" || status=$?
+wait "$local_tests" || status=$?
+echo "run-all: the tiers without the cluster (pytest -m 'not integration and not e2e and not gotool'):"
+cat "$local_log"
+rm -rf "$local_tmp"
+exit "$status"
