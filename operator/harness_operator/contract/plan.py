@@ -140,6 +140,11 @@ class AttemptPlan(Model):
     optional_credential_envs: list[str] = Field(
         default_factory=list, description="The subset of credential_envs that may be absent."
     )
+    raw_json_envs: list[str] = Field(
+        default_factory=list,
+        description="Credentials the CLI pastes unescaped into JSON text (OpenCode's {env:NAME}): one whose "
+        "value holds a quote, a backslash or a control character is refused before the agent starts.",
+    )
     output_format: OutputFormat = Field(default=OutputFormat.text, description="Parser for stdout.")
     pricing: dict[str, ModelPricing] = Field(
         default_factory=dict,

@@ -168,6 +168,15 @@ def build_mcp_env(servers: list[McpServer], definition: HarnessDefinitionSpec) -
     return {support.env: json.dumps(config)}
 
 
+def compute_raw_json_variables(servers: list[McpServer], definition: HarnessDefinitionSpec) -> list[str]:
+    """The variables the CLI pastes unescaped into the JSON text of its configuration (opencode format:
+    OpenCode replaces {env:NAME} before it parses), which the runner checks before the agent starts."""
+    support = definition.mcp
+    if support is None or support.format != McpFormat.opencode:
+        return []
+    return sorted({m.group(1) for s in servers for h in s.headers for m in HEADER_VARIABLE.finditer(h.value)})
+
+
 def build_mcp_tool_names(servers: list[McpServer], definition: HarnessDefinitionSpec) -> list[str]:
     """The servers' listed tools as the CLI names them."""
     support = definition.mcp

@@ -48,6 +48,7 @@ from harness_operator.core.mcp import (
     build_mcp_home_files,
     build_mcp_tool_names,
     compute_mcp_servers,
+    compute_raw_json_variables,
 )
 from harness_operator.core.resumption import Continuation
 from harness_operator.core.retry import build_positions, retry_number
@@ -252,6 +253,7 @@ def build_plan(
             acp = acp.model_copy(update={"load_session": resume.session_id})
         home_files: dict[str, str] = {}
         config_env: dict[str, str] = {}
+        raw_json: list[str] = []
         reprompt: Invocation | None = None
         binary = definition.binary or ""
         args = [*definition.prefix_args, *build_flags(merge_options(definition, all_options), definition)]
@@ -267,6 +269,7 @@ def build_plan(
         config_env = merge_each(
             build_mcp_env(servers, definition), build_tool_env(policy, definition, mcp_tools)
         )
+        raw_json = compute_raw_json_variables(servers, definition)
         lead = [*build_mcp_arguments(servers, definition), *rules_lead, *schema_lead]
         all_options = allow_listed_tools(all_options, definition, mcp_tools)
         resume_args = resume.args if resume else []
@@ -290,6 +293,7 @@ def build_plan(
         env=[EnvVar(name=k, value=v) for k, v in sorted(plain.items()) if k not in grants],
         credential_envs=sorted(grants),
         optional_credential_envs=sorted(k for k, g in grants.items() if g.optional),
+        raw_json_envs=[name for name in raw_json if name in grants],
         output_format=definition.output.format,
         pricing=dict(definition.pricing),
         cli_version=definition.cli_version,

@@ -134,11 +134,23 @@ def build_env(
     for name in plan.credential_envs:
         if name in credentials:
             env[name] = credentials[name]
+            if name in plan.raw_json_envs and not is_json_safe(credentials[name]):
+                raise SetupError(
+                    Reason.SetupFailed,
+                    f"harness: credential {name} holds a quote, a backslash or a control character, which "
+                    "the CLI pastes unescaped into its JSON configuration (an MCP server's header): "
+                    "store a value without them in its Secret",
+                )
         elif name not in plan.optional_credential_envs:
             raise SetupError(
                 Reason.CredentialsMissing, f"harness: credential {name} is not set; grant it from a Secret"
             )
     return env
+
+
+def is_json_safe(value: str) -> bool:
+    """Whether `value` pasted between a JSON string's quotes leaves it the same string."""
+    return not any(c in value for c in '"\\') and all(ord(c) >= 0x20 for c in value)
 
 
 def build_launch(

@@ -6,6 +6,7 @@ folders, each under one of the definition's session paths, none through a link, 
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import tarfile
@@ -68,7 +69,11 @@ def _read(path: str) -> bytes:
 
 def _archive(entries: Iterable[tuple[str, bytes]]) -> bytes:
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
+    # gzip's header takes the time too unless given one: the same files, the same archive
+    with (
+        gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6, mtime=_MTIME) as packed_stream,
+        tarfile.open(fileobj=packed_stream, mode="w") as tar,
+    ):
         for name, data in entries:
             info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode = len(data), _MTIME, 0o600

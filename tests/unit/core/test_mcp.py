@@ -245,6 +245,16 @@ def test_opencode_gets_its_servers_in_its_configuration_beside_the_runs_own() ->
     assert list(merged) == ["provider", "mcp", "tools"]
 
 
+def test_the_runner_checks_only_the_credentials_opencode_pastes_into_its_json() -> None:
+    grant = {"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs", "key": "token"}}
+    other = {"env": "OTHER", "secretKeyRef": {"name": "other", "key": "token"}}
+    for provider, expected in [("opencode", ["DOCS_TOKEN"]), ("claude", []), ("gemini", [])]:
+        run = run_of(provider=provider, mcpServers=[DOCS, LOCAL], credentials=[grant, other])
+        plan = build_plan(run, CATALOG[provider], 1, provider, {}, "p", None)
+        assert plan.raw_json_envs == expected, provider
+        assert {"DOCS_TOKEN", "OTHER"} <= set(plan.credential_envs)
+
+
 @pytest.mark.parametrize(
     ("provider", "names"),
     [

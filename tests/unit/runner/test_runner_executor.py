@@ -107,6 +107,19 @@ def test_missing_required_credential_is_a_setup_error():
     assert "credential TOKEN is not set" in err
 
 
+@pytest.mark.parametrize("value", ['to"ken', "to\\ken", "to\nken", "to\x01ken"])
+def test_a_credential_the_cli_pastes_into_json_is_refused_with_a_quote_backslash_or_control(value):
+    result, err = run(plan("ok", credential_envs=["TOKEN"], raw_json_envs=["TOKEN"]), {"TOKEN": value})
+    assert (result.exit_code, result.reason) == (1, "SetupFailed")
+    assert "credential TOKEN holds a quote, a backslash or a control character" in err
+    assert value not in err
+
+
+def test_a_plain_credential_the_cli_pastes_into_json_reaches_the_agent():
+    result, _ = run(plan("ok", credential_envs=["TOKEN"], raw_json_envs=["TOKEN"]), {"TOKEN": "tok-1/+=é"})
+    assert result.succeeded, result.message
+
+
 def test_argv0_is_the_configured_name_found_in_path(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
