@@ -154,7 +154,7 @@ def main() -> int:
         for turn in range(1, 1000):
             usage = {"input_tokens": 1_000_000 * turn, "cached_input_tokens": 0, "output_tokens": 0}
             out({"type": "turn.completed", "usage": usage})
-            time.sleep(0.05)
+            time.sleep(float(os.environ.get("FAKE_TURN_SECONDS", "0.05")))
         return 0
     if MODE == "turns":
         out({"type": "system", "subtype": "init", "session_id": "fake-1", "model": "fake-model"})

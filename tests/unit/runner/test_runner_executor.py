@@ -256,8 +256,13 @@ def test_cancel_stops_the_agent(tmp_path):
     assert all_gone(wait_for(pidfile))
 
 
+# Turns 0.3 s apart: the agent is stopped at the turn that crosses the limit, not one later, on a busy
+# machine too (the unit tier runs beside the cluster's tests).
+SLOW = [{"name": "FAKE_TURN_SECONDS", "value": "0.3"}]
+
+
 def test_cost_limit_stops_the_agent_from_streaming_usage():
-    p = plan("cost", "codex-jsonl", pricing={"gpt": {"input": 1.0}}, limits={"maxCostUSD": 2.5})
+    p = plan("cost", "codex-jsonl", pricing={"gpt": {"input": 1.0}}, limits={"maxCostUSD": 2.5}, env=SLOW)
     result, err = run(p)
     assert (result.exit_code, result.reason) == (124, "CostLimitExceeded")
     assert not result.fallback_allowed
@@ -274,6 +279,7 @@ def test_cost_limit_stops_the_agent_on_table_prices():
         price_table="genai-prices 0.2.3",
         model_hint="gpt-5.4",
         limits={"maxCostUSD": 2.5},
+        env=SLOW,
     )
     result, err = run(p)
     assert (result.exit_code, result.reason) == (124, "CostLimitExceeded")
