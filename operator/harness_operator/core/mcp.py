@@ -174,6 +174,11 @@ def compute_raw_json_variables(servers: list[McpServer], definition: HarnessDefi
     support = definition.mcp
     if support is None or support.format != McpFormat.opencode:
         return []
+    return header_variables(servers)
+
+
+def header_variables(servers: Sequence[McpServer]) -> list[str]:
+    """The variables the servers' headers name (`$(NAME)`), sorted."""
     return sorted({m.group(1) for s in servers for h in s.headers for m in HEADER_VARIABLE.finditer(h.value)})
 
 
@@ -221,7 +226,6 @@ def build_acp_mcp_servers(
             args += ["--url", server.url, *headers]
         else:
             args += ["--", *(server.command or [])]
-        variables = sorted({m.group(1) for h in server.headers for m in HEADER_VARIABLE.finditer(h.value)})
-        plans.append(AcpMcpServerPlan(name=server.name, gate_args=args, env=variables))
+        plans.append(AcpMcpServerPlan(name=server.name, gate_args=args, env=header_variables([server])))
         names += [named[t] for t in tools]
     return plans, names
