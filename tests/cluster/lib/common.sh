@@ -3,8 +3,15 @@
 # another folder on the same machine reuses the build cache and the cluster.
 CLUSTER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HARNESS_CLUSTER_CACHE="${HARNESS_CLUSTER_CACHE:-/var/cache/harness-operator/cluster}"
-HARNESS_CLUSTER_STATE="${HARNESS_CLUSTER_STATE:-/var/lib/harness-operator-cluster}"
-export HARNESS_CLUSTER_CACHE HARNESS_CLUSTER_STATE
+# `worker`: the second cluster (tests/cluster/worker), a MultiKueue worker. The same scripts run it in its
+# own network namespace, with its own state, addresses and cgroup root; they share the build cache.
+HARNESS_CLUSTER_ROLE="${HARNESS_CLUSTER_ROLE:-main}"
+if [[ $HARNESS_CLUSTER_ROLE == worker ]]; then
+	HARNESS_CLUSTER_STATE="${HARNESS_CLUSTER_STATE:-/var/lib/harness-operator-worker}"
+else
+	HARNESS_CLUSTER_STATE="${HARNESS_CLUSTER_STATE:-/var/lib/harness-operator-cluster}"
+fi
+export HARNESS_CLUSTER_CACHE HARNESS_CLUSTER_STATE HARNESS_CLUSTER_ROLE
 
 # Pinned versions (the Go module in gomod/ is the source of truth; these are
 # the strings stamped into the binaries and shown in docs).
@@ -54,6 +61,19 @@ wait_for() {
 }
 
 NODE_IP=10.88.0.1          # address of the cni0 bridge, created by `up`
+# Where clients reach the API server: loopback here; the worker's node IP, which the host routes into the
+# worker's network namespace (tests/cluster/worker), so one kubeconfig serves both sides.
+APISERVER_HOST=127.0.0.1
+# The kubelet's cgroup root: the worker's pods live under a root of their own (two kubelets on one root
+# would remove each other's pod cgroups).
+CGROUP_ROOT=""
+if [[ $HARNESS_CLUSTER_ROLE == worker ]]; then
+	NODE_NAME=harness-worker-node
+	POD_CIDR=10.89.0.0/16
+	NODE_IP=10.89.0.1
+	APISERVER_HOST=$NODE_IP
+	CGROUP_ROOT=/harness-worker
+fi
 BRIDGE=cni0
 SERVICE_IP=10.96.0.1
 CTR=(ctr --address "$CONTAINERD_SOCK" --namespace k8s.io)

@@ -69,7 +69,7 @@ kind: Config
 clusters:
 - name: harness
   cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
+    server: https://$APISERVER_HOST:$APISERVER_PORT
     certificate-authority-data: $(base64 -w0 "$PKI_DIR/ca.crt")
 users:
 - name: $user

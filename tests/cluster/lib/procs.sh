@@ -4,6 +4,10 @@
 # containerd socket) are ever signalled.
 
 COMPONENTS_START_ORDER=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy kube-router registry)
+# The worker (tests/cluster/worker) has no registry of its own: images reach it by import.
+if [[ $HARNESS_CLUSTER_ROLE == worker ]]; then
+	COMPONENTS_START_ORDER=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy kube-router)
+fi
 
 # pid_of NAME: prints the pid if the recorded process is alive and is ours.
 pid_of() {
