@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv test unit lint generate demo images cluster-up cluster-down flux-test kueue-test reliability resume-matrix
+.PHONY: venv test unit lint generate demo images cluster-up cluster-down flux-test kueue-test multikueue-test reliability resume-matrix
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -64,6 +64,12 @@ flux-test: venv
 ## and removes Kueue again
 kueue-test: venv
 	HARNESS_KUEUE=1 $(PY) -m pytest tests/integration/test_kueue.py -q
+
+## MultiKueue dispatches runs to a second cluster: starts it (tests/cluster/worker, its own control plane,
+## kubelet and network namespace; about 15 s warm), Kueue on both clusters, runs
+## tests/integration/test_multikueue.py, and removes Kueue and the second cluster again
+multikueue-test: venv
+	HARNESS_MULTIKUEUE=1 $(PY) -m pytest tests/integration/test_multikueue.py -q
 
 ## every fault test (tests/reliability) on the test cluster, the slow ones included: the operator SIGKILLed
 ## ten times in a burst of 200 runs, kube-apiserver and etcd restarted, the kubelet restarted (about 15 minutes)

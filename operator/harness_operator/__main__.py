@@ -38,6 +38,7 @@ from harness_operator.controller.retention import ExpiryQueue, compute_expiry
 from harness_operator.controller.run_cache import RUN_KIND, RunStore
 from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.controller.wiring import Controller
+from harness_operator.controller.workers import Workers
 from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
 from harness_operator.core.confinement import find_api_server_address
 from harness_operator.core.kueue import KUEUE_GROUP
@@ -60,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     children = ChildStore()
     retention = ExpiryQueue(kube.delete_run, on_error=Controller.log_retention_error)
     reconciler = Reconciler(kube, config, children=children)
+    reconciler.workers = Workers.from_kubeconfigs(config.multikueue_workers)
     definitions = DefinitionReconciler(kube, reconciler.clock)
-    progress = ProgressReader(kube, reconciler.run_lock, reconciler.clock)
+    progress = ProgressReader(kube, reconciler.run_lock, reconciler.clock, reconciler.workers)
 
     def expiry(run: Mapping[str, Any], now: datetime) -> float | None:
         ttl, spare = config.default_ttl_seconds_after_finished, config.default_ttl_spares_applied
@@ -91,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for watcher in watchers:
         watcher.start()
+    reconciler.workers.watch(namespaces, controller.child_changed)
 
     def watch_kueue() -> None:  # once the cluster serves Kueue and a run names a queue (or now)
         for kind in KUEUE_KINDS:

@@ -10,7 +10,6 @@ Slow on a cold machine (Kueue's build, about five minutes): runs only with HARNE
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -392,75 +391,6 @@ def test_a_run_naming_no_queue_goes_to_its_namespaces_default_local_queue(
         (job,) = api.jobs(name)
         assert job.metadata.labels[QUEUE_LABEL] == "default"
     assert most == 1  # Kueue's quota of one pod, not the operator's limit of two
-
-
-def test_a_run_whose_queue_dispatches_to_another_cluster_fails_at_once_saying_why(
-    api: Api,
-    images: dict[str, str],
-    custom: client.CustomObjectsApi,
-    kube: client.ApiClient,
-    cluster_objects: Callable[[str, dict[str, Any]], str],
-    flavor: str,
-) -> None:
-    """MultiKueue is not supported: a worker (here one whose API server does not answer) would get the
-    Job without its plan Secret and policy, and the manager would never see its pod."""
-    core = client.CoreV1Api(kube)
-    secret = f"worker-{uuid.uuid4().hex[:5]}"
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": "w", "cluster": {"server": "https://10.87.0.1:6443", "insecure-skip-tls-verify": True}}
-        ],
-        "users": [{"name": "w", "user": {"token": "not-a-real-token"}}],
-        "contexts": [{"name": "w", "context": {"cluster": "w", "user": "w"}}],
-        "current-context": "w",
-    }
-    core.create_namespaced_secret(
-        "kueue-system",
-        client.V1Secret(
-            metadata=client.V1ObjectMeta(name=secret), string_data={"kubeconfig": json.dumps(kubeconfig)}
-        ),
-    )
-    try:
-        worker = cluster_objects(
-            "multikueueclusters",
-            {
-                "kind": "MultiKueueCluster",
-                "metadata": {"name": "worker"},
-                "spec": {"clusterSource": {"kubeConfig": {"location": secret}}},
-            },
-        )
-        config = cluster_objects(
-            "multikueueconfigs",
-            {"kind": "MultiKueueConfig", "metadata": {"name": "mk"}, "spec": {"clusters": [worker]}},
-        )
-        check = cluster_objects(
-            "admissionchecks",
-            {
-                "kind": "AdmissionCheck",
-                "metadata": {"name": "mk"},
-                "spec": {
-                    "controllerName": "kueue.x-k8s.io/multikueue",
-                    "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config},
-                },
-            },
-        )
-        dispatching = cluster_queue(
-            cluster_objects, flavor, pods=5, admissionChecksStrategy={"admissionChecks": [{"name": check}]}
-        )
-        local_queue(custom, api.ns, "elsewhere", dispatching)
-        slow(api, images)
-        time.sleep(2)  # Kueue's cache learns the queue's admission check
-        api.create(queued_run("remote", "elsewhere"))
-        status = api.wait_finished("remote", timeout=60)
-        print(status["message"])
-        assert (status["phase"], status["reason"]) == ("Failed", "QueueUnavailable"), status
-        assert 'LocalQueue "elsewhere" dispatches Job remote-a1 to another cluster' in status["message"]
-        wait_until(lambda: not api.jobs("remote"), timeout=60, what="its Job to go")
-        wait_until(lambda: not workloads(api, "remote-a1"), timeout=60, what="its Workload to go")
-    finally:
-        core.delete_namespaced_secret(secret, "kueue-system")
 
 
 def test_an_attempt_evicted_while_the_operator_is_down_ends_preempted_once_it_is_back(

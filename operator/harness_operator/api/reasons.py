@@ -154,7 +154,8 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Succeeded",
         "False",
         "the run's Kueue queue cannot run it: the cluster serves no Kueue API (its Job would wait suspended "
-        "forever), or the queue dispatches to another cluster (MultiKueue); no fallback follows",
+        "forever), or MultiKueue dispatched it to a worker cluster the operator has no kubeconfig for "
+        "(multiKueue.workers); no fallback follows",
     ),
     Reason.Running: ("Succeeded", "Unknown", "the agent runs"),
     Reason.FallingBack: ("Succeeded", "Unknown", "an attempt failed; the next provider's attempt starts"),

@@ -82,6 +82,11 @@ class Attempt(AttemptOutcome):
 
     job_name: str | None = Field(default=None, description="The attempt's Job.")
     pod_name: str | None = Field(default=None, description="The attempt's Pod.")
+    cluster: str | None = Field(
+        default=None,
+        description="The MultiKueue worker cluster the attempt's Job ran on (its MultiKueueCluster's name); "
+        "unset: this cluster.",
+    )
     image_digest: str | None = Field(default=None, description="Image digest the pod ran.")
 
 

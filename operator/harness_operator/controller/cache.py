@@ -47,11 +47,8 @@ SYNC_WAIT_SECONDS = 30.0
 def _slim_meta(meta: dict[str, Any]) -> dict[str, Any]:
     annotations = meta.get("annotations") or {}
     kept = {k: v for k, v in annotations.items() if k == ANNOTATION_RUN}
-    slim: dict[str, Any] = {
-        key: meta[key]
-        for key in ("name", "namespace", "uid", "labels", "ownerReferences", "creationTimestamp")
-        if key in meta
-    }
+    keys = ("name", "namespace", "uid", "labels", "ownerReferences", "creationTimestamp", "finalizers")
+    slim: dict[str, Any] = {key: meta[key] for key in keys if key in meta}
     return {**slim, "annotations": kept}
 
 
@@ -134,6 +131,10 @@ class ChildStore:
         for kind, event in self._synced.items():
             if not event.wait(timeout):
                 raise TimeoutError(f"the watch cache of {kind}s has not synced yet")
+
+    def synced(self) -> bool:
+        """Both caches hold a first full list (a worker cluster's may not have been reached yet)."""
+        return all(event.is_set() for event in self._synced.values())
 
     def children(self, kind: str, namespace: str, run: str) -> list[dict[str, Any]]:
         """The run's Jobs or Pods (by the run label, as a label selector would find them)."""
@@ -345,7 +346,13 @@ class Watcher(Generic[ChangeT]):
                 if getattr(exc, "status", None) == 410:
                     continue  # refused at the start of a watch: as expired
                 where = self.namespace or "all namespaces"
-                log.warning("Watch failed; retrying", kind=self.kind, namespace=where, error=str(exc))
+                log.warning(
+                    "Watch failed; retrying",
+                    kind=self.kind,
+                    namespace=where,
+                    cluster=self.kube.cluster or None,
+                    error=str(exc),
+                )
                 self.stopped.wait(backoff)
                 backoff = min(MAX_BACKOFF_SECONDS, backoff * 2)
 

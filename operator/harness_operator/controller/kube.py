@@ -50,7 +50,7 @@ CONNECTIONS = 32
 class Kube:
     """Thin typed wrappers over the official client; every call goes through here."""
 
-    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+    def __init__(self, api_client: client.ApiClient | None = None, cluster: str = "") -> None:
         if api_client is None:
             try:
                 config.load_incluster_config()
@@ -62,6 +62,7 @@ class Kube:
             settings.connection_pool_maxsize = CONNECTIONS
             api_client = client.ApiClient(settings)
         self.api = api_client
+        self.cluster = cluster  # a MultiKueue worker's name (controller/workers); "": this cluster
         self._served: set[str] = set()
         self._unserved: dict[str, float] = {}
         self.core = client.CoreV1Api(api_client)
@@ -70,6 +71,15 @@ class Kube:
         self.coordination = client.CoordinationV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
+
+    @classmethod
+    def for_cluster(cls, name: str, path: str) -> Kube:
+        """A client of another cluster (a MultiKueue worker, `name`) from its kubeconfig file, leaving this
+        process's own configuration alone."""
+        settings = client.Configuration()
+        config.load_kube_config(config_file=path, client_configuration=settings)
+        settings.connection_pool_maxsize = CONNECTIONS
+        return cls(client.ApiClient(settings), cluster=name)
 
     @classmethod
     def from_kubeconfig(cls, path: str | None, context: str | None) -> tuple[Kube, str]:
@@ -117,6 +127,32 @@ class Kube:
         if secret is None or key not in (secret.data or {}):
             return None
         return base64.b64decode(secret.data[key]).decode("utf-8", errors="replace")
+
+    def fetch_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """One Secret as stored (None when it does not exist): a run's own, to copy to a worker cluster."""
+        secret = _none_if_missing(lambda: self.core.read_namespaced_secret(name, namespace))
+        return None if secret is None else dict(self.api.sanitize_for_serialization(secret))
+
+    def add_job_finalizer(self, namespace: str, name: str, finalizer: str, current: list[str]) -> None:
+        """Add `finalizer` to Job `name`, whose finalizers are `current` (refused if they changed since)."""
+        patch: list[dict[str, Any]]
+        if current:
+            patch = [
+                {"op": "test", "path": "/metadata/finalizers", "value": current},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
+            ]
+        else:
+            patch = [{"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}]
+        self.batch.patch_namespaced_job(name, namespace, patch)
+
+    def remove_job_finalizer(self, namespace: str, name: str, finalizer: str, current: list[str]) -> None:
+        """Remove `finalizer` from Job `name`, whose finalizers are `current` (refused if they changed)."""
+        index = current.index(finalizer)
+        patch = [
+            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizer},
+            {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+        ]
+        _none_if_missing(lambda: self.batch.patch_namespaced_job(name, namespace, patch))
 
     def fetch_pods(self, namespace: str, run: str) -> list[dict[str, Any]]:
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_RUN}={label_value(run)}"
@@ -380,6 +416,14 @@ class Kube:
             if exc.status != 409:
                 raise
             replace(name, ns, sent, field_manager=FIELD_MANAGER)
+
+    def fetch_kueue_object(self, plural: str, name: str) -> dict[str, Any] | None:
+        """One cluster-scoped Kueue object (a ClusterQueue, AdmissionCheck, MultiKueueConfig or
+        MultiKueueCluster); None when it does not exist."""
+        found = _none_if_missing(
+            lambda: self.custom.get_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, name)
+        )
+        return None if found is None else dict(found)
 
     def fetch_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The leader-election Lease as raw JSON (missing: None), as its watch shows it: the client's

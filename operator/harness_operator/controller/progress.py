@@ -13,6 +13,7 @@ from harness_operator.controller import metrics
 from harness_operator.controller.cache import KeyedQueue
 from harness_operator.controller.due import DueQueue
 from harness_operator.controller.kube import Kube
+from harness_operator.controller.workers import Workers
 from harness_operator.core.progress import compute_progress, is_progress_changed, is_progress_wanted
 
 PROGRESS_TAIL_LINES = 40
@@ -24,9 +25,14 @@ class ProgressReader:
     """One bounded log GET per tick of a running run; `run_lock` is the run reconciler's lock of the run."""
 
     def __init__(
-        self, kube: Kube, run_lock: Callable[[str, str], threading.Lock], clock: Callable[[], datetime]
+        self,
+        kube: Kube,
+        run_lock: Callable[[str, str], threading.Lock],
+        clock: Callable[[], datetime],
+        workers: Workers | None = None,
     ) -> None:
         self.kube, self.run_lock, self.clock = kube, run_lock, clock
+        self.workers = workers or Workers()  # an attempt MultiKueue dispatched is read on its worker
 
     def refresh(self, namespace: str, name: str) -> None:
         """Write status.progress when the figures moved. Under the run's lock, so that a reconcile's final
@@ -40,7 +46,7 @@ class ProgressReader:
                 return
             attempt = status.attempts[-1]
             assert attempt.pod_name is not None
-            log = self.kube.fetch_pod_log_tail(
+            log = self.workers.kube_of(attempt.cluster, self.kube).fetch_pod_log_tail(
                 namespace, attempt.pod_name, PROGRESS_TAIL_LINES, PROGRESS_TAIL_BYTES
             )
             metrics.PROGRESS_READS.inc()

@@ -10,6 +10,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent import futures
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -25,6 +26,7 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.changes import parse_report
 from harness_operator.contract.frame import FrameError, decode_frame
+from harness_operator.contract.result import ResultDocument
 from harness_operator.contract.structured_output import (
     OutputChecked,
     OutputMismatch,
@@ -40,6 +42,7 @@ from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
+from harness_operator.controller.workers import Workers
 from harness_operator.core.budget import (
     Admission,
 )
@@ -73,12 +76,26 @@ from harness_operator.core.invocation import attempt_options_field, find_unknown
 from harness_operator.core.kueue import (
     DEFAULT_LOCAL_QUEUE,
     KUEUE_GROUP,
+    admission_check_names,
+    describe_inactive,
     describe_missing_kueue,
+    is_inadmissible,
     is_kueue_managed,
+    multikueue_config_name,
     queue_of,
     resolve_queue,
 )
 from harness_operator.core.model_route import compute_key_warning, route_targets
+from harness_operator.core.multikueue import (
+    check_remote_copy,
+    describe_missing_secret,
+    describe_remote_wait,
+    describe_unknown_worker,
+    describe_unreachable,
+    dispatched_cluster,
+    find_missing_secret,
+    is_dispatched,
+)
 from harness_operator.core.naming import (
     KUEUE_QUEUE_LABEL,
     LABEL_ATTEMPT,
@@ -86,6 +103,8 @@ from harness_operator.core.naming import (
     job_name,
     label_value,
     output_config_map_name,
+    plan_secret_name,
+    resume_secret_name,
 )
 from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
 from harness_operator.core.ownership import describe_conflict, is_expected_child, is_owned_child
@@ -100,10 +119,12 @@ from harness_operator.core.resolution import (
     resolve_inputs,
     resolve_targets,
 )
+from harness_operator.core.results import queue_unavailable_result
 from harness_operator.core.resumption import compute_continuation, describe_replays, resolve_resumption
 from harness_operator.core.retry import compute_retry_due, retry_number, retry_waiting_message
 from harness_operator.core.status import (
     FINISHED,
+    SUSPENDED,
     Observed,
     ObservedAttempt,
     compute_next_attempt,
@@ -152,6 +173,7 @@ class Reconciler:
         self.clock = clock
         self.children = children or ChildStore()
         self.kueue = KueueStore(self.children)  # its watches start on first use (__main__)
+        self.workers = Workers()  # MultiKueue's worker clusters (__main__, from the config)
         self.budgets = BudgetReconciler(kube, config.ledger_namespace, clock)
         self.grants = Grants(kube, config)
         self.metering = AttemptMetering(kube, config, self.grants)
@@ -189,6 +211,7 @@ class Reconciler:
                 return []
             run = HarnessRun.model_validate(raw)
             if is_finished(run.status.conditions if run.status else []):
+                self.workers.release(namespace, name)  # what a failed release left held
                 return []
             try:
                 status = self._reconcile_run(run, retry)
@@ -232,6 +255,7 @@ class Reconciler:
         self._count((namespace, name), None, False)
         self._admitted.discard((namespace, name))
         self.children.release(namespace, name)
+        self.workers.release(namespace, name)
 
     def _count(self, key: tuple[str, str], started: datetime | None, queued: bool) -> None:
         """The run in the gauges: in flight since `started` (None: not in flight), queued or not."""
@@ -279,7 +303,7 @@ class Reconciler:
             )
             next_index = compute_next_attempt(observed)
             if next_index is None:
-                return self._write(run, observed)
+                return self._written(run, observed)
             backoff = self._backoff(run, observed, next_index)
             if backoff is not None:
                 return self._write(run, Observed(providers, attempts, positions=positions, waiting=backoff))
@@ -295,9 +319,21 @@ class Reconciler:
         started = ObservedAttempt(
             next_index, providers[next_index - 1], job_name(run.metadata["name"], next_index)
         )
-        return self._write(
+        return self._written(
             run, Observed(providers, [*attempts, started], output, output_cm, positions=positions)
         )
+
+    def _written(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
+        """`_write`, then let go of the worker Jobs of the attempts whose end the status now records (their
+        pods are read: MultiKueue may delete them)."""
+        status = self._write(run, observed)
+        ended: dict[str, set[str]] = defaultdict(set)
+        for attempt in observed.attempts:
+            if attempt.cluster and attempt.state == FINISHED and attempt.job_name:
+                ended[attempt.cluster].add(attempt.job_name)
+        if ended:
+            self.workers.release(run.metadata["namespace"], run.metadata["name"], ended)
+        return status
 
     def _backoff(self, run: HarnessRun, observed: Observed, next_index: int) -> tuple[str, str] | None:
         """(Retrying, message) while retry `next_index` waits out its backoff, which counts from its
@@ -411,11 +447,137 @@ class Reconciler:
                     desired = build_job(run, targets[index - 1], self.config)
                     raise RunFailure(Reason.ChildConflict, describe_conflict(job, desired, name))
                 continue  # carries our labels but is not ours: not an attempt of this run
-            mine = [p for p in pods if is_owned_child(p, job["metadata"]["uid"])]
             workload, local_queue = self._kueue_view(job)
-            provider = targets[index - 1].provider
-            seen[index] = observe_attempt(index, provider, job, mine, run.spec.cancel, workload, local_queue)
+            if is_dispatched(job):
+                target = targets[index - 1]
+                seen[index] = self._observe_dispatched(run, target, index, job, workload, local_queue)
+                continue
+            mine = [p for p in pods if is_owned_child(p, job["metadata"]["uid"])]
+            seen[index] = self._observe(
+                self.kube, run, targets[index - 1].provider, index, job, mine, workload, local_queue
+            )
         return seen
+
+    def _observe(
+        self,
+        kube: Kube,
+        run: HarnessRun,
+        provider: str,
+        index: int,
+        job: dict[str, Any],
+        pods: list[dict[str, Any]],
+        workload: dict[str, Any] | None = None,
+        local_queue: dict[str, Any] | None = None,
+    ) -> ObservedAttempt:
+        """observe_attempt, with a Job Kueue seems to have taken back read again first: the Job's and the
+        Pods' watches are apart, and a pod's creation can arrive before its Job's resumption (an attempt
+        withdrawn is never run again; a read on this rare path only)."""
+        attempt = observe_attempt(index, provider, job, pods, run.spec.cancel, workload, local_queue)
+        if attempt.state == SUSPENDED and is_inadmissible(workload) and local_queue is not None:
+            why = self._explain_inactive(str(local_queue["spec"].get("clusterQueue") or ""))
+            return replace(attempt, waiting=f"{attempt.waiting} ({why})") if why else attempt
+        if not attempt.withdrawn:
+            return attempt
+        fresh = kube.fetch_job(job["metadata"]["namespace"], job["metadata"]["name"])
+        if fresh is None or fresh["metadata"].get("uid") != job["metadata"].get("uid"):
+            return attempt
+        return observe_attempt(index, provider, fresh, pods, run.spec.cancel, workload, local_queue)
+
+    def _explain_inactive(self, cluster_queue: str) -> str | None:
+        """Why ClusterQueue `cluster_queue` admits nothing, from its admission checks and the MultiKueue
+        worker clusters behind them (reads on this rare path only: a run waiting on an inactive queue)."""
+        queue = self.kube.fetch_kueue_object("clusterqueues", cluster_queue) if cluster_queue else None
+        if queue is None:
+            return None
+        checks = [self.kube.fetch_kueue_object("admissionchecks", n) for n in admission_check_names(queue)]
+        found = [c for c in checks if c is not None]
+        workers = []
+        for check in found:
+            config_name = multikueue_config_name(check)
+            config = self.kube.fetch_kueue_object("multikueueconfigs", config_name) if config_name else None
+            for name in ((config or {}).get("spec") or {}).get("clusters") or []:
+                workers.append(self.kube.fetch_kueue_object("multikueueclusters", str(name)))
+        return describe_inactive(queue, found, [w for w in workers if w is not None])
+
+    def _observe_dispatched(
+        self,
+        run: HarnessRun,
+        target: AttemptTarget,
+        index: int,
+        job: dict[str, Any],
+        workload: dict[str, Any] | None,
+        local_queue: dict[str, Any] | None,
+    ) -> ObservedAttempt:
+        """An attempt whose Job MultiKueue dispatches (core/multikueue): until a worker admits it, its Job
+        here shows why it waits; then its copy on that worker, and the pods there, are the attempt. What
+        the copy's pod needs is written there first."""
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        provider, job_name_ = target.provider, job["metadata"]["name"]
+        cluster = dispatched_cluster(workload)
+        if cluster is None or workload is None:  # not admitted by a worker yet (or evicted from it)
+            return self._observe(self.kube, run, provider, index, job, [], workload, local_queue)
+        queue = str(job["metadata"]["labels"].get(KUEUE_QUEUE_LABEL) or "")
+        worker = self.workers.get(cluster)
+        if worker is None:
+            why = describe_unknown_worker(queue, job_name_, cluster, self.workers.names)
+            result = queue_unavailable_result(index, provider, why)
+            return ObservedAttempt(index, provider, job_name_, None, FINISHED, result=result, withdrawn=True)
+        waiting = ObservedAttempt(index, provider, job_name_, None, SUSPENDED, cluster=cluster)
+        if not worker.children.synced():
+            return replace(waiting, waiting=describe_unreachable(cluster, job_name_))
+        remote = worker.job(ns, name, job_name_)
+        if remote is None:
+            return replace(waiting, waiting=describe_remote_wait(cluster, job_name_, False))
+        problem = self._prepare_remote(run, target, job, remote, workload, cluster)
+        if problem is not None:
+            raise RunFailure(Reason.ChildConflict, problem)
+        pods = [p for p in worker.pods(ns, name) if is_owned_child(p, remote["metadata"]["uid"])]
+        missing = find_missing_secret(pods)
+        if missing is not None:  # the platform's to provide there: the attempt ends, and its Job goes
+            why = describe_missing_secret(cluster, ns, job_name_, missing)
+            result = ResultDocument(
+                attempt=index, provider=provider, exit_code=1, reason=Reason.CredentialsMissing, message=why
+            )
+            pod_name = pods[-1]["metadata"]["name"]
+            return ObservedAttempt(
+                index, provider, job_name_, pod_name, FINISHED, result=result, withdrawn=True, cluster=cluster
+            )
+        attempt = self._observe(worker.kube, run, provider, index, remote, pods)
+        if attempt.state == SUSPENDED:
+            attempt = replace(attempt, waiting=describe_remote_wait(cluster, job_name_, True))
+        return replace(attempt, cluster=cluster)
+
+    def _prepare_remote(
+        self,
+        run: HarnessRun,
+        target: AttemptTarget,
+        job: dict[str, Any],
+        remote: dict[str, Any],
+        workload: dict[str, Any],
+        cluster: str,
+    ) -> str | None:
+        """Write on worker `cluster` what the pod of `remote` (its copy of `job`) needs, once it is verified
+        as MultiKueue's copy of this very Job; why not, when it is not. Read and written once per copy."""
+        worker = self.workers.get(cluster)
+        assert worker is not None
+        if worker.is_prepared(remote["metadata"]["uid"]):
+            return None
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        local_full = self.kube.fetch_job(ns, job["metadata"]["name"])
+        remote_full = worker.kube.fetch_job(ns, remote["metadata"]["name"])
+        if local_full is None or remote_full is None:
+            return None  # on its way out: its deletion is the next event
+        problem = check_remote_copy(local_full, remote_full, workload["metadata"]["name"], cluster)
+        if problem is not None:
+            return problem
+        children = [
+            build_workspace_claim(run, target.provider),
+            build_network_policy(run, target, self.config),
+            build_fqdn_policy(run, target, self.config),
+            self.kube.fetch_secret(ns, plan_secret_name(name)),
+            self.kube.fetch_secret(ns, resume_secret_name(name)),
+        ]
+        return worker.prepare(remote_full, [c for c in children if c is not None])
 
     def _kueue_view(self, job: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """The Workload Kueue made for this very Job (its uid) and the LocalQueue the Job names; (None,
@@ -441,7 +603,7 @@ class Reconciler:
         if last is None or not last.succeeded or last.pod_name is None:
             return None, None, None
         expected = last.result.output.sha256 if last.result and last.result.output else None
-        log = self.kube.fetch_pod_log(ns, last.pod_name) or ""
+        log = self._kube_of(last).fetch_pod_log(ns, last.pod_name) or ""
         decoded = decode_frame(log, expected)
         if isinstance(decoded, FrameError) and retry < LOG_RETRIES:
             raise LogNotComplete(
@@ -475,7 +637,7 @@ class Reconciler:
             return None, lost_publish(last.publisher)
         kept = False
         if report.patch_sha256:
-            log = self.kube.fetch_pod_log(ns, last.pod_name, PUBLISH_CONTAINER) or ""
+            log = self._kube_of(last).fetch_pod_log(ns, last.pod_name, PUBLISH_CONTAINER) or ""
             decoded = decode_frame(log, report.patch_sha256)
             if isinstance(decoded, FrameError) and retry < LOG_RETRIES:
                 raise LogNotComplete(
@@ -490,6 +652,10 @@ class Reconciler:
                 self._create(run, build_changes_config_map(run, decoded))
                 kept = True
         return compute_changes(report, kept, name)
+
+    def _kube_of(self, attempt: ObservedAttempt) -> Kube:
+        """The client of the cluster the attempt's pod ran on."""
+        return self.workers.kube_of(attempt.cluster, self.kube)
 
     def _create(self, run: HarnessRun, obj: dict[str, Any]) -> bool:
         """Create a child; True when created now. A name already taken by an object that is not this

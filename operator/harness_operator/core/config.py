@@ -84,6 +84,10 @@ class OperatorConfig:
     await_network_policy_seconds: int = 30
     api_server_address: str = ""
 
+    # MultiKueue worker clusters the operator reaches (core/multikueue): each MultiKueueCluster's name and
+    # a kubeconfig file for that worker (the chart mounts multiKueue.workers' Secrets).
+    multikueue_workers: dict[str, str] = field(default_factory=dict)
+
     # Where the budgets' ledgers are kept: the operator's own namespace (the chart's release namespace).
     ledger_namespace: str = "harness-system"
     # The Job deadline of an attempt whose run sets no limits.timeoutSeconds: none runs forever.

@@ -8,7 +8,7 @@ started (preemption, eviction): that attempt ends there, and its Job goes before
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness_operator.api.v1alpha1 import HarnessRun
@@ -19,7 +19,8 @@ KUEUE_VERSION = "v1beta2"
 WORKLOAD_KIND, LOCAL_QUEUE_KIND = "Workload", "LocalQueue"
 # Kueue's convention: a namespace's LocalQueue of this name takes its Jobs that name none.
 DEFAULT_LOCAL_QUEUE = "default"
-# The Job's spec.managedBy Kueue sets when the Job's ClusterQueue dispatches to other clusters.
+# Kueue's MultiKueue controller: the Job's spec.managedBy it sets when the Job's ClusterQueue dispatches to
+# other clusters, and the controllerName of that ClusterQueue's AdmissionCheck.
 MULTIKUEUE_MANAGER = "kueue.x-k8s.io/multikueue"
 KUEUE_PLURALS = {WORKLOAD_KIND: "workloads", LOCAL_QUEUE_KIND: "localqueues"}
 
@@ -54,7 +55,8 @@ def describe_missing_kueue(queue: str, labelled: bool = True) -> str:
 
 
 def slim_workload(workload: Mapping[str, Any]) -> dict[str, Any]:
-    """What the operator reads of a Workload: its owning Job, queue, conditions, admission, evictions."""
+    """What the operator reads of a Workload: its owning Job, queue, conditions, admission, evictions, and
+    the worker cluster MultiKueue admitted it on."""
     meta = workload.get("metadata") or {}
     owner = next(
         (o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job" and o.get("controller")),
@@ -82,6 +84,7 @@ def slim_workload(workload: Mapping[str, Any]) -> dict[str, Any]:
         "status": {
             "conditions": conditions,
             "clusterQueue": (status.get("admission") or {}).get("clusterQueue"),
+            "clusterName": status.get("clusterName"),
             "admissionChecks": checks,
             "evictions": evictions,
         },
@@ -133,13 +136,54 @@ def describe_wait(
     return f"{where}: {why}"
 
 
-def describe_multikueue(queue: str, job: str) -> str:
-    """Why an attempt whose Job MultiKueue would dispatch to another cluster is not run."""
-    return (
-        f'LocalQueue "{queue}" dispatches Job {job} to another cluster (MultiKueue set its spec.managedBy), '
-        "which the operator does not support: the attempt's plan Secret, NetworkPolicy and pod are all in "
-        "this cluster; use a queue whose ClusterQueue has no MultiKueue admission check (docs/kueue.md)"
-    )
+def is_inadmissible(workload: Mapping[str, Any] | None) -> bool:
+    """Kueue will not admit the Workload as things are (an inactive LocalQueue or ClusterQueue), as
+    opposed to waiting for quota."""
+    cond = _condition(workload, "QuotaReserved") if workload is not None else None
+    return cond is not None and cond.get("status") == "False" and cond.get("reason") == "Inadmissible"
+
+
+def _inactive_because(obj: Mapping[str, Any] | None) -> str | None:
+    """The message of a Kueue object's Active=False condition; None when it is active (or absent)."""
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Active" and cond.get("status") == "False":
+            return str(cond.get("message") or cond.get("reason") or "inactive")
+    return None
+
+
+def admission_check_names(cluster_queue: Mapping[str, Any]) -> list[str]:
+    """The admission checks a ClusterQueue names (either of its two fields)."""
+    spec = cluster_queue.get("spec") or {}
+    strategy = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+    named = [str(c["name"]) for c in strategy if c.get("name")]
+    return named + [str(n) for n in spec.get("admissionChecks") or []]
+
+
+def multikueue_config_name(check: Mapping[str, Any]) -> str | None:
+    """The MultiKueueConfig a MultiKueue AdmissionCheck names; None for another controller's check."""
+    spec = check.get("spec") or {}
+    params = spec.get("parameters") or {}
+    if spec.get("controllerName") != MULTIKUEUE_MANAGER or params.get("kind") != "MultiKueueConfig":
+        return None
+    return str(params.get("name") or "") or None
+
+
+def describe_inactive(
+    cluster_queue: Mapping[str, Any] | None,
+    checks: Sequence[Mapping[str, Any]],
+    workers: Sequence[Mapping[str, Any]],
+) -> str | None:
+    """Why a ClusterQueue admits nothing, down to the inactive admission checks and, for MultiKueue, the
+    worker clusters Kueue cannot reach (their MultiKueueClusters' own words); None when it is active."""
+    why = _inactive_because(cluster_queue)
+    if cluster_queue is None or why is None:
+        return None
+    parts = [f'ClusterQueue "{cluster_queue["metadata"]["name"]}": {why}']
+    for obj, kind in [*((c, "AdmissionCheck") for c in checks), *((w, "MultiKueueCluster") for w in workers)]:
+        detail = _inactive_because(obj)
+        if detail is not None:
+            parts.append(f'{kind} "{obj["metadata"]["name"]}": {detail}')
+    return "; ".join(parts)
 
 
 def describe_eviction(workload: Mapping[str, Any] | None) -> str | None:

@@ -53,7 +53,8 @@ def preempted_result(index: int, provider: str, why: str) -> ResultDocument:
 
 
 def queue_unavailable_result(index: int, provider: str, why: str) -> ResultDocument:
-    """The result of an attempt its Kueue queue cannot run here (MultiKueue would dispatch it)."""
+    """The result of an attempt its Kueue queue cannot run (MultiKueue dispatched it to a worker cluster
+    the operator cannot reach)."""
     return ResultDocument(
         attempt=index, provider=provider, exit_code=EXIT_LOST, reason=Reason.QueueUnavailable, message=why
     )

@@ -45,12 +45,7 @@ from harness_operator.core.conditions import (
     find_condition,
     set_condition,
 )
-from harness_operator.core.kueue import (
-    MULTIKUEUE_MANAGER,
-    describe_eviction,
-    describe_multikueue,
-    describe_wait,
-)
+from harness_operator.core.kueue import describe_eviction, describe_wait
 from harness_operator.core.naming import (
     AGENT_CONTAINER,
     CLONE_CONTAINER,
@@ -66,7 +61,6 @@ from harness_operator.core.results import (
     lost_result,
     pod_init_containers,
     preempted_result,
-    queue_unavailable_result,
     read_result,
 )
 from harness_operator.core.retry import compute_next_index, retry_line, retry_number
@@ -107,6 +101,8 @@ class ObservedAttempt:
     withdrawn: bool = False
     # Why Kueue holds the attempt's Job (state SUSPENDED), in Kueue's words.
     waiting: str | None = None
+    # The MultiKueue worker cluster its Job runs on (core/multikueue); None: this cluster.
+    cluster: str | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -175,9 +171,6 @@ def observe_attempt(
         )
     suspended = bool((job.get("spec") or {}).get("suspend")) and not (failed or complete)
     queue = str((job["metadata"].get("labels") or {}).get(KUEUE_QUEUE_LABEL) or "")
-    if queue and (job.get("spec") or {}).get("managedBy") == MULTIKUEUE_MANAGER and not (failed or complete):
-        result = queue_unavailable_result(index, provider, describe_multikueue(queue, name))
-        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result, withdrawn=True)
     if suspended and not cancelled:
         # Suspended again after its pod started, or its Workload evicted: whatever the runner reported
         # as it was stopped, the attempt ends here, and its Job goes before Kueue re-creates the pod.
@@ -249,6 +242,7 @@ def recorded_attempts(status: HarnessRunStatus | None) -> list[ObservedAttempt]:
                 FINISHED if ended else PENDING,
                 attempt.start_time,
                 build_result_from_attempt(attempt) if ended else None,
+                cluster=attempt.cluster,
             )
         )
     return out
@@ -292,7 +286,14 @@ def merge_attempts(
         result = result.model_copy(update={"completion_time": timestamp(now)})
         out.append(
             ObservedAttempt(
-                index, record.provider, record.job_name, record.pod_name, FINISHED, record.start_time, result
+                index,
+                record.provider,
+                record.job_name,
+                record.pod_name,
+                FINISHED,
+                record.start_time,
+                result,
+                cluster=record.cluster,
             )
         )
     return out
@@ -389,6 +390,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
     for model, seen in zip(attempts, observed.attempts, strict=True):
         model.job_name = seen.job_name
         model.pod_name = seen.pod_name
+        model.cluster = seen.cluster
         before = recorded.get(model.index)
         # A start once recorded stays until the result's own: it never moves in a write of its own.
         model.start_time = model.start_time or (before and before.start_time) or seen.start_time

@@ -4,18 +4,20 @@ and values.yaml's `# --` comments, and every value it lists is documented."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from tests.tools.gobuilds import helm_docs_binary
-from tests.unit.chart.test_chart_render import CHART, ROOT
+from tests.unit.chart.test_chart_render import CHART, ROOT, WORKER_CHART
 
 pytestmark = pytest.mark.gotool
 
 
-def rendered() -> str:
-    """`helm-docs --dry-run`, with the arguments `make generate` gives it."""
+def rendered(chart: Path = CHART) -> str:
+    """`helm-docs --dry-run` of one chart, with the arguments `make generate` gives it."""
+    only = f"--chart-to-generate={chart.relative_to(ROOT)}"
     done = subprocess.run(
-        [str(helm_docs_binary()), "--dry-run", "--log-level=warning", *GENERATE_ARGS],
+        [str(helm_docs_binary()), "--dry-run", "--log-level=warning", *GENERATE_ARGS, only],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -28,8 +30,10 @@ def rendered() -> str:
 GENERATE_ARGS = ("--chart-search-root=charts", "--sort-values-order=file", "--skip-version-footer")
 
 
-def test_the_readme_is_what_helm_docs_renders() -> None:
-    assert rendered().rstrip("\n") == (CHART / "README.md").read_text().rstrip("\n"), "run `make generate`"
+@pytest.mark.parametrize("chart", [CHART, WORKER_CHART], ids=lambda c: c.name)
+def test_the_readme_is_what_helm_docs_renders(chart: Path) -> None:
+    text = rendered(chart).rstrip("\n")
+    assert text == (chart / "README.md").read_text().rstrip("\n"), "run `make generate`"
 
 
 def test_every_value_in_the_table_is_documented() -> None:

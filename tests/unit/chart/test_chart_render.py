@@ -81,6 +81,8 @@ EVERY_KNOB = (
     "metrics.serviceMonitor.interval=30s",
     "metrics.serviceMonitor.labels.release=prometheus",
     "runs.ttlSecondsAfterFinished=86400",
+    "multiKueue.workers[0].name=worker-1",
+    "multiKueue.workers[0].kubeconfigSecret=worker-1-kubeconfig",
 )
 
 
@@ -339,6 +341,10 @@ def test_with_watch_namespaces_the_namespaced_rights_are_roles_in_those_namespac
         "clusterharnessdefinitions/status",
         "customresourcedefinitions",
         "namespaces",
+        "clusterqueues",
+        "admissionchecks",
+        "multikueueconfigs",
+        "multikueueclusters",
     }
     roles = {
         o["metadata"]["namespace"]: o
@@ -487,3 +493,78 @@ def test_users_view_roles_read_schedules_and_edit_roles_write_them() -> None:
     # the operator writes a schedule's status; users of any role do not
     assert not verbs(edit, "harnessschedules/status") | verbs(admin, "harnessschedules/status")
     assert verbs(edit, "harnessruns") == verbs(edit, "harnessschedules")
+
+
+def test_each_multikueue_worker_kubeconfig_is_mounted_where_the_operator_setting_names_it() -> None:
+    docs = render(
+        *EVERY_KNOB, "multiKueue.workers[1].name=worker.b", "multiKueue.workers[1].kubeconfigSecret=b"
+    )
+    workers = OperatorConfig.from_env(env_of(docs)).multikueue_workers
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in operator_container(docs)["volumeMounts"]}
+    secrets = {v["name"]: v["secret"] for v in pod["volumes"]}
+    found = {
+        name: (secrets[volume]["secretName"], secrets[volume]["items"][0]["key"], path)
+        for volume, path in mounts.items()
+        for name, file in workers.items()
+        if file == f"{path}/{secrets[volume]['items'][0]['path']}"
+    }
+    assert found == {
+        "worker-1": ("worker-1-kubeconfig", "kubeconfig", "/etc/harness-operator/multikueue/worker-1"),
+        "worker.b": ("b", "kubeconfig", "/etc/harness-operator/multikueue/worker.b"),
+    }
+    assert all(m["readOnly"] for m in operator_container(docs)["volumeMounts"])
+    assert OperatorConfig.from_env(env_of(render())).multikueue_workers == {}
+    assert "volumes" not in one(render(), "Deployment")["spec"]["template"]["spec"]
+
+
+def test_a_worker_without_its_kubeconfig_secret_is_refused_by_the_schema() -> None:
+    result = helm("template", "h", str(CHART), "--set", "multiKueue.workers[0].name=worker-1")
+    assert result.returncode != 0
+    assert "kubeconfigSecret" in result.stderr
+
+
+WORKER_CHART = ROOT / "charts" / "harness-multikueue-worker"
+
+
+def render_worker(*settings: str) -> list[dict[str, Any]]:
+    sets = [arg for s in settings for arg in ("--set", s)]
+    result = helm("template", "mk", str(WORKER_CHART), "--namespace", "harness-system", *sets)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def test_the_worker_chart_grants_the_operator_reads_creates_and_its_finalizer_only() -> None:
+    """On a MultiKueue worker the operator reads the copies of its Jobs and their pods, holds a copy
+    with a finalizer (patch), and creates the copy's plan Secret, policy and claim: nothing updated or
+    deleted, nothing of Kueue's."""
+    assert helm("lint", "--strict", str(WORKER_CHART)).returncode == 0
+    docs = render_worker()
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    rights = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    assert rights == {
+        ("jobs", "get"), ("jobs", "list"), ("jobs", "watch"), ("jobs", "patch"),
+        ("pods", "get"), ("pods", "list"), ("pods", "watch"), ("pods/log", "get"),
+        ("secrets", "get"), ("secrets", "create"),
+        ("persistentvolumeclaims", "get"), ("persistentvolumeclaims", "create"),
+        ("networkpolicies", "get"), ("networkpolicies", "create"),
+        ("ciliumnetworkpolicies", "get"), ("ciliumnetworkpolicies", "create"),
+    }  # fmt: skip
+    (account,) = [d for d in docs if d["kind"] == "ServiceAccount"]
+    (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "harness-system"}
+    ]
+    (token,) = [d for d in docs if d["kind"] == "Secret"]
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert (
+        token["metadata"]["annotations"]["kubernetes.io/service-account.name"] == account["metadata"]["name"]
+    )
+
+
+def test_the_worker_chart_binds_only_in_the_namespaces_it_is_given() -> None:
+    docs = render_worker("namespaces={team-a,team-b}", "tokenSecret=false")
+    assert not [d for d in docs if d["kind"] in ("ClusterRoleBinding", "Secret")]
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b"}
+    assert all(b["roleRef"]["kind"] == "ClusterRole" for b in bindings)

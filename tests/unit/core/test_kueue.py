@@ -5,11 +5,14 @@ from typing import Any
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.core.kueue import (
+    admission_check_names,
     describe_eviction,
+    describe_inactive,
     describe_missing_kueue,
-    describe_multikueue,
     describe_wait,
+    is_inadmissible,
     is_kueue_managed,
+    multikueue_config_name,
     queue_of,
     resolve_queue,
     slim_local_queue,
@@ -93,6 +96,7 @@ def test_a_slim_workload_keeps_its_job_queue_conditions_admission_and_evictions_
         "status": {
             "conditions": [{k: PENDING[k] for k in ("type", "status", "reason", "message")}],
             "clusterQueue": "cq-a",
+            "clusterName": None,
             "admissionChecks": [],
             "evictions": 2,
         },
@@ -162,9 +166,51 @@ def test_a_job_with_quota_waits_for_its_admission_checks_in_their_words() -> Non
     )
 
 
-def test_a_multikueue_dispatch_is_refused_with_the_queue_the_job_and_the_fix() -> None:
-    message = describe_multikueue("team-a", "r-a1")
-    assert message.startswith('LocalQueue "team-a" dispatches Job r-a1 to another cluster (MultiKueue')
-    assert message.endswith(
-        "use a queue whose ClusterQueue has no MultiKueue admission check (docs/kueue.md)"
+def inactive(kind: str, name: str, message: str | None, **spec: Any) -> dict[str, Any]:
+    """A Kueue object of `kind`, Active=False saying `message` (None: active)."""
+    active = {"type": "Active", "status": "True", "reason": "Ready", "message": "ok"}
+    down = {"type": "Active", "status": "False", "reason": "Down", "message": message}
+    return {"kind": kind, "metadata": {"name": name}, "spec": spec,
+            "status": {"conditions": [active if message is None else down]}}  # fmt: skip
+
+
+def test_an_inactive_queue_is_explained_down_to_the_worker_kueue_cannot_reach() -> None:
+    queue = inactive(
+        "ClusterQueue", "remote", "references inactive AdmissionCheck(s): mk",
+        admissionChecksStrategy={"admissionChecks": [{"name": "mk"}]}, admissionChecks=["prov"],
+    )  # fmt: skip
+    check = inactive(
+        "AdmissionCheck", "mk", "Inactive clusters: [worker-2]",
+        controllerName="kueue.x-k8s.io/multikueue",
+        parameters={"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "mk-config"},
+    )  # fmt: skip
+    assert admission_check_names(queue) == ["mk", "prov"]
+    assert multikueue_config_name(check) == "mk-config"
+    assert multikueue_config_name(inactive("AdmissionCheck", "prov", None, controllerName="other")) is None
+    workers = [
+        inactive("MultiKueueCluster", "worker-1", None),
+        inactive("MultiKueueCluster", "worker-2", "dial tcp 10.87.0.1:6443: connect: connection refused"),
+    ]
+    assert describe_inactive(queue, [check], workers) == (
+        'ClusterQueue "remote": references inactive AdmissionCheck(s): mk; AdmissionCheck "mk": Inactive '
+        'clusters: [worker-2]; MultiKueueCluster "worker-2": dial tcp 10.87.0.1:6443: connect: connection '
+        "refused"
     )
+    assert describe_inactive(inactive("ClusterQueue", "remote", None), [check], workers) is None
+    assert describe_inactive(None, [], []) is None
+
+
+def test_only_an_inadmissible_workload_is_one_kueue_will_not_admit_as_things_are() -> None:
+    def with_reason(reason: str) -> dict[str, Any]:
+        cond = {"type": "QuotaReserved", "status": "False", "reason": reason, "message": "m"}
+        return slim_workload(workload([cond]))
+
+    assert is_inadmissible(with_reason("Inadmissible"))
+    assert not is_inadmissible(with_reason("Pending"))  # waiting for quota
+    assert not is_inadmissible(None)
+
+
+def test_the_worker_a_workload_was_admitted_on_is_kept() -> None:
+    body = workload([])
+    body["status"]["clusterName"] = "worker-1"
+    assert slim_workload(body)["status"]["clusterName"] == "worker-1"

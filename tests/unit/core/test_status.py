@@ -1,5 +1,6 @@
 """observe_attempt and compute_status: a table over Job and Pod states, fallback and cancel decisions."""
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -993,15 +994,21 @@ def test_a_job_suspended_again_after_its_recorded_pod_ran_is_preempted() -> None
     assert never_ran[0].state == SUSPENDED  # still waiting for its first admission
 
 
-def test_an_attempt_multikueue_would_send_elsewhere_fails_at_once_and_its_job_goes() -> None:
+def test_a_job_multikueue_dispatches_waits_here_like_any_kueue_job_until_a_worker_admits_it() -> None:
+    """What runs on a worker is observed there (controller/reconcile); here the Job only waits."""
     body = kueue_job()
     body["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
     seen = observe_attempt(1, "claude", body, [], False, kueue_workload(QUOTA_SHORT), LOCAL_QUEUE)
-    assert (seen.state, seen.withdrawn) == (FINISHED, True)
-    assert seen.result is not None
-    assert (seen.result.exit_code, seen.result.reason) == (1, "QueueUnavailable")
-    assert seen.result.message is not None and "MultiKueue" in seen.result.message
-    assert decide_deletions([seen], False) == ["r-a1"]
-    assert compute_next_attempt(Observed(PROVIDERS, [seen])) is None  # another provider's queue is the same
+    assert (seen.state, seen.withdrawn, seen.result) == (SUSPENDED, False, None)
+    assert decide_deletions([seen], False) == []
+
+
+def test_the_worker_cluster_an_attempt_ran_on_is_recorded_and_read_back() -> None:
+    ended = ResultDocument(attempt=1, provider="claude", exit_code=3, reason="ProviderFailed")
+    seen = ObservedAttempt(1, "claude", "r-a1", "r-a1-x", FINISHED, result=ended, cluster="worker-1")
     status = compute_status(run(), Observed(PROVIDERS, [seen]), NOW)
-    assert (status.phase, status.reason) == ("Failed", "QueueUnavailable")
+    assert status.attempts[0].cluster == "worker-1"
+    (again,) = recorded_attempts(status)
+    assert again.cluster == "worker-1"
+    lost = merge_attempts([replace(again, state=RUNNING, result=None)], {}, False, NOW)
+    assert (lost[0].cluster, lost[0].result.reason if lost[0].result else None) == ("worker-1", "JobLost")
