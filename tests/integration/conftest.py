@@ -13,6 +13,7 @@ so ``pytest -m "not integration"`` runs without a cluster.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -247,16 +248,32 @@ def operator(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OperatorProcess]:
     """The operator as a process, under the ServiceAccount and RBAC `helm install` made."""
+    with running_operator(
+        kube, kubeconfig_path, cluster_bin_dir, tmp_path_factory, operator_settings(images)
+    ) as proc:
+        yield proc
+
+
+@contextlib.contextmanager
+def running_operator(
+    kube: client.ApiClient,
+    kubeconfig_path: str,
+    cluster_bin_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    env: dict[str, str],
+) -> Iterator[OperatorProcess]:
+    """The chart's RBAC and catalog installed, and the operator started as a process under its
+    ServiceAccount with the settings `env`; stopped after."""
     install_chart_rbac_and_catalog(cluster_bin_dir, kubeconfig_path)
     folder = tmp_path_factory.mktemp("operator")
     sa_config = service_account_kubeconfig(kube, kubeconfig_path, folder / "kubeconfig")
-    proc = OperatorProcess(
-        kubeconfig=sa_config, env=operator_settings(images), log_path=folder / "operator.log"
-    )
+    proc = OperatorProcess(kubeconfig=sa_config, env=env, log_path=folder / "operator.log")
     proc.start()
-    yield proc
-    proc.stop()
-    print(f"operator log: {proc.log_path}")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        print(f"operator log: {proc.log_path}")
 
 
 def operator_settings(images: dict[str, str]) -> dict[str, str]:

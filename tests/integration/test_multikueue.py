@@ -26,13 +26,11 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from .conftest import CLUSTER_DIR, Api, operator_settings, wait_until
+from .conftest import CLUSTER_DIR, Api, operator_settings, running_operator, wait_until
 from .operator_env import (
     OperatorProcess,
     definition_body,
-    install_chart_rbac_and_catalog,
     run_body,
-    service_account_kubeconfig,
 )
 
 pytestmark = [
@@ -136,68 +134,66 @@ def worker(kube: client.ApiClient, cluster_bin_dir: Path, images: dict[str, str]
     the manager with three dispatching ClusterQueues (to the worker, to the worker under a name the
     operator does not know, to a worker that does not answer). All of it removed after."""
     up = sh(str(CLUSTER_DIR / "worker"), "up").strip().splitlines()[-1]
-    admin_kubeconfig = up.split("=", 1)[1]
-    worker_env = {"HARNESS_CLUSTER_ROLE": "worker"}
-    sh(str(CLUSTER_DIR / "kueue"), "start")
-    sh(str(CLUSTER_DIR / "kueue"), "start", env=worker_env)
-    sh(str(CLUSTER_DIR / "worker"), "images", images["test"], images["sandbox"])
-    helm = [str(cluster_bin_dir / "helm"), "--kubeconfig", admin_kubeconfig]
-    sh(
-        *helm,
-        "upgrade",
-        "--install",
-        WORKER_RELEASE,
-        str(ROOT / "charts" / "harness-multikueue-worker"),
-        "--namespace",
-        WORKER_NAMESPACE,
-        "--create-namespace",
-        "--wait",
-    )
-    api = config.new_client_from_config(config_file=admin_kubeconfig)
-    core = client.CoreV1Api(api)
-    token_secret = f"{WORKER_RELEASE}-harness-operator-token"
-    token = wait_until(
-        lambda: (core.read_namespaced_secret(token_secret, WORKER_NAMESPACE).data or {}).get("token"),
-        timeout=30,
-        what="the worker ServiceAccount's token",
-    )
-    cluster = yaml.safe_load(Path(admin_kubeconfig).read_text())["clusters"][0]["cluster"]
-    server, ca = cluster["server"], cluster["certificate-authority-data"]
-    operator_kubeconfig = Path(admin_kubeconfig).with_name("operator-worker1.kubeconfig")
-    operator_kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {"name": WORKER, "cluster": {"server": server, "certificate-authority-data": ca}}
-                ],
-                "users": [{"name": "operator", "user": {"token": base64.b64decode(token).decode()}}],
-                "contexts": [{"name": WORKER, "context": {"cluster": WORKER, "user": "operator"}}],
-                "current-context": WORKER,
-            }
+    try:
+        admin_kubeconfig = up.split("=", 1)[1]
+        worker_env = {"HARNESS_CLUSTER_ROLE": "worker"}
+        sh(str(CLUSTER_DIR / "kueue"), "start")
+        sh(str(CLUSTER_DIR / "kueue"), "start", env=worker_env)
+        sh(str(CLUSTER_DIR / "worker"), "images", images["test"], images["sandbox"])
+        helm = [str(cluster_bin_dir / "helm"), "--kubeconfig", admin_kubeconfig]
+        sh(
+            *helm,
+            "upgrade",
+            "--install",
+            WORKER_RELEASE,
+            str(ROOT / "charts" / "harness-multikueue-worker"),
+            "--namespace",
+            WORKER_NAMESPACE,
+            "--create-namespace",
+            "--wait",
         )
-    )
-    operator_kubeconfig.chmod(0o600)
-    # The worker's own queue, and the manager's, which dispatch to it.
-    apply(api, kueue_object("ResourceFlavor", "mk", {}))
-    apply(api, kueue_object("ClusterQueue", "remote", {"namespaceSelector": {}, "resourceGroups": quota(4)}))
-    apply(kube, kueue_object("ResourceFlavor", "mk", {}))
-    kueue_view = Path(admin_kubeconfig).read_text()
-    dispatching_queue(kube, "remote", WORKER, kueue_view)
-    dispatching_queue(kube, "stranger", STRANGER, kueue_view)
-    dead = kueue_view.replace(server, "https://127.0.0.1:1")  # in Kueue's pod: nothing listens there
-    dispatching_queue(kube, "dead", DEAD, dead)
-    yield Worker(api, admin_kubeconfig, str(operator_kubeconfig))
-    api.close()
-    sh(str(CLUSTER_DIR / "kueue"), "stop")
-    for name in (WORKER, STRANGER, DEAD):
-        try:
-            client.CoreV1Api(kube).delete_namespaced_secret(name, "kueue-system")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-    sh(str(CLUSTER_DIR / "worker"), "down")
+        api = config.new_client_from_config(config_file=admin_kubeconfig)
+        core = client.CoreV1Api(api)
+        token_secret = f"{WORKER_RELEASE}-harness-operator-token"
+        token = wait_until(
+            lambda: (core.read_namespaced_secret(token_secret, WORKER_NAMESPACE).data or {}).get("token"),
+            timeout=30,
+            what="the worker ServiceAccount's token",
+        )
+        cluster = yaml.safe_load(Path(admin_kubeconfig).read_text())["clusters"][0]["cluster"]
+        server, ca = cluster["server"], cluster["certificate-authority-data"]
+        operator_kubeconfig = Path(admin_kubeconfig).with_name("operator-worker1.kubeconfig")
+        operator_kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {"name": WORKER, "cluster": {"server": server, "certificate-authority-data": ca}}
+                    ],
+                    "users": [{"name": "operator", "user": {"token": base64.b64decode(token).decode()}}],
+                    "contexts": [{"name": WORKER, "context": {"cluster": WORKER, "user": "operator"}}],
+                    "current-context": WORKER,
+                }
+            )
+        )
+        operator_kubeconfig.chmod(0o600)
+        # The worker's own queue, and the manager's, which dispatch to it.
+        apply(api, kueue_object("ResourceFlavor", "mk", {}))
+        apply(
+            api, kueue_object("ClusterQueue", "remote", {"namespaceSelector": {}, "resourceGroups": quota(4)})
+        )
+        apply(kube, kueue_object("ResourceFlavor", "mk", {}))
+        kueue_view = Path(admin_kubeconfig).read_text()
+        dispatching_queue(kube, "remote", WORKER, kueue_view)
+        dispatching_queue(kube, "stranger", STRANGER, kueue_view)
+        dead = kueue_view.replace(server, "https://127.0.0.1:1")  # in Kueue's pod: nothing listens there
+        dispatching_queue(kube, "dead", DEAD, dead)
+        yield Worker(api, admin_kubeconfig, str(operator_kubeconfig))
+        api.close()
+    finally:  # also when the setup failed half-way: nothing of it stays behind
+        subprocess.run([str(CLUSTER_DIR / "kueue"), "stop"], check=False)
+        subprocess.run([str(CLUSTER_DIR / "worker"), "down"], check=False)
 
 
 @pytest.fixture(scope="module")
@@ -210,18 +206,12 @@ def operator(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OperatorProcess]:
     """The operator as the chart runs it, with the worker's kubeconfig (the chart's multiKueue.workers)."""
-    install_chart_rbac_and_catalog(cluster_bin_dir, kubeconfig_path)
-    folder = tmp_path_factory.mktemp("operator")
-    sa_config = service_account_kubeconfig(kube, kubeconfig_path, folder / "kubeconfig")
     env = {
         **operator_settings(images),
         "HARNESS_MULTIKUEUE_WORKERS": f"{WORKER}={worker.operator_kubeconfig}",
     }
-    proc = OperatorProcess(kubeconfig=sa_config, env=env, log_path=folder / "operator.log")
-    proc.start()
-    yield proc
-    proc.stop()
-    print(f"operator log: {proc.log_path}")
+    with running_operator(kube, kubeconfig_path, cluster_bin_dir, tmp_path_factory, env) as proc:
+        yield proc
 
 
 @pytest.fixture
@@ -245,6 +235,15 @@ def queued_run(name: str, queue: str, **spec: Any) -> dict[str, Any]:
     body = run_body(name, {"provider": "fake", "prompt": "say hi", **spec})
     body["metadata"]["labels"] = {QUEUE_LABEL: queue}
     return body
+
+
+def failed_run(api: Api, name: str, queue: str, reason: str) -> dict[str, Any]:
+    """Run `name` on `queue`, which ends it Failed for `reason`: its status."""
+    api.create(queued_run(name, queue))
+    status = api.wait_finished(name, timeout=90)
+    print(status["message"])
+    assert (status["phase"], status["reason"]) == ("Failed", reason), status
+    return status
 
 
 def workloads(api: Api) -> list[dict[str, Any]]:
@@ -306,10 +305,7 @@ def test_a_credential_the_worker_lacks_fails_the_attempt_saying_what_to_provide_
     )
     grant = [{"env": "FAKE_TOKEN", "secretKeyRef": {"name": "tok", "key": "k"}}]
     api.create(definition_body("fake", images["test"], "ok", credentials=grant))
-    api.create(queued_run("nokey", "remote"))
-    status = api.wait_finished("nokey", timeout=90)
-    print(status["message"])
-    assert (status["phase"], status["reason"]) == ("Failed", "CredentialsMissing"), status
+    status = failed_run(api, "nokey", "remote", "CredentialsMissing")
     assert f'cannot start on worker cluster "{WORKER}": ' in status["message"]
     assert '"tok"' in status["message"]
     wait_until(lambda: not remote.jobs("nokey"), timeout=60, what="the worker's copy to go")
@@ -321,10 +317,7 @@ def test_a_worker_the_operator_cannot_reach_fails_the_run_saying_so(
     """Kueue reaches this worker by a name the operator has no kubeconfig for: the attempt cannot run
     there (no plan, no policy), so it fails at once and its Job goes (and Kueue's copy with it)."""
     api.create(definition_body("fake", images["test"], "ok"))
-    api.create(queued_run("stranger", "stranger"))
-    status = api.wait_finished("stranger", timeout=90)
-    print(status["message"])
-    assert (status["phase"], status["reason"]) == ("Failed", "QueueUnavailable"), status
+    status = failed_run(api, "stranger", "stranger", "QueueUnavailable")
     assert f'to worker cluster "{STRANGER}"' in status["message"]
     assert "multiKueue.workers" in status["message"]
     wait_until(lambda: not api.jobs("stranger"), timeout=60, what="its Job to go")
