@@ -70,6 +70,7 @@ class Reason(StrEnum):
     OutputUnavailable = "OutputUnavailable"
     EgressNotEnforcedByName = "EgressNotEnforcedByName"
     ModelKeyInSandbox = "ModelKeyInSandbox"
+    GatewayNotOnWorker = "GatewayNotOnWorker"
     UnknownOption = "UnknownOption"
     ToolPolicyUnenforceable = "ToolPolicyUnenforceable"
     ToolPolicyConflict = "ToolPolicyConflict"
@@ -319,6 +320,13 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Warning",
         "an attempt is not routed through the model gateway (its CLI cannot be, or the run sets the route's "
         "variables itself): its vendor key is in the sandbox and its usage is the sandbox's word",
+    ),
+    Reason.GatewayNotOnWorker: (
+        "Event",
+        "Warning",
+        "an attempt MultiKueue dispatched to a worker cluster is routed through the model gateway or the "
+        "egress gateway, Services of this cluster that its pod there reaches only where the platform makes "
+        "them reachable",
     ),
     Reason.UnknownOption: (
         "Event",

@@ -62,6 +62,7 @@ from harness_operator.core.desired import (
     grace_period,
 )
 from harness_operator.core.egress import (
+    ROUTE_GATEWAY,
     ROUTE_PUBLIC,
     compute_route,
 )
@@ -85,9 +86,10 @@ from harness_operator.core.kueue import (
     queue_of,
     resolve_queue,
 )
-from harness_operator.core.model_route import compute_key_warning, route_targets
+from harness_operator.core.model_route import compute_key_warning, compute_model_route, route_targets
 from harness_operator.core.multikueue import (
     check_remote_copy,
+    describe_gateways_elsewhere,
     describe_missing_secret,
     describe_remote_wait,
     describe_unknown_worker,
@@ -577,7 +579,13 @@ class Reconciler:
             self.kube.fetch_secret(ns, plan_secret_name(name)),
             self.kube.fetch_secret(ns, resume_secret_name(name)),
         ]
-        return worker.prepare(remote_full, [c for c in children if c is not None])
+        problem = worker.prepare(remote_full, [c for c in children if c is not None])
+        model = compute_model_route(run, target.definition, self.config) is not None
+        egress = compute_route(run, target.definition, self.config) == ROUTE_GATEWAY
+        warning = describe_gateways_elsewhere(target.index, cluster, model, egress)
+        if problem is None and warning is not None:
+            self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.GatewayNotOnWorker, warning)
+        return problem
 
     def _kueue_view(self, job: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """The Workload Kueue made for this very Job (its uid) and the LocalQueue the Job names; (None,

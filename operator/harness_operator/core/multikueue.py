@@ -110,6 +110,19 @@ def describe_missing_secret(cluster: str, namespace: str, job: str, kubelet: str
     )
 
 
+def describe_gateways_elsewhere(index: int, cluster: str, model: bool, egress: bool) -> str | None:
+    """Why a dispatched attempt routed through this cluster's gateways may not reach them from its worker;
+    None when it is routed through neither."""
+    gateways = [g for g, routed in (("model gateway", model), ("egress gateway", egress)) if routed]
+    if not gateways:
+        return None
+    return (
+        f'attempt {index} runs on worker cluster "{cluster}" (MultiKueue) but is routed through the '
+        f"{' and the '.join(gateways)}, Services of this cluster: its pod there reaches them only where the "
+        "platform makes them reachable from the workers' pods (docs/kueue.md)"
+    )
+
+
 def has_result_finalizer(job: Mapping[str, Any]) -> bool:
     return RESULT_FINALIZER in (job["metadata"].get("finalizers") or [])
 

@@ -3,6 +3,7 @@
 Kueue's, the copy is held until its result is recorded, and a worker the operator cannot reach or does
 not know is said so. The worker is a fake client over the same watch cache the operator keeps of it."""
 
+from dataclasses import replace
 from typing import Any
 
 from tests.unit.controller.test_reconcile import (
@@ -133,6 +134,26 @@ def test_an_attempt_on_the_worker_gets_its_plan_and_policy_there_and_its_result_
     assert first_attempt(api)["podName"] == "r-a1-x"
     assert worker.finalizers[0] == f"+{RESULT_FINALIZER}"
     assert "Job r-a2" in api.created  # the fallback starts here, and queues again
+    assert not [e for e in api.events if e[0] == "GatewayNotOnWorker"]  # no gateway in this operator
+
+
+def test_an_attempt_routed_through_the_egress_gateway_is_warned_of_when_it_runs_on_a_worker() -> None:
+    api, _, r = setup("worker-1", remote_job(), [remote_pod({"running": {}})])
+    r.config = replace(
+        r.config,
+        egress_gateway_service="gw.harness-system.svc",
+        egress_gateway_namespace="harness-system",
+        egress_gateway_key="k",
+    )
+    run = started_run(
+        sandbox={"networkPolicy": "allowlist", "egress": [{"host": "example.com", "ports": [443]}]}
+    )
+    api.runs["r"] = run.to_api()
+    r.reconcile("ns", "r")
+    (warning,) = [m for reason, m in api.events if reason == "GatewayNotOnWorker"]
+    assert warning.startswith(
+        'attempt 1 runs on worker cluster "worker-1" (MultiKueue) but is routed through the egress gateway'
+    )
 
 
 def test_the_copy_is_let_go_of_once_its_attempts_end_is_recorded() -> None:

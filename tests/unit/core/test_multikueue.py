@@ -8,6 +8,7 @@ from harness_operator.core.multikueue import (
     RESULT_FINALIZER,
     build_remote_child,
     check_remote_copy,
+    describe_gateways_elsewhere,
     describe_remote_wait,
     describe_unknown_worker,
     describe_unreachable,
@@ -152,3 +153,15 @@ def test_the_messages_name_the_worker_the_job_and_the_fix() -> None:
         'admitted on worker cluster "worker-1" (MultiKueue); its copy of Job r-a1 is not there yet'
     )
     assert "waits for that cluster's Kueue" in describe_remote_wait("worker-1", "r-a1", True)
+
+
+def test_an_attempt_routed_through_this_clusters_gateways_is_warned_of_on_a_worker() -> None:
+    both = describe_gateways_elsewhere(2, "worker-1", True, True)
+    assert both == (
+        'attempt 2 runs on worker cluster "worker-1" (MultiKueue) but is routed through the model gateway '
+        "and the egress gateway, Services of this cluster: its pod there reaches them only where the "
+        "platform makes them reachable from the workers' pods (docs/kueue.md)"
+    )
+    model_only = describe_gateways_elsewhere(1, "worker-1", True, False)
+    assert model_only is not None and "through the model gateway, Services" in model_only
+    assert describe_gateways_elsewhere(1, "worker-1", False, False) is None
