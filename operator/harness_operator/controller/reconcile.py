@@ -26,7 +26,6 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.changes import parse_report
 from harness_operator.contract.frame import FrameError, decode_frame
-from harness_operator.contract.result import ResultDocument
 from harness_operator.contract.structured_output import (
     OutputChecked,
     OutputMismatch,
@@ -42,7 +41,7 @@ from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
-from harness_operator.controller.workers import Workers
+from harness_operator.controller.workers import Worker, Workers
 from harness_operator.core.budget import (
     Admission,
 )
@@ -121,7 +120,7 @@ from harness_operator.core.resolution import (
     resolve_inputs,
     resolve_targets,
 )
-from harness_operator.core.results import queue_unavailable_result
+from harness_operator.core.results import credentials_missing_result, queue_unavailable_result
 from harness_operator.core.resumption import compute_continuation, describe_replays, resolve_resumption
 from harness_operator.core.retry import compute_retry_due, retry_number, retry_waiting_message
 from harness_operator.core.status import (
@@ -305,7 +304,7 @@ class Reconciler:
             )
             next_index = compute_next_attempt(observed)
             if next_index is None:
-                return self._written(run, observed)
+                return self._write(run, observed)
             backoff = self._backoff(run, observed, next_index)
             if backoff is not None:
                 return self._write(run, Observed(providers, attempts, positions=positions, waiting=backoff))
@@ -321,21 +320,9 @@ class Reconciler:
         started = ObservedAttempt(
             next_index, providers[next_index - 1], job_name(run.metadata["name"], next_index)
         )
-        return self._written(
+        return self._write(
             run, Observed(providers, [*attempts, started], output, output_cm, positions=positions)
         )
-
-    def _written(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
-        """`_write`, then let go of the worker Jobs of the attempts whose end the status now records (their
-        pods are read: MultiKueue may delete them)."""
-        status = self._write(run, observed)
-        ended: dict[str, set[str]] = defaultdict(set)
-        for attempt in observed.attempts:
-            if attempt.cluster and attempt.state == FINISHED and attempt.job_name:
-                ended[attempt.cluster].add(attempt.job_name)
-        if ended:
-            self.workers.release(run.metadata["namespace"], run.metadata["name"], ended)
-        return status
 
     def _backoff(self, run: HarnessRun, observed: Observed, next_index: int) -> tuple[str, str] | None:
         """(Retrying, message) while retry `next_index` waits out its backoff, which counts from its
@@ -378,17 +365,26 @@ class Reconciler:
 
     def _write(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
         """Compute the status, decide (pure) what changes, and act: the run's end Event (named, so an
-        operator killed before the status patch posts it once on the retry), the patch, the others."""
+        operator killed before the status patch posts it once on the retry), the patch, the others; then
+        let go of the worker Jobs of the attempts whose end the status now records (their pods are read:
+        MultiKueue may delete them)."""
         decision = decide(run, compute_status(run, observed, self.clock()))
+        ns, name = run.metadata["namespace"], run.metadata["name"]
         body = {"metadata": run.metadata}
         for event in decision.events:
             if event.name is not None:
                 self.kube.create_event(body, event.type, event.reason, event.message, event.name)
         if decision.patch is not None:
-            self.kube.patch_run_status(run.metadata["namespace"], run.metadata["name"], decision.patch)
+            self.kube.patch_run_status(ns, name, decision.patch)
         for event in decision.events:
             if event.name is None:
                 self.kube.create_event(body, event.type, event.reason, event.message)
+        ended: dict[str, set[str]] = defaultdict(set)
+        for attempt in observed.attempts:
+            if attempt.cluster and attempt.state == FINISHED and attempt.job_name:
+                ended[attempt.cluster].add(attempt.job_name)
+        if ended:
+            self.workers.release(ns, name, ended)
         return decision.status
 
     # --- resolution ----------------------------------------------------------------------------------
@@ -473,7 +469,8 @@ class Reconciler:
     ) -> ObservedAttempt:
         """observe_attempt, with a Job Kueue seems to have taken back read again first: the Job's and the
         Pods' watches are apart, and a pod's creation can arrive before its Job's resumption (an attempt
-        withdrawn is never run again; a read on this rare path only)."""
+        withdrawn is never run again; a read on this rare path only). A Job whose queue admits nothing says
+        why, from the ClusterQueue down (_explain_inactive)."""
         attempt = observe_attempt(index, provider, job, pods, run.spec.cancel, workload, local_queue)
         if attempt.state == SUSPENDED and is_inadmissible(workload) and local_queue is not None:
             why = self._explain_inactive(str(local_queue["spec"].get("clusterQueue") or ""))
@@ -530,17 +527,15 @@ class Reconciler:
         remote = worker.job(ns, name, job_name_)
         if remote is None:
             return replace(waiting, waiting=describe_remote_wait(cluster, job_name_, False))
-        problem = self._prepare_remote(run, target, job, remote, workload, cluster)
+        problem = self._prepare_remote(run, target, job, remote, workload, worker)
         if problem is not None:
             raise RunFailure(Reason.ChildConflict, problem)
         pods = [p for p in worker.pods(ns, name) if is_owned_child(p, remote["metadata"]["uid"])]
         missing = find_missing_secret(pods)
         if missing is not None:  # the platform's to provide there: the attempt ends, and its Job goes
-            why = describe_missing_secret(cluster, ns, job_name_, missing)
-            result = ResultDocument(
-                attempt=index, provider=provider, exit_code=1, reason=Reason.CredentialsMissing, message=why
-            )
-            pod_name = pods[-1]["metadata"]["name"]
+            pod_name, kubelet = missing
+            why = describe_missing_secret(cluster, ns, job_name_, kubelet)
+            result = credentials_missing_result(index, provider, why)
             return ObservedAttempt(
                 index, provider, job_name_, pod_name, FINISHED, result=result, withdrawn=True, cluster=cluster
             )
@@ -556,12 +551,10 @@ class Reconciler:
         job: dict[str, Any],
         remote: dict[str, Any],
         workload: dict[str, Any],
-        cluster: str,
+        worker: Worker,
     ) -> str | None:
-        """Write on worker `cluster` what the pod of `remote` (its copy of `job`) needs, once it is verified
-        as MultiKueue's copy of this very Job; why not, when it is not. Read and written once per copy."""
-        worker = self.workers.get(cluster)
-        assert worker is not None
+        """Write on `worker` what the pod of `remote` (its copy of `job`) needs, once it is verified as
+        MultiKueue's copy of this very Job; why not, when it is not. Read and written once per copy."""
         if worker.is_prepared(remote["metadata"]["uid"]):
             return None
         ns, name = run.metadata["namespace"], run.metadata["name"]
@@ -569,7 +562,7 @@ class Reconciler:
         remote_full = worker.kube.fetch_job(ns, remote["metadata"]["name"])
         if local_full is None or remote_full is None:
             return None  # on its way out: its deletion is the next event
-        problem = check_remote_copy(local_full, remote_full, workload["metadata"]["name"], cluster)
+        problem = check_remote_copy(local_full, remote_full, workload["metadata"]["name"], worker.name)
         if problem is not None:
             return problem
         children = [
@@ -580,12 +573,14 @@ class Reconciler:
             self.kube.fetch_secret(ns, resume_secret_name(name)),
         ]
         problem = worker.prepare(remote_full, [c for c in children if c is not None])
+        if problem is not None:
+            return problem
         model = compute_model_route(run, target.definition, self.config) is not None
         egress = compute_route(run, target.definition, self.config) == ROUTE_GATEWAY
-        warning = describe_gateways_elsewhere(target.index, cluster, model, egress)
-        if problem is None and warning is not None:
+        warning = describe_gateways_elsewhere(target.index, worker.name, model, egress)
+        if warning is not None:
             self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.GatewayNotOnWorker, warning)
-        return problem
+        return None
 
     def _kueue_view(self, job: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """The Workload Kueue made for this very Job (its uid) and the LocalQueue the Job names; (None,

@@ -87,17 +87,18 @@ def build_remote_child(child: Mapping[str, Any], remote_job: Mapping[str, Any]) 
     return {**body, "metadata": out_meta}
 
 
-def find_missing_secret(pods: Sequence[Mapping[str, Any]]) -> str | None:
-    """The kubelet's words when a pod cannot start its containers for a Secret (or a key) it references
-    that the worker does not hold (CreateContainerConfigError); None otherwise. The run's own plan
-    Secret is a volume the pod waits for, so this is a credential the platform must provide there."""
+def find_missing_secret(pods: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """(the pod, the kubelet's words) when a pod cannot start its containers for a Secret (or a key) it
+    references that the worker does not hold (CreateContainerConfigError); None otherwise. The run's own
+    plan Secret is a volume the pod waits for, so this is a credential the platform must provide there."""
     for pod in pods:
         status = pod.get("status") or {}
         for kind in ("initContainerStatuses", "containerStatuses"):
             for container in status.get(kind) or []:
                 waiting = (container.get("state") or {}).get("waiting") or {}
                 if waiting.get("reason") == "CreateContainerConfigError":
-                    return str(waiting.get("message") or "CreateContainerConfigError")
+                    message = str(waiting.get("message") or "CreateContainerConfigError")
+                    return str(pod["metadata"]["name"]), message
     return None
 
 

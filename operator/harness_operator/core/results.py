@@ -52,6 +52,13 @@ def preempted_result(index: int, provider: str, why: str) -> ResultDocument:
     )
 
 
+def credentials_missing_result(index: int, provider: str, why: str) -> ResultDocument:
+    """The result of an attempt whose pod cannot start for a Secret its cluster does not hold."""
+    return ResultDocument(
+        attempt=index, provider=provider, exit_code=1, reason=Reason.CredentialsMissing, message=why
+    )
+
+
 def queue_unavailable_result(index: int, provider: str, why: str) -> ResultDocument:
     """The result of an attempt its Kueue queue cannot run (MultiKueue dispatched it to a worker cluster
     the operator cannot reach)."""

@@ -171,6 +171,7 @@ def test_a_credential_secret_the_worker_lacks_ends_the_attempt_saying_what_to_pr
     api.delete_job = lambda namespace, name, grace=None: deleted.append(name)  # type: ignore[method-assign]
     r.reconcile("ns", "r")
     assert first_attempt(api)["reason"] == "CredentialsMissing"
+    assert first_attempt(api)["podName"] == "r-a1-x"  # the pod the kubelet cannot start
     assert first_attempt(api)["message"] == (
         'the pod of Job r-a1 cannot start on worker cluster "worker-1": secret "tok" not found. The Secrets '
         'a run\'s definitions grant must exist in namespace "ns" on every worker its queue dispatches to '

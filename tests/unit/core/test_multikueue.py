@@ -124,11 +124,12 @@ def test_a_child_on_the_worker_is_owned_by_the_copy_and_carries_nothing_the_api_
 
 def test_only_a_container_that_cannot_start_for_its_config_is_a_missing_secret() -> None:
     def pod(kind: str, state: dict[str, Any]) -> dict[str, Any]:
-        return {"status": {kind: [{"name": "runner", "state": state}]}}
+        return {"metadata": {"name": "r-a1-x"}, "status": {kind: [{"name": "runner", "state": state}]}}
 
     config_error = {"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "tok" not found'}}
-    assert find_missing_secret([pod("containerStatuses", config_error)]) == 'secret "tok" not found'
-    assert find_missing_secret([pod("initContainerStatuses", config_error)]) == 'secret "tok" not found'
+    found = ("r-a1-x", 'secret "tok" not found')
+    assert find_missing_secret([pod("containerStatuses", config_error)]) == found
+    assert find_missing_secret([pod("initContainerStatuses", config_error)]) == found
     assert (
         find_missing_secret([pod("containerStatuses", {"waiting": {"reason": "ContainerCreating"}})]) is None
     )
