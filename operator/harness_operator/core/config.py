@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,6 +67,10 @@ class OperatorConfig:
     )
     egress_gateway_key: str = field(default="", repr=False)
     fqdn_policy: str = FQDN_AUTO
+    # Where remote MCP servers may be beyond public addresses and names (the chart's mcp.allowedCIDRs and
+    # mcp.allowedHosts): core/mcp.find_mcp_destination_problem refuses the rest.
+    mcp_allowed_cidrs: tuple[str, ...] = ()
+    mcp_allowed_hosts: tuple[str, ...] = ()
     # The model gateway (the chart's modelGateway): its Service's host name (empty: none), the vendors'
     # and the admin port, its namespace (grants), pod labels (the sandbox policy's peer), the vendors it
     # holds a key for (only those CLIs are routed) and the key the attempts' tokens are derived from.
@@ -126,6 +131,11 @@ class OperatorConfig:
             raise ValueError(
                 f"HARNESS_FQDN_POLICY={self.fqdn_policy!r} is not valid: use auto, cilium or none"
             )
+        for cidr in self.mcp_allowed_cidrs:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"HARNESS_MCP_ALLOWED_CIDRS: {cidr!r} is not a CIDR ({exc})") from exc
         if self.await_network_policy not in (AWAIT_REQUIRE, AWAIT_WARN, AWAIT_OFF):
             raise ValueError(
                 f"HARNESS_AWAIT_NETWORK_POLICY={self.await_network_policy!r} is not valid: "

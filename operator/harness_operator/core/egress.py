@@ -25,7 +25,7 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.core.config import FQDN_CILIUM, OperatorConfig
-from harness_operator.core.mcp import compute_mcp_egress, compute_mcp_servers
+from harness_operator.core.mcp import compute_mcp_egress, compute_mcp_servers, find_mcp_destination_problem
 from harness_operator.core.naming import LABEL_ATTEMPT, fit_name, label_value, run_labels
 
 if TYPE_CHECKING:
@@ -61,6 +61,21 @@ def compute_egress_rules(run: HarnessRun, definition: HarnessDefinitionSpec) -> 
     if mode == NetworkPolicyMode.allowlist:
         return [*(sandbox.egress if sandbox else []), *mcp]
     return []
+
+
+def find_mcp_destinations_problem(
+    run: HarnessRun, targets: Sequence[AttemptTarget], config: OperatorConfig
+) -> str | None:
+    """Why an attempt's remote MCP server may not be reached from this cluster (its URL would open that
+    way out, under every mode: core/mcp.find_mcp_destination_problem, the platform's allowances from
+    `config`); None when every one may. The operator refuses such a run before any attempt."""
+    for target in targets:
+        problem = find_mcp_destination_problem(
+            run, target.provider, target.definition, config.mcp_allowed_cidrs, config.mcp_allowed_hosts
+        )
+        if problem is not None:
+            return problem
+    return None
 
 
 def compute_route(run: HarnessRun, definition: HarnessDefinitionSpec, config: OperatorConfig) -> str:

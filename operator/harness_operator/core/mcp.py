@@ -190,6 +190,125 @@ def build_mcp_tool_names(servers: list[McpServer], definition: HarnessDefinition
     return [support.tool_name.format(server=s.name, tool=t) for s in servers for t in s.tools]
 
 
+# Where no MCP server may be unless the platform allows it (the chart's mcp.allowedCIDRs): loopback,
+# link-local (metadata services), private, shared (CGNAT), documentation, benchmarking, multicast and
+# reserved ranges, and the IPv6 ones that embed an IPv4 address (NAT64, 6to4). The chart's admission
+# policy refuses the same (templates/_admission.tpl mcpRefusedCIDRs; a unit test compares).
+MCP_REFUSED_CIDRS = tuple(
+    ipaddress.ip_network(c)
+    for c in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.88.99.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::/128",
+        "::1/128",
+        "64:ff9b::/96",
+        "64:ff9b:1::/48",
+        "100::/64",
+        "2001:db8::/32",
+        "2002::/16",
+        "fc00::/7",
+        "fe80::/10",
+        "fec0::/10",
+        "ff00::/8",
+    )
+)
+# Names inside the cluster or of a metadata service (besides single-label names, which resolve through
+# the resolver's search path into the cluster): refused unless allowed by name.
+MCP_REFUSED_NAMES = ("metadata.google.internal", "metadata.azure.internal", "instance-data.ec2.internal")
+# A dotted DNS name whose last label starts with a letter: never a numeric or hex spelling of an address
+# (`2852039166`, `0xa9fea9fe`), which a resolver would take as one.
+_DNS_NAME = re.compile(r"([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+MCP_ALLOW_FIX = (
+    "use the server's public DNS name, or ask the platform team to allow it (chart value mcp.allowedCIDRs "
+    "or mcp.allowedHosts)"
+)
+
+
+def is_allowed_mcp_host(host: str, allowed_cidrs: Sequence[str], allowed_hosts: Sequence[str]) -> bool:
+    """May an MCP server be at `host` (a URL's host, lowercase)? A public address, or a DNS name outside
+    the cluster and the metadata services, or one the platform allows."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        allowed = [ipaddress.ip_network(c, strict=False) for c in allowed_cidrs]
+        if any(address in network for network in allowed):
+            return True
+        return not any(address in network for network in MCP_REFUSED_CIDRS)
+    if any(host.endswith(p[1:]) if p.startswith("*.") else host == p for p in allowed_hosts):
+        return True
+    return bool(
+        _DNS_NAME.fullmatch(host)
+        and not host.endswith((".localhost", ".cluster.local"))
+        and ".svc." not in f".{host}."
+        and host not in MCP_REFUSED_NAMES
+    )
+
+
+def mcp_url_host(url: str) -> str | None:
+    """The host an MCP server's URL names, as its egress rule opens it (None: no host can be read)."""
+    try:
+        return urlsplit(url).hostname or None
+    except ValueError:  # a bracketed host that is no IPv6 address
+        return None
+
+
+def find_mcp_destination_problem(
+    run: HarnessRun,
+    provider: str,
+    definition: HarnessDefinitionSpec,
+    allowed_cidrs: Sequence[str],
+    allowed_hosts: Sequence[str],
+) -> str | None:
+    """Why one of the attempt's remote MCP servers may not be reached from this cluster's sandboxes (None:
+    every one may), naming its field: the run's, or its provider's definition's it does not replace."""
+    own = {s.name for s in run.spec.mcp_servers}
+    fields = [(f"spec.mcpServers[{i}].url", s) for i, s in enumerate(run.spec.mcp_servers)] + [
+        (f'provider "{provider}": its definition\'s spec.mcpServers[{i}].url', s)
+        for i, s in enumerate(definition.mcp_servers)
+        if s.name not in own
+    ]
+    for field, server in fields:
+        if not server.url:
+            continue
+        host = mcp_url_host(server.url)
+        if host is None:
+            return f'{field}: "{server.url}" names no host that can be read; write it as https://HOST[:PORT]/PATH'
+        if is_allowed_mcp_host(host, allowed_cidrs, allowed_hosts):
+            continue
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            what = (
+                f'names host "{host}", which MCP servers may not use in this cluster (a name inside the '
+                "cluster or of a metadata service: single-label, localhost, *.svc, *.cluster.local; or not a "
+                "DNS name)"
+            )
+        else:
+            what = (
+                f"points at {host}, an address MCP servers may not use in this cluster (loopback, link-local "
+                "such as metadata services, private, shared or reserved: the node, pods and Services)"
+            )
+        return f'{field}: "{server.url}" {what}; {MCP_ALLOW_FIX}'
+    return None
+
+
 def compute_mcp_egress(servers: list[McpServer]) -> list[EgressRule]:
     """A remote server's host (or address) and port, as the attempt's egress must allow them."""
     rules = []

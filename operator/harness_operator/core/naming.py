@@ -84,13 +84,29 @@ def network_policy_name(run: str, attempt: int) -> str:
     return fit_name(run, f"-a{attempt}", 253)
 
 
+def encode_user_label(username: str) -> str | None:
+    """The value of LABEL_USER that names an authenticated user, as the chart's admission policy computes
+    it from request.userInfo.username (templates/admission-run-user.yaml): '_' doubled, '@' as '_at_', ':'
+    as '_c_', so no two usernames share one; None when the result is no label value (other characters,
+    over 63 characters, not a letter or digit at both ends)."""
+    value = username.replace("_", "__").replace("@", "_at_").replace(":", "_c_")
+    return value if _USER_LABEL_VALUE.fullmatch(value) else None
+
+
+_USER_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+
+
 def workspace_claim_name(run: str, provider: str, scope: str, user: str | None) -> str:
-    """run scope: one claim per run; agent: per provider (shared, kept); agentUser: per provider and user."""
+    """run scope: one claim per run; agent: per provider (shared, kept); agentUser: per provider and user,
+    `user` being the run's LABEL_USER (the author, as admission checks it): its readable part lowercased
+    for a DNS name, and a hash of it as written, so no two users' claims share a name."""
     if scope == "run":
         return fit_name(run, "-workspace")
     if scope == "agent":
         return fit_name(f"harness-ws-{provider}")
-    return fit_name(f"harness-ws-{provider}-{label_value(user or 'anonymous').lower()}")
+    key = user or "anonymous"
+    readable = re.sub(r"[^a-z0-9-]+", "-", key.lower()).strip("-")
+    return fit_name(f"harness-ws-{provider}-{readable}", f"-{short_hash(key)}")
 
 
 def run_labels(run: str) -> dict[str, str]:

@@ -4,6 +4,8 @@ the tools it allows, the egress a remote server needs, and a provider that takes
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,14 +13,17 @@ from pydantic import ValidationError
 
 from harness_operator.api.v1alpha1 import EgressRule, HarnessRun, McpServer
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.egress import compute_egress_rules
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.egress import compute_egress_rules, find_mcp_destinations_problem
 from harness_operator.core.mcp import (
+    MCP_REFUSED_CIDRS,
     build_mcp_arguments,
     build_mcp_env,
     build_mcp_home_files,
     build_mcp_tool_names,
     compute_mcp_egress,
     compute_mcp_servers,
+    find_mcp_destination_problem,
     find_mcp_problem,
 )
 from harness_operator.core.planning import build_plan
@@ -286,3 +291,95 @@ def test_an_acp_agent_gets_each_server_behind_its_gate_and_a_policy_still_denies
     plan = build_plan(denied, CATALOG[provider], 1, provider, {}, "p", None)
     assert plan.acp is not None and plan.acp.mcp_servers[0].gate_args[:2] == ["--tool=fetch", "--url"]
     assert plan.acp.mcp_tools == [names[0].replace("search", "fetch")]
+
+
+# Where a tenant's MCP URL would open its sandbox's way out (red team, issue 49 item 13), and what stays.
+REFUSED_URLS = {
+    "http://169.254.169.254/": "points at 169.254.169.254",  # a cloud's metadata service
+    "http://10.88.0.1:10250/": "points at 10.88.0.1",  # the node's kubelet
+    "http://127.0.0.1:8080/mcp": "points at 127.0.0.1",
+    "http://[::1]/": "points at ::1",
+    "http://[fe80::1]/": "points at fe80::1",
+    "http://[::ffff:169.254.169.254]/": "points at ::ffff:169.254.169.254",  # IPv4-mapped
+    "http://[64:ff9b::a9fe:a9fe]/": "points at 64:ff9b::a9fe:a9fe",  # NAT64 of the metadata service
+    "http://100.64.0.1/": "points at 100.64.0.1",  # shared (CGNAT)
+    "http://x@169.254.169.254:80/": "points at 169.254.169.254",  # user info before the host
+    "http://2852039166/": 'names host "2852039166"',  # 169.254.169.254 as one number
+    "http://0xa9fea9fe/": 'names host "0xa9fea9fe"',
+    "http://169.254.43518/": 'names host "169.254.43518"',
+    "http://kubernetes/": 'names host "kubernetes"',  # single label: the resolver's search path
+    "http://kubernetes.default.svc/": 'names host "kubernetes.default.svc"',
+    "http://api.team-a.svc.cluster.local:8080/": 'names host "api.team-a.svc.cluster.local"',
+    "http://localhost/": 'names host "localhost"',
+    "http://metadata.google.internal/": 'names host "metadata.google.internal"',
+}
+
+
+def problem_of(url: str, cidrs: tuple[str, ...] = (), hosts: tuple[str, ...] = ()) -> str | None:
+    run = run_of(mcpServers=[{**DOCS, "url": url}])
+    return find_mcp_destination_problem(run, "claude", CLAUDE, cidrs, hosts)
+
+
+@pytest.mark.parametrize(("url", "what"), REFUSED_URLS.items(), ids=list(REFUSED_URLS))
+def test_an_mcp_url_into_the_node_the_cluster_or_a_metadata_service_is_refused(url: str, what: str) -> None:
+    assert problem_of(url) == (
+        f'spec.mcpServers[0].url: "{url}" {what}'
+        + (
+            ", an address MCP servers may not use in this cluster (loopback, link-local such as metadata "
+            "services, private, shared or reserved: the node, pods and Services)"
+            if what.startswith("points")
+            else ", which MCP servers may not use in this cluster (a name inside the cluster or of a metadata "
+            "service: single-label, localhost, *.svc, *.cluster.local; or not a DNS name)"
+        )
+        + "; use the server's public DNS name, or ask the platform team to allow it (chart value "
+        "mcp.allowedCIDRs or mcp.allowedHosts)"
+    )
+
+
+def test_public_servers_pass_and_the_platform_allows_its_own() -> None:
+    for url in ("https://mcp.docs.internal/mcp", "https://mcp.example.com:8443/", "http://1.1.1.1/"):
+        assert problem_of(url) is None, url
+    assert problem_of("http://10.88.0.1:9000/mcp", cidrs=("10.88.0.1/32",)) is None
+    assert problem_of("http://10.88.0.2:9000/mcp", cidrs=("10.88.0.1/32",)) is not None
+    assert problem_of("http://docs.tools.svc.cluster.local/", hosts=("*.tools.svc.cluster.local",)) is None
+    assert (
+        problem_of("http://docs.other.svc.cluster.local/", hosts=("*.tools.svc.cluster.local",)) is not None
+    )
+    assert problem_of("http://mcp/", hosts=("mcp",)) is None
+
+
+def test_a_definitions_server_is_named_as_the_definitions_and_a_runs_of_the_same_name_replaces_it() -> None:
+    definition = CLAUDE.model_copy(
+        update={"mcp_servers": [McpServer.model_validate({**DOCS, "url": "http://169.254.169.254/"})]}
+    )
+    message = find_mcp_destination_problem(run_of(), "team-claude", definition, (), ())
+    assert message is not None
+    assert message.startswith(
+        'provider "team-claude": its definition\'s spec.mcpServers[0].url: "http://169.254.169.254/" points at'
+    )
+    assert find_mcp_destination_problem(run_of(mcpServers=[DOCS]), "team-claude", definition, (), ()) is None
+
+
+def test_the_operator_refuses_what_the_chart_allows_no_more() -> None:
+    """The chart's admission policy refuses the same ranges (templates/_admission.tpl)."""
+    template = (
+        Path(__file__).resolve().parents[3] / "charts/harness-operator/templates/_admission.tpl"
+    ).read_text()
+    listed = template.split('define "harness-operator.admission.mcpRefusedCIDRs" -}}\n', 1)[1].split("\n", 1)[
+        0
+    ]
+    assert json.loads(listed) == [str(n) for n in MCP_REFUSED_CIDRS]
+
+
+def test_the_platforms_allowances_come_from_the_chart_and_a_bad_cidr_stops_the_operator() -> None:
+    env = {"HARNESS_MCP_ALLOWED_CIDRS": "10.20.0.0/16, fd00::/8", "HARNESS_MCP_ALLOWED_HOSTS": "*.tools.svc"}
+    config = OperatorConfig.from_env(env)
+    assert config.mcp_allowed_cidrs == ("10.20.0.0/16", "fd00::/8")
+    assert config.mcp_allowed_hosts == ("*.tools.svc",)
+    run = run_of(mcpServers=[{**DOCS, "url": "http://10.20.3.4/"}])
+    assert find_mcp_destinations_problem(run, resolve_targets(Reader(), run), config) is None
+    assert find_mcp_destinations_problem(run, resolve_targets(Reader(), run), OperatorConfig()) is not None
+    with pytest.raises(
+        ValueError, match=re.escape("HARNESS_MCP_ALLOWED_CIDRS: '10.20.0.0/33' is not a CIDR")
+    ):
+        OperatorConfig.from_env({"HARNESS_MCP_ALLOWED_CIDRS": "10.20.0.0/33"})
