@@ -53,6 +53,7 @@ class RecordedRequest:
     # sha256 of each credential the request carried (header or `key=`), never the value itself: a test
     # tells which key reached the vendor without the log holding one.
     auth_sha256: list[str] = field(default_factory=list)
+    raw_body: bytes = b""  # the body's bytes as they arrived (a test checks what a proxy sent verbatim)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,7 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         stub: StubServer = self.server.stub  # type: ignore[attr-defined]
         parts = urlsplit(self.path)
-        body, _raw = self._read_body()
+        body, raw = self._read_body()
         headers = {k.lower(): v for k, v in self.headers.items() if k.lower() in _LOGGED_HEADERS}
         auth = any(self.headers.get(h) for h in _SECRET_HEADERS) or "key=" in (parts.query or "")
         credentials = [self.headers[h] for h in _SECRET_HEADERS if self.headers.get(h)]
@@ -137,6 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
             auth_present=bool(auth),
             auth_sha256=[hashlib.sha256(c.encode()).hexdigest() for c in credentials],
+            raw_body=raw,
         )
         with stub._lock:
             stub.requests.append(req)

@@ -114,11 +114,17 @@ class GeminiStub(StubServer):
             return Response(200, {})
         body = req.body if isinstance(req.body, dict) else {}
         parts = self._parts(body)
+        # As the API does, `candidateCount` candidates, each billed.
+        count = (body.get("generationConfig") or {}).get("candidateCount")
+        count = count if isinstance(count, int) and count > 1 else 1
+        usage = dict(USAGE, candidatesTokenCount=USAGE["candidatesTokenCount"] * count)
+        usage["totalTokenCount"] = usage["promptTokenCount"] + usage["candidatesTokenCount"]
         chunk = {
             "candidates": [
-                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": i}
+                for i in range(count)
             ],
-            "usageMetadata": dict(USAGE),
+            "usageMetadata": usage,
             "modelVersion": self._model(req),
             "responseId": "stub-response-1",
         }
@@ -192,7 +198,7 @@ class GeminiStub(StubServer):
             "candidates": [
                 {"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP", "index": 0}
             ],
-            "usageMetadata": dict(USAGE),
+            "usageMetadata": chunk["usageMetadata"],
             "modelVersion": chunk["modelVersion"],
             "responseId": chunk["responseId"],
         }

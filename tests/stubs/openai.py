@@ -51,11 +51,12 @@ def responses_usage() -> dict[str, Any]:
     }
 
 
-def chat_usage() -> dict[str, Any]:
+def chat_usage(answers: int = 1) -> dict[str, Any]:
+    """Chat Completions' usage of `answers` choices (`n`): the prompt billed once, each answer's output."""
     return {
         "prompt_tokens": USAGE["input_tokens"],
-        "completion_tokens": USAGE["output_tokens"],
-        "total_tokens": USAGE["input_tokens"] + USAGE["output_tokens"],
+        "completion_tokens": USAGE["output_tokens"] * answers,
+        "total_tokens": USAGE["input_tokens"] + USAGE["output_tokens"] * answers,
         "prompt_tokens_details": {"cached_tokens": USAGE["cached_tokens"]},
         "completion_tokens_details": {"reasoning_tokens": USAGE["reasoning_tokens"]},
     }
@@ -346,6 +347,8 @@ class OpenAIStub(StubServer):
         else:
             message = {"role": "assistant", "content": self.text}
             finish = "stop"
+        # As the API does, `n` answers, each billed.
+        answers = body["n"] if isinstance(body.get("n"), int) and body["n"] > 1 else 1
         if not body.get("stream"):
             return Response(
                 200,
@@ -354,8 +357,11 @@ class OpenAIStub(StubServer):
                     "object": "chat.completion",
                     "created": created,
                     "model": model,
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-                    "usage": chat_usage(),
+                    "choices": [
+                        {"index": i, "message": message, "finish_reason": finish, "logprobs": None}
+                        for i in range(answers)
+                    ],
+                    "usage": chat_usage(answers),
                 },
             )
 
@@ -385,7 +391,7 @@ class OpenAIStub(StubServer):
                 )
             yield None, dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}])
             # usage chunk, as with stream_options.include_usage (sent whether asked or not)
-            yield None, dict(base, choices=[], usage=chat_usage())
+            yield None, dict(base, choices=[], usage=chat_usage(answers))
             yield None, "[DONE]"
 
         return Response(200, sse=chunks())

@@ -6,6 +6,8 @@
   HARNESS_KEY_<VENDOR>         a vendor's key (ANTHROPIC, OPENAI, GEMINI); a vendor without one is refused
   HARNESS_UPSTREAM_<VENDOR>    a vendor's base URL (default: the vendor's public API)
   HARNESS_PORT, HARNESS_ADMIN_PORT   the vendors' port (8080) and the admin port (9102)
+  HARNESS_MAX_REQUEST_BYTES    the largest request body it takes (default 8 MiB; the chart's
+                               modelGateway.maxRequestBytes)
 In a pod it talks to the API server as its ServiceAccount; elsewhere through KUBECONFIG.
 """
 
@@ -21,6 +23,7 @@ from kubernetes import client, config
 
 from harness_operator.contract.model_access import build_meter_reader_token
 from harness_operator.modelgateway.grants import GrantWatch
+from harness_operator.modelgateway.intake import DEFAULT_MAX_REQUEST_BYTES
 from harness_operator.modelgateway.server import Gateway, build_apps
 from harness_operator.modelgateway.store import MeterStore
 from harness_operator.modelgateway.vendors import VENDORS
@@ -56,6 +59,7 @@ async def serve() -> None:
             if os.environ.get(f"HARNESS_UPSTREAM_{v.upper()}")
         },
         reader_token=build_meter_reader_token(os.environ["HARNESS_GATEWAY_KEY"]),
+        max_request_bytes=int(os.environ.get("HARNESS_MAX_REQUEST_BYTES") or DEFAULT_MAX_REQUEST_BYTES),
     )
     # No read timeout: a model streams for as long as it thinks; the connection's own keepalive ends it.
     gateway.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, connect=10))

@@ -26,6 +26,9 @@ from harness_operator.modelgateway.vendors import Flavor, Vendor
 # 4 bytes of English or code a token, so bytes / 3 is a safe estimate for text (a request of rare
 # scripts can have more tokens; its cost is then settled above its reservation, by that much only).
 BYTES_PER_TOKEN = 3
+# An event of a stream is kept until its end arrives, up to this: a stream's events are small (a delta,
+# the usage), so a longer one is dropped rather than held in memory.
+MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -79,15 +82,18 @@ class StreamMeter:
         self.buffer = b""
         self.document: dict[str, Any] | None = None
         self.completed = False
+        self.overflowed = False
 
     def feed(self, chunk: bytes) -> None:
         self.buffer += chunk
         while True:
             cut = _event_end(self.buffer)
             if cut is None:
-                return
+                break
             event, self.buffer = self.buffer[: cut[0]], self.buffer[cut[1] :]
             self._event(event)
+        if len(self.buffer) > MAX_EVENT_BYTES:  # no event is this long: not kept (its usage is lost, so
+            self.buffer, self.overflowed = b"", True  # the request is billed its worst case)
 
     def _event(self, raw: bytes) -> None:
         data = b"\n".join(

@@ -22,6 +22,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from yarl import URL
 
 from harness_operator.contract.model_access import (
     ModelAttemptGrant,
@@ -30,6 +31,16 @@ from harness_operator.contract.model_access import (
     parse_model_token,
 )
 from harness_operator.modelgateway.grants import GrantWatch
+from harness_operator.modelgateway.intake import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    Refusal,
+    check_capped_body,
+    check_encoding,
+    check_raw_path,
+    check_shape,
+    check_size,
+    parse_body,
+)
 from harness_operator.modelgateway.metering import (
     RequestUsage,
     StreamMeter,
@@ -49,8 +60,8 @@ from harness_operator.modelgateway.vendors import (
     split_route,
 )
 
-MAX_BODY = 32 * 1024 * 1024
-MAX_KEPT_ANSWER = 16 * 1024 * 1024  # a non-streamed answer is kept to be metered, up to this
+MAX_KEPT_ANSWER = 4 * 1024 * 1024  # a non-streamed answer is kept to be metered, up to this
+READ_CHUNK = 64 * 1024
 MIN_OUTPUT_TOKENS = 16  # an answer of fewer output tokens than this is not worth forwarding
 
 
@@ -72,6 +83,7 @@ class Gateway:
     upstreams: Mapping[str, str]  # vendor -> base URL
     reader_token: str
     session: aiohttp.ClientSession | None = None
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     def __post_init__(self) -> None:
@@ -83,12 +95,18 @@ class Gateway:
     # --- the vendors' side --------------------------------------------------------------------------
 
     async def proxy(self, request: web.Request) -> web.StreamResponse:
-        route = split_route(request.path)
+        # The raw path, as sent: what is checked is what is forwarded (request.path is decoded, and a URL
+        # parser on the way out would normalise what it was not shown).
+        route = split_route(request.raw_path.partition("?")[0])
         if route is None:
             return web.json_response(
                 {"error": "unknown route: the gateway serves /anthropic, /openai, /gemini"}, status=404
             )
-        vendor, path = route
+        vendor, raw = route
+        path = check_raw_path(raw)
+        if isinstance(path, Refusal):
+            self.count(None, vendor, "refused")
+            return _refuse(vendor, path)
         headers = {k.lower(): v for k, v in request.headers.items()}
         token = vendor.caller_token(headers, request.query)
         found = self._attempt(token or "")
@@ -123,24 +141,31 @@ class Gateway:
                 "(modelGateway.vendors in the chart)",
                 "upstream",
             )
-        body = await request.read()
-        document = _json(body)
-        endpoint = vendor.endpoint(request.method, path, document)
+        endpoint = vendor.endpoint(request.method, path, None)
         if endpoint is None:
             self.count(grant, vendor, "refused")
             return _error(
                 vendor, 404, f"harness model gateway: {request.method} {path} is not forwarded", "not_found"
             )
+        body = await _read_body(request, self.max_request_bytes)
+        document = None
+        if not isinstance(body, Refusal) and endpoint.flavor is not None:
+            document = _metered_body(endpoint, headers, body, _is_capped(grant, attempt))
+        if isinstance(body, Refusal) or isinstance(document, Refusal):
+            self.count(grant, vendor, "refused")
+            return _refuse(vendor, body if isinstance(body, Refusal) else document)  # type: ignore[arg-type]
         held: Reservation | None = None
         meter = meter_key(grant.uid, index)
-        if endpoint.flavor is not None and isinstance(document, dict):
-            refusal, held, document = await self._reserve(
+        if document is not None:
+            endpoint = vendor.endpoint(request.method, path, document) or endpoint
+            refusal, held, changed = await self._reserve(
                 vendor, endpoint, path, document, body, attempt, meter
             )
             if refusal is not None:
                 self.count(grant, vendor, "capped")
                 return refusal
-            body = json.dumps(document).encode() if document is not None else body
+            # Only what the gateway parsed (and reserved for) goes, never the bytes the caller sent.
+            body = json.dumps(changed if changed is not None else document).encode()
         self.count(grant, vendor, "forwarded")
         return await self._forward(request, vendor, path, headers, key, body, endpoint, held, attempt, meter)
 
@@ -236,7 +261,8 @@ class Gateway:
     ) -> web.StreamResponse:
         assert self.session is not None
         query = [(k, v) for k, v in request.query.items() if k != "key"]
-        url = self.upstreams.get(vendor.name, vendor.default_upstream).rstrip("/") + path
+        # encoded=True: the checked path goes as it is (it has nothing to encode or normalise).
+        url = URL(self.upstreams.get(vendor.name, vendor.default_upstream).rstrip("/") + path, encoded=True)
         flavor = endpoint.flavor
         stream_meter = StreamMeter(flavor) if flavor is not None and endpoint.streaming else None
         kept = bytearray()
@@ -249,7 +275,7 @@ class Gateway:
                 return
             settled = True
             usage: RequestUsage | None = None
-            if stream_meter is not None and stream_meter.document is not None:
+            if stream_meter is not None and stream_meter.document is not None and not stream_meter.overflowed:
                 usage = usage_of(vendor, flavor, stream_meter.document)
             elif kept:
                 usage = usage_of(vendor, flavor, _json(bytes(kept))) or fold_json_stream(
@@ -343,6 +369,47 @@ def _json(body: bytes) -> Any:
         return None
 
 
+async def _read_body(request: web.Request, limit: int) -> bytes | Refusal:
+    """The request's body, read up to `limit` bytes: a longer one is refused before more of it is held."""
+    if request.content_length is not None and (refusal := check_size(request.content_length, limit)):
+        return refusal
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(READ_CHUNK):
+        body += chunk
+        if len(body) > limit:
+            return check_size(len(body), limit) or Refusal(413, "", "too_large")
+    return bytes(body)
+
+
+def _metered_body(
+    endpoint: Endpoint, headers: Mapping[str, str], body: bytes, capped: bool
+) -> dict[str, Any] | Refusal:
+    """The JSON object a metered request sends, or why it is refused: compressed, shaped to take memory,
+    unparsable, or (under a cap) asking for what its worst case cannot hold."""
+    refusal = check_encoding(headers) or check_shape(body)
+    if refusal is not None:
+        return refusal
+    document = parse_body(body)
+    if isinstance(document, Refusal) or not capped:
+        return document
+    assert endpoint.flavor is not None
+    why = check_capped_body(endpoint.flavor, document)
+    return document if why is None else Refusal(400, why, "bad_request")
+
+
+def _is_capped(grant: ModelGrant, attempt: ModelAttemptGrant) -> bool:
+    """Whether a cap holds the request (the run's, or the attempt's where the grant still carries it)."""
+    return any(
+        getattr(holder, cap, None) is not None
+        for holder in (grant, attempt)
+        for cap in ("max_cost_usd", "max_tokens")
+    )
+
+
+def _refuse(vendor: Vendor, refusal: Refusal) -> web.Response:
+    return _error(vendor, refusal.status, refusal.message, refusal.kind)
+
+
 def _error(vendor: Vendor, status: int, message: str, kind: str) -> web.Response:
     print(
         json.dumps({"msg": "refused", "vendor": vendor.name, "status": status, "reason": message}),
@@ -355,7 +422,7 @@ def _error(vendor: Vendor, status: int, message: str, kind: str) -> web.Response
 
 def build_apps(gateway: Gateway) -> tuple[web.Application, web.Application]:
     """The vendors' app (the sandboxes') and the admin app (meters, readiness, metrics)."""
-    public = web.Application(client_max_size=MAX_BODY)
+    public = web.Application(client_max_size=gateway.max_request_bytes)
     public.router.add_route("*", "/{tail:.*}", gateway.proxy)
     admin = web.Application()
     admin.router.add_get("/meters/{uid}/{attempt}", gateway.read_meter)

@@ -78,7 +78,7 @@ class Vendor:
                 return Endpoint(Flavor.anthropic, streaming)
             if method == "POST" and path == "/v1/messages/count_tokens":
                 return Endpoint(None)
-            if method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/")):
+            if method == "GET" and MODELS_PATH.match(path):
                 return Endpoint(None)
             return None
         if self.name == "openai":
@@ -86,7 +86,7 @@ class Vendor:
                 return Endpoint(Flavor.openai_responses, streaming)
             if method == "POST" and path == "/v1/chat/completions":
                 return Endpoint(Flavor.openai_chat, streaming)
-            if method == "GET" and (path == "/v1/models" or path.startswith("/v1/models/")):
+            if method == "GET" and MODELS_PATH.match(path):
                 return Endpoint(None)
             return None
         match = GEMINI_PATH.match(path)
@@ -134,12 +134,14 @@ class Vendor:
         return out
 
     def error(self, status: int, message: str, kind: str) -> tuple[int, bytes]:
-        """An error as the vendor writes it. `kind`: unauthorized, not_found, cap, bad_request, upstream."""
+        """An error as the vendor writes it. `kind`: unauthorized, not_found, cap, bad_request, too_large,
+        upstream."""
         if self.name == "anthropic":
             types = {
                 "unauthorized": "authentication_error",
                 "not_found": "not_found_error",
                 "upstream": "api_error",
+                "too_large": "request_too_large",
             }
             body: dict[str, Any] = {
                 "type": "error",
@@ -181,6 +183,8 @@ HOP_BY_HOP = {
     "upgrade",
     "accept-encoding",  # the gateway reads the answer: it asks for it uncompressed
 }
+# A listing of models, or one model: one segment (the path is checked raw, see intake.check_raw_path).
+MODELS_PATH = re.compile(r"^/v1/models(?:/[^/]+)?$")
 GEMINI_PATH = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+)(?::(?P<action>[A-Za-z]+))?$")
 
 VENDORS = {
