@@ -64,6 +64,7 @@ from harness_operator.core.egress import (
     ROUTE_GATEWAY,
     ROUTE_PUBLIC,
     compute_route,
+    find_mcp_destinations_problem,
 )
 from harness_operator.core.fairqueue import (
     QueueEntry,
@@ -394,9 +395,13 @@ class Reconciler:
         problem = output_schema_problem(run.spec.output_schema)
         if problem is not None:
             raise Rejection(Reason.InvalidSpec, problem)
-        return route_targets(
+        targets = route_targets(
             run, resolve_targets(KubeReader(self.kube, self.definitions, retry), run), self.config
         )
+        problem = find_mcp_destinations_problem(run, targets, self.config)
+        if problem is not None:
+            raise Rejection(Reason.McpUnsupported, problem)
+        return targets
 
     def _resolve_inputs(self, run: HarnessRun, retry: int) -> tuple[str, str | None]:
         return resolve_inputs(KubeReader(self.kube, retry=retry), run)
