@@ -332,3 +332,30 @@ def _camel_get(mapping: Mapping[str, Any], field: str) -> Any:
         if camel(name) == field:
             return value
     return None
+
+
+# --- tokens ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LookupBudget:
+    """How often a token whose grant the watch has not delivered may cost a read of the API server: `rate`
+    a second, in bursts of up to `burst` (a token bucket). A token's MAC binds its run's UID, which only
+    the grant holds, so a made-up token cannot be told from a new one before its grant is read: without a
+    bound, a flood of them would be a flood of reads."""
+
+    rate: float
+    burst: float
+    tokens: float = -1.0  # none yet: a full bucket at the first take
+    at: float = 0.0
+
+    def take(self, now: float) -> bool:
+        """Spend one read at `now` (monotonic seconds), or False when none is left."""
+        if self.tokens < 0:
+            self.tokens, self.at = self.burst, now
+        self.tokens = min(self.burst, self.tokens + max(now - self.at, 0.0) * self.rate)
+        self.at = max(self.at, now)  # a clock that went back earns nothing, then or later
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True

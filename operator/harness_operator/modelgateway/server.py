@@ -13,6 +13,7 @@ import asyncio
 import hmac
 import json
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from harness_operator.contract.model_access import (
 from harness_operator.modelgateway.grants import GrantWatch
 from harness_operator.modelgateway.intake import (
     DEFAULT_MAX_REQUEST_BYTES,
+    LookupBudget,
     Refusal,
     check_capped_body,
     check_encoding,
@@ -63,6 +65,9 @@ from harness_operator.modelgateway.vendors import (
 MAX_KEPT_ANSWER = 4 * 1024 * 1024  # a non-streamed answer is kept to be metered, up to this
 READ_CHUNK = 64 * 1024
 MIN_OUTPUT_TOKENS = 16  # an answer of fewer output tokens than this is not worth forwarding
+# Reads of grants the watch has not delivered (a grant made a moment ago, or a made-up token's): the watch
+# delivers a new grant within milliseconds, long before its sandbox's first request, so these are rare.
+LOOKUPS_PER_SECOND, LOOKUP_BURST = 5.0, 20.0
 
 
 def build_request_counter(registry: CollectorRegistry) -> Counter:
@@ -88,6 +93,7 @@ class Gateway:
 
     def __post_init__(self) -> None:
         self.requests = build_request_counter(self.registry)
+        self.lookups = LookupBudget(LOOKUPS_PER_SECOND, LOOKUP_BURST)
 
     def count(self, grant: ModelGrant | None, vendor: Vendor, verdict: str) -> None:
         self.requests.labels(grant.namespace if grant else "-", vendor.name, verdict).inc()
@@ -109,8 +115,16 @@ class Gateway:
             return _refuse(vendor, path)
         headers = {k.lower(): v for k, v in request.headers.items()}
         token = vendor.caller_token(headers, request.query)
-        found = self._attempt(token or "")
-        if found is None:
+        found = await self._attempt(token or "")
+        if found == "busy":
+            self.count(None, vendor, "unauthenticated")
+            return _error(
+                vendor,
+                503,
+                "harness model gateway: too many tokens of unknown grants at once; try again",
+                "upstream",
+            )
+        if found is None or isinstance(found, str):
             self.count(None, vendor, "unauthenticated")
             return _error(
                 vendor,
@@ -169,11 +183,19 @@ class Gateway:
         self.count(grant, vendor, "forwarded")
         return await self._forward(request, vendor, path, headers, key, body, endpoint, held, attempt, meter)
 
-    def _attempt(self, token: str) -> tuple[ModelGrant, str, ModelAttemptGrant] | None:
+    async def _attempt(self, token: str) -> tuple[ModelGrant, str, ModelAttemptGrant] | str | None:
+        """The grant, attempt number and attempt a token opens; None when it opens none; "busy" when its
+        grant is not in the watch's cache and no read of the API server is left this second."""
         parsed = parse_model_token(token)
         if parsed is None:
             return None
-        grant = self.grants.get(parsed[0])
+        known = self.grants.grants.get(parsed[0])
+        if known is not None and parsed[1] in known.attempts:
+            grant: ModelGrant | None = known
+        elif not self.lookups.take(time.monotonic()):
+            return "busy"
+        else:  # a blocking read of the API server: off the event loop
+            grant = await asyncio.to_thread(self.grants.get, parsed[0])
         attempt = grant.attempts.get(parsed[1]) if grant else None
         if grant is None or attempt is None or not is_token_of(attempt, token):
             return None

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from harness_operator.modelgateway.intake import (
     ALLOWED_FIELDS,
     MIN_CONTAINERS,
+    LookupBudget,
     Refusal,
     camel,
     check_capped_body,
@@ -445,3 +446,29 @@ def test_a_stream_of_small_events_is_never_dropped() -> None:
     for _ in range(MAX_EVENT_BYTES // len(event) * 2):
         meter.feed(event)
     assert not meter.overflowed and meter.buffer == b""
+
+
+# --- tokens of unknown grants --------------------------------------------------------------------------
+
+
+def test_reads_of_unknown_grants_are_bounded_to_a_burst_then_a_rate() -> None:
+    budget = LookupBudget(rate=4.0, burst=20.0)
+    assert sum(budget.take(100.0) for _ in range(1000)) == 20  # a flood at one instant: the burst only
+    assert not budget.take(100.125)  # half a read earned
+    assert budget.take(100.25) and not budget.take(100.25)  # one read a quarter of a second
+    assert sum(budget.take(100.25 + t / 64) for t in range(641)) == 40  # 10 s of flood: 4 a second
+    assert sum(budget.take(1000.0) for _ in range(100)) == 20  # idle: back to a full burst, never above
+
+
+@given(st.lists(st.floats(min_value=0, max_value=60, allow_nan=False), max_size=300))
+def test_reads_never_pass_burst_plus_rate_times_time(times: list[float]) -> None:
+    budget = LookupBudget(rate=5.0, burst=20.0)
+    moments = sorted(times)
+    taken = sum(budget.take(now) for now in moments)
+    span = moments[-1] - moments[0] if moments else 0.0
+    assert taken <= 20 + 5.0 * span + 1e-9
+
+
+def test_a_clock_going_back_earns_nothing() -> None:
+    budget = LookupBudget(rate=5.0, burst=1.0)
+    assert budget.take(10.0) and not budget.take(5.0) and not budget.take(10.0)
