@@ -83,12 +83,15 @@ def check_encoding(headers: Mapping[str, str]) -> Refusal | None:
     )
 
 
-def check_size(length: int, limit: int) -> Refusal | None:
+def check_size(length: int, limit: int, *, whole: bool = True) -> Refusal | None:
+    """A body of `length` bytes (`whole`: its Content-Length; else what was read of it so far) against
+    the gateway's limit."""
     if length <= limit:
         return None
+    size = f"{length} bytes" if whole else f"more than {limit} bytes"
     return Refusal(
         413,
-        f"harness model gateway: the request body is {length} bytes, above the gateway's limit of {limit} "
+        f"harness model gateway: the request body is {size}, above the gateway's limit of {limit} "
         "(modelGateway.maxRequestBytes in the chart); send a shorter conversation (compact it) or fewer "
         "inline images",
         "too_large",

@@ -399,7 +399,7 @@ async def _read_body(request: web.Request, limit: int) -> bytes | Refusal:
     async for chunk in request.content.iter_chunked(READ_CHUNK):
         body += chunk
         if len(body) > limit:
-            return check_size(len(body), limit) or Refusal(413, "", "too_large")
+            return check_size(len(body), limit, whole=False) or Refusal(413, "", "too_large")
     return bytes(body)
 
 

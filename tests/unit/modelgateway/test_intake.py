@@ -472,3 +472,9 @@ def test_reads_never_pass_burst_plus_rate_times_time(times: list[float]) -> None
 def test_a_clock_going_back_earns_nothing() -> None:
     budget = LookupBudget(rate=5.0, burst=1.0)
     assert budget.take(10.0) and not budget.take(5.0) and not budget.take(10.0)
+
+
+def test_a_body_cut_off_at_the_limit_says_more_than_the_limit() -> None:
+    refused = check_size(8_450_994, 8_388_608, whole=False)
+    assert refused is not None and "is more than 8388608 bytes" in refused.message
+    assert "8450994" not in refused.message
