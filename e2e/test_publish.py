@@ -48,15 +48,23 @@ class Publishing:
         self.stubs: list[AnthropicStub] = []
         runs.secret("forge-write-token", "token", WRITE_TOKEN)
 
-    def create(self, name: str, command: str, **workspace: Any) -> AnthropicStub:
+    def create(
+        self,
+        name: str,
+        command: str,
+        url: str | None = None,
+        publish: dict[str, Any] | None = None,
+        **workspace: Any,
+    ) -> AnthropicStub:
         model = AnthropicStub(mode="bash", host=STUB_HOST, command=command).start()
         self.stubs.append(model)
         spec = agent_run(self.runs, "claude", ROUTES["claude"](model.base_url), model.port)
         spec["with"] = {"permission-mode": "bypassPermissions"}  # the sandbox user is not root
         spec["workspace"] = {
             "workingDir": REPO,
-            "git": {"url": self.url, "ref": "main"},
-            "publish": {
+            "git": {"url": url or self.url, "ref": "main"},
+            "publish": publish
+            or {
                 "credentialsSecretRef": {"name": "forge-write-token", "key": "token"},
                 "pullRequest": {"forge": "github", "apiURL": self.forge.base_url, "repository": OWNER_REPO},
             },
@@ -176,3 +184,51 @@ def test_a_change_holding_a_credential_is_refused_and_a_later_run_starts_from_a_
     assert second["changes"]["base"] == first["changes"]["base"]
     readme = publishing.server.read(OWNER_REPO, "harness/second", "README.md")
     assert readme == b"hello, world\nand more\n"  # the first run's change, then the second's
+
+
+def test_nothing_the_agent_planted_runs_where_the_write_token_is(publishing: Publishing, runs: Runs) -> None:
+    """Issue 49's critical attack replayed: the cloned commit records a submodule, and the agent makes its
+    folder a repository whose config runs a clean filter (which, run by the publisher's `git add`, had
+    the write token and git's credential helper). The change is refused and the filter never runs. Two
+    more: a change published onto `main` (the branch exists: refused, `main` unmoved), and a change to
+    CI configuration the run does not allow."""
+    server = publishing.server
+    marker = base_url(server, "marker/filter.git")
+    sub_url = server.create_repo("acme/sub", {"payload.txt": "committed\n"})
+    gitmodules = f'[submodule "sub"]\n\tpath = sub\n\turl = {sub_url}\n'
+    with_sub = server.create_repo("acme/with-sub", {"README.md": "hello\n", ".gitmodules": gitmodules},
+                                  submodules={"sub": server.branches("acme/sub")["main"]})  # fmt: skip
+    # As `git submodule update` would, then a filter in its config and a file changed at its size (so git
+    # must hash it through the filter to see whether it changed).
+    plant = " && ".join(
+        [
+            "printf 'hello, world\\n' > README.md",
+            f"rmdir sub && git clone -q {sub_url} sub",
+            f"printf '#!/bin/sh\\ngit ls-remote {marker} >/dev/null 2>&1\\ncat\\n' > sub/.git/f.sh",
+            "git -C sub config filter.x.clean 'sh .git/f.sh'",
+            "printf '* filter=x\\n' > sub/.gitattributes",
+            "printf 'COMMITTED\\n' > sub/payload.txt",
+        ]
+    )
+    publishing.create("planted", plant, url=with_sub)
+    secret = {"credentialsSecretRef": {"name": "forge-write-token", "key": "token"}}
+    onto_main = {**secret, "branch": {"name": "main"}}
+    publishing.create("onto-main", "printf 'onto main\\n' > README.md", publish=onto_main)
+    ci = "mkdir -p .github/workflows && printf 'on: push\\n' > .github/workflows/x.yml"
+    publishing.create("ci", ci, publish={**secret, "branch": {}})
+    main = server.branches(OWNER_REPO)["main"]
+
+    planted = runs.wait_finished("planted")
+    assert planted["reason"] == "ChangeTouchesSubmodule", publishing.describe("planted")
+    assert "sub" in planted["message"]
+    assert not [r["path"] for r in server.requests() if "/marker/" in r["path"]]
+    assert "harness/planted" not in server.branches("acme/with-sub")
+    pushed = runs.wait_finished("onto-main")
+    assert pushed["reason"] == "PushRejected", publishing.describe("onto-main")
+    assert "branch main exists" in pushed["message"]
+    assert server.branches(OWNER_REPO)["main"] == main
+    refused = runs.wait_finished("ci")
+    assert refused["reason"] == "ChangeTouchesCI", publishing.describe("ci")
+    assert ".github/workflows/x.yml" in refused["message"] and "allowCIChanges" in refused["message"]
+    assert "harness/ci" not in server.branches(OWNER_REPO)
+    assert server.refs_pushed() == []

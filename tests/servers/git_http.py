@@ -250,8 +250,15 @@ class GitHttpServer:
         return self.repos / f"{name}.git"
 
     # -- repositories ----------------------------------------------------------------------
-    def create_repo(self, name: str, files: dict[str, str | bytes], branch: str = "main") -> str:
-        """A bare repository whose ``branch`` holds one commit with ``files``; returns its URL."""
+    def create_repo(
+        self,
+        name: str,
+        files: dict[str, str | bytes],
+        branch: str = "main",
+        submodules: dict[str, str] | None = None,
+    ) -> str:
+        """A bare repository whose ``branch`` holds one commit with ``files`` and ``submodules`` (path ->
+        the commit its gitlink records); returns its URL."""
         path = self.path_for(name)
         if path.exists():
             raise FileExistsError(f"repository {name!r} exists")
@@ -264,11 +271,12 @@ class GitHttpServer:
         hook = path / "hooks" / "post-receive"
         hook.write_text(_POST_RECEIVE.format(name=shlex.quote(name), log=shlex.quote(str(self._pushes_log))))
         hook.chmod(0o755)
-        self._git(path, "fast-import", "--quiet", input=self._import_stream(branch, files))
+        stream = self._import_stream(branch, files, submodules or {})
+        self._git(path, "fast-import", "--quiet", input=stream)
         return self.url_for(name)
 
     @staticmethod
-    def _import_stream(branch: str, files: dict[str, str | bytes]) -> bytes:
+    def _import_stream(branch: str, files: dict[str, str | bytes], submodules: dict[str, str]) -> bytes:
         def data(payload: bytes) -> bytes:
             return b"data %d\n%s\n" % (len(payload), payload)
 
@@ -281,6 +289,8 @@ class GitHttpServer:
                 raise ValueError(f"bad file path {file!r}")
             raw = content.encode() if isinstance(content, str) else content
             out += f"M 100644 inline {file}\n".encode() + data(raw)
+        for folder, commit in sorted(submodules.items()):
+            out += f"M 160000 {commit} {folder}\n".encode()
         return out + b"done\n"
 
     def branches(self, name: str) -> dict[str, str]:

@@ -84,6 +84,8 @@ class Reason(StrEnum):
     ChangesUnavailable = "ChangesUnavailable"
     WorkspaceNotGit = "WorkspaceNotGit"
     ChangeHoldsCredential = "ChangeHoldsCredential"
+    ChangeTouchesSubmodule = "ChangeTouchesSubmodule"
+    ChangeTouchesCI = "ChangeTouchesCI"
     PatchTooLarge = "PatchTooLarge"
     PushRejected = "PushRejected"
     PullRequestFailed = "PullRequestFailed"
@@ -399,6 +401,18 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Succeeded",
         "False",
         "the agent's change holds the value of a granted credential: nothing is kept, pushed or opened",
+    ),
+    Reason.ChangeTouchesSubmodule: (
+        "Succeeded",
+        "False",
+        "the agent's change reaches into a nested repository (a submodule it changed, replaced or added, or "
+        "a folder holding .git): nothing is kept, pushed or opened",
+    ),
+    Reason.ChangeTouchesCI: (
+        "Succeeded",
+        "False",
+        "the agent's change adds or edits CI configuration (.github/, .gitlab-ci.yml, ...) and the run does "
+        "not set workspace.publish.allowCIChanges: nothing is pushed or opened",
     ),
     Reason.PatchTooLarge: (
         "Succeeded",

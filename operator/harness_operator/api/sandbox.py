@@ -177,6 +177,13 @@ class WorkspacePublish(Model):
         max_length=16384,
         description="Commit message; $(run.name) and $(run.namespace) are replaced.",
     )
+    allow_ci_changes: bool = Field(
+        default=False,
+        alias="allowCIChanges",
+        description="Publish a change that adds or edits the repository's CI configuration (.github/, "
+        ".gitea/, .forgejo/, .gitlab-ci.yml, .circleci/ and the like). Off by default: such a change is "
+        "refused (ChangeTouchesCI), since CI runs what it says with the repository's secrets.",
+    )
 
     model_config = ConfigDict(
         json_schema_extra=validations(

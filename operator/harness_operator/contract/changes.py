@@ -31,6 +31,18 @@ BASE_FILE = f"{PUBLISH_DIR}/base"
 # The pull request's body takes at most this much of the output (GitHub's limit is 65536 characters).
 BODY_OUTPUT_CHARS = 60000
 MESSAGE_CHARS = 1000
+# What a forge's CI runs, with the repository's secrets: a change touching one of these folders (or
+# top-level files) is published only when the run allows it (spec.workspace.publish.allowCIChanges).
+CI_FOLDERS = (".github/", ".gitea/", ".forgejo/", ".gitlab/", ".circleci/", ".buildkite/", ".woodpecker/")
+CI_FILES = (
+    ".gitlab-ci.yml",
+    ".travis.yml",
+    ".drone.yml",
+    ".woodpecker.yml",
+    "Jenkinsfile",
+    "azure-pipelines.yml",
+    "bitbucket-pipelines.yml",
+)
 TERMINATION_LIMIT = 4096
 
 
@@ -60,9 +72,15 @@ class PublishPlan(Model):
     # The names of the variables holding granted credentials: a change holding one's value is refused.
     secret_envs: list[str] = Field(default_factory=list)
     timeout_seconds: int = 120
+    allow_ci_changes: bool = Field(default=False, alias="allowCIChanges")
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)
+
+
+def is_ci_path(path: str) -> bool:
+    """Whether a repository path is CI configuration a forge runs."""
+    return path.startswith(CI_FOLDERS) or path in CI_FILES
 
 
 class Verdict(Model):

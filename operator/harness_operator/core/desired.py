@@ -254,35 +254,42 @@ def _git_init_container(
     if git is None:
         return None
     workdir = working_dir(run)
-    # The URL and ref travel as env, never in argv; a token is read by git's credential helper from env.
-    # A repository already in the workspace (a shared claim) has a config and hooks the last agent could
-    # write (hooks, fsmonitor, filters, credential helpers all run code): it starts from a clean config.
+    # The URL and ref travel as env; a token is read by git's credential helper from env. A shared claim
+    # holds what the last agent wrote, `.git` too (config, hooks, filters, attributes, commondir,
+    # alternates, a broken HEAD that makes git look further up): git never discovers a repository here
+    # (GIT_DIR and GIT_WORK_TREE are explicit) and `.git` is made anew, from no template, before the
+    # fetch. Checkout applies no attribute (no eol, ident, filter or encoding conversion), so the
+    # working tree holds the committed bytes and the publisher can compare the agent's bytes with them.
     # Init containers start before the enforcer programs the pod: the clone waits for it first.
-    # Starting from an earlier run's change (start), the exact commit is fetched (a clone takes only a
-    # branch or tag), and its patch applied once its sha256 is the one that run's status reports. With
-    # publish, the commit the workspace starts from is recorded where only the publisher reads it.
+    # Starting from an earlier run's change (start), the exact commit is fetched, and its patch applied
+    # once its sha256 is the one that run's status reports. With publish, the commit the workspace
+    # starts from is recorded where only the publisher reads it.
     probe = compute_confinement(run, target.definition, config)
     publishing = _publishes(run)
     script = (
         "set -eu\n"
         + ("python3 -I -m harness_operator.runner.confinement\n" if probe else "")
-        + 'if [ -d "$WORKDIR/.git" ]; then\n'
-        "  printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' >\"$WORKDIR/.git/config\"\n"
-        '  rm -rf "$WORKDIR/.git/hooks" "$WORKDIR/.git/info/attributes"\n'
-        'elif [ -n "${GIT_COMMIT:-}" ]; then git init -q "$WORKDIR"; fi\n'
-        'if [ -d "$WORKDIR/.git" ]; then\n'
-        '  git -C "$WORKDIR" remote add origin "$GIT_URL"\n'
-        '  git -C "$WORKDIR" fetch --depth 1 origin "${GIT_COMMIT:-${GIT_REF:-HEAD}}"\n'
-        '  git -C "$WORKDIR" checkout -q --detach FETCH_HEAD\n'
-        'else git clone --depth 1 ${GIT_REF:+--branch "$GIT_REF"} "$GIT_URL" "$WORKDIR"; fi\n'
+        + 'export GIT_DIR="$WORKDIR/.git" GIT_WORK_TREE="$WORKDIR"\n'
+        'if [ -L "$WORKDIR" ] || { [ -e "$WORKDIR" ] && [ ! -d "$WORKDIR" ]; }; then rm -f "$WORKDIR"; fi\n'
+        'mkdir -p "$WORKDIR" && cd "$WORKDIR"\n'
+        'if [ -d "$GIT_DIR" ] && [ ! -L "$GIT_DIR" ]; then chmod -R u+rwX "$GIT_DIR" 2>/dev/null || true; fi\n'
+        'rm -rf "$GIT_DIR"\n'
+        "git init -q --template=\n"
+        'mkdir "$GIT_DIR/info"\n'
+        "printf '* -text -crlf -ident -filter -working-tree-encoding\\n' >\"$GIT_DIR/info/attributes\"\n"
+        'git remote add origin "$GIT_URL"\n'
+        'git fetch -q --depth 1 --no-tags origin "${GIT_COMMIT:-${GIT_REF:-HEAD}}"\n'
+        'if [ -z "${GIT_COMMIT:-}" ] && [ -n "${GIT_REF:-}" ] &&\n'
+        '  grep -qF "branch \'$GIT_REF\' of " "$GIT_DIR/FETCH_HEAD"; then git checkout -q -f -B "$GIT_REF" FETCH_HEAD\n'
+        "else git checkout -q -f --detach FETCH_HEAD; fi\n"
     )
     if start is not None and start.patch_config_map:
         script += (
             f'echo "$PATCH_SHA256  {FROM_PATCH}" | sha256sum -c --quiet -\n'
-            f'git -C "$WORKDIR" apply --binary "{FROM_PATCH}"\n'
+            f'git apply --binary "{FROM_PATCH}"\n'
         )
     if publishing:
-        script += f'git -C "$WORKDIR" rev-parse HEAD >"{BASE_FILE}"\n'
+        script += f'git rev-parse HEAD >"{BASE_FILE}"\n'
     env: list[dict[str, Any]] = [
         {"name": "GIT_URL", "value": git.url},
         {"name": "WORKDIR", "value": workdir},

@@ -116,6 +116,7 @@ def build_publish_plan(
         pull_request=request,
         secret_envs=sorted(set(secret_envs)),
         timeout_seconds=timeout_seconds,
+        allow_ci_changes=publish.allow_ci_changes,
     )
 
 

@@ -5,14 +5,17 @@
 A sidecar: it starts before the agent and waits. The kubelet stops it (SIGTERM) only once the runner's
 and the agent's containers have ended, so no process of the agent is left when the workspace is read.
 Then, if the runner's verdict (a volume the agent does not mount) says the agent succeeded, it takes the
-change into a repository of its own (contract/changes.py: PUBLISH_DIR): the commit the clone recorded
-is fetched from the origin, the working tree is added to it with a clean environment (no system, global
-or workspace config; no hooks; nothing of the workspace's .git is read), and the result is one commit
-on that base. A change holding a granted credential's value is refused. The patch goes to this
-container's log, framed; the commit is pushed to the run's branch only (never forced) with the write
-credential, which only this container holds; the pull request is opened through the forge's API. What
-happened is the termination message (ChangesReport); the exit code is 0 unless the publisher itself
-broke.
+change into a bare repository of its own (contract/changes.py: PUBLISH_DIR). The commit the clone
+recorded is fetched from the origin, the only step but the push that holds the credential, and neither
+names the working tree. The change is then taken with no token in git's environment and no credential
+helper: the files are read as the bytes the agent wrote (runner/worktree.py: no filter, attribute,
+encoding or configuration of the workspace's, no nested repository entered) and written as one commit on
+that base by `git fast-import`. A change holding a granted credential's value, reaching into a submodule,
+or editing CI configuration the run does not allow is refused. The patch goes to this container's log,
+framed; the commit is pushed to the run's branch only if it does not exist yet (never forced, never
+onto an existing branch) with the write credential, which only this container holds; the pull request
+is opened through the forge's API. What happened is the termination message (ChangesReport); the exit
+code is 0 unless the publisher itself broke.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from itertools import chain
 from pathlib import Path
 from types import FrameType
 
@@ -44,14 +49,18 @@ from harness_operator.contract.changes import (
     ChangesReport,
     PublishPlan,
     Verdict,
+    is_ci_path,
 )
 from harness_operator.contract.frame import encode_frame
 from harness_operator.runner.forges import build_pull_request, read_pull_request_url
 from harness_operator.runner.redact import Redactor
+from harness_operator.runner.worktree import NestedRepository, fast_import_commit, parse_tree, take_entries
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 # The variables git may read from this container's environment: the egress gateway's proxy, if any.
 PASSED_ENV = ("PATH", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
+# The ref of the taken change in the publisher's repository.
+CHANGE_REF = "refs/harness/change"
 COMMIT = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
 GIT_LINES = 3
 
@@ -76,8 +85,10 @@ class PublishError(Exception):
 
 
 class Git:
-    """git in the publisher's own repository, with the working directory as its work tree and nothing
-    else of the pod's configuration: every setting is ours, given on the command line's level."""
+    """git in the publisher's own bare repository, with nothing of the pod's configuration: every setting
+    is ours, given on the command line's level. Two environments: `remote` (fetch, push, ls-remote) holds
+    the credential and never names the working tree; `local` (the steps that list the working tree and
+    build the commit) holds no token and no credential helper, and only `untracked` names the tree."""
 
     def __init__(self, state: Path, workdir: str, password: str, redactor: Redactor, deadline: float):
         self.redactor = redactor
@@ -90,63 +101,103 @@ class Git:
             ("core.hooksPath", "/dev/null"),
             ("core.fsmonitor", "false"),
             ("core.autocrlf", "false"),
+            ("core.untrackedCache", "false"),
             ("safe.directory", "*"),
             ("credential.helper", ""),
-            (
-                "credential.helper",
-                '!f() { echo username=x-access-token; echo "password=$HARNESS_GIT_PASSWORD"; }; f',
-            ),
             ("http.followRedirects", "false"),
             ("init.templateDir", str(state / "template")),
         ]
-        env = {k: v for k, v in os.environ.items() if k in PASSED_ENV}
-        env |= {
+        base = {k: v for k, v in os.environ.items() if k in PASSED_ENV}
+        base |= {
             "HOME": str(home),
             "TMPDIR": str(state / "tmp"),
             "LANG": "C",
             "GIT_DIR": str(state / "repo.git"),
             "GIT_INDEX_FILE": str(state / "index"),
-            "GIT_WORK_TREE": workdir,
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": "/dev/null",
             "GIT_ATTR_NOSYSTEM": "1",
             "GIT_TERMINAL_PROMPT": "0",
             "GIT_OPTIONAL_LOCKS": "0",
-            "HARNESS_GIT_PASSWORD": password,
-            "GIT_CONFIG_COUNT": str(len(settings)),
         }
-        for i, (key, value) in enumerate(settings):
-            env[f"GIT_CONFIG_KEY_{i}"] = key
-            env[f"GIT_CONFIG_VALUE_{i}"] = value
-        self.env = env
-        self.cwd = workdir
+        helper = '!f() { echo username=x-access-token; echo "password=$HARNESS_GIT_PASSWORD"; }; f'
+        self.local = base | _config_env(settings)
+        self.remote = base | _config_env([*settings, ("credential.helper", helper)])
+        self.remote["HARNESS_GIT_PASSWORD"] = password
+        self.state = str(state)
+        self.workdir = workdir
 
     def init(self) -> None:
         """The publisher's repository: bare, from an empty template (no hooks)."""
-        env = {k: v for k, v in self.env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
-        self.run("init", "-q", "--bare", self.env["GIT_DIR"], env=env)
+        env = {k: v for k, v in self.local.items() if k not in ("GIT_DIR", "GIT_INDEX_FILE")}
+        self.run("init", "-q", "--bare", self.local["GIT_DIR"], env=env)
 
-    def run(self, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
-        """git's stdout; a failure raises CalledProcessError with its (redacted) stderr."""
+    def untracked(self) -> list[bytes]:
+        """The working tree's paths that are not in the index and that its `.gitignore` files do not
+        exclude; the one git command that sees the working tree, and it reads no file's content."""
+        env = self.local | {"GIT_WORK_TREE": self.workdir}
+        listing = self.run("ls-files", "--others", "--exclude-standard", "-z", env=env, cwd=self.workdir)
+        return [path for path in listing.split(b"\0") if path]
+
+    def run(
+        self,
+        *args: str,
+        stdin: bytes | Iterator[bytes] | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> bytes:
+        """git's stdout, by default in the local environment outside the working tree; a failure raises
+        CalledProcessError with its (redacted) stderr. An iterator as stdin is streamed."""
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise subprocess.TimeoutExpired(["git", *args], 0)
-        done = subprocess.run(
-            ["git", *args],
-            input=stdin,
-            capture_output=True,
-            env=self.env if env is None else env,
-            cwd=self.cwd,
-            timeout=left,
-            check=False,
-        )
-        if done.returncode != 0:
-            said = self.redactor.bytes(done.stderr).decode("utf-8", "replace")
-            raise subprocess.CalledProcessError(done.returncode, ["git", args[0]], output=b"", stderr=said)
-        return done.stdout
+        with (
+            tempfile.TemporaryFile(dir=self.local["TMPDIR"]) as out,
+            tempfile.TemporaryFile(dir=self.local["TMPDIR"]) as err,
+        ):
+            process = subprocess.Popen(
+                ["git", *args],
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                env=self.local if env is None else env,
+                cwd=cwd or self.state,
+            )
+            assert process.stdin is not None
+            try:
+                for chunk in [stdin] if isinstance(stdin, bytes) else stdin or []:
+                    process.stdin.write(chunk)
+                    if time.monotonic() > self.deadline:
+                        raise subprocess.TimeoutExpired(["git", *args], left)
+                process.stdin.close()
+                code = process.wait(timeout=max(self.deadline - time.monotonic(), 0.001))
+            except BrokenPipeError:
+                code = process.wait(timeout=max(self.deadline - time.monotonic(), 0.001))
+            except BaseException:
+                process.kill()
+                process.wait()
+                raise
+            out.seek(0)
+            err.seek(0)
+            if code != 0:
+                said = self.redactor.bytes(err.read()).decode("utf-8", "replace")
+                raise subprocess.CalledProcessError(code, ["git", args[0]], output=b"", stderr=said)
+            return out.read()
 
     def text(self, *args: str) -> str:
         return self.run(*args).decode("utf-8", "replace").strip()
+
+    def remote_run(self, *args: str) -> bytes:
+        """git with the credential: never in, nor naming, the working tree."""
+        return self.run(*args, env=self.remote)
+
+
+def _config_env(settings: list[tuple[str, str]]) -> dict[str, str]:
+    env = {"GIT_CONFIG_COUNT": str(len(settings))}
+    for i, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
 
 
 def last_lines(error: subprocess.CalledProcessError | subprocess.TimeoutExpired) -> str:
@@ -238,13 +289,23 @@ def find_credential(
     return None
 
 
+def find_ci_path(git: Git, base: str, commit: str) -> str | None:
+    """The first CI configuration path the change adds, edits or removes, or None."""
+    names = git.run("diff", "--name-only", "-z", "--no-renames", base, commit).split(b"\0")
+    return next(
+        (n.decode("utf-8", "replace") for n in names if is_ci_path(n.decode("utf-8", "replace"))), None
+    )
+
+
 def render_template(text: str, output: str) -> str:
     return text.replace("$(output)", output[:BODY_OUTPUT_CHARS])
 
 
 def describe_push_failure(said: str, branch: str) -> str:
     lower = said.lower()
-    if any(s in lower for s in ("already exists", "non-fast-forward", "fetch first", "rejected")):
+    if any(
+        s in lower for s in ("already exists", "stale info", "non-fast-forward", "fetch first", "rejected")
+    ):
         fix = f"branch {branch} exists on the origin: delete it, or set publish.branch.name to a new one"
     elif any(s in lower for s in ("401", "403", "authentication", "permission", "denied", "could not read")):
         fix = "the token in publish.credentialsSecretRef may not push to the repository: give it write access"
@@ -288,7 +349,8 @@ def open_pull_request(
 
 def origin_head(git: Git, url: str) -> str:
     """The origin's default branch (its HEAD), for a pull request that names no base."""
-    for line in git.text("ls-remote", "--symref", url, "HEAD").splitlines():
+    heads = git.remote_run("ls-remote", "--symref", url, "HEAD").decode("utf-8", "replace")
+    for line in heads.splitlines():
         if line.startswith("ref: refs/heads/"):
             return line.split("\t")[0].removeprefix("ref: refs/heads/")
     raise PublishError(
@@ -325,12 +387,10 @@ def publish(
         step = "fetching the cloned commit from the origin"
         try:
             git.init()
-            git.run("fetch", "-q", "--no-tags", "--depth=1", plan.url, base)
+            git.remote_run("fetch", "-q", "--no-tags", "--depth=1", plan.url, base)
             step = "taking the working directory's files"
-            git.run("read-tree", base)
-            git.run("add", "-A", "--", ".")
-            tree = git.text("write-tree")
-            if tree == git.text("rev-parse", f"{base}^{{tree}}"):
+            commit = take_change(git, plan, base)
+            if git.text("rev-parse", f"{commit}^{{tree}}") == git.text("rev-parse", f"{base}^{{tree}}"):
                 return report.model_copy(
                     update={
                         "files": 0,
@@ -339,8 +399,7 @@ def publish(
                         "message": "the agent changed nothing",
                     }
                 )
-            step = "making the commit"
-            commit = _commit(git, plan, tree, base)
+            step = "comparing the change with its base"
             numstat = git.run("diff", "--numstat", "-z", base, commit)
             patch = git.run(
                 "diff",
@@ -355,6 +414,8 @@ def publish(
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             reason = Reason.PushRejected if step.startswith("fetching") else Reason.WorkspaceNotGit
             raise PublishError(reason, f"{step} failed: {last_lines(exc)}") from None
+        except NestedRepository as exc:
+            raise PublishError(Reason.ChangeTouchesSubmodule, str(exc)) from None
         files, insertions, deletions = count_changes(numstat)
         report = report.model_copy(
             update={
@@ -384,8 +445,20 @@ def publish(
             )
         if plan.branch is None:
             return report
+        touched = find_ci_path(git, base, commit)
+        if touched is not None and not plan.allow_ci_changes:
+            raise PublishError(
+                Reason.ChangeTouchesCI,
+                f"the change edits {touched}, CI configuration a forge runs with the repository's secrets: "
+                "it is not pushed or opened; set spec.workspace.publish.allowCIChanges: true to publish such "
+                "changes",
+            )
         try:
-            git.run("push", "-q", "--no-verify", plan.url, f"{commit}:refs/heads/{plan.branch}")
+            # Create-only: the lease expects no such branch, so an existing one (main too) is refused.
+            ref = f"refs/heads/{plan.branch}"
+            git.remote_run(
+                "push", "-q", "--no-verify", f"--force-with-lease={ref}:", plan.url, f"{commit}:{ref}"
+            )
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             raise PublishError(
                 Reason.PushRejected, describe_push_failure(last_lines(exc), plan.branch)
@@ -405,13 +478,19 @@ def publish(
         return report.model_copy(update={"reason": exc.reason, "message": redactor.text(exc.message)})
 
 
-def _commit(git: Git, plan: PublishPlan, tree: str, base: str) -> str:
-    who = {"GIT_AUTHOR_NAME": plan.author_name, "GIT_AUTHOR_EMAIL": plan.author_email}
-    who |= {"GIT_COMMITTER_NAME": plan.author_name, "GIT_COMMITTER_EMAIL": plan.author_email}
-    message = plan.commit_message.encode()
-    return (
-        git.run("commit-tree", tree, "-p", base, "-F", "-", stdin=message, env=git.env | who).decode().strip()
+def take_change(git: Git, plan: PublishPlan, base: str) -> str:
+    """The commit on `base` whose tree is the working directory as the agent left it: the base's files
+    and the untracked ones `.gitignore` does not exclude, read as bytes (runner/worktree.py), streamed to
+    `git fast-import` (which never sees the working tree)."""
+    git.run("read-tree", base)
+    base_tree = parse_tree(git.run("ls-tree", "-r", "-z", "--full-tree", base))
+    entries = take_entries(plan.working_dir, base_tree, git.untracked())
+    who = f"{plan.author_name} <{plan.author_email}>".encode()
+    stream = fast_import_commit(CHANGE_REF, base, who, plan.commit_message.encode(), entries)
+    git.run(
+        "fast-import", "--quiet", "--force", "--date-format=now", "--done", stdin=chain(stream, [b"done\n"])
     )
+    return git.text("rev-parse", CHANGE_REF)
 
 
 def main(argv: list[str] | None = None) -> int:

