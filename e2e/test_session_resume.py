@@ -5,9 +5,14 @@ ACP adapter continues its own session with session/load."""
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
+from typing import Any
 
 from tests.stubs.anthropic import AnthropicStub
+
+from harness_operator.contract.frame import SESSION, decode_frame
 
 from .conftest import STUB_HOST, Runs, wait_until
 from .test_agents import ROUTES, agent_run
@@ -70,3 +75,55 @@ def test_a_run_continues_an_earlier_runs_session_or_is_told_it_again(runs: Runs)
     assert loaded and all(text in loaded[-1] for text in ("PROMPT-THREE", "PROMPT-FOUR"))
     assert loaded[-1].count("<earlier-request>") == 1  # conv-3's own replay, not a new one
     assert not [e for e in runs.events("conv-4") if e[1] == "SessionReplayed"]
+
+
+def refusal(runs: Runs, name: str) -> dict[str, Any] | None:
+    accepted = runs.condition(name, "Accepted")
+    return accepted if accepted and accepted["status"] == "False" else None
+
+
+SECRET_PROMPT = "PROMPT-SECRET: the launch code is ZEBRA-4471-QUARTZ."
+
+
+def test_a_prompt_from_a_secret_leaves_nothing_to_resume_without_the_secret(runs: Runs) -> None:
+    """Issue 49, item 7: the session archive (framed in the runner's log, which `view` reads, and restored
+    by resumeFrom, which `get harnessruns` allowed) held a prompt taken from a Secret. It is redacted
+    there and from the output, and a run resumes such a run only if it names that Secret itself."""
+    runs.secret("briefing", "prompt", SECRET_PROMPT)
+    model = AnthropicStub(mode="ok", host=STUB_HOST, answers=[ANSWER, "ANSWER-TWO", "ANSWER-THREE"]).start()
+    try:
+        route = ROUTES["claude"](model.base_url)
+        spec = agent_run(runs, "claude", route, model.port)
+        del spec["prompt"]
+        runs.create(
+            "secret-1", {**spec, "promptFrom": {"secretKeyRef": {"name": "briefing", "key": "prompt"}}}
+        )
+        first = runs.wait_finished("secret-1")
+        assert first["reason"] == "Succeeded", runs.describe("secret-1")
+        assert any("ZEBRA-4471-QUARTZ" in json.dumps(c.body) for c in model.model_calls())  # it was asked
+        session = first["session"]
+        pod = first["attempts"][0]["podName"]
+        log = runs.core.read_namespaced_pod_log(pod, runs.ns, container="runner")
+        archive = decode_frame(log, session["sha256"], SESSION)
+        assert isinstance(archive, bytes), archive
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            files = [tar.extractfile(m).read() for m in tar if m.isfile()]  # type: ignore[union-attr]
+        assert files and not [f for f in files if b"ZEBRA-4471-QUARTZ" in f]
+        assert any(b"[REDACTED]" in f for f in files)
+        assert "ZEBRA-4471-QUARTZ" not in log
+
+        resume = agent_run(runs, "claude", route, model.port, prompt="PROMPT-TWO: go on.")
+        runs.create("secret-2", {**resume, "resumeFrom": {"run": "secret-1"}})
+        refused = wait_until(lambda: runs.condition("secret-2", "Accepted"), 60, "secret-2 judged")
+        named = {
+            **resume,
+            "inputs": [{"name": "earlier", "secretKeyRef": {"name": "briefing", "key": "prompt"}}],
+        }
+        runs.create("secret-3", {**named, "resumeFrom": {"run": "secret-1"}})
+        third = runs.wait_finished("secret-3")
+    finally:
+        model.stop()
+    assert refused["status"] == "False" and refused["reason"] == "InputUnavailable", refused
+    assert 'Secret "briefing"' in refused["message"] and "spec.inputs" in refused["message"]
+    assert third["reason"] == "Succeeded", runs.describe("secret-3")
+    assert third["attempts"][0]["sessionID"] == session["sessionID"]

@@ -346,7 +346,11 @@ class HarnessDefinitionSpec(Model):
     )
     pricing: dict[str, ModelPricing] = Field(
         default_factory=dict,
-        description="Per model: USD per million tokens, used when the CLI does not report cost.",
+        description="Per model: USD per million tokens, used when the CLI does not report cost and by the "
+        "model gateway's meter. A ClusterHarnessDefinition's prices are the platform's and win over the "
+        "price table; a namespaced HarnessDefinition's only raise a price (per model and token kind, the "
+        "larger of its price and the platform's), and price a model nobody else prices at least at the "
+        "dearest price the table lists for its vendor.",
         json_schema_extra={"maxProperties": 64},
     )
     vendor: str | None = Field(

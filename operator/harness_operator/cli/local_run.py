@@ -31,7 +31,7 @@ from harness_operator.contract.result import fallback_line
 from harness_operator.contract.structured_output import OutputMismatch, output_schema_problem, validate_output
 from harness_operator.core.inputs import compute_dependencies, compute_run_order
 from harness_operator.core.planning import build_attempt_plans, merge_grants
-from harness_operator.core.pricing import with_table_pricing
+from harness_operator.core.pricing import with_pricing
 from harness_operator.core.resolution import Rejection, resolve_inputs, resolve_targets
 from harness_operator.core.retry import (
     backoff_seconds,
@@ -152,13 +152,16 @@ class LocalRunner:
                     "session lives in its pod's log); run it on a cluster, or drop resumeFrom",
                 )
             targets = resolve_targets(self.files, run)
-            prompt, stdin = resolve_inputs(self.files, run)
+            prompt, stdin, secret_values = resolve_inputs(self.files, run)
             definitions = {t.provider: t.definition for t in targets}
+            namespaced = {t.provider: t.namespaced for t in targets}
             now = datetime.now(UTC)
             plans = [
-                with_table_pricing(plan, definitions[plan.provider], now)
+                with_pricing(plan, definitions[plan.provider], namespaced[plan.provider], now)
                 for plan in build_attempt_plans(run, definitions.get, prompt, stdin)
             ]
+            if secret_values:  # redacted by the runner, as the operator's plans say
+                plans = [p.model_copy(update={"redacted_values": sorted(set(secret_values))}) for p in plans]
         except ReasonedError as exc:  # the seam's Rejection or Waiting, or a PlanError
             say(f"harness: HarnessRun {label}: {exc.message}")
             return rejected(run, exc.reason, exc.message), 1

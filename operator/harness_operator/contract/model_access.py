@@ -32,7 +32,12 @@ class ModelAttemptGrant(Model):
     )
     max_tokens: int | None = Field(default=None, description="Tokens the gateway lets the attempt use.")
     pricing: dict[str, ModelPricing] = Field(
-        default_factory=dict, description="The definition's prices, which win over the price table."
+        default_factory=dict,
+        description="A namespaced HarnessDefinition's prices: they only raise the trusted price "
+        "(contract/pricing.py).",
+    )
+    platform_pricing: dict[str, ModelPricing] | None = Field(
+        default=None, description="A ClusterHarnessDefinition's prices: trusted, they win over the price table."
     )
     key_secret: str | None = Field(
         default=None, description="The Secret of the gateway's namespace with the run's own key, if any."

@@ -137,6 +137,11 @@ class AttemptPlan(Model):
     credential_envs: list[str] = Field(
         default_factory=list, description="Variables granted from Secrets: passed through and redacted."
     )
+    redacted_values: list[str] = Field(
+        default_factory=list,
+        description="Values the prompt and stdin took from Secrets (promptFrom, stdinFrom, inputs): redacted "
+        "from the output, the log and the session archive, as credentials are.",
+    )
     optional_credential_envs: list[str] = Field(
         default_factory=list, description="The subset of credential_envs that may be absent."
     )
@@ -148,7 +153,13 @@ class AttemptPlan(Model):
     output_format: OutputFormat = Field(default=OutputFormat.text, description="Parser for stdout.")
     pricing: dict[str, ModelPricing] = Field(
         default_factory=dict,
-        description="The definition's prices: USD per million tokens; win over the table.",
+        description="A namespaced HarnessDefinition's prices (USD per million tokens): they only raise the "
+        "trusted price of a model (contract/pricing.py).",
+    )
+    platform_pricing: dict[str, ModelPricing] = Field(
+        default_factory=dict,
+        description="A ClusterHarnessDefinition's prices (USD per million tokens): trusted, they win over "
+        "the table.",
     )
     table_pricing: dict[str, ModelPricing] = Field(
         default_factory=dict,

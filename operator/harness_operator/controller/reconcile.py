@@ -116,6 +116,7 @@ from harness_operator.core.resolution import (
     AttemptTarget,
     DefinitionReader,
     Rejection,
+    ResolvedInputs,
     RunFailure,
     Waiting,
     resolve_inputs,
@@ -403,7 +404,7 @@ class Reconciler:
             raise Rejection(Reason.McpUnsupported, problem)
         return targets
 
-    def _resolve_inputs(self, run: HarnessRun, retry: int) -> tuple[str, str | None]:
+    def _resolve_inputs(self, run: HarnessRun, retry: int) -> ResolvedInputs:
         return resolve_inputs(KubeReader(self.kube, retry=retry), run)
 
     # --- observation ---------------------------------------------------------------------------------
@@ -739,7 +740,7 @@ class Reconciler:
                     Reason.QueueUnavailable, describe_missing_kueue(queue, queue_of(run) is not None)
                 )
             self.kueue.ensure_watching()
-        prompt, stdin = self._resolve_inputs(run, retry) if index == 1 else ("", None)
+        inputs = self._resolve_inputs(run, retry) if index == 1 else ResolvedInputs("", None, [])
         resumption = resolve_resumption(KubeReader(self.kube, retry=retry), run) if index == 1 else None
         start = resolve_start(KubeReader(self.kube, retry=retry), run)
         planned = run
@@ -773,7 +774,14 @@ class Reconciler:
                 if index == 1:
                     try:
                         plans = build_plans(
-                            planned, targets, prompt, stdin, self.clock(), self.config, resumption
+                            planned,
+                            targets,
+                            inputs.prompt,
+                            inputs.stdin,
+                            self.clock(),
+                            self.config,
+                            resumption,
+                            inputs.secret_values,
                         )
                     except PlanError as exc:
                         raise Rejection(exc.reason, exc.message) from exc

@@ -60,7 +60,11 @@ def cost_unknown_fix(usage: Usage, model: str | None) -> str:
         )
     if model is None:
         return "the CLI did not say which model answered: name it in spec.with (its model option)"
-    return f"no price covers model {model}: add spec.pricing for it to the provider's definition"
+    return (
+        f"no price covers model {model}: add spec.pricing for it to the provider's ClusterHarnessDefinition "
+        "(a namespaced HarnessDefinition's price only raises the platform's), or request a model the price "
+        "table lists"
+    )
 
 
 def decide_events(

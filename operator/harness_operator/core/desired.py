@@ -62,7 +62,7 @@ from harness_operator.core.naming import (
 )
 from harness_operator.core.ownership import build_child_meta
 from harness_operator.core.planning import PlanError, build_plan, merge_grants, with_output_limit
-from harness_operator.core.pricing import with_table_pricing
+from harness_operator.core.pricing import with_pricing
 from harness_operator.core.publish import (
     PATCH_KEY,
     WorkspaceStart,
@@ -110,13 +110,15 @@ def build_plans(
     now: datetime,
     config: OperatorConfig | None = None,
     resumption: Resumption | None = None,
+    secret_values: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Every attempt's plan as the plan Secret holds it: output bounded by what a ConfigMap holds, list
     prices of `now` from the pinned table. Fields at their defaults are left out, so a sandbox image
     older than the operator (pinned by a definition) still reads every plan that uses nothing new.
     With `config`, attempts whose host rules go through the egress gateway get its proxy variables, and
     attempts under a restricting policy the probe to wait on before the agent starts. With `resumption`,
-    an attempt whose CLI can resume the earlier session does, any other gets it replayed in its prompt."""
+    an attempt whose CLI can resume the earlier session does, any other gets it replayed in its prompt.
+    `secret_values` (what the prompt and stdin took from Secrets) are redacted by every attempt's runner."""
     options = [run.spec.with_] + [fb.with_ for fb in run.spec.fallback]
     plans = []
     for t in targets:
@@ -126,12 +128,13 @@ def build_plans(
         given = options[t.position - 1]
         if route is not None and config is not None:
             given = merge_route_options(given, route, config)
-        plan = with_table_pricing(
+        plan = with_pricing(
             with_output_limit(
                 build_plan(run, t.definition, t.index, t.provider, given, text, stdin, t.position, resume),
                 OUTPUT_CONFIG_MAP_LIMIT,
             ),
             t.definition,
+            t.namespaced,
             now,
         )
         if config is not None and compute_route(run, t.definition, config) == ROUTE_GATEWAY:
@@ -140,6 +143,8 @@ def build_plans(
             plan = with_model_route(plan, route, config)
         if config is not None:
             plan = plan.model_copy(update={"confinement": compute_confinement(run, t.definition, config)})
+        if secret_values:
+            plan = plan.model_copy(update={"redacted_values": sorted(set(secret_values))})
         plans.append(plan.model_dump(by_alias=True, mode="json", exclude_defaults=True))
     size = sum(len(json.dumps(plan, sort_keys=True).encode()) for plan in plans)
     if size > PLANS_LIMIT:
@@ -272,7 +277,8 @@ def _git_init_container(
         + 'export GIT_DIR="$WORKDIR/.git" GIT_WORK_TREE="$WORKDIR"\n'
         'if [ -L "$WORKDIR" ] || { [ -e "$WORKDIR" ] && [ ! -d "$WORKDIR" ]; }; then rm -f "$WORKDIR"; fi\n'
         'mkdir -p "$WORKDIR" && cd "$WORKDIR"\n'
-        'if [ -d "$GIT_DIR" ] && [ ! -L "$GIT_DIR" ]; then chmod -R u+rwX "$GIT_DIR" 2>/dev/null || true; fi\n'
+        'if [ -d "$GIT_DIR" ] && [ ! -L "$GIT_DIR" ]; then '
+        'chmod -R u+rwX "$GIT_DIR" 2>/dev/null || true; fi\n'
         'rm -rf "$GIT_DIR"\n'
         "git init -q --template=\n"
         'mkdir "$GIT_DIR/info"\n'
@@ -280,7 +286,8 @@ def _git_init_container(
         'git remote add origin "$GIT_URL"\n'
         'git fetch -q --depth 1 --no-tags origin "${GIT_COMMIT:-${GIT_REF:-HEAD}}"\n'
         'if [ -z "${GIT_COMMIT:-}" ] && [ -n "${GIT_REF:-}" ] &&\n'
-        '  grep -qF "branch \'$GIT_REF\' of " "$GIT_DIR/FETCH_HEAD"; then git checkout -q -f -B "$GIT_REF" FETCH_HEAD\n'
+        '  grep -qF "branch \'$GIT_REF\' of " "$GIT_DIR/FETCH_HEAD"; then '
+        'git checkout -q -f -B "$GIT_REF" FETCH_HEAD\n'
         "else git checkout -q -f --detach FETCH_HEAD; fi\n"
     )
     if start is not None and start.patch_config_map:

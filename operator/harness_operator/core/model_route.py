@@ -245,7 +245,8 @@ def build_model_grant(
             vendor=route.vendor,
             max_cost_usd=plan.limits.max_cost_usd,
             max_tokens=plan.limits.max_tokens,
-            pricing=dict(target.definition.pricing),
+            pricing=dict(target.definition.pricing) if target.namespaced else {},
+            platform_pricing=None if target.namespaced else dict(target.definition.pricing),
             key_secret=model_key_secret_name(ns, name) if own else None,
             key_field=model_key_field(target.index) if own else None,
         )

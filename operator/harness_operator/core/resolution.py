@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -42,12 +42,14 @@ from harness_operator.core.tool_policy import (
 class AttemptTarget:
     """One attempt: its 1-based index, the provider's name, its resolved definition, and the provider's
     1-based position in the chain (spec.provider is 1, spec.fallback[0] is 2: retry.py numbers the
-    attempts of each)."""
+    attempts of each), and whether its definition is a namespaced HarnessDefinition, whose prices only
+    raise the platform's (contract/pricing.py)."""
 
     index: int
     provider: str
     definition: HarnessDefinitionSpec
     position: int
+    namespaced: bool = True  # a HarnessDefinition's (its tenant's word), not a ClusterHarnessDefinition's
 
 
 T = TypeVar("T")
@@ -107,13 +109,22 @@ def resolve_definition(
 ) -> HarnessDefinitionSpec | None:
     """A namespaced HarnessDefinition shadows the ClusterHarnessDefinition of the same name; one that
     does not parse is a Rejection (InvalidProvider)."""
+    found = resolve_scoped_definition(reader, namespace, provider)
+    return None if found is None else found[0]
+
+
+def resolve_scoped_definition(
+    reader: DefinitionReader, namespace: str, provider: str
+) -> tuple[HarnessDefinitionSpec, bool] | None:
+    """resolve_definition's definition, and whether it is the namespaced one (True) or the cluster's."""
     raw = reader.definition(namespace, provider)
+    namespaced = raw is not None
     if raw is None:
         raw = reader.definition(None, provider)
     if raw is None:
         return None
     try:
-        return HarnessDefinitionSpec.model_validate(raw.get("spec") or {})
+        return HarnessDefinitionSpec.model_validate(raw.get("spec") or {}), namespaced
     except ValidationError as exc:
         raise Rejection(
             Reason.InvalidProvider, f'provider "{provider}" is invalid: {exc.errors()[0]["msg"]}'
@@ -125,19 +136,20 @@ def resolve_targets(reader: DefinitionReader, run: HarnessRun) -> list[AttemptTa
     Rejection (UnknownProvider)."""
     definitions = []
     for position, (_, provider) in enumerate(compute_provider_chain(run.spec), start=1):
-        definition = resolve_definition(reader, run.metadata["namespace"], provider)
-        if definition is None:
+        found = resolve_scoped_definition(reader, run.metadata["namespace"], provider)
+        if found is None:
             message = f'unknown provider "{provider}"'
             if position > 1:
                 message = f"invalid fallback[{position - 2}]: {message}"
             raise Rejection(Reason.UnknownProvider, message)
-        definitions.append((provider, definition))
-    for position, (provider, definition) in enumerate(definitions, start=1):
+        definitions.append((provider, *found))
+    for position, (provider, definition, _) in enumerate(definitions, start=1):
         check_tool_policy(run, position, provider, definition)
         check_mcp(run, provider, definition)
     return [
-        AttemptTarget(index, *definitions[position - 1], position)
+        AttemptTarget(index, provider, definition, position, namespaced)
         for index, position in enumerate(build_positions(run.spec), start=1)
+        for provider, definition, namespaced in [definitions[position - 1]]
     ]
 
 
@@ -294,10 +306,41 @@ def compose_inputs(spec: HarnessRunSpec, read: Callable[[str, Source], str]) -> 
     return prompt, stdin
 
 
-def resolve_inputs(reader: Reader, run: HarnessRun) -> tuple[str, str | None]:
+class ResolvedInputs(NamedTuple):
+    """The prompt and stdin, and every value among them taken from a Secret (redacted like a credential)."""
+
+    prompt: str
+    stdin: str | None
+    secret_values: list[str]
+
+
+def resolve_inputs(reader: Reader, run: HarnessRun) -> ResolvedInputs:
     """The prompt and stdin, once every run this one depends on has succeeded."""
     check_references(run.spec)
     for field, other_name in compute_dependencies(run.spec):
         if field.startswith("spec.after"):
             require_succeeded(reader, run, field, other_name)
-    return compose_inputs(run.spec, lambda field, source: resolve_source(reader, run, field, source))
+    taken: list[str] = []
+
+    def read(field: str, source: Source) -> str:
+        value = resolve_source(reader, run, field, source)
+        if source.secret_key_ref is not None:
+            taken.append(value)
+        return value
+
+    prompt, stdin = compose_inputs(run.spec, read)
+    return ResolvedInputs(prompt, stdin, taken)
+
+
+def taken_secrets(spec: HarnessRunSpec) -> dict[str, str]:
+    """Secret name -> the field that takes a value from it (promptFrom, stdinFrom, inputs), first each."""
+    sources: list[tuple[str, Source | None]] = [
+        ("spec.promptFrom", spec.prompt_from),
+        ("spec.stdinFrom", spec.stdin_from),
+    ]
+    sources += [(f"spec.inputs[{i}]", item) for i, item in enumerate(spec.inputs)]
+    taken: dict[str, str] = {}
+    for field, source in sources:
+        if source is not None and source.secret_key_ref is not None:
+            taken.setdefault(source.secret_key_ref.name, f"{field}.secretKeyRef")
+    return taken

@@ -26,6 +26,7 @@ from harness_operator.core.resolution import (
     read_run_output,
     require_succeeded,
     resolve_source,
+    taken_secrets,
 )
 
 RESUME_FIELD = "spec.resumeFrom.run"
@@ -67,6 +68,7 @@ def resolve_resumption(reader: SessionReader, run: HarnessRun) -> Resumption | N
         return None
     raw = require_succeeded(reader, run, RESUME_FIELD, source.run)
     other = HarnessRun.model_validate(raw)
+    check_secrets_named(run, other)
     output = read_run_output(reader, RESUME_FIELD, raw)
     if output is None:
         raise Rejection(
@@ -88,6 +90,22 @@ def resolve_resumption(reader: SessionReader, run: HarnessRun) -> Resumption | N
     return Resumption(
         source.run, prompt, output, session.provider, session.session_id, archive, None if archive else why
     )
+
+
+def check_secrets_named(run: HarnessRun, other: HarnessRun) -> None:
+    """Rejection (InputUnavailable) when the earlier run took a value from a Secret this run does not
+    name itself: its session and output were made from that value, and only a Secret a run names is
+    checked against its author's rights (the admission policy)."""
+    named = taken_secrets(run.spec)
+    for secret, field in taken_secrets(other.spec).items():
+        if secret not in named:
+            raise Rejection(
+                Reason.InputUnavailable,
+                f'{RESUME_FIELD}: HarnessRun "{other.metadata["name"]}" took a value from Secret "{secret}" '
+                f"({field}); a run that resumes it must name that Secret itself, so that admission checks "
+                f"its author may get it: add spec.inputs: [{{name: earlier, secretKeyRef: {{name: {secret}, "
+                "key: KEY}}]",
+            )
 
 
 @dataclass(frozen=True)

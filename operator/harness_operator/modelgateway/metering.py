@@ -20,6 +20,9 @@ import genai_prices
 from genai_prices import types
 
 from harness_operator.api.v1alpha1 import ModelPricing
+from harness_operator.contract.model_access import ModelAttemptGrant
+from harness_operator.contract.pricing import PriceBook
+from harness_operator.core.pricing import PRICE_TABLE, build_vendor_table, find_provider
 from harness_operator.modelgateway.vendors import Flavor, Vendor
 
 # A worst case needs the input's token count before the vendor has counted it: tokenizers average about
@@ -177,68 +180,45 @@ class Prices:
         return tokens * max(self.input, self.cache_write, self.cache_read)
 
 
-def find_prices(
-    vendor: Vendor, model: str | None, pricing: dict[str, ModelPricing], now: datetime
-) -> Prices | None:
-    """The definition's prices for the model, else the pinned table's; None when neither has one."""
+def build_price_book(
+    vendor: Vendor,
+    model: str,
+    grant: ModelAttemptGrant,
+    now: datetime,
+    prompt_tokens: int | None = None,
+    worst: bool = False,
+) -> PriceBook:
+    """The attempt's prices (its grant's: a namespaced definition's only raise the trusted ones) and the
+    vendor's table (at the tier of a request of `prompt_tokens`, or `worst`: the dearest tier)."""
+    vendor_table = find_provider(vendor.provider_id)
+    table = {} if vendor_table is None else build_vendor_table(vendor_table, model, now, prompt_tokens, worst)
+    platform = grant.platform_pricing or {}
+    return PriceBook(tenant=grant.pricing, platform=platform, table=table, table_name=PRICE_TABLE)
+
+
+def _per_token(price: ModelPricing) -> Prices:
+    return Prices(price.input / 1e6, price.output / 1e6, price.cache_read / 1e6, price.cache_write / 1e6)
+
+
+def find_prices(vendor: Vendor, model: str | None, grant: ModelAttemptGrant, now: datetime) -> Prices | None:
+    """The model's prices for a worst case (contract/pricing.py's lookup; the table's at its dearest tier,
+    a cache price it lacks at the input price); None when nothing prices it."""
     if model is None:
         return None
-    own = pricing.get(model)
-    if own is not None:
-        return Prices(own.input / 1e6, own.output / 1e6, own.cache_read / 1e6, own.cache_write / 1e6)
-    try:
-        _provider, info = data_snapshot_lookup(vendor, model)
-    except LookupError:
-        return None
-    price = info.get_prices(now)
-    if price.input_mtok is None and price.output_mtok is None:
-        return None
-    return Prices(
-        _per_token(price.input_mtok),
-        _per_token(price.output_mtok),
-        _per_token(price.cache_read_mtok if price.cache_read_mtok is not None else price.input_mtok),
-        _per_token(price.cache_write_mtok if price.cache_write_mtok is not None else price.input_mtok),
-    )
-
-
-def data_snapshot_lookup(vendor: Vendor, model: str) -> tuple[types.Provider, types.ModelInfo]:
-    snapshot = genai_prices.data_snapshot.get_snapshot()
-    return snapshot.find_provider_model(model, None, vendor.provider_id, None)
-
-
-def _per_token(value: Any) -> float:
-    # A tiered price (above a prompt size) is billed at its top tier in a worst case: the dearest.
-    if value is None:
-        return 0.0
-    if isinstance(value, types.TieredPrices):
-        return float(max([value.base, *(t.price for t in value.tiers)])) / 1e6
-    return float(value) / 1e6
+    found = build_price_book(vendor, model, grant, now, worst=True).find(model)
+    return None if found is None else _per_token(found[0])
 
 
 def estimate_input_tokens(body: bytes) -> int:
     return math.ceil(len(body) / BYTES_PER_TOKEN)
 
 
-def cost_of(
-    vendor: Vendor, usage: RequestUsage, pricing: dict[str, ModelPricing], now: datetime
-) -> float | None:
-    """What the request cost: the definition's prices, else the table's for this request's size (a tier
-    above a prompt size applies per request, which the gateway, unlike a run's totals, can tell)."""
+def cost_of(vendor: Vendor, usage: RequestUsage, grant: ModelAttemptGrant, now: datetime) -> float | None:
+    """What the request cost, at contract/pricing.py's price of its model: the table's at this request's
+    size (a tier above a prompt size applies per request, which the gateway, unlike a run's totals, can
+    tell); None when nothing prices it."""
     if usage.model is None:
         return None
-    own = pricing.get(usage.model)
-    if own is not None:
-        return find_prices(vendor, usage.model, pricing, now).cost(usage)  # type: ignore[union-attr]
-    table_usage = genai_prices.Usage(
-        input_tokens=usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-    )
-    try:
-        calc = genai_prices.calc_price(
-            table_usage, usage.model, provider_id=vendor.provider_id, genai_request_timestamp=now
-        )
-    except LookupError:
-        return None
-    return float(calc.total_price)
+    size = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    found = build_price_book(vendor, usage.model, grant, now, prompt_tokens=size).find(usage.model)
+    return None if found is None else _per_token(found[0]).cost(usage)

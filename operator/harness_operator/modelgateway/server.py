@@ -216,7 +216,7 @@ class Gateway:
         assert flavor is not None
         capped = attempt.max_cost_usd is not None or attempt.max_tokens is not None
         model = vendor.model(path, document)
-        prices = find_prices(vendor, model, attempt.pricing, datetime.now(UTC))
+        prices = find_prices(vendor, model, attempt, datetime.now(UTC))
         if prices is None and attempt.max_cost_usd is not None:
             return (
                 _error(
@@ -351,7 +351,7 @@ class Gateway:
         while it succeeded, is billed its worst case held; a refused one (an error status) nothing."""
         ok = response is not None and response.status < 400
         if usage is not None and (finished or not ok):
-            cost = cost_of(vendor, usage, attempt.pricing, datetime.now(UTC))
+            cost = cost_of(vendor, usage, attempt, datetime.now(UTC))
         elif ok or not finished:  # a worst case of nothing is a model without a price: unknown
             usage, cost = RequestUsage(model=None), held.cost or None
         else:

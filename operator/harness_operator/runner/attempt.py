@@ -235,7 +235,8 @@ class Reporter:
         self.sink = LogSink(sink)
         self.on_event = on_event
         self.events_to_log = events_to_log
-        self.redactor = Redactor(v for k, v in credentials.items() if k in plan.credential_envs)
+        granted = [v for k, v in credentials.items() if k in plan.credential_envs]
+        self.redactor = Redactor([*granted, *plan.redacted_values])
         self.start = utc_now()
         self.progress = Progress()
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)  # redacted, as forwarded

@@ -1,71 +1,32 @@
 """Usage and cost of one attempt: reported by the CLI, else tokens x prices, else unknown (pure).
 
-Prices come from the plan: the definition's `pricing`, then the pinned price table's list prices that
-the operator put there (the runner itself carries no table).
+Prices come from the plan, looked up by contract/pricing.py: a ClusterHarnessDefinition's `pricing`, then
+the pinned price table's list prices that the operator put there (the runner itself carries no table); a
+namespaced HarnessDefinition's `pricing` only raises them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from harness_operator.api.v1alpha1 import CostSource, ModelPricing, Usage
 from harness_operator.contract.plan import AttemptPlan
+from harness_operator.contract.pricing import PriceBook
 from harness_operator.runner.parsers.base import Report, Tokens
 
 PER_MILLION = 1_000_000
-DEFINITION = "definition"
-
-
-def find_pricing(
-    pricing: Mapping[str, ModelPricing], model: str | None, model_hint: str | None = None
-) -> ModelPricing | None:
-    """The reported model's price, else the requested model's, else the only entry; None if unknown."""
-    for name in (model, model_hint):
-        if name and name in pricing:
-            return pricing[name]
-    if len(pricing) == 1:
-        return next(iter(pricing.values()))
-    return None
-
-
-def match_table(table: Mapping[str, ModelPricing], name: str) -> ModelPricing | None:
-    """The table's price for a model name as a CLI writes it: exact (any case, without a `vendor/`
-    prefix), else the longest table id it extends at a `-` or `.` (`gpt-5-2025-08-07` is `gpt-5`)."""
-    ref = name.lower().rsplit("/", 1)[-1]
-    if ref in table:
-        return table[ref]
-    best = max(
-        (key for key in table if ref.startswith(key) and ref[len(key) : len(key) + 1] in ("-", ".", "@")),
-        key=len,
-        default=None,
-    )
-    return None if best is None else table[best]
-
-
-@dataclass(frozen=True)
-class PriceBook:
-    """The prices an attempt may use: its definition's `pricing` first, then the pinned table's."""
-
-    definition: Mapping[str, ModelPricing] = field(default_factory=dict)
-    table: Mapping[str, ModelPricing] = field(default_factory=dict)
-    table_name: str | None = None
-
-    def find(self, model: str | None, model_hint: str | None = None) -> tuple[ModelPricing, str] | None:
-        """(price, where it came from) for the reported model, else the requested one."""
-        if (price := find_pricing(self.definition, model, model_hint)) is not None:
-            return price, DEFINITION
-        for name in (model, model_hint):
-            if name and (price := match_table(self.table, name)) is not None:
-                return price, self.table_name or "table"
-        return None
 
 
 def price_book(plan: AttemptPlan) -> PriceBook:
-    """The prices an attempt's plan carries: the definition's, then the pinned table's."""
-    return PriceBook(plan.pricing, plan.table_pricing, plan.price_table)
+    """The prices an attempt's plan carries: its definition's (a namespaced one's only raise the
+    trusted price: contract/pricing.py) and the pinned table's."""
+    return PriceBook(
+        tenant=plan.pricing,
+        platform=plan.platform_pricing,
+        table=plan.table_pricing,
+        table_name=plan.price_table,
+    )
 
 
 class Cost(NamedTuple):

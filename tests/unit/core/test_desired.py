@@ -280,6 +280,15 @@ def test_plain_env_travels_in_the_plan_never_on_the_container() -> None:
     }
 
 
+def test_values_taken_from_secrets_reach_every_attempts_runner_for_redaction() -> None:
+    run = make_run()
+    retry = AttemptTarget(index=2, provider="claude", definition=DEFINITION, position=1)
+    plans = build_plans(run, [target(), retry], "p", None, NOW, secret_values=["b", "a", "b"])
+    assert [plan["redactedValues"] for plan in plans] == [["a", "b"], ["a", "b"]]
+    (plain,) = build_plans(run, [target()], "p", None, NOW)
+    assert "redactedValues" not in plain
+
+
 def test_a_deleted_pod_is_never_replaced() -> None:
     spec = build_job(make_run(), target(), CONFIG)["spec"]
     assert (spec["backoffLimit"], spec["podReplacementPolicy"]) == (0, "Failed")

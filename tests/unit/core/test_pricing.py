@@ -1,5 +1,6 @@
 """Computed cost: every built-in's real captured output priced through the plan the operator builds,
-checked against genai-prices' own calculator; precedence, provenance, unknown models, the pinned table."""
+checked against genai-prices' own calculator; precedence (a namespaced definition's prices only raise
+the platform's), provenance, unknown models, the pinned table."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from genai_prices.types import Tier, TieredPrices
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, ModelPricing
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.contract.pricing import PriceBook
 from harness_operator.core.planning import build_plan
-from harness_operator.core.pricing import PRICE_TABLE, build_table_pricing, with_table_pricing
-from harness_operator.runner.cost import PriceBook, compute_cost, compute_usage, match_table, price_book
+from harness_operator.core.pricing import PRICE_TABLE, build_model_pricing, build_table_pricing, with_pricing
+from harness_operator.runner.cost import compute_cost, compute_usage, price_book
 from harness_operator.runner.parsers import Report, Tokens, parse_text
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -36,7 +38,7 @@ def attempt_usage(provider: str, capture: str, options: dict[str, Any]) -> Any:
     run = HarnessRun.model_validate(
         {"metadata": {"name": "r", "namespace": "ns"}, "spec": {"provider": provider, "prompt": "hi"}}
     )
-    plan = with_table_pricing(build_plan(run, definition, 1, provider, options, "hi", None), definition, NOW)
+    plan = with_pricing(build_plan(run, definition, 1, provider, options, "hi", None), definition, False, NOW)
     report = parse_text(definition.output.format, (FIXTURES / provider / capture).read_text())
     return compute_usage(report, price_book(plan), plan.model_hint)
 
@@ -106,27 +108,89 @@ def test_every_builtin_prices_its_real_output(provider, capture, options, source
         assert usage.cost_usd > 0
 
 
-def test_definition_pricing_overrides_the_table() -> None:
+def test_a_cluster_definitions_pricing_overrides_the_table() -> None:
     definition = CATALOG["codex"].model_copy(update={"pricing": {"gpt-5.4": ModelPricing(input=1000)}})
     table = build_table_pricing(definition, "gpt-5.4", NOW)
-    book = PriceBook(definition.pricing, table, PRICE_TABLE)
+    book = PriceBook(platform=definition.pricing, table=table, table_name=PRICE_TABLE)
     cost = compute_cost(Report(tokens=Tokens(input=1000)), book, "gpt-5.4")
     assert cost == (pytest.approx(1.0), "computed", "definition")
-    assert (
-        compute_cost(Report(tokens=Tokens(input=1000)), PriceBook({}, table, PRICE_TABLE), "gpt-5.4").usd
-        < 0.01
+    cheap = PriceBook(platform={"gpt-5.4": ModelPricing(input=0.001)}, table=table, table_name=PRICE_TABLE)
+    assert compute_cost(Report(tokens=Tokens(input=1000)), cheap, "gpt-5.4").usd == pytest.approx(1e-6)
+
+
+def plan_of(definition: HarnessDefinitionSpec, namespaced: bool, options: dict[str, Any]) -> Any:
+    run = HarnessRun.model_validate(
+        {"metadata": {"name": "r", "namespace": "ns"}, "spec": {"provider": "p", "prompt": "hi"}}
     )
+    return with_pricing(build_plan(run, definition, 1, "p", options, "hi", None), definition, namespaced, NOW)
+
+
+def test_a_namespaced_definitions_zero_price_is_charged_at_the_table_price() -> None:
+    """The red team's attack on the runner's cost: Opus priced at zero in a namespaced definition."""
+    free = {"claude-opus-4-1": ModelPricing()}
+    definition = CATALOG["claude"].model_copy(update={"pricing": free})
+    plan = plan_of(definition, True, {"model": "claude-opus-4-1"})
+    assert (plan.pricing, plan.platform_pricing) == (free, {})
+    cost = compute_cost(Report(model="claude-opus-4-1", tokens=Tokens(input=10**6)), price_book(plan))
+    assert cost == (pytest.approx(plan.table_pricing["claude-opus-4-1"].input), "computed", PRICE_TABLE)
+    assert cost.usd > 10  # Opus: 15 USD a million input tokens
+    # The same prices in a ClusterHarnessDefinition are the platform's: they count.
+    trusted = plan_of(definition, False, {"model": "claude-opus-4-1"})
+    assert (trusted.pricing, trusted.platform_pricing) == ({}, free)
+    report = Report(model="claude-opus-4-1", tokens=Tokens(input=10**6))
+    assert compute_cost(report, price_book(trusted)) == (0, "computed", "definition")
+
+
+def test_a_routed_definition_without_a_vendor_gets_its_routes_table() -> None:
+    # No `vendor`, no model asked for: the model route's vendor still names the table to raise over.
+    definition = CATALOG["claude"].model_copy(
+        update={"vendor": None, "pricing": {"claude-x": ModelPricing()}}
+    )
+    plan = plan_of(definition, True, {})
+    assert "claude-opus-4-1" in plan.table_pricing
+    cost = compute_cost(Report(model="claude-x", tokens=Tokens(output=10**6)), price_book(plan))
+    assert cost.usd == pytest.approx(max(p.output for p in plan.table_pricing.values()))
+
+
+def test_table_tiers_base_for_totals_the_requests_own_and_the_dearest_for_a_worst_case() -> None:
+    vendor = next(p for p in data_snapshot.get_snapshot().providers if p.id == "anthropic")
+    tiered = next(m for m in vendor.models if isinstance(m.get_prices(NOW).input_mtok, TieredPrices))
+    price = tiered.get_prices(NOW).input_mtok
+    assert isinstance(price, TieredPrices)
+    start, top = price.tiers[0].start, max(t.price for t in price.tiers)
+    base = build_model_pricing(tiered, NOW)
+    assert base is not None and base.input == float(price.base)
+    assert build_model_pricing(tiered, NOW, prompt_tokens=start).input == float(price.base)  # type: ignore[union-attr]
+    above = build_model_pricing(tiered, NOW, prompt_tokens=start + 1)
+    assert above is not None and above.input == float(price.tiers[0].price)
+    worst = build_model_pricing(tiered, NOW, worst=True)
+    assert worst is not None and worst.input == float(top)
+
+
+def test_a_cache_price_the_table_lacks_is_the_input_price() -> None:
+    for provider in data_snapshot.get_snapshot().providers:
+        for model in provider.models:
+            price = model.get_prices(NOW)
+            if (
+                price.input_mtok is not None
+                and price.cache_read_mtok is None
+                and not isinstance(price.input_mtok, TieredPrices)
+            ):
+                built = build_model_pricing(model, NOW)
+                assert built is not None and built.cache_read == built.input == float(price.input_mtok)
+                return
+    pytest.fail("the table has no model without a cache price")
 
 
 def test_reported_cost_wins_over_computed() -> None:
     table = build_table_pricing(CATALOG["claude"], "claude-sonnet-4-5", NOW)
     report = Report(model="claude-sonnet-4-5", tokens=Tokens(input=10**6), cost_usd=0.25)
-    assert compute_cost(report, PriceBook({}, table, PRICE_TABLE)) == (0.25, "reported", None)
+    assert compute_cost(report, PriceBook(table=table, table_name=PRICE_TABLE)) == (0.25, "reported", None)
 
 
 def test_the_reported_model_is_priced_before_the_requested_one() -> None:
     table = build_table_pricing(CATALOG["gemini"], "gemini-2.5-flash", NOW)
-    book = PriceBook({}, table, PRICE_TABLE)
+    book = PriceBook(table=table, table_name=PRICE_TABLE)
     tokens = Tokens(input=10**6)
     used = compute_cost(Report(model="gemini-2.5-pro", tokens=tokens), book, "gemini-2.5-flash")
     requested = compute_cost(Report(tokens=tokens), book, "gemini-2.5-flash")
@@ -138,26 +202,9 @@ def test_the_reported_model_is_priced_before_the_requested_one() -> None:
 @pytest.mark.parametrize("model", ["gpt-6.2-sol", "no-such-model", "qwen3.7-max", None])
 def test_unknown_models_never_cost_zero(model) -> None:
     definition = HarnessDefinitionSpec(binary="x", vendor="openai")
-    book = PriceBook({}, build_table_pricing(definition, model, NOW), PRICE_TABLE)
+    book = PriceBook(table=build_table_pricing(definition, model, NOW), table_name=PRICE_TABLE)
     cost = compute_cost(Report(model=model, tokens=Tokens(input=500, output=50)), book)
     assert cost == (None, "unknown", None)
-
-
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("gpt-5.4", "gpt-5.4"),
-        ("GPT-5.4", "gpt-5.4"),
-        ("openai/gpt-5.4", "gpt-5.4"),
-        ("gpt-5.4-2026-03-05", "gpt-5.4"),  # a dated name is its base model
-        ("gpt-5.4-mini", "gpt-5.4-mini"),  # the longest id wins
-        ("gpt-5.40", None),  # not at a separator
-        ("gpt", None),
-    ],
-)
-def test_match_table(name, expected) -> None:
-    table = {"gpt-5.4": ModelPricing(input=1), "gpt-5.4-mini": ModelPricing(input=2)}
-    assert match_table(table, name) == (None if expected is None else table[expected])
 
 
 def test_vendor_comes_from_the_definition_else_the_model_name() -> None:

@@ -16,6 +16,7 @@ from harness_operator.core.resolution import (
     compute_provider_chain,
     resolve_inputs,
     resolve_targets,
+    taken_secrets,
 )
 
 NS = "team"
@@ -185,7 +186,35 @@ SOURCES: dict[str, Any] = {
     ],
 )
 def test_inputs_resolved(spec: dict[str, Any], expected: tuple[str, str | None]) -> None:
-    assert resolve_inputs(MemoryReader(**SOURCES), make_run(**spec)) == expected
+    assert resolve_inputs(MemoryReader(**SOURCES), make_run(**spec))[:2] == expected
+
+
+def test_the_values_taken_from_secrets_are_named_for_redaction() -> None:
+    """Every value read from a Secret (promptFrom, stdinFrom, an input) is listed, and only those."""
+    secret = {"secretKeyRef": {"name": "s", "key": "k"}}
+    spec = {
+        "prompt": "Use $(inputs.KEY) and $(inputs.CM)",
+        "stdinFrom": secret,
+        "inputs": [{"name": "KEY", **secret}, {"name": "CM", "configMapKeyRef": {"name": "cm", "key": "k"}}],
+    }
+    resolved = resolve_inputs(MemoryReader(**SOURCES), make_run(**spec))
+    assert resolved.prompt == "Use from a Secret and from a ConfigMap"
+    assert resolved.secret_values == ["from a Secret", "from a Secret"]
+    assert resolve_inputs(MemoryReader(**SOURCES), make_run(prompt="p")).secret_values == []
+    from_secret = resolve_inputs(MemoryReader(**SOURCES), make_run(promptFrom=secret))
+    assert from_secret.secret_values == ["from a Secret"]
+
+
+def test_taken_secrets_names_the_first_field_of_each() -> None:
+    spec = make_run(
+        promptFrom={"secretKeyRef": {"name": "a", "key": "k"}},
+        inputs=[
+            {"name": "X", "secretKeyRef": {"name": "b", "key": "k"}},
+            {"name": "Y", "secretKeyRef": {"name": "a", "key": "other"}},
+            {"name": "Z", "configMapKeyRef": {"name": "c", "key": "k"}},
+        ],
+    ).spec
+    assert taken_secrets(spec) == {"a": "spec.promptFrom.secretKeyRef", "b": "spec.inputs[0].secretKeyRef"}
 
 
 @pytest.mark.parametrize(
@@ -331,7 +360,7 @@ def test_run_output_path_takes_one_field_of_a_validated_json_output() -> None:
             {"name": "F", "runOutput": {"name": "review", "path": "findings.0"}},
         ],
     }
-    assert resolve_inputs(reader, make_run(**spec)) == ('Verdict changes on {"file":"a.py"}', None)
+    assert resolve_inputs(reader, make_run(**spec))[:2] == ('Verdict changes on {"file":"a.py"}', None)
     missing = {"promptFrom": {"runOutput": {"name": "review", "path": "score"}}}
     with pytest.raises(Rejection) as caught:
         resolve_inputs(reader, make_run(**missing))

@@ -110,7 +110,7 @@ INPUTS = [
 
 def test_the_earlier_conversation_with_its_session_and_no_secret_of_its_prompt() -> None:
     reader = Reader({"review": earlier(inputs=INPUTS, prompt="Review $(inputs.DIFF) with key $(inputs.KEY)")})
-    resumption = resolve_resumption(reader, later())
+    resumption = resolve_resumption(reader, later(inputs=INPUTS[1:]))
     assert resumption == Resumption(
         run="review",
         prompt=f"Review the diff with key {WITHHELD}",
@@ -126,6 +126,21 @@ def test_the_earlier_conversation_with_its_session_and_no_secret_of_its_prompt()
         )
         is None
     )
+
+
+def test_a_run_that_took_a_secret_is_resumed_only_by_a_run_that_names_it() -> None:
+    """The earlier session and output were made from the Secret's value: only a run whose author the
+    admission policy let name that Secret may continue them."""
+    reader = Reader({"review": earlier(inputs=INPUTS, prompt="Review $(inputs.DIFF) with key $(inputs.KEY)")})
+    for spec in ({}, {"inputs": INPUTS[:1]}, {"promptFrom": {"secretKeyRef": {"name": "other", "key": "k"}}}):
+        with pytest.raises(Rejection) as caught:
+            resolve_resumption(reader, later(**spec))
+        assert caught.value.reason == "InputUnavailable"
+        assert 'took a value from Secret "deploy-key" (spec.inputs[1].secretKeyRef)' in caught.value.message
+        assert "secretKeyRef: {name: deploy-key" in caught.value.message
+    assert reader.asked == []  # refused before its session is read
+    named = {"stdinFrom": {"secretKeyRef": {"name": "deploy-key", "key": "other-key"}}}
+    assert resolve_resumption(reader, later(**named)) is not None
 
 
 def test_a_run_waits_for_the_one_it_continues_and_fails_with_it() -> None:

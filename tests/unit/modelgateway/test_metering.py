@@ -6,11 +6,14 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import genai_prices
 import pytest
+from genai_prices.types import TieredPrices
 from hypothesis import given
 from hypothesis import strategies as st
 
 from harness_operator.api.v1alpha1 import ModelPricing
+from harness_operator.contract.model_access import ModelAttemptGrant
 from harness_operator.modelgateway.metering import (
     RequestUsage,
     StreamMeter,
@@ -196,16 +199,85 @@ def test_no_usage_is_none_and_an_unpriced_model_still_has_its_usage() -> None:
     unknown = usage_of(OPENAI, Flavor.openai_responses, {"model": "gpt-nobody", "usage": {
         "input_tokens": 5, "output_tokens": 1}})  # fmt: skip
     assert unknown == RequestUsage("gpt-nobody", 5, 1)
-    assert cost_of(OPENAI, unknown, {}, NOW) is None and find_prices(OPENAI, "gpt-nobody", {}, NOW) is None
+    assert (
+        cost_of(OPENAI, unknown, NONE, NOW) is None and find_prices(OPENAI, "gpt-nobody", NONE, NOW) is None
+    )
 
 
-def test_prices_from_the_definition_win_over_the_table_and_worst_cases_bound_them() -> None:
-    own = {"claude-sonnet-4-5": ModelPricing(input=1, output=2, cache_read=0.1, cache_write=1.25)}
-    usage = RequestUsage("claude-sonnet-4-5", 1_000_000, 1_000_000, 1_000_000, 1_000_000)
-    assert cost_of(ANTHROPIC, usage, own, NOW) == pytest.approx(4.35)
-    table = cost_of(ANTHROPIC, RequestUsage("claude-sonnet-4-5", 1234, 56, 100, 10), {}, NOW)
+def grant(
+    pricing: dict[str, ModelPricing] | None = None, platform: dict[str, ModelPricing] | None = None
+) -> ModelAttemptGrant:
+    """An attempt's grant with a namespaced definition's prices (`pricing`) or a cluster one's."""
+    return ModelAttemptGrant(
+        token_sha256="0" * 64, vendor="anthropic", pricing=pricing or {}, platform_pricing=platform
+    )
+
+
+NONE = grant()
+SONNET_OWN = {"claude-sonnet-4-5": ModelPricing(input=1, output=2, cache_read=0.1, cache_write=1.25)}
+MILLIONS = RequestUsage("claude-sonnet-4-5", 1_000_000, 1_000_000, 1_000_000, 1_000_000)
+
+
+def test_a_cluster_definitions_prices_win_over_the_table_and_worst_cases_bound_them() -> None:
+    assert cost_of(ANTHROPIC, MILLIONS, grant(platform=SONNET_OWN), NOW) == pytest.approx(4.35)
+    table = cost_of(ANTHROPIC, RequestUsage("claude-sonnet-4-5", 1234, 56, 100, 10), NONE, NOW)
     assert table == pytest.approx(0.0046095)  # what genai-prices prices the stub's answer at
-    prices = find_prices(ANTHROPIC, "claude-sonnet-4-5", {}, NOW)
+    prices = find_prices(ANTHROPIC, "claude-sonnet-4-5", NONE, NOW)
     assert prices is not None
     assert prices.worst_input(1000) >= 1000 * prices.input and prices.output > prices.input
     assert estimate_input_tokens(b"x" * 3000) == 1000
+
+
+def table_cost(usage: RequestUsage, provider: str = "anthropic") -> float:
+    """genai-prices' own calculator (its input tokens include the cached ones)."""
+    counted = genai_prices.Usage(
+        input_tokens=usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+    )
+    assert usage.model is not None
+    calc = genai_prices.calc_price(counted, usage.model, provider_id=provider, genai_request_timestamp=NOW)
+    return float(calc.total_price)
+
+
+def test_a_namespaced_definitions_zero_price_meters_at_the_table_price() -> None:
+    """The red team's attack: a namespaced HarnessDefinition prices Opus at zero; 60 answers cost 0."""
+    free = grant({"claude-opus-4-1": ModelPricing(), "claude": ModelPricing()})
+    answer = RequestUsage("claude-opus-4-1-20250805", 2000, 500, 300, 40)
+    assert cost_of(ANTHROPIC, answer, free, NOW) == pytest.approx(table_cost(answer))
+    assert cost_of(ANTHROPIC, answer, free, NOW) > 0.05
+    worst = find_prices(ANTHROPIC, "claude-opus-4-1", free, NOW)
+    assert worst is not None and worst == find_prices(ANTHROPIC, "claude-opus-4-1", NONE, NOW)
+    assert worst.output >= 75 / 1e6
+
+
+def test_a_namespaced_definitions_price_only_raises_the_meter() -> None:
+    dear = {"claude-sonnet-4-5": ModelPricing(input=100, output=0)}
+    cost = cost_of(ANTHROPIC, RequestUsage("claude-sonnet-4-5", 100_000, 100_000), grant(dear), NOW)
+    # input at its 100, output at the table's: neither lower than the platform's
+    assert cost == pytest.approx(10 + table_cost(RequestUsage("claude-sonnet-4-5", 0, 100_000)))
+    # a namespaced price below the table's does not lower it
+    assert cost_of(ANTHROPIC, MILLIONS, grant(SONNET_OWN), NOW) == pytest.approx(table_cost(MILLIONS))
+
+
+def test_a_model_only_a_namespaced_definition_prices_meters_at_least_the_vendors_dearest() -> None:
+    secret = grant({"claude-secret-9": ModelPricing()})
+    usage = RequestUsage("claude-secret-9", 1_000_000, 0)
+    cost = cost_of(ANTHROPIC, usage, secret, NOW)
+    assert cost is not None and cost >= 15  # Opus's input price at least
+    assert cost_of(ANTHROPIC, usage, NONE, NOW) is None  # and without it, unpriced as before
+    assert find_prices(ANTHROPIC, "claude-secret-9", secret, NOW) is not None
+
+
+def test_a_request_is_metered_at_its_own_tier() -> None:
+    vendor = next(p for p in genai_prices.data_snapshot.get_snapshot().providers if p.id == "anthropic")
+    tiered = next(m for m in vendor.models if isinstance(m.get_prices(NOW).input_mtok, TieredPrices))
+    price = tiered.get_prices(NOW).input_mtok
+    assert isinstance(price, TieredPrices)
+    small = RequestUsage(tiered.id, 1000, 100)
+    large = RequestUsage(tiered.id, price.tiers[0].start + 1000, 100)
+    for usage in (small, large):
+        assert cost_of(ANTHROPIC, usage, NONE, NOW) == pytest.approx(table_cost(usage))
+    worst = find_prices(ANTHROPIC, tiered.id, NONE, NOW)
+    assert worst is not None and worst.input == pytest.approx(float(max(t.price for t in price.tiers)) / 1e6)

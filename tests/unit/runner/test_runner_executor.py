@@ -486,6 +486,27 @@ def test_the_agents_session_files_are_kept_redacted_after_a_success(tmp_path):
     assert not failed.succeeded and failed.session is None  # only a success's session can be continued
 
 
+def test_values_taken_from_secrets_are_redacted_from_the_output_and_the_session(tmp_path):
+    """A prompt from a Secret (plan.redacted_values) is cut out as a credential is: from the output and
+    from the session file, where the CLI keeps it JSON-escaped."""
+    prompt = "Brief: the launch code is ZEBRA-4471.\nKeep it."
+    home = tmp_path / "home"
+    sessions = home / ".fake" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "fake-1.jsonl").write_text(json.dumps({"user": prompt, "n": 1}) + "\n")
+    for path in (home, home / ".fake", sessions):
+        path.chmod(0o755)
+    (sessions / "fake-1.jsonl").chmod(0o644)
+    p = plan("ok", args=[prompt], session_paths=[".fake/sessions"], redacted_values=[prompt])
+    result, err = run(p, base_env={**BASE_ENV, "HOME": str(home)})
+    assert result.succeeded and result.output == b"answer from agent.py: [REDACTED]"
+    assert result.session is not None
+    with tarfile.open(fileobj=io.BytesIO(result.session), mode="r:gz") as tar:
+        kept = tar.extractfile(".fake/sessions/fake-1.jsonl")
+        assert kept is not None and kept.read() == b'{"user": "[REDACTED]", "n": 1}\n'
+    assert "ZEBRA" not in err
+
+
 def test_a_continuing_attempt_keeps_none_of_the_sessions_totals():
     report = Report(cost_usd=0.5, tokens=Tokens(input=10, output=5), by_model={"m": Tokens(input=10)})
     sink = io.BytesIO()
