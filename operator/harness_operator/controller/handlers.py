@@ -1,7 +1,8 @@
 """kopf registrations only: each handler hands its call to the Controller (wiring.py) that __main__ put
-in kopf's memo. kopf handles budgets' ticks and deletions, schedules and definitions' statuses: a few
-objects each. Runs are not kopf's: their watch cache (run_cache.py) drives them, and the reconciler reads
-definitions and budgets from watch caches of its own (reference_cache.py), warm in a standby too."""
+in kopf's memo. kopf tells of budgets, schedules and definitions (event handlers only: no finalizer, no
+annotations), a few objects each. Runs are not kopf's: their watch cache (run_cache.py) drives them, and
+the reconciler reads definitions and budgets from watch caches of its own (reference_cache.py), warm in a
+standby too."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ import kopf
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.controller.reference_cache import build_budget_ref
 from harness_operator.controller.wiring import Controller
-
-BUDGET_RESYNC_SECONDS = 5.0
 
 
 def memo_for(controller: Controller) -> kopf.Memo:
@@ -43,22 +42,25 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
 
-@kopf.timer(GROUP, VERSION, "harnessbudgets", interval=BUDGET_RESYNC_SECONDS)
-def budget_tick(namespace: str | None, body: kopf.Body, status: Any, memo: kopf.Memo, **_: Any) -> None:
-    """Keep the budget's ledger settled and its status current, and start the runs waiting for it when
-    the period rolled over (no event marks that moment; a tick does)."""
+@kopf.on.event(GROUP, VERSION, "harnessbudgets")
+def budget_event(
+    namespace: str | None, name: str, body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any
+) -> None:
+    """Every budget at startup and on each change: the controller keeps its ledger settled and its
+    status current from then on, on a tick of its own (no event marks a period's end). An event handler,
+    like the definitions': kopf holds no finalizer on a budget (a kopf timer would, and after `helm
+    uninstall` nobody would remove it, leaving the namespace Terminating); a deleted budget's ledger goes
+    too, and the runs it held waiting are woken (an operator that was down missed the deletion: the
+    ledger is replaced when a budget of the same name is created again)."""
+    if not namespace:
+        return
+    controller = _controller(memo)
+    if type == "DELETED":
+        controller.forget_budget(namespace, name, str(body.metadata.uid or ""))
+        return
     budget = build_budget_ref(body)
-    if namespace and budget is not None:
-        _controller(memo).reconcile_budget(budget, namespace, dict(status or {}))
-
-
-@kopf.on.delete(GROUP, VERSION, "harnessbudgets", optional=True)
-def budget_deleted(namespace: str | None, name: str, uid: str, memo: kopf.Memo, **_: Any) -> None:
-    """A deleted budget's ledger goes too, and the runs it held waiting are woken (optional: no
-    finalizer holds the budget for it; a ledger an operator that was down missed is replaced when a
-    budget of the same name is created again)."""
-    if namespace:
-        _controller(memo).forget_budget(namespace, name, uid)
+    if budget is not None:
+        controller.budget_seen(budget, namespace, dict(body.get("status") or {}))
 
 
 @kopf.on.event(GROUP, VERSION, "harnessschedules")

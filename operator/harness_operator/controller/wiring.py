@@ -29,6 +29,7 @@ from harness_operator.core.fairqueue import QueueEntry
 
 log = structlog.get_logger("harness_operator")
 MAX_RETRIES = 6  # of a schedule's or a definition's status: their next event or tick tries again
+BUDGET_TICK_SECONDS = 5.0  # a budget's ledger settled and its status written again
 CHILD_WORKERS = 4
 
 
@@ -95,6 +96,7 @@ class Controller:
         schedules: ScheduleReconciler | None = None,
         runs: RunStore | None = None,
         references: ReferenceStore | None = None,
+        budget_tick_seconds: float = BUDGET_TICK_SECONDS,
     ) -> None:
         self.reconciler = reconciler  # runs, with their budgets (reconciler.budgets)
         self.runs = RunStore() if runs is None else runs  # __main__'s, which a watch fills
@@ -111,6 +113,8 @@ class Controller:
         self._children: KeyedQueue | None = None
         self._wake: KeyedQueue | None = None
         self.retries = DueQueue("reconcile-retries")  # temporary failures, and work off the watch threads
+        self._budgets: dict[tuple[str, str], tuple[BudgetRef, dict[str, Any]]] = {}  # as last seen
+        self.budget_tick_seconds = budget_tick_seconds
         reconciler.wake_later = self.wake_after
         reconciler.queue_source = CachedQueue(self.runs)
         if references is not None:
@@ -258,9 +262,41 @@ class Controller:
         for key in self.reconciler.budgets.reconcile(budget, namespace, status):
             self.reconcile_retrying(*key)
 
+    def budget_seen(self, budget: BudgetRef, namespace: str, status: dict[str, Any]) -> None:
+        """A budget listed or changed: reconciled now, then every `budget_tick_seconds` (no event marks a
+        period's end) on the operator's own heap, not a kopf timer, which would hold a finalizer on every
+        budget: after `helm uninstall`, nothing would remove it, and the namespace would never delete."""
+        with self._lock:
+            fresh = (namespace, budget.name) not in self._budgets
+            self._budgets[(namespace, budget.name)] = (budget, status)
+        if fresh:
+            self.retries.start()
+            self.retries.schedule(
+                ("budget-tick", namespace, budget.name), 0, partial(self._tick_budget, namespace, budget.name)
+            )
+
+    def _tick_budget(self, namespace: str, name: str) -> None:
+        with self._lock:
+            seen = self._budgets.get((namespace, name))
+        if seen is None or self._stopped.is_set():
+            return
+        try:
+            self.reconcile_budget(seen[0], namespace, seen[1])
+        except Exception as exc:  # every error goes through the one classifier; the next tick retries
+            verdict = classify(exc)
+            metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
+            log.warning(
+                "Budget not reconciled; retrying", budget=f"{namespace}/{name}", error=verdict.message
+            )
+        again = partial(self._tick_budget, namespace, name)
+        self.retries.schedule(("budget-tick", namespace, name), self.budget_tick_seconds, again)
+
     def forget_budget(self, namespace: str, name: str, uid: str) -> None:
-        """A deleted budget: the runs it held waiting are reconciled (they start if nothing else holds
-        them)."""
+        """A deleted budget: ticked no more, and the runs it held waiting are reconciled (they start if
+        nothing else holds them)."""
+        with self._lock:
+            self._budgets.pop((namespace, name), None)
+        self.retries.forget(("budget-tick", namespace, name))
         if self._stopped.is_set():
             return
         for key in self.reconciler.budgets.forget(namespace, name, uid):

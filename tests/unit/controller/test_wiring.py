@@ -17,6 +17,7 @@ from harness_operator.controller.reference_cache import (
     CLUSTER_DEFINITION_KIND,
     DEFINITION_KIND,
     ReferenceStore,
+    build_budget_ref,
 )
 from harness_operator.controller.run_cache import RUN_KIND, RunStore
 from harness_operator.controller.wiring import CachedBudgets, CachedDefinitions, Controller
@@ -354,3 +355,68 @@ def test_a_stopped_controller_acts_on_nothing_more() -> None:
     controller.wake_after("ns", "a", 0)
     time.sleep(0.3)
     assert waking.calls == []
+
+
+class TickedBudgets:
+    """Stands in for BudgetReconciler: records each reconcile's status; the second one fails (503)."""
+
+    def __init__(self) -> None:
+        self.source = None
+        self.statuses: list[dict[str, Any]] = []
+        self.forgotten: list[tuple[str, str, str]] = []
+        self.ticked = threading.Event()
+
+    def reconcile(self, budget: Any, namespace: str, status: dict[str, Any]) -> list[tuple[str, str]]:
+        self.statuses.append(status)
+        if len(self.statuses) >= 4:
+            self.ticked.set()
+        if len(self.statuses) == 2:
+            raise ApiException(status=503, reason="Service Unavailable")
+        return [(namespace, "waiting")]
+
+    def forget(self, namespace: str, name: str, uid: str) -> list[tuple[str, str]]:
+        self.forgotten.append((namespace, name, uid))
+        return []
+
+
+def budget_ref(name: str = "team") -> Any:
+    return build_budget_ref({"metadata": {"name": name, "uid": "u1"}, "spec": {"period": "daily", "limits": {"maxRuns": 1}}})
+
+
+def test_a_budget_is_ticked_on_the_controllers_own_heap_and_a_failure_waits_for_the_next_tick() -> None:
+    waking = WakingReconciler(expected=1)
+    budgets = TickedBudgets()
+    waking.budgets = budgets  # type: ignore[assignment]
+    controller = Controller(waking, budget_tick_seconds=0.05)  # type: ignore[arg-type]
+    controller.budget_seen(budget_ref(), "ns", {"runs": 1})
+    controller.budget_seen(budget_ref(), "ns", {"runs": 2})  # a change: the same tick, the newer status
+    assert budgets.ticked.wait(10), budgets.statuses
+    assert budgets.statuses[-1] == {"runs": 2}
+    assert ("ns", "waiting") in waking.calls  # the runs the budget may have held, reconciled
+    assert len(controller.retries) == 1  # one tick chain per budget, however often it was seen
+
+
+def test_a_deleted_budget_is_forgotten_and_ticked_no_more() -> None:
+    waking = WakingReconciler(expected=1)
+    budgets = TickedBudgets()
+    waking.budgets = budgets  # type: ignore[assignment]
+    controller = Controller(waking, budget_tick_seconds=0.05)  # type: ignore[arg-type]
+    controller.budget_seen(budget_ref(), "ns", {})
+    controller.forget_budget("ns", "team", "u1")
+    time.sleep(0.2)
+    assert budgets.forgotten == [("ns", "team", "u1")]
+    assert len(budgets.statuses) <= 1 and not len(controller.retries)
+
+
+def test_no_kopf_handler_holds_a_finalizer() -> None:
+    """A finalizer nobody removes once the operator is uninstalled keeps its object's namespace
+    Terminating: no kind's handler may ask kopf for one (a kopf timer or daemon, a mandatory on.delete)."""
+    import kopf
+
+    import harness_operator.controller.handlers  # noqa: F401  (registers the handlers)
+
+    registry = kopf.get_default_registry()
+    handlers = [*registry._spawning.get_all_handlers(), *registry._changing.get_all_handlers()]
+    assert [h.id for h in handlers if h.requires_finalizer] == []
+    watched = {h.selector.any_name for h in registry._watching.get_all_handlers() if h.selector}
+    assert "harnessbudgets" in watched
