@@ -7,18 +7,29 @@ too."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.mcp import McpStub
 
-from .conftest import STUB_HOST, Runs
+from .conftest import STUB_HOST, Runs, install_chart
 from .test_agents import ROUTES, agent_run
 
 TOKEN = "mcp-e2e-token-7"
 GRANT = {"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def stub_host_allowed(release: str) -> Iterator[None]:
+    """The MCP stub listens on the node's address, which MCP servers may not use unless the platform
+    allows it (chart value mcp.allowedCIDRs), as a platform allows its own internal servers."""
+    install_chart("--set", f"mcp.allowedCIDRs={{{STUB_HOST}/32}}")
+    try:
+        yield
+    finally:
+        install_chart()
 
 
 def docs_server(url: str) -> dict[str, Any]:

@@ -107,3 +107,23 @@ topologySpreadConstraints:
       matchLabels:
         {{- .labels | nindent 8 }}
 {{- end -}}
+
+{{/* The operator's ServiceAccount as the API server names it in request.userInfo.username. */}}
+{{- define "harness-operator.serviceAccountUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "harness-operator.serviceAccountName" .) -}}
+{{- end -}}
+
+{{/* The sandbox pods a gateway admits: those labelled as the operator's (a label the admission policy
+<release>-operator-pods lets only the operator's Jobs give their pods), in the namespaces this release
+watches (watchNamespaces; every namespace when it watches all). */}}
+{{- define "harness-operator.sandboxPeer" -}}
+{{- if .Values.watchNamespaces }}
+- namespaceSelector:
+    matchExpressions:
+      - {key: kubernetes.io/metadata.name, operator: In, values: {{ toJson .Values.watchNamespaces }}}
+{{- else }}
+- namespaceSelector: {}
+{{- end }}
+  podSelector:
+    matchLabels: {app.kubernetes.io/managed-by: harness-operator}
+{{- end -}}

@@ -128,13 +128,14 @@ def test_the_admission_policy_checks_with_as_validate_does(name: str, field: str
 def test_policies_are_bound_and_never_match_the_status_subresource() -> None:
     objects = render_policies()
     assert sorted(objects) == [
-        "ValidatingAdmissionPolicy/definitions",
-        "ValidatingAdmissionPolicy/runs",
-        "ValidatingAdmissionPolicy/schedules",
-        "ValidatingAdmissionPolicyBinding/definitions",
-        "ValidatingAdmissionPolicyBinding/runs",
-        "ValidatingAdmissionPolicyBinding/schedules",
+        f"{kind}/{name}"
+        for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+        for name in ("definitions", "mcp-servers", "operator-pods", "run-user", "runs", "schedules")
     ]
+    for name in ("mcp-servers", "operator-pods", "run-user"):
+        assert objects[f"ValidatingAdmissionPolicy/{name}"]["spec"]["failurePolicy"] == "Fail"
+        binding = objects[f"ValidatingAdmissionPolicyBinding/{name}"]["spec"]
+        assert binding == {"policyName": f"r-harness-operator-{name}", "validationActions": ["Deny"]}
     for name in ("runs", "definitions", "schedules"):
         policy = objects[f"ValidatingAdmissionPolicy/{name}"]["spec"]
         assert policy["failurePolicy"] == "Fail"
@@ -319,3 +320,70 @@ def test_the_schedules_policy_is_scoped_and_switched_off_with_the_others() -> No
         "team-a"
     ]
     assert "ValidatingAdmissionPolicy/schedules" not in render_policies("admission.enabled=false")
+
+
+def resources(policy: dict[str, Any]) -> dict[str, list[str]]:
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert all(r["operations"] == ["CREATE", "UPDATE"] for r in rules)
+    return {r["apiGroups"][0]: sorted(r["resources"]) for r in rules}
+
+
+def test_only_the_operator_and_the_job_controller_make_pods_with_the_operators_label() -> None:
+    """Every kind whose controller makes pods from a template a tenant writes is judged, and pods
+    themselves; the operator's ServiceAccount and the exempt groups are never judged; only the listed
+    pod creators (the Job controller) may give a pod the label."""
+    policy = render_policies()["ValidatingAdmissionPolicy/operator-pods"]
+    assert resources(policy) == {
+        "": ["persistentvolumeclaims", "pods", "replicationcontrollers"],
+        "batch": ["cronjobs", "jobs"],
+        "apps": ["daemonsets", "deployments", "replicasets", "statefulsets"],
+    }
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"].startswith(
+        "request.userInfo.username != 'system:serviceaccount:default:r-harness-operator'"
+    )
+    assert '["system:masters"]' in condition["expression"]
+    assert variable(policy, "podCreator").endswith(
+        'request.userInfo.username in ["system:serviceaccount:kube-system:job-controller"]'
+    )
+    label = "'app.kubernetes.io/managed-by' in l && l['app.kubernetes.io/managed-by'] == 'harness-operator'"
+    assert label in variable(policy, "labelled") and label in variable(policy, "objectLabelled")
+    own = render_policies(
+        "admission.operatorPods.podCreators={system:kube-controller-manager}",
+        "admission.operatorPods.exemptGroups=null",
+        "serviceAccount.name=ops",
+    )["ValidatingAdmissionPolicy/operator-pods"]
+    assert variable(own, "podCreator").endswith('["system:kube-controller-manager"]')
+    assert "'system:serviceaccount:default:ops'" in own["spec"]["matchConditions"][0]["expression"]
+
+
+def test_mcp_urls_are_judged_for_runs_schedules_and_definitions_with_the_operators_ranges() -> None:
+    from harness_operator.core.mcp import MCP_REFUSED_CIDRS
+
+    policy = render_policies()["ValidatingAdmissionPolicy/mcp-servers"]
+    assert resources(policy) == {
+        "agentharness.dev": ["harnessdefinitions", "harnessruns", "harnessschedules"]
+    }
+    assert json.loads(variable(policy, "refused")) == [str(n) for n in MCP_REFUSED_CIDRS]
+    assert json.loads(variable(policy, "allowedCIDRs")) == []
+    allowed = render_policies("mcp.allowedCIDRs={10.88.0.1/32}", "mcp.allowedHosts={*.tools.svc}")
+    policy = allowed["ValidatingAdmissionPolicy/mcp-servers"]
+    assert json.loads(variable(policy, "allowedCIDRs")) == ["10.88.0.1/32"]
+    assert json.loads(variable(policy, "allowedHosts")) == ["*.tools.svc"]
+    (check,) = policy["spec"]["validations"]
+    assert "chart value mcp.allowedCIDRs or mcp.allowedHosts" in check["messageExpression"]
+
+
+def test_the_user_label_is_judged_by_the_encoding_the_operator_documents() -> None:
+    """core/naming.encode_user_label and the policy write a username the same way."""
+    from harness_operator.core.naming import encode_user_label
+
+    policy = render_policies()["ValidatingAdmissionPolicy/run-user"]
+    assert resources(policy) == {"agentharness.dev": ["harnessruns", "harnessschedules"]}
+    assert variable(policy, "user") == (
+        "request.userInfo.username.replace('_', '__').replace('@', '_at_').replace(':', '_c_')"
+    )
+    assert variable(policy, "encodable") == (
+        "variables.user.matches('^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$')"
+    )
+    assert encode_user_label("a_b@c:d") == "a__b_at_c_c_d"

@@ -3,6 +3,7 @@ probes, the optional ServiceMonitor, and every env var it sets is a setting the 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -379,6 +380,9 @@ def test_admission_bindings_cover_only_the_watched_namespaces() -> None:
     ]
     assert sorted(b["spec"]["policyName"] for b in scoped) == [
         "harness-operator-definitions",
+        "harness-operator-mcp-servers",
+        "harness-operator-operator-pods",
+        "harness-operator-run-user",
         "harness-operator-runs",
         "harness-operator-schedules",
     ]
@@ -568,3 +572,60 @@ def test_the_worker_chart_binds_only_in_the_namespaces_it_is_given() -> None:
     bindings = [d for d in docs if d["kind"] == "RoleBinding"]
     assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b"}
     assert all(b["roleRef"]["kind"] == "ClusterRole" for b in bindings)
+
+
+SANDBOX_PEER = {"app.kubernetes.io/managed-by": "harness-operator"}
+
+
+def sandbox_peers(policy: dict[str, Any], port: int) -> list[dict[str, Any]]:
+    """The peers a gateway's NetworkPolicy admits to `port`."""
+    return [
+        peer
+        for rule in policy["spec"]["ingress"]
+        if any(p["port"] == port for p in rule["ports"])
+        for peer in rule["from"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "namespaces"),
+    [((), {}), (("watchNamespaces={team-a,team-b}",), {"key": "kubernetes.io/metadata.name"})],
+)
+def test_the_gateways_admit_only_pods_with_the_label_the_admission_policy_keeps_the_operators(
+    settings: tuple[str, ...], namespaces: dict[str, str]
+) -> None:
+    """Both gateways admit sandboxes by the operator's label, which only the operator's Jobs can give a
+    pod (the operator-pods policy: its ServiceAccount and the Job controller), and only in the namespaces
+    the release watches, where that policy binds."""
+    docs = render(*settings)
+    egress = one(docs, "NetworkPolicy", gateway=True)
+    model = one(docs, "NetworkPolicy", model=True)
+    for policy, port in ((egress, 3128), (model, 8080)):
+        (peer,) = sandbox_peers(policy, port)
+        assert peer["podSelector"] == {"matchLabels": SANDBOX_PEER}
+        if namespaces:
+            assert peer["namespaceSelector"] == {
+                "matchExpressions": [{**namespaces, "operator": "In", "values": ["team-a", "team-b"]}]
+            }
+        else:
+            assert peer["namespaceSelector"] == {}
+    (pods,) = [
+        d
+        for d in docs
+        if d["metadata"]["name"] == "harness-operator-operator-pods"
+        and d["kind"] == "ValidatingAdmissionPolicy"
+    ]
+    conditions = {c["name"]: c["expression"] for c in pods["spec"]["matchConditions"]}
+    assert (
+        "request.userInfo.username != 'system:serviceaccount:harness-system:harness-operator'"
+        in (conditions["not-the-operator"])
+    )
+    assert "harness-operator" in json.dumps(pods["spec"]["variables"])
+
+
+def test_the_operator_is_told_where_mcp_servers_may_be_as_admission_is() -> None:
+    env = env_of(render("mcp.allowedCIDRs={10.20.0.0/16,fd00::/8}", "mcp.allowedHosts={*.tools.svc}"))
+    config = OperatorConfig.from_env(env)
+    assert config.mcp_allowed_cidrs == ("10.20.0.0/16", "fd00::/8")
+    assert config.mcp_allowed_hosts == ("*.tools.svc",)
+    assert OperatorConfig.from_env(env_of(render())).mcp_allowed_cidrs == ()
