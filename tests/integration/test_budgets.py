@@ -2,7 +2,7 @@
 while its budget is spent and starts when the rolling window moves on, or when the budget is deleted; two concurrent runs reserve caps
 that together stay within the budget; the spend survives a SIGKILL of the operator, and deleting or
 relabelling runs gives none of it back (the red team's refund attacks); two writers of one ledger
-never lose each other's change."""
+never lose each other's change; a budget's namespace deletes with the operator uninstalled (no finalizer)."""
 
 from __future__ import annotations
 
@@ -277,3 +277,47 @@ def test_two_writers_of_one_ledger_keep_both_changes(kube: client.ApiClient, nam
     assert LedgerStore(Kube(kube), namespace).get("team", "b", "uid-2").open == []
     first.forget("team", "b")
     assert Kube(kube).fetch_config_map(namespace, "budget-ledger.team.b") is None
+
+
+def finalizers(api: Api, name: str) -> list[str]:
+    budget = api.custom.get_namespaced_custom_object(GROUP, VERSION, api.ns, BUDGETS, name)
+    return list(budget["metadata"].get("finalizers") or [])
+
+
+def test_a_budgets_namespace_deletes_after_the_operator_is_uninstalled(
+    api: Api, operator: OperatorProcess
+) -> None:
+    """Red team 49, item 16: kopf's timer held a finalizer on every HarnessBudget, which nobody removed
+    once `helm uninstall` took the operator away: the namespace hung in Terminating."""
+    create_budget(api, "kept", {"period": "daily", "limits": {"maxRuns": 5}})
+    # A budget an older release ticked: it still bears that release's finalizer, which kopf takes off.
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HarnessBudget",
+        "metadata": {"name": "older", "finalizers": [f"{GROUP}/finalizer"]},
+        "spec": {"period": "daily", "limits": {"maxRuns": 5}},
+    }
+    api.custom.create_namespaced_custom_object(GROUP, VERSION, api.ns, BUDGETS, body)
+    for name in ("kept", "older"):  # the operator has acted on both: their status is written
+        wait_until(lambda n=name: budget_status(api, n).get("periodEnd"), timeout=30, what=f"{name}'s status")
+    wait_until(lambda: finalizers(api, "older") == [], timeout=30, what="the older release's finalizer gone")
+    assert finalizers(api, "kept") == []
+    operator.stop()  # as `helm uninstall` takes the operator away
+    try:
+        api.core.delete_namespace(api.ns)
+
+        def deleted() -> bool:
+            try:
+                api.core.read_namespace(api.ns)
+            except client.ApiException as exc:
+                return exc.status == 404
+            return False
+
+        wait_until(
+            deleted,
+            timeout=120,
+            what=f"namespace {api.ns} deleted",
+            diagnose=lambda: str(api.core.read_namespace(api.ns).status),
+        )
+    finally:
+        operator.start()
