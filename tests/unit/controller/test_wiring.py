@@ -380,7 +380,9 @@ class TickedBudgets:
 
 
 def budget_ref(name: str = "team") -> Any:
-    return build_budget_ref({"metadata": {"name": name, "uid": "u1"}, "spec": {"period": "daily", "limits": {"maxRuns": 1}}})
+    return build_budget_ref(
+        {"metadata": {"name": name, "uid": "u1"}, "spec": {"period": "daily", "limits": {"maxRuns": 1}}}
+    )
 
 
 def test_a_budget_is_ticked_on_the_controllers_own_heap_and_a_failure_waits_for_the_next_tick() -> None:
