@@ -5,12 +5,16 @@ API server as the operator writes them, and the vendor stubs as upstreams.
 Checked: the vendor sees the gateway's key and never the attempt's token; answers pass unchanged and
 are metered from the vendor's own usage; a token is refused once its attempt leaves the grant, and a
 token never opens another run's grant; concurrent streams of one attempt across both replicas, one of
-them killed mid-request, end refused at the cap, overspending by at most the clamped worst cases.
+them killed mid-request, end refused at the cap, overspending by at most the clamped worst cases. With
+the operator's own grant writer and meter reader (red team 49): a run's cap binds all its attempts
+together, a token is live only from its attempt's start, spend through any of the run's tokens is in its
+cost, and a namespace named `model` never takes (nor is given) another run's grant.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -31,7 +35,8 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.api.reasons import Reason
+from harness_operator.api.v1alpha1 import Attempt, HarnessDefinitionSpec, HarnessRun
 from harness_operator.contract.model_access import (
     MeteredUsage,
     ModelAttemptGrant,
@@ -39,13 +44,21 @@ from harness_operator.contract.model_access import (
     build_meter_reader_token,
     token_sha256,
 )
+from harness_operator.controller.grants import Grants
+from harness_operator.controller.kube import Kube
+from harness_operator.controller.metering import AttemptMetering, MeterReader
 from harness_operator.core.config import OperatorConfig
+from harness_operator.core.egress import grant_name as egress_grant_name
+from harness_operator.core.metered import build_metered_usage
 from harness_operator.core.model_route import (
     build_model_grant_map,
     model_grant_name,
     model_token,
+    route_targets,
     without_attempts,
 )
+from harness_operator.core.resolution import AttemptTarget, RunFailure
+from harness_operator.core.usage import sum_usage
 from tests.monitoring import dashboard_queries_by_source
 from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.gemini import GeminiStub
@@ -99,10 +112,10 @@ class Env:
             {"metadata": metadata, "spec": {"provider": "claude", "prompt": "x"}}
         )
 
-    def grant(self, name: str, uid: str, attempts: dict[str, ModelAttemptGrant]) -> HarnessRun:
-        """Write the run's grant as the operator does: once, before the run's first request."""
+    def grant(self, name: str, uid: str, attempts: dict[str, ModelAttemptGrant], **caps: Any) -> HarnessRun:
+        """Write the run's grant as the operator does: before the run's first request."""
         run = self.run(name, uid)
-        grant = ModelGrant(namespace="team-a", run=name, uid=uid, attempts=attempts)
+        grant = ModelGrant(namespace="team-a", run=name, uid=uid, attempts=attempts, **caps)
         body = build_model_grant_map(run, self.config, grant)
         core = client.CoreV1Api(self.kube)
         try:
@@ -113,9 +126,9 @@ class Env:
             core.replace_namespaced_config_map(body["metadata"]["name"], RELEASE_NAMESPACE, body)
         return run
 
-    def attempt(self, run: HarnessRun, index: int, **caps: Any) -> tuple[str, ModelAttemptGrant]:
+    def attempt(self, run: HarnessRun, index: int) -> tuple[str, ModelAttemptGrant]:
         token = model_token(run, self.config, index)
-        return token, ModelAttemptGrant(token_sha256=token_sha256(token), vendor="anthropic", **caps)
+        return token, ModelAttemptGrant(token_sha256=token_sha256(token), vendor="anthropic")
 
     def meter(self, gateway: Gateway, uid: str, attempt: int) -> MeteredUsage:
         request = urllib.request.Request(
@@ -339,8 +352,8 @@ async def _stream(session: aiohttp.ClientSession, url: str, token: str) -> int:
 def test_concurrent_streams_across_replicas_end_at_the_cap_with_one_replica_killed(env: Env) -> None:
     cap = 0.1
     run = env.run("capped", "uid-capped")
-    token, attempt = env.attempt(run, 1, max_cost_usd=cap)
-    env.grant("capped", "uid-capped", {"1": attempt})
+    token, attempt = env.attempt(run, 1)
+    env.grant("capped", "uid-capped", {"1": attempt}, max_cost_usd=cap)
     anthropic: AnthropicStub = env.stubs["anthropic"]
     anthropic.delay = 1.0  # the model thinks: requests overlap
     victim, survivor = env.gateways[0], env.gateways[1]
@@ -388,3 +401,196 @@ def test_concurrent_streams_across_replicas_end_at_the_cap_with_one_replica_kill
         f"\nmeasured: {meter.requests} answered, {meter.refused} refused, {meter.reserved_usd:.4f} USD held by "
         f"the killed replica, {spent:.4f} of {cap} USD spent or held"
     )
+
+
+# --- red team 49: one meter and one cap per run across its attempts; grants that never collide ----------
+
+# What the Anthropic stub bills an answer to MESSAGE (its fixed usage at claude-sonnet-4-5's table prices).
+BILLED_USD = 0.0046095
+ROUTED_CLAUDE = HarnessDefinitionSpec.model_validate(
+    {
+        "binary": "claude",
+        "modelRoute": {
+            "vendor": "anthropic",
+            "env": [
+                {"name": "ANTHROPIC_BASE_URL", "value": "$(HARNESS_MODEL_GATEWAY_URL)"},
+                {"name": "ANTHROPIC_API_KEY", "value": "$(HARNESS_MODEL_GATEWAY_TOKEN)"},
+            ],
+        },
+    }
+)
+
+
+def operator_side(env: Env, gateway: Gateway) -> tuple[OperatorConfig, Grants]:
+    """The operator's own grant writer on the real API server, its meter reader on `gateway`'s admin port."""
+    config = OperatorConfig(
+        model_gateway_service="127.0.0.1",
+        model_gateway_admin_port=gateway.admin,
+        model_gateway_namespace=RELEASE_NAMESPACE,
+        model_gateway_vendors=("anthropic",),
+        model_gateway_key=KEY,
+        egress_gateway_service="egress.invalid",
+        egress_gateway_namespace=RELEASE_NAMESPACE,
+        egress_gateway_key="egress-test-key",
+    )
+    return config, Grants(Kube(env.kube), config)
+
+
+def routed_run(
+    config: OperatorConfig, name: str, attempts: int, namespace: str = "team-a", **spec: Any
+) -> tuple[HarnessRun, list[AttemptTarget]]:
+    run = HarnessRun.model_validate(
+        {
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
+            "spec": {"provider": "claude", "prompt": "x", "retry": {"limit": attempts - 1}, **spec},
+        }
+    )
+    targets = [AttemptTarget(i, "claude", ROUTED_CLAUDE, 1) for i in range(1, attempts + 1)]
+    return run, route_targets(run, targets, config)
+
+
+def spend(url: str, token: str, until: int | None = None, times: int = 100) -> tuple[int, list[int]]:
+    """Post MESSAGE with `token` `times` times or until the answer is `until`: (answers the vendor gave,
+    the statuses seen)."""
+    statuses = []
+    for _ in range(times):
+        statuses.append(post(url, token, MESSAGE)[0])
+        if statuses[-1] == until:
+            break
+    return statuses.count(200), statuses
+
+
+def refused(url: str, token: str) -> bool:
+    """Whether the gateway refuses the token (401), asked on a path it never forwards: nothing is spent."""
+    return post(url.replace("/v1/messages", "/v1/not-forwarded"), token, {})[0] == 401
+
+
+def test_a_runs_cap_binds_all_its_attempts_and_a_token_is_live_only_while_its_attempt_runs(env: Env) -> None:
+    """Red team 49, item 5: each attempt's grant carried the whole cap (three attempts spent 0.09 USD of a
+    0.05 maxCostUSD), and every attempt's token was live from the first attempt's start."""
+    cap = 0.05
+    config, grants = operator_side(env, env.gateways[1])
+    run, targets = routed_run(config, "sum-capped", 3, limits={"maxCostUSD": cap})
+    # Every attempt's token is in the plan Secret from the start: an `edit` user can read them all.
+    secrets = grants.write(run, targets)
+    tokens = {i: secrets[f"model-env-{i}-ANTHROPIC_API_KEY"] for i in (1, 2, 3)}
+    url = f"{env.gateways[0].url}/anthropic/v1/messages"
+    stub: AnthropicStub = env.stubs["anthropic"]
+    before = len(stub.requests)
+    grants.admit(run, targets, 1)  # the operator starts attempt 1: its token, and only its, is live
+    answered, _ = spend(url, tokens[1], times=3)
+    assert answered == 3
+    for later in (2, 3):  # not started: refused, and nothing reaches the vendor
+        status, body = post(url, tokens[later], MESSAGE)
+        assert status == 401, body
+    assert len(stub.requests) - before == 3
+    # Attempt 1 fails (a retry can cure it); the operator reads its meter (revoking it), starts attempt 2.
+    grants.revoke_attempt(run, 1)
+    wait_until(lambda: refused(url, tokens[1]) or None, timeout=10, what="attempt 1's refusal")
+    grants.admit(run, targets, 2)
+    more, statuses = spend(url, tokens[2], until=400)
+    assert statuses[-1] == 400 and more > 0, statuses  # refused at the run's cap, Anthropic's shape
+    answered += more
+    grants.revoke_attempt(run, 2)
+    grants.admit(run, targets, 3)
+    status, body = post(url, tokens[3], MESSAGE)  # the cap is the run's: attempt 3 gets nothing more
+    assert status == 400 and b"all its attempts together" in body, body
+    reader = MeterReader(config)
+    whole = reader.read(run.metadata["uid"], None)
+    each = [reader.read(run.metadata["uid"], i) for i in (1, 2, 3)]
+    assert whole.cost_usd + whole.reserved_usd <= cap + 1e-9, whole  # the sum, bound by maxCostUSD
+    assert len(stub.requests) - before == answered  # what reached the vendor
+    assert whole.cost_usd == pytest.approx(answered * BILLED_USD)  # the run's meter is what it billed
+    assert sum(m.cost_usd for m in each) == pytest.approx(whole.cost_usd)
+    assert [m.requests for m in each] == [3, more, 0] and each[2].refused == 1
+    print(f"\nmeasured: {answered} answers over 3 attempts, {whole.cost_usd:.6f} of {cap} USD spent")
+
+
+def test_spend_through_an_attempt_that_never_ran_is_counted_in_the_runs_cost(env: Env) -> None:
+    """Red team 49, item 5: spend through a token whose attempt no status records (its grant written, its
+    Job never made) was never read: the run showed cost 0. At the run's end its meter is read whole."""
+    config, grants = operator_side(env, env.gateways[0])
+    run, targets = routed_run(config, "unread", 2)
+    tokens = grants.write(run, targets)
+    url = f"{env.gateways[1].url}/anthropic/v1/messages"
+    stub: AnthropicStub = env.stubs["anthropic"]
+    before = len(stub.requests)
+    grants.admit(run, targets, 1)
+    assert spend(url, tokens["model-env-1-ANTHROPIC_API_KEY"], times=2)[0] == 2
+    grants.revoke_attempt(run, 1)
+    reader = MeterReader(config)
+    first = build_metered_usage(reader.read(run.metadata["uid"], 1), None)  # attempt 1's reading
+    grants.admit(run, targets, 2)  # its token is live; its Job is never created (the run then fails)
+    assert spend(url, tokens["model-env-2-ANTHROPIC_API_KEY"], times=3)[0] == 3
+    metering = AttemptMetering(Kube(env.kube), config, grants, reader)
+    recorded = [Attempt(index=1, provider="claude", usage=first)]  # status knows of attempt 1 only
+    rest = metering.meter_run(run, recorded, retry=0)
+    assert rest is not None and rest.cost_usd == pytest.approx(3 * BILLED_USD), rest
+    billed = (len(stub.requests) - before) * BILLED_USD
+    assert sum_usage([first, rest]).cost_usd == pytest.approx(billed) == pytest.approx(5 * BILLED_USD)
+    # The run's grant went before the reading: its tokens spend nothing more.
+    name = model_grant_name("team-a", "unread")
+    assert Kube(env.kube).fetch_config_map(RELEASE_NAMESPACE, name) is None
+    token = tokens["model-env-2-ANTHROPIC_API_KEY"]
+    wait_until(lambda: refused(url, token) or None, timeout=10, what="the ended run's refusal")
+
+
+def test_a_namespace_named_model_never_takes_another_runs_grant(env: Env) -> None:
+    """Red team 49, item 15: egress grants `<ns>.<run>` and model grants `model.<ns>.<run>` shared one
+    namespace's names: run `team-a.review` of namespace `model` and run `review` of `team-a` had one."""
+    config, grants = operator_side(env, env.gateways[0])
+    core = client.CoreV1Api(env.kube)
+    egress_name = egress_grant_name("model", "team-a.review")
+    web = HarnessDefinitionSpec.model_validate(
+        {"binary": "tool", "egress": [{"host": "docs.example.com", "ports": [443]}]}
+    )
+    other = HarnessRun.model_validate(
+        {
+            "metadata": {"name": "team-a.review", "namespace": "model", "uid": "uid-model-ns"},
+            "spec": {"provider": "tool", "prompt": "x"},
+        }
+    )
+    created: list[str] = []
+    try:
+        grants.write(other, [AttemptTarget(1, "tool", web, 1)])
+        created.append(egress_name)
+        held = core.read_namespaced_config_map(egress_name, RELEASE_NAMESPACE)
+        run, targets = routed_run(config, "review", 1)
+        tokens = grants.write(run, targets)
+        grants.admit(run, targets, 1)
+        after = core.read_namespaced_config_map(egress_name, RELEASE_NAMESPACE)
+        assert after.metadata.resource_version == held.metadata.resource_version  # untouched
+        assert json.loads(after.data["grant.json"])["namespace"] == "model"
+        assert after.metadata.labels.get("agentharness.dev/egress-grant") == "true"
+        url = f"{env.gateways[0].url}/anthropic/v1/messages"
+        assert post(url, tokens["model-env-1-ANTHROPIC_API_KEY"], MESSAGE)[0] == 200  # its own grant
+
+        # A name held by another run's grant, or by no grant, is never written over: the run stops.
+        squatted, squatted_targets = routed_run(config, "squatted", 1)
+        name = model_grant_name("team-a", "squatted")
+        core.create_namespaced_config_map(RELEASE_NAMESPACE, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=name, labels={"agentharness.dev/model-grant": "true"}),
+            data={"grant.json": json.dumps({"namespace": "team-b", "run": "squatted", "uid": "u", "attempts": {}})},
+        ))  # fmt: skip
+        created.append(name)
+        with pytest.raises(RunFailure) as failure:
+            grants.admit(squatted, squatted_targets, 1)
+        assert failure.value.reason == Reason.ChildConflict and "team-b/squatted" in failure.value.message
+        kept = core.read_namespaced_config_map(name, RELEASE_NAMESPACE)
+        assert json.loads(kept.data["grant.json"])["namespace"] == "team-b"
+        # A deleted run of the same name left its grant: that one is replaced, its attempts not kept.
+        gone = model_grant_name("team-a", "review")
+        stale = ModelGrant.model_validate_json(
+            core.read_namespaced_config_map(gone, RELEASE_NAMESPACE).data["grant.json"]
+        )
+        assert stale.uid == "uid-review"
+        again = run.model_copy(update={"metadata": {**run.metadata, "uid": "uid-review-2"}})
+        grants.admit(again, targets, 1)
+        fresh = ModelGrant.model_validate_json(
+            core.read_namespaced_config_map(gone, RELEASE_NAMESPACE).data["grant.json"]
+        )
+        assert fresh.uid == "uid-review-2"
+    finally:
+        for name in created:
+            with contextlib.suppress(client.ApiException):
+                core.delete_namespaced_config_map(name, RELEASE_NAMESPACE)

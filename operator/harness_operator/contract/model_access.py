@@ -1,10 +1,11 @@
 """What the operator and the model gateway exchange: an attempt's gateway token, the run's grant (the
-ConfigMap in the gateway's namespace that says which tokens are live and what each may spend), and the
-metered usage the gateway keeps per attempt.
+ConfigMap in the gateway's namespace that says which tokens are live and what the run may spend), and the
+metered usage the gateway keeps per run and per attempt.
 
 The token names its grant and attempt and carries an HMAC of the run's UID under the operator's key, so a
-restarted operator derives the same one; the grant holds only its sha256. An attempt that has ended is
-no longer in its grant: the gateway refuses its token from then on.
+restarted operator derives the same one; the grant holds only its sha256. An attempt joins its grant when
+it starts and leaves it when it ends: the gateway refuses its token before and after. The caps are the
+run's: they bind the sum of all its attempts' spend, which the gateway keeps in one meter per run.
 """
 
 from __future__ import annotations
@@ -23,21 +24,18 @@ MODEL_GRANT_KEY = "grant.json"
 
 
 class ModelAttemptGrant(Model):
-    """One live attempt: its token's hash, the vendor route it may use and what it may spend."""
+    """One live attempt: its token's hash, the vendor route it may use, its prices and key."""
 
     token_sha256: str = Field(description="sha256 of the attempt's gateway token, hex.")
     vendor: str = Field(description="The vendor route the token opens (anthropic, openai, gemini).")
-    max_cost_usd: float | None = Field(
-        default=None, alias="maxCostUSD", description="Spend the gateway lets the attempt reach."
-    )
-    max_tokens: int | None = Field(default=None, description="Tokens the gateway lets the attempt use.")
     pricing: dict[str, ModelPricing] = Field(
         default_factory=dict,
         description="A namespaced HarnessDefinition's prices: they only raise the trusted price "
         "(contract/pricing.py).",
     )
     platform_pricing: dict[str, ModelPricing] | None = Field(
-        default=None, description="A ClusterHarnessDefinition's prices: trusted, they win over the price table."
+        default=None,
+        description="A ClusterHarnessDefinition's prices: trusted, they win over the price table.",
     )
     key_secret: str | None = Field(
         default=None, description="The Secret of the gateway's namespace with the run's own key, if any."
@@ -46,11 +44,20 @@ class ModelAttemptGrant(Model):
 
 
 class ModelGrant(Model):
-    """A run's live attempts, as the operator writes them for the gateway."""
+    """A run's caps and its live attempts, as the operator writes them for the gateway."""
 
     namespace: str
     run: str
     uid: str
+    max_cost_usd: float | None = Field(
+        default=None,
+        alias="maxCostUSD",
+        description="Spend the gateway lets the run reach, all its attempts together (a budget's reservation "
+        "included).",
+    )
+    max_tokens: int | None = Field(
+        default=None, description="Tokens the gateway lets the run use, all its attempts together."
+    )
     attempts: dict[str, ModelAttemptGrant] = Field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -58,7 +65,7 @@ class ModelGrant(Model):
 
 
 class MeteredUsage(Model):
-    """An attempt's usage as the gateway metered it from the vendor's responses."""
+    """A run's or an attempt's usage as the gateway metered it from the vendor's responses."""
 
     requests: int = Field(default=0, description="Requests forwarded and answered.")
     refused: int = Field(default=0, description="Requests refused at a cap.")

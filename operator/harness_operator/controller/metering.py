@@ -1,5 +1,5 @@
-"""The model gateway's side of an attempt's end: its token revoked, its meter read into its result (I/O;
-the decisions are core/metered.py's)."""
+"""The model gateway's side of an attempt's end: its token revoked, its meter read into its result; and of
+the run's end: its meter read, what no attempt's shows counted (I/O; the decisions are core/metered.py's)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import urllib.request
 from collections.abc import Sequence
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.api.v1alpha1 import Attempt, CostSource, HarnessRun, Usage
 from harness_operator.contract.model_access import (
     MeteredUsage,
     build_meter_reader_token,
@@ -18,7 +18,13 @@ from harness_operator.controller.errors import METER_RETRIES, MeterUnavailable
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.metered import compute_usage_mismatch, is_meter_whole, with_metered, with_reported
+from harness_operator.core.metered import (
+    compute_unattributed,
+    compute_usage_mismatch,
+    is_meter_whole,
+    with_metered,
+    with_reported,
+)
 from harness_operator.core.model_route import (
     compute_model_route,
 )
@@ -35,15 +41,18 @@ class MeterReader:
         self.base = f"http://{config.model_gateway_service}:{config.model_gateway_admin_port}/meters"
         self.token = build_meter_reader_token(config.model_gateway_key) if config.model_gateway_key else ""
 
-    def read(self, run_uid: str, attempt: int) -> MeteredUsage:
+    def read(self, run_uid: str, attempt: int | None) -> MeteredUsage:
+        """Attempt `attempt`'s meter; None: the run's (all its attempts together)."""
+        path = f"{run_uid}/{attempt}" if attempt is not None else run_uid
         request = urllib.request.Request(
-            f"{self.base}/{run_uid}/{attempt}", headers={"Authorization": f"Bearer {self.token}"}
+            f"{self.base}/{path}", headers={"Authorization": f"Bearer {self.token}"}
         )
+        what = f"attempt {attempt}" if attempt is not None else "the run"
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
                 return MeteredUsage.model_validate(json.load(response))
         except (OSError, ValueError) as exc:  # URLError is an OSError
-            raise MeterUnavailable(f"the model gateway's meter of attempt {attempt}: {exc}") from exc
+            raise MeterUnavailable(f"the model gateway's meter of {what}: {exc}") from exc
 
 
 class AttemptMetering:
@@ -121,3 +130,34 @@ class AttemptMetering:
                 )
             out.append(dataclasses.replace(attempt, result=metered))
         return out
+
+    def meter_run(self, run: HarnessRun, attempts: Sequence[Attempt], retry: int) -> Usage | None:
+        """At the run's end: what the gateway metered for it beyond its attempts' readings (`attempts`,
+        as its status records them), to count in its usage and budget charge; None when nothing. A
+        gateway that does not answer is asked again METER_RETRIES times; then a MeterLost Warning. The
+        run's model grant goes first: no token of it spends after the reading."""
+        self.grants.revoke_model(run.metadata["namespace"], run.metadata["name"])
+        try:
+            meter = self.reader.read(run.metadata["uid"], None)
+        except MeterUnavailable as exc:
+            if retry < METER_RETRIES:
+                raise
+            self.kube.create_event(
+                {"metadata": run.metadata},
+                "Warning",
+                Reason.MeterLost,
+                f"{exc}, {retry} times: spend no attempt's meter shows is not counted",
+            )
+            return None
+        metered = [a.usage for a in attempts if a.usage and a.usage.cost_source == CostSource.metered]
+        rest = compute_unattributed(meter, metered)
+        if rest is not None and rest.cost_usd:
+            self.kube.create_event(
+                {"metadata": run.metadata},
+                "Warning",
+                Reason.UsageMismatch,
+                f"the model gateway metered {rest.cost_usd:.6f} USD for the run beyond its attempts' "
+                "meters (through the token of an attempt that did not run, or after an attempt's reading): "
+                "it counts in the run's usage",
+            )
+        return rest

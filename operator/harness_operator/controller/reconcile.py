@@ -36,7 +36,7 @@ from harness_operator.contract.times import parse_time, timestamp
 from harness_operator.controller import metrics
 from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
-from harness_operator.controller.errors import LOG_RETRIES, LogNotComplete, Permanent, classify
+from harness_operator.controller.errors import LOG_RETRIES, METER_RETRIES, LogNotComplete, Permanent, classify
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
@@ -286,6 +286,9 @@ class Reconciler:
         providers = [t.provider for t in targets]
         positions = [t.position for t in targets]
         attempts = recorded_attempts(run.status)
+        # A routed run's meter is read at its end (then `retry` counts the gateway's silences).
+        routed = any(compute_model_route(run, t.definition, self.config) for t in targets)
+        meter_retry = retry if routed else None
         try:
             attempts = self.metering.meter(run, targets, self._observe_attempts(run, targets), retry)
             cancelled = run.spec.cancel
@@ -306,7 +309,7 @@ class Reconciler:
             )
             next_index = compute_next_attempt(observed)
             if next_index is None:
-                return self._write(run, observed)
+                return self._write(run, observed, meter_retry)
             backoff = self._backoff(run, observed, next_index)
             if backoff is not None:
                 return self._write(run, Observed(providers, attempts, positions=positions, waiting=backoff))
@@ -316,7 +319,8 @@ class Reconciler:
         except Waiting as waiting:
             return self._write(run, Observed(providers=[], waiting=(waiting.reason, waiting.message)))
         except RunFailure as failure:
-            return self._write(run, Observed(providers, attempts, failed=(failure.reason, failure.message)))
+            failed = Observed(providers, attempts, failed=(failure.reason, failure.message))
+            return self._write(run, failed, meter_retry)
         if queued is not None:
             return self._write(run, Observed(providers, attempts, positions=positions, waiting=queued))
         started = ObservedAttempt(
@@ -356,8 +360,8 @@ class Reconciler:
         """A permanent API error ends the run with its reason in status and an Event; when even the
         status cannot be written, the Event is still tried and the error goes back to the handler."""
         observed = Observed([], recorded_attempts(run.status), failed=(verdict.reason, verdict.message))
-        try:
-            return self._write(run, observed)
+        try:  # an attempt's token may have gone live before the failure: the run's meter is read once
+            return self._write(run, observed, METER_RETRIES if self.config.model_gateway_service else None)
         except Exception:
             # The handler logs the original error; an Event that cannot be posted either adds nothing.
             with contextlib.suppress(Exception):
@@ -365,12 +369,19 @@ class Reconciler:
                 self.kube.create_event(body, "Warning", verdict.reason, verdict.message)
             raise exc from None
 
-    def _write(self, run: HarnessRun, observed: Observed) -> HarnessRunStatus:
+    def _write(self, run: HarnessRun, observed: Observed, meter_retry: int | None = None) -> HarnessRunStatus:
         """Compute the status, decide (pure) what changes, and act: the run's end Event (named, so an
         operator killed before the status patch posts it once on the retry), the patch, the others; then
         let go of the worker Jobs of the attempts whose end the status now records (their pods are read:
-        MultiKueue may delete them)."""
-        decision = decide(run, compute_status(run, observed, self.clock()))
+        MultiKueue may delete them). A routed run that ends (`meter_retry` not None: the retries so far)
+        counts what the model gateway metered for it beyond its attempts' meters."""
+        now = self.clock()
+        status = compute_status(run, observed, now)
+        if meter_retry is not None and observed.unattributed is None and is_finished(status.conditions):
+            rest = self.metering.meter_run(run, status.attempts, meter_retry)
+            if rest is not None:
+                status = compute_status(run, replace(observed, unattributed=rest), now)
+        decision = decide(run, status)
         ns, name = run.metadata["namespace"], run.metadata["name"]
         body = {"metadata": run.metadata}
         for event in decision.events:
@@ -789,11 +800,13 @@ class Reconciler:
                     if any(compute_continuation(resumption, t.provider, t.definition) for t in targets):
                         assert resumption is not None and resumption.archive is not None
                         self._create(run, build_resume_secret(run, resumption.archive))
-                    self._create(run, build_plan_secret(run, plans, self.grants.write(run, targets, plans)))
+                    self._create(run, build_plan_secret(run, plans, self.grants.write(run, targets)))
             finally:
                 futures.wait(writes)
             for write in writes:
                 write.result()  # the first failure, in order
+            # The attempt's model token goes live now, and not before: one not started spends nothing.
+            self.grants.admit(planned, targets, index)
             created = self._create(run, build_job(run, target, self.config, start, queue))
             self.children.release(ns, name)  # a backoff's hold: the Job takes the slot now
         except BaseException:

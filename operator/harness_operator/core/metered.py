@@ -2,10 +2,13 @@
 
 The sandbox's figures are the agent's to forge; the gateway's come from the vendor's answers. A routed
 attempt's `usage` is therefore the metered one (`costSource: metered`), with the reported one kept beside
-it, and a difference beyond rounding between the two is said in a Warning Event.
+it, and a difference beyond rounding between the two is said in a Warning Event. The run's meter (all its
+attempts together) is read at its end: what it holds beyond its attempts' meters counts in its usage too.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import CostSource, Usage
@@ -17,6 +20,9 @@ from harness_operator.core.pricing import PRICE_TABLE
 # Rounding: CLIs print costs to a few decimals and some round token counts (aider: "1.2k").
 TOKEN_TOLERANCE = 0.05
 COST_TOLERANCE_USD = 0.0001
+# Each attempt's metered cost is rounded to 6 decimals: a run's meter may exceed their sum by this much.
+ROUNDING_USD = 0.00001
+TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 def build_metered_usage(meter: MeteredUsage, turns: int | None) -> Usage:
@@ -85,3 +91,22 @@ def _tokens(usage: Usage) -> int | None:
     values = [usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens]
     known = [v for v in values if v is not None]
     return sum(known) if known else None
+
+
+def compute_unattributed(run_meter: MeteredUsage, metered: Sequence[Usage]) -> Usage | None:
+    """What the run's meter holds beyond the metered usage of its attempts (`metered`: each attempt's
+    reading), or None when nothing: spend through the token of an attempt that joined the grant but whose
+    Job never ran, or a request that ended after its attempt's reading. Never negative: a meter the store
+    lost, or an attempt read with a worst case still held, leaves nothing unattributed."""
+    whole = build_metered_usage(run_meter, None)
+    tokens = {
+        name: max(0, (getattr(whole, name) or 0) - sum(getattr(u, name) or 0 for u in metered))
+        for name in TOKEN_FIELDS
+    }
+    cost: float | None = None
+    if whole.cost_usd is not None:
+        rest = whole.cost_usd - sum(u.cost_usd or 0.0 for u in metered)
+        cost = round(rest, 6) if rest > ROUNDING_USD else 0.0
+    if not any(tokens.values()) and not cost:
+        return None
+    return whole.model_copy(update={**tokens, "cost_usd": cost})

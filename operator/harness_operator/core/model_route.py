@@ -5,12 +5,19 @@ An attempt is routed when the chart deploys the gateway with a key for the vendo
 or endpoint keeps them, with a Warning Event). A routed attempt's definition is seen without any of its
 credential grants (its vendor keys: another vendor's too) and, under `networkPolicy: provider`, without
 its egress: the sandbox reaches the gateway and nothing else, and its token is good for its own attempt
-only (the grant in the gateway's namespace, rewritten without the attempt once it has ended).
+only, from its start to its end: the grant in the gateway's namespace lists the attempts that have started
+and not ended (each joins as the operator starts it and leaves as it ends), under the run's caps, which
+bind all its attempts together.
+
+The grant's and the key Secret's names hold no dot, while an egress grant's (`<namespace>.<run>`, in what
+may be the same namespace) always does: the two kinds of grant can never take each other's name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+import json
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +28,7 @@ from harness_operator.api.v1alpha1 import (
     EnvVar,
     HarnessDefinitionSpec,
     HarnessRun,
+    Limits,
     ModelRoute,
     NetworkPolicyMode,
 )
@@ -36,11 +44,9 @@ from harness_operator.contract.plan import AttemptPlan
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.egress import LABEL_RUN_NAMESPACE, build_peer_rule
 from harness_operator.core.invocation import add_option
-from harness_operator.core.naming import fit_name, label_value, run_labels
+from harness_operator.core.naming import label_value, run_labels
 from harness_operator.core.resolution import AttemptTarget
 from harness_operator.core.settings_merge import merge_each, merge_settings
-
-MAX_GRANT_NAME = 200  # the token carries it: short enough for every CLI's key field
 
 
 def compute_model_route(
@@ -72,9 +78,14 @@ def find_own_key(run: HarnessRun, route: ModelRoute) -> CredentialGrant | None:
     return next((c for c in run.spec.credentials if c.env in token_envs(route)), None)
 
 
+def _run_digest(namespace: str, run_name: str) -> str:
+    """128 bits of the run's namespace and name: distinct runs, distinct names (a namespace holds no `/`)."""
+    return hashlib.sha256(f"{namespace}/{run_name}".encode()).hexdigest()[:32]
+
+
 def model_key_secret_name(namespace: str, run_name: str) -> str:
     """The Secret in the gateway's namespace holding the runs' own keys, one data key per attempt."""
-    return fit_name(f"model-key.{namespace}.{run_name}", "", MAX_GRANT_NAME)
+    return f"model-key-{namespace}-{_run_digest(namespace, run_name)}"
 
 
 def model_key_field(attempt: int) -> str:
@@ -123,7 +134,9 @@ def route_targets(
 
 
 def model_grant_name(namespace: str, run_name: str) -> str:
-    return fit_name(f"model.{namespace}.{run_name}", "", MAX_GRANT_NAME)
+    """`model-<namespace>-<digest of namespace/run>`: no dot (an egress grant's name always has one, after
+    its namespace), the namespace for whoever lists them, at most 102 characters."""
+    return f"model-{namespace}-{_run_digest(namespace, run_name)}"
 
 
 def model_base_url(config: OperatorConfig, vendor: str) -> str:
@@ -222,29 +235,36 @@ def build_model_env(
     ]
 
 
+def compute_model_caps(run: HarnessRun) -> tuple[float | None, int | None]:
+    """(maxCostUSD, maxTokens) the gateway holds the run to, all its attempts together: the run's limits,
+    its cost lowered to a budget's reservation (status.budget, recorded before its first Job), as its
+    plans' limits are."""
+    limits = run.spec.limits or Limits()
+    reserved = run.status.budget.reserved_usd if run.status and run.status.budget else None
+    costs = [c for c in (limits.max_cost_usd, reserved) if c is not None]
+    return (min(costs) if costs else None), limits.max_tokens
+
+
 def build_model_grant(
     run: HarnessRun,
     targets: Sequence[AttemptTarget],
-    plans: Sequence[Mapping[str, Any]],
     config: OperatorConfig,
-    with_own_keys: frozenset[int] = frozenset(),
+    live: Set[int],
+    with_own_keys: Set[int] = frozenset(),
 ) -> dict[str, Any] | None:
-    """The gateway's grant for the run: per routed attempt, its token's hash, vendor, caps (the plan's,
-    a budget's reservation included), the definition's prices and, for the attempts in `with_own_keys`,
-    where the run's own key is. None when no attempt is routed."""
+    """The gateway's grant for the run: its caps (compute_model_caps) and, per routed attempt in `live`
+    (started, not ended), its token's hash, vendor, the definition's prices and, for the attempts in
+    `with_own_keys`, where the run's own key is. None when none of them is routed."""
     ns, name = run.metadata["namespace"], run.metadata["name"]
     attempts = {}
-    for target, planned in zip(targets, plans, strict=True):
-        plan = AttemptPlan.model_validate(planned)
+    for target in targets:
         route = compute_model_route(run, target.definition, config)
-        if route is None:
+        if route is None or target.index not in live:
             continue
-        own = find_own_key(run, route) if target.index in with_own_keys else None
+        own = target.index in with_own_keys and find_own_key(run, route) is not None
         attempts[str(target.index)] = ModelAttemptGrant(
             token_sha256=token_sha256(model_token(run, config, target.index)),
             vendor=route.vendor,
-            max_cost_usd=plan.limits.max_cost_usd,
-            max_tokens=plan.limits.max_tokens,
             pricing=dict(target.definition.pricing) if target.namespaced else {},
             platform_pricing=None if target.namespaced else dict(target.definition.pricing),
             key_secret=model_key_secret_name(ns, name) if own else None,
@@ -252,7 +272,15 @@ def build_model_grant(
         )
     if not attempts:
         return None
-    grant = ModelGrant(namespace=ns, run=name, uid=run.metadata["uid"], attempts=attempts)
+    cost, tokens = compute_model_caps(run)
+    grant = ModelGrant(
+        namespace=ns,
+        run=name,
+        uid=run.metadata["uid"],
+        max_cost_usd=cost,
+        max_tokens=tokens,
+        attempts=attempts,
+    )
     return build_model_grant_map(run, config, grant)
 
 
@@ -268,6 +296,50 @@ def build_model_grant_map(run: HarnessRun, config: OperatorConfig, grant: ModelG
         },
         "data": {MODEL_GRANT_KEY: grant.to_json()},
     }
+
+
+def read_model_grant(config_map: Mapping[str, Any] | None) -> ModelGrant | None:
+    """The model grant a ConfigMap holds, or None when it holds none (absent, not one, unreadable)."""
+    if config_map is None:
+        return None
+    labels = (config_map.get("metadata") or {}).get("labels") or {}
+    if labels.get(LABEL_MODEL_GRANT) != "true":
+        return None
+    try:
+        return ModelGrant.model_validate_json((config_map.get("data") or {}).get(MODEL_GRANT_KEY, ""))
+    except ValueError:
+        return None
+
+
+def compute_live_attempts(run: HarnessRun, stored: ModelGrant | None, starting: int | None) -> set[int]:
+    """The attempts live in the run's grant once attempt `starting` (None: none) joins it: those the
+    stored grant lists, if it is this run's (its UID: a deleted run of the same name left it), and
+    `starting`."""
+    kept = set()
+    if stored is not None and stored.uid == run.metadata["uid"]:
+        kept = {int(k) for k in stored.attempts if k.isdigit()}
+    return kept | ({starting} if starting is not None else set())
+
+
+def find_grant_conflict(found: Mapping[str, Any] | None, label: str, key: str, run: HarnessRun) -> str | None:
+    """Why the object holding a grant's name must not be replaced by this run's grant, or None when it
+    may: absent, this run's, or the grant of a deleted run of the same namespace and name (a name holds one
+    run at a time). Anything else is another run's grant or not a grant: never replaced."""
+    if found is None:
+        return None
+    meta = found.get("metadata") or {}
+    name = meta.get("name", "")
+    ns, run_name = run.metadata["namespace"], run.metadata["name"]
+    if ((meta.get("labels") or {}).get(label)) != "true":
+        return f"ConfigMap {name} of the gateway's namespace is not a grant"
+    try:
+        held = json.loads((found.get("data") or {}).get(key, ""))
+    except ValueError:
+        held = None
+    if not isinstance(held, dict) or (held.get("namespace"), held.get("run")) != (ns, run_name):
+        owner = f"{held.get('namespace')}/{held.get('run')}" if isinstance(held, dict) else "no run"
+        return f"grant {name} of the gateway's namespace is run {owner}'s, not {ns}/{run_name}'s"
+    return None
 
 
 def without_attempts(grant: ModelGrant, ended: set[int]) -> ModelGrant:

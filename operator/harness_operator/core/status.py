@@ -26,6 +26,7 @@ from harness_operator.api.v1alpha1 import (
     Phase,
     Protocol,
     SessionStatus,
+    Usage,
 )
 from harness_operator.contract.result import (
     EXIT_STOPPED,
@@ -128,6 +129,9 @@ class Observed:
     cancelled: bool = False
     # The chain position of each attempt number (retry.build_positions); empty: one attempt per provider.
     positions: list[int] = field(default_factory=list)
+    # What the model gateway metered for the run beyond its attempts' meters (core/metered.py), read at
+    # its end: counted in the run's usage, so in its budget's charge.
+    unattributed: Usage | None = None
 
 
 def _job_condition(job: dict[str, Any], type_: str) -> dict[str, Any] | None:
@@ -399,6 +403,8 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
                 model.completion_time or (before and before.completion_time) or timestamp(now)
             )
     usages = [a.usage for a in attempts if a.usage is not None]
+    if observed.unattributed is not None:
+        usages.append(observed.unattributed)
     first_start = next((a.start_time for a in observed.attempts if a.start_time), None)
     update: dict[str, Any] = {
         "attempts": attempts,

@@ -2,9 +2,10 @@
 a watch, read with the pod's ServiceAccount (a Role that may list, watch and get ConfigMaps there, and
 get Secrets: the runs' own keys the operator copies there) (I/O).
 
-The operator writes a run's grant before its Job and rewrites it without an attempt once that attempt has
-ended, so a token works from its attempt's first request and is refused as soon as the watch delivers
-the change. A token whose grant the watch has not delivered yet is looked up once by name.
+The operator adds an attempt to its run's grant as it starts it (before its Job) and rewrites the grant
+without it once it has ended, so a token works from its attempt's first request, never before its start,
+and is refused as soon as the watch delivers the change. A token whose grant, or whose attempt in it, the
+watch has not delivered yet is looked up once by name (the server bounds how often).
 """
 
 from __future__ import annotations
@@ -55,10 +56,13 @@ class GrantWatch:
     def stop(self) -> None:
         self._stop.set()
 
-    def get(self, name: str) -> ModelGrant | None:
+    def get(self, name: str, attempt: str | None = None) -> ModelGrant | None:
+        """The grant `name`, read by name when the watch has not delivered it, or not yet the change that
+        let `attempt` in (an attempt joins as it starts). The caller bounds how often it asks (server.py)."""
         grant = self.grants.get(name)
-        if grant is None and self.synced.is_set():
-            grant = self._fetch(name)
+        stale = grant is not None and attempt is not None and attempt not in grant.attempts
+        if (grant is None or stale) and self.synced.is_set():
+            grant = self._fetch(name) or grant
         return grant
 
     def own_key(self, grant: ModelGrant, attempt: ModelAttemptGrant) -> str | None:
@@ -87,7 +91,7 @@ class GrantWatch:
             grant = parse(self.api.read_namespaced_config_map(name, self.namespace, _request_timeout=5))
         except client.ApiException:
             return None
-        if grant is not None:
+        if grant is not None:  # the watch's copy, if any, stays: it may be newer than this read by now
             self.grants.setdefault(name, grant)
         return grant
 

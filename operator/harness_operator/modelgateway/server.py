@@ -1,10 +1,12 @@
 """The model gateway's HTTP server: the vendors' APIs for the sandboxes, meters for the operator (I/O).
 
 A request comes with an attempt's gateway token where the CLI puts its key. The gateway finds the
-attempt's grant, refuses a token that is not live, reserves the request's worst case under the attempt's
-caps (clamping its output tokens to what they leave), forwards it to the vendor with the real key in the
-token's place, passes the answer back as it comes and meters the usage the vendor reported in it.
-The operator reads an attempt's meter on the admin port with its reader token.
+attempt's grant, refuses a token that is not live, reserves the request's worst case under the run's caps
+(all its attempts together; clamping its output tokens to what they leave), forwards it to the vendor
+with the real key in the token's place, passes the answer back as it comes and meters the usage the
+vendor reported in it.
+The operator reads an attempt's meter, and its run's (all its attempts together, which its caps bind), on
+the admin port with its reader token.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from harness_operator.modelgateway.metering import (
     fold_json_stream,
     usage_of,
 )
-from harness_operator.modelgateway.store import MeterStore, Reservation, meter_key
+from harness_operator.modelgateway.store import MeterKeys, MeterStore, Reservation, meter_keys, run_meter_key
 from harness_operator.modelgateway.vendors import (
     CAP_STATUS,
     HOP_BY_HOP,
@@ -169,11 +171,11 @@ class Gateway:
             self.count(grant, vendor, "refused")
             return _refuse(vendor, body if isinstance(body, Refusal) else document)  # type: ignore[arg-type]
         held: Reservation | None = None
-        meter = meter_key(grant.uid, index)
+        meter = meter_keys(grant.uid, index)
         if document is not None:
             endpoint = vendor.endpoint(request.method, path, document) or endpoint
             refusal, held, changed = await self._reserve(
-                vendor, endpoint, path, document, body, attempt, meter
+                vendor, endpoint, path, document, body, grant, attempt, meter
             )
             if refusal is not None:
                 self.count(grant, vendor, "capped")
@@ -195,7 +197,7 @@ class Gateway:
         elif not self.lookups.take(time.monotonic()):
             return "busy"
         else:  # a blocking read of the API server: off the event loop
-            grant = await asyncio.to_thread(self.grants.get, parsed[0])
+            grant = await asyncio.to_thread(self.grants.get, parsed[0], parsed[1])
         attempt = grant.attempts.get(parsed[1]) if grant else None
         if grant is None or attempt is None or not is_token_of(attempt, token):
             return None
@@ -208,22 +210,24 @@ class Gateway:
         path: str,
         document: dict[str, Any],
         body: bytes,
+        grant: ModelGrant,
         attempt: ModelAttemptGrant,
-        meter: str,
+        meter: MeterKeys,
     ) -> tuple[web.Response | None, Reservation | None, dict[str, Any] | None]:
-        """(refusal, reservation, the body to send when it changed)."""
+        """(refusal, reservation, the body to send when it changed). The caps are the run's (the grant's):
+        they bind the sum of all its attempts' spend, kept in its run's meter."""
         flavor = endpoint.flavor
         assert flavor is not None
-        capped = attempt.max_cost_usd is not None or attempt.max_tokens is not None
+        capped = grant.max_cost_usd is not None or grant.max_tokens is not None
         model = vendor.model(path, document)
         prices = find_prices(vendor, model, attempt, datetime.now(UTC))
-        if prices is None and attempt.max_cost_usd is not None:
+        if prices is None and grant.max_cost_usd is not None:
             return (
                 _error(
                     vendor,
                     CAP_STATUS[vendor.name],
                     f"harness model gateway: model {model!r} has no "
-                    "price, so the attempt's maxCostUSD cannot be held; give the definition a pricing "
+                    "price, so the run's maxCostUSD cannot be held; give the definition a pricing "
                     "entry for it",
                     "cap",
                 ),
@@ -234,8 +238,8 @@ class Gateway:
         requested = vendor.requested_output(flavor, document)
         held = await self.store.reserve(
             meter,
-            attempt.max_cost_usd,
-            attempt.max_tokens,
+            grant.max_cost_usd,
+            grant.max_tokens,
             prices.worst_input(input_tokens) if prices else 0.0,
             prices.output if prices else 0.0,
             input_tokens,
@@ -244,15 +248,15 @@ class Gateway:
         )
         if not held.granted:
             limit = (
-                f"maxCostUSD {attempt.max_cost_usd}"
-                if attempt.max_cost_usd is not None
-                else f"maxTokens {attempt.max_tokens}"
+                f"maxCostUSD {grant.max_cost_usd}"
+                if grant.max_cost_usd is not None
+                else f"maxTokens {grant.max_tokens}"
             )
             return (
                 _error(
                     vendor,
                     CAP_STATUS[vendor.name],
-                    f"harness model gateway: the attempt's {limit} is "
+                    f"harness model gateway: the run's {limit} (all its attempts together) is "
                     f"reached (spent and in flight: {held.spent:.6f} USD); the run stops here",
                     "cap",
                 ),
@@ -279,7 +283,7 @@ class Gateway:
         endpoint: Endpoint,
         held: Reservation | None,
         attempt: ModelAttemptGrant,
-        meter: str,
+        meter: MeterKeys,
     ) -> web.StreamResponse:
         assert self.session is not None
         query = [(k, v) for k, v in request.query.items() if k != "key"]
@@ -343,7 +347,7 @@ class Gateway:
         held: Reservation,
         usage: RequestUsage | None,
         attempt: ModelAttemptGrant,
-        meter: str,
+        meter: MeterKeys,
         finished: bool,
         response: web.StreamResponse | None,
     ) -> None:
@@ -364,7 +368,9 @@ class Gateway:
         bearer = request.headers.get("Authorization", "")
         if not hmac.compare_digest(bearer.encode(), f"Bearer {self.reader_token}".encode()):
             return web.json_response({"error": "unauthorized"}, status=401)
-        meter = await self.store.read(meter_key(request.match_info["uid"], request.match_info["attempt"]))
+        uid, attempt = request.match_info["uid"], request.match_info.get("attempt")
+        key = run_meter_key(uid) if attempt is None else meter_keys(uid, attempt).attempt
+        meter = await self.store.read(key)
         return web.json_response(meter.model_dump(by_alias=True, mode="json"))
 
     async def ready(self, request: web.Request) -> web.Response:
@@ -447,6 +453,7 @@ def build_apps(gateway: Gateway) -> tuple[web.Application, web.Application]:
     public = web.Application(client_max_size=gateway.max_request_bytes)
     public.router.add_route("*", "/{tail:.*}", gateway.proxy)
     admin = web.Application()
+    admin.router.add_get("/meters/{uid}", gateway.read_meter)  # the run's: all its attempts together
     admin.router.add_get("/meters/{uid}/{attempt}", gateway.read_meter)
     admin.router.add_get("/readyz", gateway.ready)
     admin.router.add_get("/healthz", gateway.alive)

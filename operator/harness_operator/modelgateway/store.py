@@ -1,10 +1,12 @@
 """The meters, in Redis, shared by every gateway replica (I/O).
 
-One hash per attempt (`meter:<run uid>:<attempt>`): what it spent, the tokens it used, and the worst
-cases held for requests in flight. A request reserves its worst case before it is forwarded and settles
-its real usage after, each one Lua script (atomic in Redis), so concurrent requests of an attempt, on any
-replica, never together pass its cap by more than their clamped worst cases allow. A gateway killed
-mid-request leaves its reservation held: the attempt is billed that worst case, never less.
+One hash per run (`meter:<run uid>`) and one per attempt (`meter:<run uid>:<attempt>`): what it spent, the
+tokens it used, and the worst cases held for requests in flight. A request reserves its worst case before
+it is forwarded and settles its real usage after, each one Lua script (atomic in Redis) that writes both
+hashes. The caps are checked against the run's hash: they bind all its attempts together, and concurrent
+requests of a run, on any replica and through any of its tokens, never together pass its cap by more than
+their clamped worst cases allow. A gateway killed mid-request leaves its reservation held: the run is
+billed that worst case, never less.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ MAX_CONNECTIONS = 32
 METER_TTL_SECONDS = 30 * 24 * 3600  # a meter outlives any attempt the operator still has to read
 
 RESERVE = """
-local h = KEYS[1]
-redis.call('SET', KEYS[2], ARGV[9], 'NX')
+local h, a = KEYS[1], KEYS[2]
+redis.call('SET', KEYS[3], ARGV[9], 'NX')
 local spent = tonumber(redis.call('HGET', h, 'costUSD') or '0')
 local held = tonumber(redis.call('HGET', h, 'reservedUSD') or '0')
 local used = tonumber(redis.call('HGET', h, 'tokens') or '0')
@@ -44,8 +46,10 @@ if capTokens >= 0 then
   if allow < 0 or n < allow then allow = n end
 end
 if (cap >= 0 or capTokens >= 0) and allow < minOut then
-  redis.call('HINCRBY', h, 'refused', 1)
-  redis.call('EXPIRE', h, tonumber(ARGV[8]))
+  for _, k in ipairs({h, a}) do
+    redis.call('HINCRBY', k, 'refused', 1)
+    redis.call('EXPIRE', k, tonumber(ARGV[8]))
+  end
   return {0, tostring(spent + held), tostring(used + heldTokens)}
 end
 local cost, tokens = inCost, inTokens
@@ -53,32 +57,35 @@ if allow >= 0 then
   cost = cost + allow * outPrice
   tokens = tokens + allow
 end
-redis.call('HINCRBYFLOAT', h, 'reservedUSD', cost)
-redis.call('HINCRBY', h, 'reservedTokens', tokens)
-redis.call('EXPIRE', h, tonumber(ARGV[8]))
+for _, k in ipairs({h, a}) do
+  redis.call('HINCRBYFLOAT', k, 'reservedUSD', cost)
+  redis.call('HINCRBY', k, 'reservedTokens', tokens)
+  redis.call('EXPIRE', k, tonumber(ARGV[8]))
+end
 return {1, tostring(allow), tostring(cost), tostring(tokens)}
 """
 
 SETTLE = """
-local h = KEYS[1]
-redis.call('HINCRBYFLOAT', h, 'reservedUSD', -tonumber(ARGV[1]))
-redis.call('HINCRBY', h, 'reservedTokens', -tonumber(ARGV[2]))
-redis.call('HINCRBY', h, 'requests', 1)
 local cost = tonumber(ARGV[3])
-if cost >= 0 then
-  redis.call('HINCRBYFLOAT', h, 'costUSD', cost)
-else
-  redis.call('HINCRBY', h, 'unpriced', 1)
-end
 local names = {'inputTokens', 'outputTokens', 'cacheReadTokens', 'cacheWriteTokens'}
-local total = 0
-for i, name in ipairs(names) do
-  local n = tonumber(ARGV[3 + i])
-  redis.call('HINCRBY', h, name, n)
-  total = total + n
+for _, h in ipairs(KEYS) do
+  redis.call('HINCRBYFLOAT', h, 'reservedUSD', -tonumber(ARGV[1]))
+  redis.call('HINCRBY', h, 'reservedTokens', -tonumber(ARGV[2]))
+  redis.call('HINCRBY', h, 'requests', 1)
+  if cost >= 0 then
+    redis.call('HINCRBYFLOAT', h, 'costUSD', cost)
+  else
+    redis.call('HINCRBY', h, 'unpriced', 1)
+  end
+  local total = 0
+  for i, name in ipairs(names) do
+    local n = tonumber(ARGV[3 + i])
+    redis.call('HINCRBY', h, name, n)
+    total = total + n
+  end
+  redis.call('HINCRBY', h, 'tokens', total)
+  redis.call('EXPIRE', h, tonumber(ARGV[8]))
 end
-redis.call('HINCRBY', h, 'tokens', total)
-redis.call('EXPIRE', h, tonumber(ARGV[8]))
 return 1
 """
 
@@ -99,8 +106,24 @@ class Reservation:
     spent: float = 0.0  # when refused: the spend and reservations it met
 
 
+@dataclass(frozen=True)
+class MeterKeys:
+    """The hashes a request of an attempt writes: its run's (which the caps bind) and its own."""
+
+    run: str
+    attempt: str
+
+
+def run_meter_key(run_uid: str) -> str:
+    return f"meter:{run_uid}"
+
+
 def meter_key(run_uid: str, attempt: str) -> str:
     return f"meter:{run_uid}:{attempt}"
+
+
+def meter_keys(run_uid: str, attempt: str) -> MeterKeys:
+    return MeterKeys(run_meter_key(run_uid), meter_key(run_uid, attempt))
 
 
 class MeterStore:
@@ -121,7 +144,7 @@ class MeterStore:
 
     async def reserve(
         self,
-        key: str,
+        keys: MeterKeys,
         cap_usd: float | None,
         cap_tokens: int | None,
         input_cost: float,
@@ -130,9 +153,10 @@ class MeterStore:
         requested_output: int | None,
         min_output: int,
     ) -> Reservation:
-        """Hold the request's worst case; the output it may produce clamped to what the caps leave."""
+        """Hold the request's worst case in its run's and attempt's meters; the output it may produce
+        clamped to what the run's caps leave of its meter."""
         reply = await self._reserve(
-            keys=[key, SINCE_KEY],
+            keys=[keys.run, keys.attempt, SINCE_KEY],
             args=[
                 -1 if cap_usd is None else repr(cap_usd),
                 -1 if cap_tokens is None else cap_tokens,
@@ -150,10 +174,12 @@ class MeterStore:
         allowed = int(float(reply[1]))
         return Reservation(True, None if allowed < 0 else allowed, float(reply[2]), int(float(reply[3])))
 
-    async def settle(self, key: str, held: Reservation, usage: RequestUsage, cost: float | None) -> None:
-        """Give back the worst case held and count what the request really used and cost."""
+    async def settle(
+        self, keys: MeterKeys, held: Reservation, usage: RequestUsage, cost: float | None
+    ) -> None:
+        """Give back the worst case held and count what the request really used and cost, in both."""
         await self._settle(
-            keys=[key],
+            keys=[keys.run, keys.attempt],
             args=[
                 repr(held.cost),
                 held.tokens,

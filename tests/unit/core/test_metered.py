@@ -7,6 +7,7 @@ from harness_operator.contract.model_access import MeteredUsage
 from harness_operator.contract.result import ResultDocument
 from harness_operator.core.metered import (
     build_metered_usage,
+    compute_unattributed,
     compute_usage_mismatch,
     is_meter_whole,
     with_metered,
@@ -72,3 +73,36 @@ def test_a_meter_counts_only_when_the_store_kept_it_for_all_of_the_attempt() -> 
     assert not is_meter_whole(METER, "2026-12-01T11:00:00Z")  # a store that says nothing
     lost = with_reported(result(usage=FORGED.to_api()))
     assert lost.usage == FORGED and lost.reported_usage == FORGED
+
+
+def test_what_the_runs_meter_holds_beyond_its_attempts_is_unattributed() -> None:
+    first = build_metered_usage(METER, None)
+    run = METER.model_copy(
+        update={"input_tokens": 3702, "output_tokens": 168, "cache_read_tokens": 300, "cost_usd": 0.0138}
+    )
+    rest = compute_unattributed(run, [first])
+    assert rest is not None
+    assert (rest.input_tokens, rest.output_tokens, rest.cache_read_tokens, rest.cache_write_tokens) == (
+        1234, 56, 100, 0,
+    )  # fmt: skip
+    assert rest.cost_usd == 0.0046 and rest.cost_source == CostSource.metered
+    assert sum_usage([first, rest]).cost_usd == 0.0138  # the run's usage is its whole meter
+    held = compute_unattributed(run.model_copy(update={"reserved_usd": 0.01}), [first])
+    assert held is not None and held.cost_usd == 0.0146  # a worst case still held is spent
+    assert compute_unattributed(run, []) == build_metered_usage(run, None)  # no attempt was read
+
+
+def test_nothing_is_unattributed_when_the_attempts_hold_it_all_or_more() -> None:
+    first = build_metered_usage(METER, None)
+    assert compute_unattributed(METER, [first]) is None
+    assert compute_unattributed(MeteredUsage(), []) is None
+    # Each attempt's cost rounded to 6 decimals: no residue counts.
+    rounded = [Usage(cost_usd=0.0000014, cost_source=CostSource.metered)] * 3
+    assert compute_unattributed(MeteredUsage(cost_usd=0.0000041), rounded) is None
+    # An attempt read with a worst case held (its request settled lower after): nothing negative.
+    assert compute_unattributed(METER.model_copy(update={"cost_usd": 0.005}), [first]) is None
+    # The store lost the run's meter mid-run: nothing negative either.
+    assert compute_unattributed(MeteredUsage(requests=1, cost_usd=0.001), [first, first]) is None
+    # A request settled after its attempt's reading (the worst case counted): its tokens are counted.
+    late = compute_unattributed(METER.model_copy(update={"output_tokens": 200}), [first])
+    assert late is not None and (late.output_tokens, late.cost_usd) == (88, 0.0)

@@ -2,13 +2,14 @@
 Job and policy hold (never the vendor key, the token only from the plan Secret), the grant, the warnings."""
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from tests.unit.core.test_desired import golden
 
-from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
+from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, HarnessRunStatus
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.model_access import (
     ModelGrant,
@@ -19,18 +20,23 @@ from harness_operator.contract.model_access import (
 from harness_operator.contract.plan import load_plan
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.desired import AttemptTarget, build_job, build_plan_secret, build_plans
+from harness_operator.core.egress import grant_name as egress_grant_name
 from harness_operator.core.model_route import (
     build_model_grant,
     build_model_key_secret,
     build_model_secrets,
     compute_key_warning,
+    compute_live_attempts,
+    compute_model_caps,
     compute_model_route,
+    find_grant_conflict,
     find_own_key,
     merge_route_options,
     model_base_url,
     model_grant_name,
     model_key_secret_name,
     model_token,
+    read_model_grant,
     route_targets,
     without_attempts,
 )
@@ -192,23 +198,152 @@ def test_policy_opens_the_gateway_and_under_provider_nothing_of_the_vendor() -> 
     assert none["spec"]["egress"] == []
 
 
-def test_grant_holds_hash_vendor_caps_and_prices_of_routed_attempts_only() -> None:
+def test_grant_holds_the_runs_caps_and_hash_vendor_prices_of_live_routed_attempts_only() -> None:
     run = make_run(limits={"maxCostUSD": 0.5, "maxTokens": 9000}, fallback=[{"provider": "cursor"}])
     targets = routed(run, CLAUDE, CURSOR)
-    plans = build_plans(run, targets, "Review.", None, NOW, GATEWAY)
-    config_map = build_model_grant(run, targets, plans, GATEWAY)
+    config_map = build_model_grant(run, targets, GATEWAY, {1, 2})
     assert config_map is not None
     golden("model-grant", config_map)
     grant = ModelGrant.model_validate_json(config_map["data"]["grant.json"])
-    assert list(grant.attempts) == ["1"]
+    assert list(grant.attempts) == ["1"]  # attempt 2 (cursor) is not routed
     attempt = grant.attempts["1"]
     assert is_token_of(attempt, model_token(run, GATEWAY, 1)) and not is_token_of(attempt, "hmg-x.1.y")
-    assert (attempt.vendor, attempt.max_cost_usd, attempt.max_tokens) == ("anthropic", 0.5, 9000)
-    assert attempt.pricing["claude-x"].output == 15
+    assert attempt.vendor == "anthropic" and attempt.pricing["claude-x"].output == 15
+    # The caps are the run's, once: every attempt spends from them together.
+    assert (grant.max_cost_usd, grant.max_tokens) == (0.5, 9000)
+    assert "maxCostUSD" not in json.loads(config_map["data"]["grant.json"])["attempts"]["1"]
     assert model_token(run, GATEWAY, 1) not in json.dumps(config_map)
     assert config_map["metadata"]["namespace"] == "harness-system"
     assert without_attempts(grant, {1}).attempts == {}
-    assert build_model_grant(run, routed(run, CURSOR), plans[1:], GATEWAY) is None
+    assert build_model_grant(run, routed(run, CURSOR), GATEWAY, {1}) is None
+
+
+def test_only_the_started_attempts_are_live_in_the_grant() -> None:
+    run = make_run(fallback=[{"provider": "claude"}, {"provider": "claude"}])
+    targets = routed(run, CLAUDE, CLAUDE, CLAUDE)
+    for live in ({1}, {2}, {2, 3}):
+        config_map = build_model_grant(run, targets, GATEWAY, live)
+        assert config_map is not None
+        grant = ModelGrant.model_validate_json(config_map["data"]["grant.json"])
+        assert set(grant.attempts) == {str(i) for i in live}
+        for index in (1, 2, 3):  # a token is good only while its attempt is live
+            assert any(is_token_of(a, model_token(run, GATEWAY, index)) for a in grant.attempts.values()) == (
+                index in live
+            )
+    assert build_model_grant(run, targets, GATEWAY, set()) is None
+
+
+@pytest.mark.parametrize(
+    ("limits", "budget", "caps"),
+    [
+        ({}, None, (None, None)),
+        ({"maxCostUSD": 0.05}, None, (0.05, None)),
+        ({"maxTokens": 100}, None, (None, 100)),
+        ({"maxCostUSD": 0.05}, 0.02, (0.02, None)),  # a budget's reservation lowers it
+        ({"maxCostUSD": 0.05}, 0.5, (0.05, None)),
+        ({}, 0.3, (0.3, None)),  # a budget's default reservation caps a run without its own
+        ({"maxCostUSD": 1.0, "maxTokens": 7}, 0.25, (0.25, 7)),
+    ],
+)
+def test_the_grants_caps_are_the_runs_limits_lowered_to_its_reservation(
+    limits: dict[str, Any], budget: float | None, caps: tuple[float | None, int | None]
+) -> None:
+    run = make_run(limits=limits)
+    if budget is not None:
+        run.status = HarnessRunStatus.model_validate({"budget": {"names": ["b"], "reservedUSD": budget}})
+    assert compute_model_caps(run) == caps
+    config_map = build_model_grant(run, routed(run, CLAUDE), GATEWAY, {1})
+    assert config_map is not None
+    grant = ModelGrant.model_validate_json(config_map["data"]["grant.json"])
+    assert (grant.max_cost_usd, grant.max_tokens) == caps
+
+
+def test_the_caps_are_those_the_plans_hold() -> None:
+    run = make_run(limits={"maxCostUSD": 0.05, "maxTokens": 70}, fallback=[{"provider": "claude"}])
+    targets = routed(run, CLAUDE, CLAUDE)
+    plans = [load_plan(json.dumps(p)) for p in build_plans(run, targets, "Go.", None, NOW, GATEWAY)]
+    assert {(p.limits.max_cost_usd, p.limits.max_tokens) for p in plans} == {compute_model_caps(run)}
+
+
+def stored(run: HarnessRun, live: set[int], uid: str | None = None) -> ModelGrant:
+    config_map = build_model_grant(run, routed(run, CLAUDE, CLAUDE, CLAUDE), GATEWAY, live)
+    assert config_map is not None
+    grant = read_model_grant(config_map)
+    assert grant is not None
+    return grant.model_copy(update={"uid": uid}) if uid else grant
+
+
+def test_an_attempt_joins_the_live_attempts_of_this_runs_stored_grant_only() -> None:
+    run = make_run(fallback=[{"provider": "claude"}, {"provider": "claude"}])
+    assert compute_live_attempts(run, None, 1) == {1}
+    assert compute_live_attempts(run, stored(run, {1}), 2) == {1, 2}
+    assert compute_live_attempts(run, stored(run, {1}), 1) == {1}  # a start done again: the same
+    assert compute_live_attempts(run, stored(run, {2}), None) == {2}
+    # A deleted run of the same name left its grant: none of its attempts is this run's.
+    assert compute_live_attempts(run, stored(run, {1, 2}, uid="uid-gone"), 3) == {3}
+
+
+def test_read_model_grant_reads_only_a_labelled_grant() -> None:
+    run = make_run()
+    config_map = build_model_grant(run, routed(run, CLAUDE), GATEWAY, {1})
+    assert config_map is not None
+    assert read_model_grant(config_map) is not None
+    assert read_model_grant(None) is None
+    assert read_model_grant({**config_map, "metadata": {"name": "x", "labels": {}}}) is None
+    assert read_model_grant({**config_map, "data": {"grant.json": "{not json"}}) is None
+
+
+@pytest.mark.parametrize("namespace", ["model", "team-a", "m", "model-grant", "a" * 63])
+@pytest.mark.parametrize("name", ["review", "team-a.review", "a.b.c", "x" * 253])
+def test_a_model_grant_never_takes_an_egress_grants_name(namespace: str, name: str) -> None:
+    """Both may live in one namespace: an egress grant's name always holds a dot after the namespace (one
+    holds none), a model grant's never does; both fit a ConfigMap's name."""
+    assert "." in egress_grant_name(namespace, name)
+    for ours in (model_grant_name(namespace, name), model_key_secret_name(namespace, name)):
+        assert "." not in ours and len(ours) <= 253 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ours)
+
+
+def test_the_red_teams_namespace_named_model_gets_a_grant_of_its_own() -> None:
+    # Before: egress `model.team-a.review` (namespace model, run team-a.review) was the model grant of
+    # team-a/review.
+    assert egress_grant_name("model", "team-a.review") == "model.team-a.review"
+    assert model_grant_name("team-a", "review") != "model.team-a.review"
+    names = {
+        model_grant_name(ns, run)
+        for ns in ("model", "team-a", "team-a-b", "team")
+        for run in ("review", "a-review", "b.review", "team-a.review")
+    }
+    assert len(names) == 16  # distinct runs, distinct grants
+
+
+def test_token_of_a_long_runs_grant_parses() -> None:
+    run = make_run()
+    run.metadata["name"] = "r." * 120 + "x"
+    token = model_token(run, GATEWAY, 3)
+    assert parse_model_token(token) == (model_grant_name("team-a", run.metadata["name"]), "3")
+
+
+def owned(found: dict[str, Any], **data: Any) -> dict[str, Any]:
+    grant = json.loads(found["data"]["grant.json"])
+    return {**found, "data": {"grant.json": json.dumps({**grant, **data})}}
+
+
+def test_a_grant_of_another_run_or_no_grant_is_never_replaced() -> None:
+    run = make_run()
+    mine = build_model_grant(run, routed(run, CLAUDE), GATEWAY, {1})
+    assert mine is not None
+    label, key = "agentharness.dev/model-grant", "grant.json"
+    assert find_grant_conflict(None, label, key, run) is None
+    assert find_grant_conflict(mine, label, key, run) is None
+    # A deleted run of the same namespace and name left it: replaced (one run holds a name at a time).
+    assert find_grant_conflict(owned(mine, uid="uid-gone"), label, key, run) is None
+    other = find_grant_conflict(owned(mine, namespace="model", run="team-a.review"), label, key, run)
+    assert other is not None and "model/team-a.review" in other
+    assert find_grant_conflict(owned(mine, run="other"), label, key, run) is not None
+    # An egress grant where a model grant goes (or the reverse): not ours to replace.
+    assert "not a grant" in (find_grant_conflict(mine, "agentharness.dev/egress-grant", key, run) or "")
+    unreadable = {**mine, "data": {"grant.json": "[1"}}
+    assert find_grant_conflict(unreadable, label, key, run) is not None
 
 
 def test_token_hash_is_sha256() -> None:
@@ -288,9 +423,8 @@ def test_a_runs_own_key_is_routed_and_held_by_the_gateway_not_the_sandbox() -> N
     assert refs == [
         {"name": "review-plan", "key": "model-env-1-ANTHROPIC_API_KEY"}
     ]  # the token, not team-key
-    plans = build_plans(run, targets, "Review.", None, NOW, GATEWAY)
     grant = ModelGrant.model_validate_json(
-        build_model_grant(run, targets, plans, GATEWAY, frozenset({1}))["data"]["grant.json"]  # type: ignore[index]
+        build_model_grant(run, targets, GATEWAY, {1}, {1})["data"]["grant.json"]  # type: ignore[index]
     )
     assert (grant.attempts["1"].key_secret, grant.attempts["1"].key_field) == (
         model_key_secret_name("team-a", "review"),

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from harness_operator.api.v1alpha1 import AttemptOutcome, HarnessRun
+from harness_operator.api.v1alpha1 import AttemptOutcome, HarnessRun, Usage
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.result import ResultDocument, build_result_doc, render_termination_message
 from harness_operator.core.decide import decide_deletions
@@ -275,6 +275,27 @@ def test_an_end_is_recorded_once_when_the_result_has_none() -> None:
     assert first.attempts[0].completion_time == "2026-11-29T12:00:00Z"
     again = compute_status(run(status=first.to_api()), Observed(["claude"], [lost]), LATER)
     assert again.attempts[0].completion_time == "2026-11-29T12:00:00Z"
+
+
+def test_spend_the_gateway_metered_beyond_the_attempts_counts_in_the_runs_usage() -> None:
+    """Red team 49, item 5: spend through a token no attempt's meter shows is the run's all the same."""
+    usage1 = {"inputTokens": 10, "outputTokens": 1, "costUSD": 0.02, "costSource": "metered"}
+    attempts = [
+        finished(1, "claude", 1, "ProviderFailed", usage=usage1),
+        finished(2, "codex", 1, "ProviderFailed"),
+    ]
+    rest = Usage(input_tokens=7, output_tokens=2, cost_usd=0.03, cost_source="metered")
+    alone = compute_status(run(), Observed(PROVIDERS, attempts), NOW)
+    counted = compute_status(run(), Observed(PROVIDERS, attempts, unattributed=rest), NOW)
+    assert alone.usage is not None and (alone.usage.input_tokens, alone.usage.cost_usd) == (10, 0.02)
+    assert counted.usage is not None
+    assert (counted.usage.input_tokens, counted.usage.output_tokens) == (17, 3)
+    assert (counted.usage.cost_usd, counted.usage.cost_source) == (0.05, "metered")
+    assert [a.usage for a in counted.attempts] == [a.usage for a in alone.attempts]  # the attempts' own
+    nothing = compute_status(
+        run(), Observed(PROVIDERS, [finished(1, "claude", 1, "AuthFailed")], unattributed=rest), NOW
+    )
+    assert nothing.usage == rest
 
 
 def test_success_after_fallback_with_usage_summed() -> None:
