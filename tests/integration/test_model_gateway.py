@@ -405,8 +405,24 @@ def test_concurrent_streams_across_replicas_end_at_the_cap_with_one_replica_kill
 
 # --- red team 49: one meter and one cap per run across its attempts; grants that never collide ----------
 
-# What the Anthropic stub bills an answer to MESSAGE (its fixed usage at claude-sonnet-4-5's table prices).
+# What the Anthropic stub bills an answer (its fixed usage at claude-sonnet-4-5's table prices); an answer
+# clamped under a cap has fewer output tokens.
 BILLED_USD = 0.0046095
+SONNET_USD_PER_MTOK = {"input_tokens": 3.0, "output_tokens": 15.0, "cache_read_input_tokens": 0.3,
+                       "cache_creation_input_tokens": 3.75}  # fmt: skip
+
+
+# A prompt the size of what the stub bills (its input, cache reads and writes: 1344 tokens), so the
+# gateway's worst case, estimated at 3 bytes a token, covers each answer.
+SIZED = {**MESSAGE, "messages": [{"role": "user", "content": "word " * 1000}]}
+
+
+def billed_usd(answer: bytes) -> float:
+    """What the vendor billed for an answer: its own usage at the table's prices."""
+    usage = json.loads(answer)["usage"]
+    return sum(usage.get(kind, 0) * usd for kind, usd in SONNET_USD_PER_MTOK.items()) / 1e6
+
+
 ROUTED_CLAUDE = HarnessDefinitionSpec.model_validate(
     {
         "binary": "claude",
@@ -449,15 +465,18 @@ def routed_run(
     return run, route_targets(run, targets, config)
 
 
-def spend(url: str, token: str, until: int | None = None, times: int = 100) -> tuple[int, list[int]]:
-    """Post MESSAGE with `token` `times` times or until the answer is `until`: (answers the vendor gave,
-    the statuses seen)."""
-    statuses = []
+def spend(url: str, token: str, until: int | None = None, times: int = 100) -> tuple[list[float], list[int]]:
+    """Post SIZED with `token` `times` times or until the answer is `until`: (what the vendor billed for
+    each answer, the statuses seen)."""
+    statuses, billed = [], []
     for _ in range(times):
-        statuses.append(post(url, token, MESSAGE)[0])
-        if statuses[-1] == until:
+        status, answer = post(url, token, SIZED)
+        statuses.append(status)
+        if status == 200:
+            billed.append(billed_usd(answer))
+        if status == until:
             break
-    return statuses.count(200), statuses
+    return billed, statuses
 
 
 def refused(url: str, token: str) -> bool:
@@ -478,10 +497,10 @@ def test_a_runs_cap_binds_all_its_attempts_and_a_token_is_live_only_while_its_at
     stub: AnthropicStub = env.stubs["anthropic"]
     before = len(stub.requests)
     grants.admit(run, targets, 1)  # the operator starts attempt 1: its token, and only its, is live
-    answered, _ = spend(url, tokens[1], times=3)
-    assert answered == 3
+    billed, _ = spend(url, tokens[1], times=3)
+    assert billed == [pytest.approx(BILLED_USD)] * 3
     for later in (2, 3):  # not started: refused, and nothing reaches the vendor
-        status, body = post(url, tokens[later], MESSAGE)
+        status, body = post(url, tokens[later], SIZED)
         assert status == 401, body
     assert len(stub.requests) - before == 3
     # Attempt 1 fails (a retry can cure it); the operator reads its meter (revoking it), starts attempt 2.
@@ -489,21 +508,22 @@ def test_a_runs_cap_binds_all_its_attempts_and_a_token_is_live_only_while_its_at
     wait_until(lambda: refused(url, tokens[1]) or None, timeout=10, what="attempt 1's refusal")
     grants.admit(run, targets, 2)
     more, statuses = spend(url, tokens[2], until=400)
-    assert statuses[-1] == 400 and more > 0, statuses  # refused at the run's cap, Anthropic's shape
-    answered += more
+    assert statuses[-1] == 400 and more, statuses  # refused at the run's cap, Anthropic's shape
+    billed += more
     grants.revoke_attempt(run, 2)
     grants.admit(run, targets, 3)
-    status, body = post(url, tokens[3], MESSAGE)  # the cap is the run's: attempt 3 gets nothing more
+    status, body = post(url, tokens[3], SIZED)  # the cap is the run's: attempt 3 gets nothing more
     assert status == 400 and b"all its attempts together" in body, body
     reader = MeterReader(config)
     whole = reader.read(run.metadata["uid"], None)
     each = [reader.read(run.metadata["uid"], i) for i in (1, 2, 3)]
     assert whole.cost_usd + whole.reserved_usd <= cap + 1e-9, whole  # the sum, bound by maxCostUSD
-    assert len(stub.requests) - before == answered  # what reached the vendor
-    assert whole.cost_usd == pytest.approx(answered * BILLED_USD)  # the run's meter is what it billed
+    assert whole.cost_usd > cap - 0.01  # ... and reached: the attempts spent it together
+    assert len(stub.requests) - before == len(billed)  # what reached the vendor
+    assert whole.cost_usd == pytest.approx(sum(billed))  # the run's meter is what the vendor billed
     assert sum(m.cost_usd for m in each) == pytest.approx(whole.cost_usd)
-    assert [m.requests for m in each] == [3, more, 0] and each[2].refused == 1
-    print(f"\nmeasured: {answered} answers over 3 attempts, {whole.cost_usd:.6f} of {cap} USD spent")
+    assert [m.requests for m in each] == [3, len(more), 0] and each[2].refused == 1
+    print(f"\nmeasured: {len(billed)} answers over 3 attempts, {whole.cost_usd:.6f} of {cap} USD spent")
 
 
 def test_spend_through_an_attempt_that_never_ran_is_counted_in_the_runs_cost(env: Env) -> None:
@@ -516,16 +536,17 @@ def test_spend_through_an_attempt_that_never_ran_is_counted_in_the_runs_cost(env
     stub: AnthropicStub = env.stubs["anthropic"]
     before = len(stub.requests)
     grants.admit(run, targets, 1)
-    assert spend(url, tokens["model-env-1-ANTHROPIC_API_KEY"], times=2)[0] == 2
+    assert len(spend(url, tokens["model-env-1-ANTHROPIC_API_KEY"], times=2)[0]) == 2
     grants.revoke_attempt(run, 1)
     reader = MeterReader(config)
     first = build_metered_usage(reader.read(run.metadata["uid"], 1), None)  # attempt 1's reading
     grants.admit(run, targets, 2)  # its token is live; its Job is never created (the run then fails)
-    assert spend(url, tokens["model-env-2-ANTHROPIC_API_KEY"], times=3)[0] == 3
+    unread, _ = spend(url, tokens["model-env-2-ANTHROPIC_API_KEY"], times=3)
+    assert len(unread) == 3
     metering = AttemptMetering(Kube(env.kube), config, grants, reader)
     recorded = [Attempt(index=1, provider="claude", usage=first)]  # status knows of attempt 1 only
     rest = metering.meter_run(run, recorded, retry=0)
-    assert rest is not None and rest.cost_usd == pytest.approx(3 * BILLED_USD), rest
+    assert rest is not None and rest.cost_usd == pytest.approx(sum(unread)), rest
     billed = (len(stub.requests) - before) * BILLED_USD
     assert sum_usage([first, rest]).cost_usd == pytest.approx(billed) == pytest.approx(5 * BILLED_USD)
     # The run's grant went before the reading: its tokens spend nothing more.
