@@ -307,3 +307,78 @@ def test_structured_output_in_the_shipped_image_through_the_gateway(
         log = runs.core.read_namespaced_pod_log(pod, runs.ns, container="runner")
         assert "re-prompt 1/1 with pi" in log
     assert status["usage"]["inputTokens"] == SERVED[ROUTED[provider][0]]["inputTokens"] * len(calls)
+
+
+# The agent of the cap test: it spends through the gateway, five answers or until refused at the cap, then
+# fails as a rate-limited Claude does (a retry cures that), or stops at the cap (a refusal ends the run).
+SPENDER = r"""
+import json, os, sys, urllib.error, urllib.request
+body = {"model": "claude-sonnet-4-5", "max_tokens": 1024,
+        "messages": [{"role": "user", "content": "word " * 1000}]}
+headers = {"x-api-key": os.environ["ANTHROPIC_API_KEY"], "content-type": "application/json"}
+statuses = []
+for _ in range(5):
+    url = os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages"
+    try:
+        request = urllib.request.Request(url, json.dumps(body).encode(), headers)
+        urllib.request.urlopen(request, timeout=30).read()
+        statuses.append(200)
+    except urllib.error.HTTPError as exc:
+        statuses.append(exc.code)
+        break
+print(json.dumps({"type": "result", "subtype": "error", "is_error": True, "api_error_status": 429,
+                  "result": f"answers: {statuses}", "total_cost_usd": 0, "num_turns": 1}))
+sys.exit(1)
+"""
+SONNET_USD_PER_MTOK = {"input_tokens": 3.0, "output_tokens": 15.0, "cache_read_input_tokens": 0.3,
+                       "cache_creation_input_tokens": 3.75}  # fmt: skip
+
+
+def test_a_runs_cap_binds_its_retries_together_and_its_cost_is_what_the_vendor_billed(
+    vendors: dict[str, Any], runs: Runs
+) -> None:
+    """Red team 49, item 5: each attempt's grant carried the whole maxCostUSD, so a run's retries spent it
+    again and again. Here each attempt spends five answers (0.023 USD) and fails as rate limited: three
+    attempts would spend 0.069 of the run's 0.05; the second is refused at the cap, which ends the run."""
+    definition = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HarnessDefinition",
+        "metadata": {"name": "spender"},
+        "spec": {
+            "binary": "python3",
+            "prefixArgs": ["-c", SPENDER],
+            "output": {"format": "claude-stream-json"},
+            "capabilities": {"usageReporting": True, "costReporting": True},
+            "credentials": [
+                {"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "none", "key": "k"}, "optional": True}
+            ],
+            "modelRoute": {
+                "vendor": "anthropic",
+                "env": [
+                    {"name": "ANTHROPIC_BASE_URL", "value": "$(HARNESS_MODEL_GATEWAY_URL)"},
+                    {"name": "ANTHROPIC_API_KEY", "value": "$(HARNESS_MODEL_GATEWAY_TOKEN)"},
+                ],
+            },
+        },
+    }  # fmt: skip
+    runs.custom.create_namespaced_custom_object(GROUP, VERSION, runs.ns, "harnessdefinitions", definition)
+    stub = vendors["anthropic"]
+    before = len(stub.requests)
+    cap = 0.05
+    runs.create("capped", {"provider": "spender", "prompt": "go", "retry": {"limit": 2, "backoffSeconds": 1},
+                           "limits": {"timeoutSeconds": 120, "maxCostUSD": cap}})  # fmt: skip
+    status = runs.wait_finished("capped")
+    assert status["reason"] == "CostLimitExceeded", runs.describe("capped")
+    attempts = status["attempts"]
+    assert [a.get("reason") for a in attempts] == ["RateLimited", "CostLimitExceeded"], attempts
+    # What the vendor billed: each answer's usage (its output at most the max_tokens the gateway sent).
+    billed = 0.0
+    for request in model_calls_since(stub, before):
+        usage = {"input_tokens": 1234, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 10,
+                 "output_tokens": min(56, request.body["max_tokens"])}  # fmt: skip
+        billed += sum(usage[kind] * usd for kind, usd in SONNET_USD_PER_MTOK.items()) / 1e6
+    assert len(model_calls_since(stub, before)) >= 6  # both attempts spent
+    usage = status["usage"]
+    assert usage["costSource"] == "metered" and usage["costUSD"] == pytest.approx(billed, abs=1e-6)
+    assert cap - 0.01 < usage["costUSD"] <= cap + 1e-9  # the two attempts together, at the run's cap
+    assert sum(a["usage"]["costUSD"] for a in attempts) == pytest.approx(usage["costUSD"], abs=1e-6)
