@@ -1,7 +1,8 @@
 """The chart's model gateway holding the vendors' keys: every routed built-in, in its shipped image, reaches
 its vendor's stub through the gateway and nothing else; the stub sees the gateway's key, never the
-attempt's token; status shows the metered usage; and an agent that forges its usage is billed what it
-spent, in status and in its budget.
+attempt's token; status shows the metered usage; an agent that forges its usage is billed what it
+spent, in status and in its budget; and a run's retries spend from one cap, its cost what the vendor
+billed.
 
 The release is upgraded with `modelGateway.vendors` naming a key Secret per vendor and the stubs as the
 vendors' base URLs (what a platform team sets, with the vendors' real URLs left at their defaults), and
