@@ -232,9 +232,10 @@ def check_capped_body(flavor: Flavor, document: Mapping[str, Any]) -> str | None
     modalities = document.get("modalities")
     if modalities is not None and modalities != ["text"]:
         return _field("modalities", "only text output is held by the worst case; send ['text']")
-    found = _check_tools(flavor, document.get("tools"))
-    if found:
-        return found
+    for where, tools in _tool_lists(flavor, document):
+        found = _check_tools(flavor, where, tools)
+        if found:
+            return found
     return _check_parts(flavor, document)
 
 
@@ -245,14 +246,29 @@ def _field(name: str, why: str) -> str:
     )
 
 
-def _check_tools(flavor: Flavor, tools: Any) -> str | None:
-    for tool in tools if isinstance(tools, list) else []:
+def _tool_lists(flavor: Flavor, document: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Every list of tools a request offers, with its place: `tools`, and in a Responses request the
+    `tools` of an `additional_tools` input item (Codex offers its tools there) and of a `namespace`."""
+    yield "tools", document.get("tools")
+    items = document.get("input") if flavor == Flavor.openai_responses else None
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            yield f"input[{i}].tools", item.get("tools")
+
+
+def _check_tools(flavor: Flavor, where: str, tools: Any) -> str | None:
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):
         kind = tool.get("type") if isinstance(tool, dict) else None
         if kind is None and flavor == Flavor.anthropic:
             continue  # a custom tool
+        if kind == "namespace" and flavor == Flavor.openai_responses:  # a group of tools, each checked
+            found = _check_tools(flavor, f"{where}[{i}].tools", tool.get("tools"))
+            if found:
+                return found
+            continue
         if not isinstance(kind, str) or not kind.startswith(CLIENT_TOOLS[flavor]):
             return _field(
-                "tools",
+                where,
                 f"the tool type {kind!r} runs at the vendor, which bills what it fetches, searches or "
                 "runs past the gateway's worst case; offer the agent's own tool instead",
             )

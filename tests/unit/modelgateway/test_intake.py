@@ -252,6 +252,17 @@ CLI_BODIES: list[tuple[str, Flavor, dict[str, Any]]] = [
         "tools": [{"type": "function", "name": "shell", "parameters": {}},
                   {"type": "custom", "name": "apply_patch", "format": {"type": "grammar"}},
                   {"type": "local_shell"}],
+    }),
+    ("codex 0.171, tools as an input item", Flavor.openai_responses, {
+        "model": "gpt-6.2-sol", "stream": True, "store": False,
+        "input": [
+            {"type": "additional_tools", "id": "at_1", "role": "developer", "tools": [
+                {"type": "namespace", "name": "functions", "description": "", "tools": [
+                    {"type": "custom", "name": "exec", "format": {"type": "grammar"}},
+                    {"type": "function", "name": "wait", "parameters": {}, "strict": False}]},
+                {"type": "namespace", "name": "mcp__docs", "tools": [{"type": "function", "name": "echo"}]}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        ],
         "tool_choice": "auto", "parallel_tool_calls": False, "reasoning": {"effort": "medium"},
         "include": ["reasoning.encrypted_content"], "prompt_cache_key": "k",
         "text": {"verbosity": "low"}, "client_metadata": {"x": "y"},
@@ -365,6 +376,13 @@ BASE = {
         (Flavor.openai_responses, {"tools": [{"type": "code_interpreter"}]}, "code_interpreter"),
         (Flavor.openai_responses, {"tools": [{"type": "image_generation"}]}, "image_generation"),
         (Flavor.openai_responses, {"tools": [{"type": "mcp", "server_url": "https://x"}]}, "'mcp'"),
+        (Flavor.openai_responses, {"tools": [{"type": "namespace", "tools": [{"type": "web_search"}]}]},
+         "`tools[0].tools`"),
+        (Flavor.openai_responses, {"input": [{"type": "additional_tools", "tools": [{"type": "web_search"}]}]},
+         "`input[0].tools`"),
+        (Flavor.openai_responses, {"input": [{"type": "additional_tools", "tools": [
+            {"type": "namespace", "tools": [{"type": "function"}, {"type": "code_interpreter"}]}]}]},
+         "`input[0].tools[0].tools`"),
         (Flavor.openai_chat, {"tools": [{"function": {"name": "f"}}]}, "None"),
         (Flavor.gemini, {"tools": [{"googleSearch": {}}]}, "tools.googleSearch"),
         (Flavor.gemini, {"tools": [{"url_context": {}}]}, "tools.url_context"),
