@@ -308,7 +308,16 @@ MCP_BODIES = {
             "mcp", {"provider": "claude", "prompt": "hi", "mcpServers": [mcp_server(url)]}
         ),
     ),
-    "definition": ("spec", lambda url: definition_body("mcp", IMAGE, "ok", mcpServers=[mcp_server(url)])),
+    "definition": (
+        "spec",
+        lambda url: definition_body(
+            "mcp",
+            IMAGE,
+            "ok",
+            mcp={"flag": "--mcp-config", "toolName": "mcp__{server}__{tool}"},
+            mcpServers=[mcp_server(url)],
+        ),
+    ),
 }
 
 
