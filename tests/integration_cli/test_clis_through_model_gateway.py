@@ -18,8 +18,6 @@ import pytest
 from tests.fixtures.cli.capture import CASES, HERE, Case
 from tests.stubs.run_cli import run, stub_class
 
-from harness_operator.contract.model_access import ModelGrant
-
 pytestmark = pytest.mark.cli
 
 TOKEN = f"hmg-capped.1.{'c' * 64}"
@@ -39,16 +37,14 @@ ROUTED = [
 
 
 def capped_grant(vendor: str) -> dict[str, object]:
-    """A run's grant of one attempt under a 5 USD cap (the cap sits on the run where the contract puts it
-    there, else on the attempt)."""
+    """A run's grant of one attempt under a 5 USD cap."""
     attempt: dict[str, object] = {
         "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest(),
         "vendor": vendor,
         "pricing": {model: {"input": 1, "output": 5} for model in PRICED},
     }
     grant: dict[str, object] = {"namespace": "team-a", "run": "capped", "uid": "uid-capped"}
-    (grant if "max_cost_usd" in ModelGrant.model_fields else attempt)["maxCostUSD"] = 5.0
-    return {**grant, "attempts": {"1": attempt}}
+    return {**grant, "maxCostUSD": 5.0, "attempts": {"1": attempt}}
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,6 @@ from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.gemini import GeminiStub
 from tests.stubs.openai import OpenAIStub
 
-from harness_operator.contract.model_access import ModelGrant
-
 HEADERS = {"anthropic": "x-api-key", "openai": "authorization", "gemini": "x-goog-api-key"}
 MESSAGE = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [{"role": "user", "content": "Hi"}]}
 
@@ -34,8 +32,8 @@ MESSAGE = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [{"role"
 def _grant(name: str, token: str, vendor: str, cap: float | None) -> dict[str, Any]:
     attempt: dict[str, Any] = {"token_sha256": hashlib.sha256(token.encode()).hexdigest(), "vendor": vendor}
     grant: dict[str, Any] = {"namespace": "team-a", "run": name, "uid": f"uid-{name}"}
-    if cap is not None:  # on the run where the contract puts it there, else on the attempt
-        (grant if "max_cost_usd" in ModelGrant.model_fields else attempt)["maxCostUSD"] = cap
+    if cap is not None:
+        grant["maxCostUSD"] = cap
     return {**grant, "attempts": {"1": attempt}}
 
 

@@ -166,7 +166,7 @@ class Gateway:
         body = await _read_body(request, self.max_request_bytes)
         document = None
         if not isinstance(body, Refusal) and endpoint.flavor is not None:
-            document = _metered_body(endpoint, headers, body, _is_capped(grant, attempt))
+            document = _metered_body(endpoint, headers, body, _is_capped(grant))
         if isinstance(body, Refusal) or isinstance(document, Refusal):
             self.count(grant, vendor, "refused")
             return _refuse(vendor, body if isinstance(body, Refusal) else document)  # type: ignore[arg-type]
@@ -425,13 +425,9 @@ def _metered_body(
     return document if why is None else Refusal(400, why, "bad_request")
 
 
-def _is_capped(grant: ModelGrant, attempt: ModelAttemptGrant) -> bool:
-    """Whether a cap holds the request (the run's, or the attempt's where the grant still carries it)."""
-    return any(
-        getattr(holder, cap, None) is not None
-        for holder in (grant, attempt)
-        for cap in ("max_cost_usd", "max_tokens")
-    )
+def _is_capped(grant: ModelGrant) -> bool:
+    """Whether the run's caps hold the request."""
+    return grant.max_cost_usd is not None or grant.max_tokens is not None
 
 
 def _refuse(vendor: Vendor, refusal: Refusal) -> web.Response:
