@@ -294,7 +294,7 @@ def test_a_chained_run_clones_the_commit_and_applies_the_checked_patch() -> None
     env = {e["name"]: e.get("value") for e in clone["env"]}
     assert env["GIT_COMMIT"] == "a" * 40 and env["PATCH_SHA256"] == "f" * 64
     script = clone["command"][-1]
-    assert script.index("sha256sum -c") < script.index('git apply --binary')
+    assert script.index("sha256sum -c") < script.index("git apply --binary")
     volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
     assert volumes["from-patch"]["configMap"]["name"] == "implement-changes"
 
