@@ -9,7 +9,7 @@ import urllib.request
 from collections.abc import Sequence
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import Attempt, CostSource, HarnessRun, Usage
+from harness_operator.api.v1alpha1 import Attempt, HarnessRun, Usage
 from harness_operator.contract.model_access import (
     MeteredUsage,
     build_meter_reader_token,
@@ -149,7 +149,9 @@ class AttemptMetering:
                 f"{exc}, {retry} times: spend no attempt's meter shows is not counted",
             )
             return None
-        metered = [a.usage for a in attempts if a.usage and a.usage.cost_source == CostSource.metered]
+        # An attempt read from its meter keeps the sandbox's word beside it (reportedUsage), priced or not:
+        # a model without a price leaves its cost unknown, and its tokens are the meter's all the same.
+        metered = [a.usage for a in attempts if a.usage and a.reported_usage is not None]
         rest = compute_unattributed(meter, metered)
         if rest is not None and rest.cost_usd:
             self.kube.create_event(

@@ -244,11 +244,15 @@ def test_the_runs_meter_is_read_at_its_end_after_its_grant_is_gone() -> None:
     reader = Reader(api, MeteredUsage(requests=5, input_tokens=50, cost_usd=0.05))
     metering = AttemptMetering(api, GATEWAYS, grants, reader)  # type: ignore[arg-type]
     first = Usage(input_tokens=20, cost_usd=0.02, cost_source=CostSource.metered)
+    unpriced = Usage(input_tokens=10, cost_source=CostSource.unknown)  # metered, its model has no price
     reported = Usage(input_tokens=999, cost_usd=9.0, cost_source=CostSource.reported)  # not the meter's
-    rest = metering.meter_run(
-        run, [Attempt(index=1, provider="p", usage=first), Attempt(index=2, provider="p", usage=reported)], 0
-    )
-    assert rest is not None and (rest.input_tokens, rest.cost_usd) == (30, 0.03)
+    attempts = [
+        Attempt(index=1, provider="p", usage=first, reported_usage=Usage(input_tokens=18)),
+        Attempt(index=2, provider="p", usage=unpriced, reported_usage=Usage()),
+        Attempt(index=3, provider="p", usage=reported),
+    ]
+    rest = metering.meter_run(run, attempts, 0)
+    assert rest is not None and (rest.input_tokens, rest.cost_usd) == (20, 0.03)
     assert reader.grant_at_read == [False]  # revoked first: nothing spends after the reading
     assert [r for r, _ in api.events] == [Reason.UsageMismatch]
 
