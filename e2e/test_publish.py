@@ -7,6 +7,7 @@ container never holds that token and what it plants in `.git` is never used.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -232,3 +233,74 @@ def test_nothing_the_agent_planted_runs_where_the_write_token_is(publishing: Pub
     assert ".github/workflows/x.yml" in refused["message"] and "allowCIChanges" in refused["message"]
     assert "harness/ci" not in server.branches(OWNER_REPO)
     assert server.refs_pushed() == []
+
+
+def test_a_workspace_the_last_agent_left_runs_nothing_with_the_next_runs_token(
+    publishing: Publishing, runs: Runs, tmp_path: Path
+) -> None:
+    """Issue 49, item 2, replayed on a claim two runs share: the first agent breaks the repository's
+    `.git` (no HEAD) and makes the claim's root a repository whose config and info/attributes run a
+    smudge filter. The old clone let git discover that repository, so the next run's checkout ran the
+    filter with its own read token; now the clone makes `.git` anew and never discovers one."""
+    server = publishing.server
+    marker = base_url(server, "marker/smudge.git")
+    folder = tmp_path / "claim"
+    folder.mkdir()
+    os.chown(folder, 65532, 65532)  # a hostPath volume the sandbox user owns, as a provisioned claim's root
+    name = f"shared-{runs.ns}"
+    runs.core.create_persistent_volume(
+        client.V1PersistentVolume(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1PersistentVolumeSpec(
+                capacity={"storage": "1Gi"},
+                access_modes=["ReadWriteOnce"],
+                storage_class_name="",
+                host_path=client.V1HostPathVolumeSource(path=str(folder), type="Directory"),
+                persistent_volume_reclaim_policy="Retain",
+            ),
+        )
+    )
+    try:
+        claim = client.V1PersistentVolumeClaim(
+            metadata=client.V1ObjectMeta(name="shared"),
+            spec=client.V1PersistentVolumeClaimSpec(
+                access_modes=["ReadWriteOnce"],
+                storage_class_name="",
+                volume_name=name,
+                resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}),
+            ),
+        )
+        runs.core.create_namespaced_persistent_volume_claim(runs.ns, claim)
+        smudge = f'sh -c "git ls-remote {marker} >/dev/null 2>&1; cat"'
+        plant = " && ".join(
+            [
+                "git -C /workspace init -q",
+                f"git -C /workspace config filter.x.smudge '{smudge}'",
+                "mkdir -p /workspace/.git/info && printf '* filter=x\\n' > /workspace/.git/info/attributes",
+                "rm .git/HEAD",
+            ]
+        )
+        volume = {"persistentVolumeClaim": {"claimName": "shared"}}
+        token = {"name": "forge-write-token", "key": "token"}
+        for run, command in (("leaves", plant), ("next", "true")):
+            model = AnthropicStub(mode="bash", host=STUB_HOST, command=command).start()
+            publishing.stubs.append(model)
+            spec = agent_run(runs, "claude", ROUTES["claude"](model.base_url), model.port)
+            spec["with"] = {"permission-mode": "bypassPermissions"}
+            git = {
+                "url": publishing.url,
+                "ref": "main",
+                **({"credentialsSecretRef": token} if run == "next" else {}),
+            }
+            spec["workspace"] = {"workingDir": REPO, "git": git, "volume": volume}
+            spec["sandbox"]["egress"].append({"cidr": f"{STUB_HOST}/32", "ports": [server.port]})
+            runs.create(run, spec)
+            status = runs.wait_finished(run)
+            assert status["phase"] == "Succeeded", publishing.describe(run)
+        assert (folder / ".git" / "info" / "attributes").exists()  # the plant was there for the next clone
+        assert not (folder / "repo" / ".git" / "commondir").exists()
+        assert (folder / "repo" / ".git" / "HEAD").exists()  # made anew
+        assert not [r["path"] for r in server.requests() if "/marker/" in r["path"]]
+    finally:
+        runs.core.delete_namespaced_persistent_volume_claim("shared", runs.ns)
+        runs.core.delete_persistent_volume(name)
