@@ -103,7 +103,7 @@ class Env:
     config: OperatorConfig
     gateways: list[Gateway]
     stubs: dict[str, Any]
-    start: Any  # () -> Gateway
+    start: Any  # (**settings) -> Gateway
 
     @staticmethod
     def run(name: str, uid: str) -> HarnessRun:
@@ -163,7 +163,8 @@ def env(
              "gemini": GeminiStub(mode="ok").start()}  # fmt: skip
     gateways: list[Gateway] = []
 
-    def start() -> Gateway:
+    def start(**settings: str) -> Gateway:
+        """A gateway process; `settings`: environment variables of its own (an upstream, a limit)."""
         port, admin = free_port(), free_port()
         environ = {
             "PATH": os.environ["PATH"],
@@ -176,6 +177,7 @@ def env(
             "HARNESS_GATEWAY_KEY": KEY,
             **{f"HARNESS_KEY_{v.upper()}": k for v, k in VENDOR_KEYS.items()},
             **{f"HARNESS_UPSTREAM_{v.upper()}": s.base_url for v, s in stubs.items()},
+            **settings,
         }
         log = (folder / f"gateway-{len(gateways)}.log").open("wb")
         proc = subprocess.Popen(

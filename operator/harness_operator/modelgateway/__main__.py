@@ -8,6 +8,9 @@
   HARNESS_PORT, HARNESS_ADMIN_PORT   the vendors' port (8080) and the admin port (9102)
   HARNESS_MAX_REQUEST_BYTES    the largest request body it takes (default 8 MiB; the chart's
                                modelGateway.maxRequestBytes)
+  HARNESS_MAX_IN_FLIGHT_PER_ATTEMPT, HARNESS_MAX_IN_FLIGHT_PER_NAMESPACE   the requests one attempt (8) and
+                               one namespace (32) may have in flight on a replica; more are refused (429)
+  HARNESS_UPSTREAM_CONNECTIONS the replica's connections to the vendors (100), above the namespace's limit
 In a pod it talks to the API server as its ServiceAccount; elsewhere through KUBECONFIG.
 """
 
@@ -22,6 +25,7 @@ from aiohttp import web
 from kubernetes import client, config
 
 from harness_operator.contract.model_access import build_meter_reader_token
+from harness_operator.modelgateway.fairness import Limits, check_limits
 from harness_operator.modelgateway.grants import GrantWatch
 from harness_operator.modelgateway.intake import DEFAULT_MAX_REQUEST_BYTES
 from harness_operator.modelgateway.server import Gateway, build_apps
@@ -38,7 +42,21 @@ def _namespace() -> str:
         return handle.read().strip()
 
 
+def _limits() -> Limits:
+    defaults = Limits()
+    return Limits(
+        per_attempt=int(os.environ.get("HARNESS_MAX_IN_FLIGHT_PER_ATTEMPT") or defaults.per_attempt),
+        per_namespace=int(os.environ.get("HARNESS_MAX_IN_FLIGHT_PER_NAMESPACE") or defaults.per_namespace),
+        upstream_connections=int(
+            os.environ.get("HARNESS_UPSTREAM_CONNECTIONS") or defaults.upstream_connections
+        ),
+    )
+
+
 async def serve() -> None:
+    limits = _limits()
+    if why := check_limits(limits):
+        raise SystemExit(f"harness-model-gateway: {why}")
     try:
         config.load_incluster_config()
     except config.ConfigException:
@@ -60,9 +78,15 @@ async def serve() -> None:
         },
         reader_token=build_meter_reader_token(os.environ["HARNESS_GATEWAY_KEY"]),
         max_request_bytes=int(os.environ.get("HARNESS_MAX_REQUEST_BYTES") or DEFAULT_MAX_REQUEST_BYTES),
+        limits=limits,
     )
     # No read timeout: a model streams for as long as it thinks; the connection's own keepalive ends it.
-    gateway.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, connect=10))
+    # The connect timeout covers the wait for a free connection of the pool too; the in-flight limits,
+    # below the pool's size, keep one tenant from holding it all.
+    gateway.session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limits.upstream_connections),
+        timeout=aiohttp.ClientTimeout(total=None, connect=10),
+    )
     public, admin = build_apps(gateway)
     runners = [web.AppRunner(public, access_log=None), web.AppRunner(admin, access_log=None)]
     for app_runner in runners:

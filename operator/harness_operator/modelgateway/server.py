@@ -33,6 +33,7 @@ from harness_operator.contract.model_access import (
     is_token_of,
     parse_model_token,
 )
+from harness_operator.modelgateway.fairness import InFlight, Limits, is_unsent
 from harness_operator.modelgateway.grants import GrantWatch
 from harness_operator.modelgateway.intake import (
     DEFAULT_MAX_REQUEST_BYTES,
@@ -91,10 +92,12 @@ class Gateway:
     reader_token: str
     session: aiohttp.ClientSession | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    limits: Limits = field(default_factory=Limits)
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     def __post_init__(self) -> None:
         self.requests = build_request_counter(self.registry)
+        self.in_flight = InFlight(self.limits)
         self.lookups = LookupBudget(LOOKUPS_PER_SECOND, LOOKUP_BURST)
 
     def count(self, grant: ModelGrant | None, vendor: Vendor, verdict: str) -> None:
@@ -170,20 +173,31 @@ class Gateway:
         if isinstance(body, Refusal) or isinstance(document, Refusal):
             self.count(grant, vendor, "refused")
             return _refuse(vendor, body if isinstance(body, Refusal) else document)  # type: ignore[arg-type]
-        held: Reservation | None = None
-        meter = meter_keys(grant.uid, index)
-        if document is not None:
-            endpoint = vendor.endpoint(request.method, path, document) or endpoint
-            refusal, held, changed = await self._reserve(
-                vendor, endpoint, path, document, body, grant, attempt, meter
+        # A place in flight before anything is reserved: a request over its limit is refused at once and
+        # costs nothing, and no tenant holds the whole upstream pool.
+        slot = self.in_flight.enter(grant.namespace, grant.uid, index)
+        if isinstance(slot, str):
+            self.count(grant, vendor, "limited")
+            return _error(vendor, 429, slot, "rate_limit")
+        try:
+            held: Reservation | None = None
+            meter = meter_keys(grant.uid, index)
+            if document is not None:
+                endpoint = vendor.endpoint(request.method, path, document) or endpoint
+                refusal, held, changed = await self._reserve(
+                    vendor, endpoint, path, document, body, grant, attempt, meter
+                )
+                if refusal is not None:
+                    self.count(grant, vendor, "capped")
+                    return refusal
+                # Only what the gateway parsed (and reserved for) goes, never the bytes the caller sent.
+                body = json.dumps(changed if changed is not None else document).encode()
+            self.count(grant, vendor, "forwarded")
+            return await self._forward(
+                request, vendor, path, headers, key, body, endpoint, held, attempt, meter
             )
-            if refusal is not None:
-                self.count(grant, vendor, "capped")
-                return refusal
-            # Only what the gateway parsed (and reserved for) goes, never the bytes the caller sent.
-            body = json.dumps(changed if changed is not None else document).encode()
-        self.count(grant, vendor, "forwarded")
-        return await self._forward(request, vendor, path, headers, key, body, endpoint, held, attempt, meter)
+        finally:
+            self.in_flight.leave(slot)
 
     async def _attempt(self, token: str) -> tuple[ModelGrant, str, ModelAttemptGrant] | str | None:
         """The grant, attempt number and attempt a token opens; None when it opens none; "busy" when its
@@ -293,6 +307,7 @@ class Gateway:
         stream_meter = StreamMeter(flavor) if flavor is not None and endpoint.streaming else None
         kept = bytearray()
         finished = settled = False
+        reached = True  # whether the request went to the vendor (an error before it was sent: it did not)
         response: web.StreamResponse | None = None
 
         async def settle() -> None:
@@ -307,7 +322,7 @@ class Gateway:
                 usage = usage_of(vendor, flavor, _json(bytes(kept))) or fold_json_stream(
                     vendor, flavor, bytes(kept)
                 )
-            await self._settle(vendor, held, usage, attempt, meter, finished, response)
+            await self._settle(vendor, held, usage, attempt, meter, finished, response, reached)
 
         try:
             async with self.session.request(
@@ -331,6 +346,7 @@ class Gateway:
                 await settle()  # before the caller sees the end: a meter read after the answer counts it
                 await response.write_eof()
         except (TimeoutError, aiohttp.ClientError) as exc:
+            reached = response is not None or not is_unsent(exc)
             if response is None:
                 return _error(
                     vendor, 502, f"harness model gateway: the vendor did not answer: {exc}", "upstream"
@@ -350,11 +366,16 @@ class Gateway:
         meter: MeterKeys,
         finished: bool,
         response: web.StreamResponse | None,
+        reached: bool,
     ) -> None:
         """Count what the answer says it used. An answer cut short, or one that said nothing of its usage
-        while it succeeded, is billed its worst case held; a refused one (an error status) nothing."""
+        while it succeeded, is billed its worst case held; a refused one (an error status) nothing, nor one
+        that never reached the vendor (no connection, none free in the pool)."""
         ok = response is not None and response.status < 400
-        if usage is not None and (finished or not ok):
+        cost: float | None
+        if not reached:
+            usage, cost = RequestUsage(model=None), 0.0
+        elif usage is not None and (finished or not ok):
             cost = cost_of(vendor, usage, attempt, datetime.now(UTC))
         elif ok or not finished:  # a worst case of nothing is a model without a price: unknown
             usage, cost = RequestUsage(model=None), held.cost or None

@@ -135,20 +135,26 @@ class Vendor:
 
     def error(self, status: int, message: str, kind: str) -> tuple[int, bytes]:
         """An error as the vendor writes it. `kind`: unauthorized, not_found, cap, bad_request, too_large,
-        upstream."""
+        upstream, rate_limit (a 429 the CLIs retry)."""
         if self.name == "anthropic":
             types = {
                 "unauthorized": "authentication_error",
                 "not_found": "not_found_error",
                 "upstream": "api_error",
                 "too_large": "request_too_large",
+                "rate_limit": "rate_limit_error",
             }
             body: dict[str, Any] = {
                 "type": "error",
                 "error": {"type": types.get(kind, "invalid_request_error"), "message": message},
             }
         elif self.name == "openai":
-            codes = {"unauthorized": "invalid_api_key", "cap": "insufficient_quota", "not_found": "not_found"}
+            codes = {
+                "unauthorized": "invalid_api_key",
+                "cap": "insufficient_quota",
+                "not_found": "not_found",
+                "rate_limit": "rate_limit_exceeded",
+            }
             body = {"error": {"message": message, "type": codes.get(kind, "invalid_request_error")}}
             body["error"]["code"] = codes.get(kind)
         else:
@@ -157,6 +163,7 @@ class Vendor:
                 "not_found": "NOT_FOUND",
                 "cap": "FAILED_PRECONDITION",
                 "upstream": "UNAVAILABLE",
+                "rate_limit": "RESOURCE_EXHAUSTED",
             }
             body = {
                 "error": {
