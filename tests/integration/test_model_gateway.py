@@ -36,7 +36,7 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import Attempt, HarnessDefinitionSpec, HarnessRun
+from harness_operator.api.v1alpha1 import Attempt, HarnessDefinitionSpec, HarnessRun, Usage
 from harness_operator.contract.model_access import (
     MeteredUsage,
     ModelAttemptGrant,
@@ -549,7 +549,8 @@ def test_spend_through_an_attempt_that_never_ran_is_counted_in_the_runs_cost(
     unread, _ = spend(url, tokens["model-env-2-ANTHROPIC_API_KEY"], times=3)
     assert len(unread) == 3
     metering = AttemptMetering(Kube(env.kube), config, grants, reader)
-    recorded = [Attempt(index=1, provider="claude", usage=first)]  # status knows of attempt 1 only
+    # Status knows of attempt 1 only, read from its meter (its sandbox's report kept beside it).
+    recorded = [Attempt(index=1, provider="claude", usage=first, reported_usage=Usage())]
     rest = metering.meter_run(run, recorded, retry=0)
     assert rest is not None and rest.cost_usd == pytest.approx(sum(unread), abs=1e-6), rest  # 6 decimals
     billed = (len(stub.requests) - before) * BILLED_USD
