@@ -263,4 +263,10 @@ def test_a_silent_gateway_is_asked_again_then_said_lost() -> None:
     with pytest.raises(MeterUnavailable):
         metering.meter_run(run, [], METER_RETRIES - 1)
     assert metering.meter_run(run, [], METER_RETRIES) is None
-    assert [r for r, _ in api.events] == [Reason.MeterLost]
+    assert api.events == [
+        (
+            Reason.MeterLost,
+            f"the model gateway's meter of the run: refused, {METER_RETRIES} times: spend no attempt's meter "
+            "shows is not counted",
+        )
+    ]
