@@ -30,8 +30,9 @@ from typing import Any
 from kubernetes import client, config
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
+from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress import build_egress_grant, build_proxy_token, proxy_user
+from harness_operator.core.egress_grant import build_egress_grant, build_proxy_token, proxy_user
 from harness_operator.core.resolution import AttemptTarget
 
 NODE = "10.88.0.1"
@@ -130,7 +131,9 @@ def main() -> int:
                     "spec": {"provider": "x", "prompt": "x"},
                 }
             )
-            grant = build_egress_grant(run, [AttemptTarget(1, "x", definition, 1)], cfg)
+            grant = build_egress_grant(
+                run, decide_attempts(run, [AttemptTarget(1, "x", definition, 1)], cfg), cfg
+            )
             assert grant is not None
             core.create_namespaced_config_map(NAMESPACE, grant)
             token = build_proxy_token(key, f"bench-uid-{i}", 1)

@@ -47,14 +47,15 @@ from harness_operator.contract.model_access import (
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.metering import AttemptMetering, MeterReader
+from harness_operator.core.attempt import Attempt as DecidedAttempt
+from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress import grant_name as egress_grant_name
+from harness_operator.core.egress_grant import grant_name as egress_grant_name
 from harness_operator.core.metered import build_metered_usage
-from harness_operator.core.model_route import (
+from harness_operator.core.model_grant import (
     build_model_grant_map,
     model_grant_name,
     model_token,
-    route_targets,
     without_attempts,
 )
 from harness_operator.core.resolution import AttemptTarget, RunFailure
@@ -456,7 +457,7 @@ def operator_side(env: Env, gateway: Gateway) -> tuple[OperatorConfig, Grants]:
 
 def routed_run(
     config: OperatorConfig, name: str, attempts: int, namespace: str = "team-a", **spec: Any
-) -> tuple[HarnessRun, list[AttemptTarget]]:
+) -> tuple[HarnessRun, list[DecidedAttempt]]:
     run = HarnessRun.model_validate(
         {
             "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
@@ -465,7 +466,7 @@ def routed_run(
         }
     )
     targets = [AttemptTarget(i, "claude", ROUTED_CLAUDE, 1) for i in range(1, attempts + 1)]
-    return run, route_targets(run, targets, config)
+    return run, decide_attempts(run, targets, config)
 
 
 def spend(url: str, token: str, until: int | None = None, times: int = 100) -> tuple[list[float], list[int]]:

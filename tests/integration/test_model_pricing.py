@@ -21,6 +21,7 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION, HarnessBudgetSpec, Har
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.metering import MeterReader
+from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.budget import (
     BudgetRef,
     Ledger,
@@ -29,9 +30,8 @@ from harness_operator.core.budget import (
     reserve,
     settle_run,
 )
-from harness_operator.core.desired import build_plans
 from harness_operator.core.metered import build_metered_usage
-from harness_operator.core.model_route import route_targets
+from harness_operator.core.plans import build_plans
 from harness_operator.core.resolution import resolve_targets
 from harness_operator.runner.cost import compute_cost, price_book
 from harness_operator.runner.parsers import Report, Tokens
@@ -95,7 +95,7 @@ def test_a_namespaced_definitions_zero_price_is_metered_at_the_table_price_and_t
 
     targets = resolve_targets(KubeReader(Kube(env.kube)), run)
     assert targets[0].namespaced  # read from the tenant's namespace, not the ClusterHarnessDefinition
-    targets = route_targets(run, targets, config)
+    targets = decide_attempts(run, targets, config)
 
     # The runner's cost (what a CLI that reports tokens only is charged) is the table's, not zero.
     plan = build_plans(run, targets[:1], "x", None, NOW, config)[0]

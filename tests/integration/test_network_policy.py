@@ -22,6 +22,7 @@ from kubernetes import client
 from kubernetes.stream import stream
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
+from harness_operator.core.attempt import decide_attempt
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.naming import attempt_labels
 from harness_operator.core.network_policy import build_network_policy
@@ -158,7 +159,11 @@ def _policy(namespace: str, run_name: str, mode: str, port: int) -> dict[str, An
             "spec": {"provider": PROVIDER, "prompt": "probe", "sandbox": sandbox},
         }
     )
-    policy = build_network_policy(run, AttemptTarget(1, PROVIDER, _definition(port), 1), OperatorConfig())
+    policy = build_network_policy(
+        run,
+        decide_attempt(run, AttemptTarget(1, PROVIDER, _definition(port), 1), OperatorConfig()),
+        OperatorConfig(),
+    )
     # No HarnessRun object exists here: the garbage collector would delete a policy owned by a missing one.
     del policy["metadata"]["ownerReferences"]
     return policy

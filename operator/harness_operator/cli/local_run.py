@@ -29,9 +29,11 @@ from harness_operator.contract.events import Event, render_event
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.contract.result import fallback_line
 from harness_operator.contract.structured_output import OutputMismatch, output_schema_problem, validate_output
+from harness_operator.core.attempt import decide_attempts
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.credentials import merge_grants
 from harness_operator.core.inputs import compute_dependencies, compute_run_order
-from harness_operator.core.planning import build_attempt_plans, merge_grants
-from harness_operator.core.pricing import with_pricing
+from harness_operator.core.plans import build_attempt_plans
 from harness_operator.core.resolution import Rejection, resolve_inputs, resolve_targets
 from harness_operator.core.retry import (
     backoff_seconds,
@@ -42,6 +44,9 @@ from harness_operator.core.retry import (
 )
 from harness_operator.core.status import FINISHED, Observed, ObservedAttempt, compute_status
 from harness_operator.runner.executor import AttemptResult, execute
+
+# `harnessctl run` runs the agents on this machine: no gateway, no network policy to wait for.
+LOCAL_CONFIG = OperatorConfig()
 
 Key = tuple[str, str]
 
@@ -151,17 +156,12 @@ class LocalRunner:
                     "spec.resumeFrom: harnessctl run keeps no session between runs (the earlier run's "
                     "session lives in its pod's log); run it on a cluster, or drop resumeFrom",
                 )
-            targets = resolve_targets(self.files, run)
+            # The operator's plan path, with no gateway on this machine (OperatorConfig's defaults).
+            decided = decide_attempts(run, resolve_targets(self.files, run), LOCAL_CONFIG)
             prompt, stdin, secret_values = resolve_inputs(self.files, run)
-            definitions = {t.provider: t.definition for t in targets}
-            namespaced = {t.provider: t.namespaced for t in targets}
+            definitions = {a.provider: a.definition for a in decided}
             now = datetime.now(UTC)
-            plans = [
-                with_pricing(plan, definitions[plan.provider], namespaced[plan.provider], now)
-                for plan in build_attempt_plans(run, definitions.get, prompt, stdin)
-            ]
-            if secret_values:  # redacted by the runner, as the operator's plans say
-                plans = [p.model_copy(update={"redacted_values": sorted(set(secret_values))}) for p in plans]
+            plans = build_attempt_plans(run, decided, prompt, stdin, now, LOCAL_CONFIG, None, secret_values)
         except ReasonedError as exc:  # the seam's Rejection or Waiting, or a PlanError
             say(f"harness: HarnessRun {label}: {exc.message}")
             return rejected(run, exc.reason, exc.message), 1

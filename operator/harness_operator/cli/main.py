@@ -113,6 +113,13 @@ def cmd_render(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    if env is None:
+        print(
+            "harnessctl: rendered without --operator: with the HARNESS_* variables of this shell, else the "
+            "operator's defaults (no gateways, so no proxy or model-gateway variables in the plans); give "
+            "the chart (`helm template`) to render as it is installed",
+            file=sys.stderr,
+        )
     objects, problems = build_rendered_objects(
         docs, load_builtin_catalog(), OperatorConfig.from_env(env), datetime.now(UTC)
     )

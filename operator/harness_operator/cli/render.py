@@ -13,12 +13,15 @@ from typing import Any
 from harness_operator.api.v1alpha1 import ClusterHarnessDefinition, HarnessRun, RunInput, ValueSource
 from harness_operator.cli.manifests import Document
 from harness_operator.cli.validation import build_catalog
+from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.desired import build_job, build_plan_secret, build_plans
+from harness_operator.core.job import build_job
 from harness_operator.core.kueue import resolve_queue
 from harness_operator.core.network_policy import build_network_policy
 from harness_operator.core.planning import PlanError
+from harness_operator.core.plans import build_plans
 from harness_operator.core.resolution import Rejection, check_references, compose_inputs, resolve_targets
+from harness_operator.core.run_data import build_plan_secret
 from harness_operator.core.workspace import build_workspace_claim
 
 UID_PLACEHOLDER = "<uid assigned by the API server>"
@@ -78,20 +81,20 @@ def build_rendered_objects(
         }
         run = HarnessRun.model_validate(raw)
         try:
-            targets = resolve_targets(catalog, run)
+            attempts = decide_attempts(run, resolve_targets(catalog, run), config)
             check_references(run.spec)
             prompt, stdin = compose_inputs(run.spec, lambda _, source: describe_source(source))
-            plans = build_plans(run, targets, prompt, stdin, now)
+            plans = build_plans(run, attempts, prompt, stdin, now, config)
         except (Rejection, PlanError) as exc:
             problems.append(f"{doc.path}: HarnessRun/{doc.name}: {exc.reason}: {exc.message}")
             continue
         objects.append(build_plan_secret(run, plans))
-        claim = build_workspace_claim(run, targets[0].provider)
+        claim = build_workspace_claim(run, attempts[0].provider)
         if claim is not None:
             objects.append(claim)
-        for target in targets:
-            objects.append(build_network_policy(run, target, config))
+        for attempt in attempts:
+            objects.append(build_network_policy(run, attempt, config))
             objects.append(
-                build_job(run, target, config, queue=resolve_queue(run, config.kueue_default_queue, False))
+                build_job(run, attempt, config, queue=resolve_queue(run, config.kueue_default_queue, False))
             )
     return objects, problems

@@ -32,10 +32,11 @@ from harness_operator.cli.manifests import Document
 from harness_operator.contract.structured_output import output_schema_problem
 from harness_operator.core.cel import check_rules
 from harness_operator.core.inputs import DependencyCycle, compute_dependencies, compute_run_order
-from harness_operator.core.invocation import attempt_options_field, find_unknown_options, merge_options
+from harness_operator.core.invocation import find_unknown_options, merge_options
 from harness_operator.core.planning import PlanError, check_arguments
 from harness_operator.core.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
 from harness_operator.core.resolution import (
+    ChainEntry,
     Rejection,
     check_mcp,
     check_tool_policy,
@@ -181,7 +182,8 @@ def build_catalog(docs: Sequence[Document], builtins: Iterable[ClusterHarnessDef
 
 def _provider_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list[Finding]:
     found = []
-    for index, (field, provider) in enumerate(compute_provider_chain(run.spec)):
+    for index, entry in enumerate(compute_provider_chain(run.spec)):
+        field, provider = entry.field, entry.provider
         definition = resolve_definition(catalog, doc.namespace, provider)
         if definition is None:
             what = "provider" if index == 0 else "fallback provider"
@@ -190,7 +192,7 @@ def _provider_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list
             found.append(Finding(doc.path, doc.kind, doc.name, field, message))
             continue
         try:
-            check_tool_policy(run, index + 1, provider, definition)
+            check_tool_policy(run, entry, definition)
             check_mcp(run, provider, definition)
         except Rejection as exc:
             where, message = "spec.tools", exc.message
@@ -253,13 +255,15 @@ def _cycle_findings(docs: Sequence[Document]) -> list[Finding]:
 
 
 def _argument_problem(
-    run: HarnessRun, definition: HarnessDefinitionSpec, index: int, name: str, options: dict[str, Any]
+    run: HarnessRun, definition: HarnessDefinitionSpec, entry: ChainEntry
 ) -> PlanError | None:
-    """What the operator would refuse when it plans this attempt (inline prompt and stdin only)."""
+    """What the operator would refuse when it plans this provider (inline prompt and stdin only)."""
     spec = run.spec
     stdin = spec.stdin if spec.stdin_from is None else None
     try:
-        check_arguments(run, definition, index, name, options, spec.prompt or "", stdin)
+        check_arguments(
+            run, definition, entry.provider, entry.options_field, entry.options, spec.prompt or "", stdin
+        )
     except PlanError as exc:
         return exc
     return None
@@ -291,8 +295,8 @@ def _warnings(
     if sandbox and sandbox.egress and sandbox.network_policy != NetworkPolicyMode.allowlist:
         found.append(warn("spec.sandbox.egress", "ignored unless spec.sandbox.networkPolicy is allowlist"))
     granted_by_run = {c.env for c in spec.credentials}
-    options = [spec.with_] + [fb.with_ for fb in spec.fallback]
-    for index, (field, name) in enumerate(compute_provider_chain(spec), start=1):
+    for index, entry in enumerate(compute_provider_chain(spec), start=1):
+        field, name = entry.field, entry.provider
         definition = resolve_definition(catalog, doc.namespace, name)
         if definition is None:
             continue
@@ -304,20 +308,19 @@ def _warnings(
                     "ends BinaryNotFound unless spec.sandbox.image names an image with the CLI",
                 )
             )
-        problem = _argument_problem(run, definition, index, name, options[index - 1])
+        problem = _argument_problem(run, definition, entry)
         if problem is not None:
             found.append(
                 warn("spec.prompt" if problem.reason == Reason.PromptTooLarge else field, problem.message)
             )
-        where, given = attempt_options_field(run, index)
-        for key, why in find_unknown_options(name, definition, given):
-            found.append(warn(f"{where}.{key}", why))
+        for key, why in find_unknown_options(name, definition, entry.options):
+            found.append(warn(f"{entry.options_field}.{key}", why))
         policy = compute_tool_policy(spec.tools, definition)
         unheld = compute_tool_policy_warning(spec.tools, index, name, definition)
         if unheld is not None and policy is not None and policy.enforcement == ToolEnforcement.advisory:
             found.append(warn("spec.tools", unheld))  # a strict one is an error (_provider_findings)
         caps = definition.capabilities
-        model = merge_options(definition, options[index - 1]).get("model")
+        model = merge_options(definition, entry.options).get("model")
         if isinstance(model, str) and model:
             table_knows = is_priced_by_table(definition, model)
         else:  # the CLI picks its model: the runner prices it if the vendor's table has it

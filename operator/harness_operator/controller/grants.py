@@ -1,6 +1,6 @@
-"""The gateways' grants of a run (I/O; the grants are core/egress.py's and core/model_route.py's): the egress
-grant written before its first Job, an attempt let into the model gateway's as it starts and taken out as
-it ends, both deleted with the run; a name another run's grant holds is never written over."""
+"""The gateways' grants of a run (I/O; the grants are core/egress_grant.py's and core/model_grant.py's):
+the egress grant written before its first Job, an attempt let into the model gateway's as it starts and
+taken out as it ends, both deleted with the run; a name another run's grant holds is never written over."""
 
 from __future__ import annotations
 
@@ -13,72 +13,71 @@ from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.contract.model_access import LABEL_MODEL_GRANT, MODEL_GRANT_KEY
 from harness_operator.controller.kube import Kube
+from harness_operator.core.attempt import Attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress import (
+from harness_operator.core.egress_grant import (
     GRANT_KEY,
     LABEL_GRANT,
     build_egress_grant,
     build_proxy_urls,
     grant_name,
 )
-from harness_operator.core.model_route import (
+from harness_operator.core.model_grant import (
     build_model_grant,
     build_model_grant_map,
     build_model_key_secret,
     build_model_secrets,
     compute_live_attempts,
-    compute_model_route,
     find_grant_conflict,
-    find_own_key,
     model_grant_name,
     model_key_secret_name,
     read_model_grant,
     without_attempts,
 )
-from harness_operator.core.resolution import AttemptTarget, RunFailure
+from harness_operator.core.model_route import find_own_key
+from harness_operator.core.resolution import RunFailure
 
 
 class Grants:
     def __init__(self, kube: Kube, config: OperatorConfig) -> None:
         self.kube, self.config = kube, config
 
-    def write(self, run: HarnessRun, targets: Sequence[AttemptTarget]) -> dict[str, str]:
+    def write(self, run: HarnessRun, attempts: Sequence[Attempt]) -> dict[str, str]:
         """Write the run's egress grant (before its first Job: the gateway must know its credentials
         first) and return the credentials its plan Secret holds: the proxy URLs and the routed variables.
         No model token is live yet: each attempt's joins the model grant as it starts (`admit`)."""
-        grant = build_egress_grant(run, targets, self.config)
+        grant = build_egress_grant(run, attempts, self.config)
         if grant is not None:
             meta = grant["metadata"]
             found = self.kube.fetch_config_map(meta["namespace"], meta["name"])
             self._write(run, grant, LABEL_GRANT, GRANT_KEY, found)
         return {
-            **build_proxy_urls(run, targets, self.config),
-            **build_model_secrets(run, targets, self.config),
+            **build_proxy_urls(run, attempts, self.config),
+            **build_model_secrets(run, attempts, self.config),
         }
 
-    def admit(self, run: HarnessRun, targets: Sequence[AttemptTarget], index: int) -> None:
+    def admit(self, run: HarnessRun, attempts: Sequence[Attempt], index: int) -> None:
         """Let attempt `index` into the run's model grant, before its Job: its token is live from then
         on, never before (an attempt that has not started spends nothing). `run` carries its budget's
         reservation (status.budget): the grant's caps are the run's, for all its attempts together. The
         live attempts' own keys (the run's grant of the token's variable) are copied for the gateway
         first; a required one that is missing fails the run, as the runner would."""
-        target = targets[index - 1]
-        if compute_model_route(run, target.definition, self.config) is None:
+        if attempts[index - 1].model_route is None:
             return
         found = self._fetch_model_grant(run)
         live = compute_live_attempts(run, read_model_grant(found), index)
-        keys = self._own_keys(run, [t for t in targets if t.index in live])
+        keys = self._own_keys(run, [a for a in attempts if a.index in live])
         key_secret = build_model_key_secret(run, self.config, keys)
         if key_secret is not None:
             self.kube.apply_key_secret(key_secret)
-        grant = build_model_grant(run, targets, self.config, live, frozenset(keys))
+        grant = build_model_grant(run, attempts, self.config, live, frozenset(keys))
         if grant is not None:
             self._write(run, grant, LABEL_MODEL_GRANT, MODEL_GRANT_KEY, found)
 
-    def _own_keys(self, run: HarnessRun, targets: Sequence[AttemptTarget]) -> dict[int, str]:
+    def _own_keys(self, run: HarnessRun, attempts: Sequence[Attempt]) -> dict[int, str]:
         keys = {}
-        for target in targets:
-            route = compute_model_route(run, target.definition, self.config)
+        for target in attempts:
+            route = target.model_route
             own = find_own_key(run, route) if route is not None else None
             if own is None:
                 continue

@@ -17,6 +17,7 @@ from harness_operator.contract.model_access import (
 from harness_operator.controller.errors import METER_RETRIES, MeterUnavailable
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube
+from harness_operator.core.attempt import Attempt as DecidedAttempt
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.metered import (
     compute_unattributed,
@@ -25,10 +26,6 @@ from harness_operator.core.metered import (
     with_metered,
     with_reported,
 )
-from harness_operator.core.model_route import (
-    compute_model_route,
-)
-from harness_operator.core.resolution import AttemptTarget
 from harness_operator.core.status import ObservedAttempt
 
 TIMEOUT_SECONDS = 5
@@ -65,7 +62,7 @@ class AttemptMetering:
     def meter(
         self,
         run: HarnessRun,
-        targets: Sequence[AttemptTarget],
+        decided: Sequence[DecidedAttempt],
         attempts: list[ObservedAttempt],
         retry: int = 0,
     ) -> list[ObservedAttempt]:
@@ -77,12 +74,8 @@ class AttemptMetering:
         out = []
         for attempt in attempts:
             result = attempt.result
-            target = targets[attempt.index - 1] if 1 <= attempt.index <= len(targets) else None
-            if (
-                result is None
-                or target is None
-                or compute_model_route(run, target.definition, self.config) is None
-            ):
+            target = decided[attempt.index - 1] if 1 <= attempt.index <= len(decided) else None
+            if result is None or target is None or target.model_route is None:
                 out.append(attempt)
                 continue
             prior = recorded.get(attempt.index)

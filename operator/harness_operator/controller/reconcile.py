@@ -42,6 +42,7 @@ from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.workers import Worker, Workers
+from harness_operator.core.attempt import Attempt, decide_attempts
 from harness_operator.core.budget import (
     Admission,
 )
@@ -51,21 +52,7 @@ from harness_operator.core.conditions import (
 )
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.decide import decide, decide_deletions, decide_wake
-from harness_operator.core.desired import (
-    build_changes_config_map,
-    build_job,
-    build_output_config_map,
-    build_plan_secret,
-    build_plans,
-    build_resume_secret,
-    grace_period,
-)
-from harness_operator.core.egress import (
-    ROUTE_GATEWAY,
-    ROUTE_PUBLIC,
-    compute_route,
-    find_mcp_destinations_problem,
-)
+from harness_operator.core.egress import ROUTE_GATEWAY
 from harness_operator.core.fairqueue import (
     QueueEntry,
     build_queued_message,
@@ -73,7 +60,7 @@ from harness_operator.core.fairqueue import (
     compute_runs_to_wake,
     is_slot_free,
 )
-from harness_operator.core.invocation import attempt_options_field, find_unknown_options
+from harness_operator.core.job import build_job, grace_period
 from harness_operator.core.kueue import (
     DEFAULT_LOCAL_QUEUE,
     KUEUE_GROUP,
@@ -86,7 +73,6 @@ from harness_operator.core.kueue import (
     queue_of,
     resolve_queue,
 )
-from harness_operator.core.model_route import compute_key_warning, compute_model_route, route_targets
 from harness_operator.core.multikueue import (
     check_remote_copy,
     describe_gateways_elsewhere,
@@ -111,20 +97,28 @@ from harness_operator.core.naming import (
 from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
 from harness_operator.core.ownership import describe_conflict, is_expected_child, is_owned_child
 from harness_operator.core.planning import PlanError
+from harness_operator.core.plans import build_plans
 from harness_operator.core.publish import check_publish, compute_changes, lost_publish, resolve_start
 from harness_operator.core.resolution import (
-    AttemptTarget,
     DefinitionReader,
     Rejection,
     ResolvedInputs,
     RunFailure,
     Waiting,
+    find_mcp_destinations_problem,
     resolve_inputs,
     resolve_targets,
 )
 from harness_operator.core.results import credentials_missing_result, queue_unavailable_result
-from harness_operator.core.resumption import compute_continuation, describe_replays, resolve_resumption
+from harness_operator.core.resumption import compute_continuation, resolve_resumption
 from harness_operator.core.retry import compute_retry_due, retry_number, retry_waiting_message
+from harness_operator.core.run_data import (
+    build_changes_config_map,
+    build_output_config_map,
+    build_plan_secret,
+    build_resume_secret,
+)
+from harness_operator.core.start_warnings import build_start_warnings
 from harness_operator.core.status import (
     FINISHED,
     SUSPENDED,
@@ -137,7 +131,6 @@ from harness_operator.core.status import (
     observe_attempt,
     recorded_attempts,
 )
-from harness_operator.core.tool_policy import compute_tool_policy_warning
 from harness_operator.core.workspace import build_workspace_claim
 
 log = structlog.get_logger("harness_operator")
@@ -287,7 +280,7 @@ class Reconciler:
         positions = [t.position for t in targets]
         attempts = recorded_attempts(run.status)
         # A routed run's meter is read at its end (then `retry` counts the gateway's silences).
-        routed = any(compute_model_route(run, t.definition, self.config) for t in targets)
+        routed = any(t.model_route for t in targets)
         meter_retry = retry if routed else None
         try:
             attempts = self.metering.meter(run, targets, self._observe_attempts(run, targets), retry)
@@ -402,25 +395,24 @@ class Reconciler:
 
     # --- resolution ----------------------------------------------------------------------------------
 
-    def _resolve_targets(self, run: HarnessRun, retry: int) -> list[AttemptTarget]:
+    def _resolve_targets(self, run: HarnessRun, retry: int) -> list[Attempt]:
         check_publish(run)
         problem = output_schema_problem(run.spec.output_schema)
         if problem is not None:
             raise Rejection(Reason.InvalidSpec, problem)
-        targets = route_targets(
-            run, resolve_targets(KubeReader(self.kube, self.definitions, retry), run), self.config
-        )
+        targets = resolve_targets(KubeReader(self.kube, self.definitions, retry), run)
+        attempts = decide_attempts(run, targets, self.config)
         problem = find_mcp_destinations_problem(run, targets, self.config)
         if problem is not None:
             raise Rejection(Reason.McpUnsupported, problem)
-        return targets
+        return attempts
 
     def _resolve_inputs(self, run: HarnessRun, retry: int) -> ResolvedInputs:
         return resolve_inputs(KubeReader(self.kube, retry=retry), run)
 
     # --- observation ---------------------------------------------------------------------------------
 
-    def _observe_attempts(self, run: HarnessRun, targets: list[AttemptTarget]) -> list[ObservedAttempt]:
+    def _observe_attempts(self, run: HarnessRun, targets: list[Attempt]) -> list[ObservedAttempt]:
         """The run's Jobs and the pods they control, merged with status.attempts[] (the durable record):
         an attempt recorded as started whose Job vanished is lost, never created again."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
@@ -444,7 +436,7 @@ class Reconciler:
     def _observe_jobs(
         self,
         run: HarnessRun,
-        targets: list[AttemptTarget],
+        targets: list[Attempt],
         jobs: list[dict[str, Any]],
         pods: list[dict[str, Any]],
     ) -> dict[int, ObservedAttempt]:
@@ -518,7 +510,7 @@ class Reconciler:
     def _observe_dispatched(
         self,
         run: HarnessRun,
-        target: AttemptTarget,
+        target: Attempt,
         index: int,
         job: dict[str, Any],
         workload: dict[str, Any] | None,
@@ -564,7 +556,7 @@ class Reconciler:
     def _prepare_remote(
         self,
         run: HarnessRun,
-        target: AttemptTarget,
+        target: Attempt,
         job: dict[str, Any],
         remote: dict[str, Any],
         workload: dict[str, Any],
@@ -592,8 +584,8 @@ class Reconciler:
         problem = worker.prepare(remote_full, [c for c in children if c is not None])
         if problem is not None:
             return problem
-        model = compute_model_route(run, target.definition, self.config) is not None
-        egress = compute_route(run, target.definition, self.config) == ROUTE_GATEWAY
+        model = target.model_route is not None
+        egress = target.route == ROUTE_GATEWAY
         warning = describe_gateways_elsewhere(target.index, worker.name, model, egress)
         if warning is not None:
             self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.GatewayNotOnWorker, warning)
@@ -734,7 +726,7 @@ class Reconciler:
     def _start_attempt(
         self,
         run: HarnessRun,
-        targets: list[AttemptTarget],
+        targets: list[Attempt],
         index: int,
         attempts: list[ObservedAttempt],
         retry: int,
@@ -814,42 +806,12 @@ class Reconciler:
                 self.children.forget_started(ns, name)
                 self._admitted.discard((ns, name))
             raise
-        if created and compute_route(run, target.definition, self.config) == ROUTE_PUBLIC:
-            self.kube.create_event(
-                {"metadata": run.metadata},
-                "Warning",
-                Reason.EgressNotEnforcedByName,
-                f"attempt {index} ({target.provider}): host egress rules are not enforced by name: no egress "
-                "gateway and no Cilium; the sandbox may reach their ports on every public address",
-            )
         if created:
-            where, given = attempt_options_field(run, target.position)
-            for key, why in find_unknown_options(target.provider, target.definition, given):
-                line = f"attempt {index}: {where}.{key}: {why}"
-                self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.UnknownOption, line)
-        warning = compute_key_warning(run, target, self.config) if created else None
-        if warning is not None:
-            self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.ModelKeyInSandbox, warning)
-        unheld = (
-            compute_tool_policy_warning(run.spec.tools, index, target.provider, target.definition)
-            if created
-            else None
-        )
-        if unheld is not None:
-            self.kube.create_event(
-                {"metadata": run.metadata}, "Warning", Reason.ToolPolicyNotEnforced, unheld
-            )
-        if created and resumption is not None:
-            for line in describe_replays(resumption, targets):
-                self.kube.create_event({"metadata": run.metadata}, "Warning", Reason.SessionReplayed, line)
-        if created and index > 1:
-            failed = attempts[-1]
-            positions = [t.position for t in targets]
-            observed = Observed([t.provider for t in targets], attempts, positions=positions)
-            reason, line = describe_next_attempt(run, observed, index)
-            counter = metrics.RETRIES if reason == Reason.Retrying else metrics.FALLBACKS
-            counter.labels(namespace=ns, provider=failed.provider).inc()
-            self.kube.create_event({"metadata": run.metadata}, "Warning", reason, line)
+            for event in build_start_warnings(run, targets, index, attempts, self.config, resumption):
+                if event.reason in (Reason.Retrying, Reason.FallingBack):
+                    counter = metrics.RETRIES if event.reason == Reason.Retrying else metrics.FALLBACKS
+                    counter.labels(namespace=ns, provider=attempts[-1].provider).inc()
+                self.kube.create_event({"metadata": run.metadata}, event.type, event.reason, event.message)
         return None
 
     def runs_waiting(self, namespace: str) -> list[tuple[str, str]]:

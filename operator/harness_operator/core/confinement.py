@@ -11,10 +11,10 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from harness_operator.api.v1alpha1 import EgressRule, HarnessDefinitionSpec, HarnessRun, NetworkPolicyMode
+from harness_operator.api.v1alpha1 import EgressRule, HarnessRun, NetworkPolicyMode
 from harness_operator.contract.plan import ConfinementProbe
 from harness_operator.core.config import AWAIT_OFF, AWAIT_REQUIRE, OperatorConfig, split_address
-from harness_operator.core.egress import ROUTE_PUBLIC, compute_egress_rules, compute_route
+from harness_operator.core.egress import ROUTE_PUBLIC
 
 
 def find_api_server_address(env: Mapping[str, str], kubeconfig_host: str) -> str:
@@ -60,7 +60,7 @@ def is_opened_by(rule: EgressRule, route: str, host: str, port: int) -> bool:
 
 
 def compute_confinement(
-    run: HarnessRun, definition: HarnessDefinitionSpec, config: OperatorConfig
+    run: HarnessRun, rules: Sequence[EgressRule], route: str, config: OperatorConfig
 ) -> ConfinementProbe | None:
     """The probe for this attempt, or None: waiting is off, the mode allows everything, or one of its
     rules opens the API server's address (then no refusal will ever come)."""
@@ -70,8 +70,6 @@ def compute_confinement(
     if sandbox is not None and sandbox.network_policy == NetworkPolicyMode.unrestricted:
         return None
     host, port = split_address(config.api_server_address)
-    rules: Sequence[EgressRule] = compute_egress_rules(run, definition)
-    route = compute_route(run, definition, config)
     if any(is_opened_by(rule, route, host, port) for rule in rules):
         return None
     return ConfinementProbe(

@@ -11,7 +11,6 @@ from typing import Any
 from harness_operator.api.v1alpha1 import (
     FlagStyle,
     HarnessDefinitionSpec,
-    HarnessRun,
     PromptMode,
     PromptPosition,
     StdinMode,
@@ -86,13 +85,6 @@ def normalize_keys(options: dict[str, Any], kebab: bool) -> dict[str, Any]:
     return out
 
 
-def attempt_options_field(run: HarnessRun, index: int) -> tuple[str, dict[str, Any]]:
-    """Where attempt `index`'s options are written (spec.with, spec.fallback[i].with), and they."""
-    if index == 1:
-        return "spec.with", run.spec.with_
-    return f"spec.fallback[{index - 2}].with", run.spec.fallback[index - 2].with_
-
-
 def find_unknown_options(
     provider: str, definition: HarnessDefinitionSpec, options: dict[str, Any]
 ) -> list[tuple[str, str]]:
@@ -124,13 +116,6 @@ def merge_options(definition: HarnessDefinitionSpec, options: dict[str, Any]) ->
     merged = normalize_keys(normalize_value(definition.defaults), kebab)
     merged.update(normalize_keys(normalize_value(options), kebab))
     return merged
-
-
-def add_option(options: dict[str, Any], key: str, value: Any) -> None:
-    """Add an option the operator sets to an attempt's: a list is appended to a list, anything else
-    replaces what is there (a model route's `config`, a tool policy's controls)."""
-    current = options.get(key)
-    options[key] = [*current, *value] if isinstance(current, list) and isinstance(value, list) else value
 
 
 def format_number(value: int | float) -> str:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from harness_operator.api.reasons import Reason, ReasonedError
 from harness_operator.api.v1alpha1 import (
     AcpTransport,
-    CredentialGrant,
     EnvVar,
     HarnessDefinitionSpec,
     HarnessRun,
@@ -29,6 +27,7 @@ from harness_operator.contract.plan import (
     AttemptPlan,
     home_path_arg,
 )
+from harness_operator.core.credentials import merge_grants
 from harness_operator.core.invocation import (
     MAX_ARG_BYTES,
     Invocation,
@@ -50,6 +49,7 @@ from harness_operator.core.mcp import (
     compute_mcp_servers,
     compute_raw_json_variables,
 )
+from harness_operator.core.resolution import options_field
 from harness_operator.core.resumption import Continuation
 from harness_operator.core.retry import build_positions, retry_number
 from harness_operator.core.settings_merge import merge_each
@@ -98,31 +98,6 @@ def _usd(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return usd if usd >= 0 and usd == usd else None  # NaN is not a cap
-
-
-def merge_grants(run: HarnessRun, definition: HarnessDefinitionSpec) -> dict[str, CredentialGrant]:
-    """The definition's credential grants, its ACP connection's secrets, then the run's grants; the
-    run's wins for the same variable."""
-    grants = {c.env: c for c in definition.credentials}
-    grants.update(acp_grants(definition))
-    grants.update({c.env: c for c in run.spec.credentials})
-    return grants
-
-
-def acp_grants(definition: HarnessDefinitionSpec) -> dict[str, CredentialGrant]:
-    """The Secrets an ACP connection reads (header values, the CA bundle), as credential grants."""
-    if definition.protocol != Protocol.acp:
-        return {}
-    grants = {}
-    for index, header in enumerate(definition.headers):
-        if header.value_from is not None:
-            env = ACP_HEADER_ENV.format(index=index)
-            grants[env] = CredentialGrant(env=env, secret_key_ref=header.value_from.secret_key_ref)
-    if definition.ca_bundle_secret_ref is not None:
-        grants[ACP_CA_BUNDLE_ENV] = CredentialGrant(
-            env=ACP_CA_BUNDLE_ENV, secret_key_ref=definition.ca_bundle_secret_ref
-        )
-    return grants
 
 
 def build_acp_session(
@@ -192,8 +167,8 @@ def _prompt_error(
 def check_arguments(
     run: HarnessRun,
     definition: HarnessDefinitionSpec,
-    position: int,
     provider: str,
+    options_field: str,
     options: dict[str, Any],
     prompt: str,
     stdin: str | None,
@@ -205,8 +180,7 @@ def check_arguments(
     if text is not None and (problem := find_argument_problem(text)):
         folded = definition.stdin_mode == StdinMode.fold and bool(stdin)
         raise _prompt_error(definition, provider, text, folded, problem)
-    field = "spec.with" if position == 1 else f"spec.fallback[{position - 2}].with"
-    sources = [(f"{field}.{k}", k, v) for k, v in options.items()]
+    sources = [(f"{options_field}.{k}", k, v) for k, v in options.items()]
     sources += [(f"defaults.{k} of provider {provider!r}", k, v) for k, v in definition.defaults.items()]
     for where, key, value in sources:
         if problem := find_argument_problem(flag_token(key, definition)):
@@ -242,7 +216,8 @@ def build_plan(
     continues an earlier session."""
     spec = run.spec
     positions = build_positions(spec)
-    check_arguments(run, definition, position or attempt_index, provider_name, options, prompt, stdin)
+    field = options_field(position or attempt_index)
+    check_arguments(run, definition, provider_name, field, options, prompt, stdin)
     policy = compute_tool_policy(spec.tools, definition)
     all_options = build_tool_options(policy, definition, plan_options(run, definition, options))
     acp: AcpSessionPlan | None = None
@@ -344,30 +319,6 @@ def build_reprompt(
         return build_invocation(definition, REPROMPT_TEXT, None, options, lead_args=lead)
     lead = [*(resume_args or []), *lead]
     return build_invocation(definition, f"{prompt}\n\n{REPROMPT_TEXT}", stdin, options, lead_args=lead)
-
-
-class UnknownProviderError(ValueError):
-    """A provider named by the run resolves to no definition."""
-
-
-def build_attempt_plans(
-    run: HarnessRun,
-    resolve: Callable[[str], HarnessDefinitionSpec | None],
-    prompt: str,
-    stdin: str | None,
-) -> list[AttemptPlan]:
-    """Plans for every attempt, the primary provider's, its retries' and every fallback's, in order
-    (local mode walks them)."""
-    chain: list[tuple[str, dict[str, Any]]] = [(run.spec.provider, run.spec.with_)]
-    chain += [(fb.provider, fb.with_) for fb in run.spec.fallback]
-    plans = []
-    for index, position in enumerate(build_positions(run.spec), start=1):
-        name, options = chain[position - 1]
-        definition = resolve(name)
-        if definition is None:
-            raise UnknownProviderError(f'unknown provider "{name}"')
-        plans.append(build_plan(run, definition, index, name, options, prompt, stdin, position))
-    return plans
 
 
 def with_output_limit(plan: AttemptPlan, limit: int) -> AttemptPlan:

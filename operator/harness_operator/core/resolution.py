@@ -7,7 +7,7 @@ the definitions of `validate` and `render` (validation.Catalog).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -23,9 +23,14 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.structured_output import pick_field
 from harness_operator.core.conditions import FALSE, TRUE
+from harness_operator.core.config import OperatorConfig
 from harness_operator.core.inputs import compute_dependencies, compute_reference_problem, substitute_inputs
-from harness_operator.core.invocation import attempt_options_field
-from harness_operator.core.mcp import compute_mcp_servers, describe_mcp_unsupported, find_mcp_problem
+from harness_operator.core.mcp import (
+    compute_mcp_servers,
+    describe_mcp_unsupported,
+    find_mcp_destination_problem,
+    find_mcp_problem,
+)
 from harness_operator.core.naming import output_config_map_name
 from harness_operator.core.retry import build_positions
 from harness_operator.core.status import find_succeeded
@@ -97,11 +102,28 @@ class Reader(DefinitionReader, Protocol):
 # --- providers -------------------------------------------------------------------------------------
 
 
-def compute_provider_chain(spec: HarnessRunSpec) -> list[tuple[str, str]]:
-    """(field, provider) of the primary and each fallback, in the order their attempts run."""
-    return [("spec.provider", spec.provider)] + [
-        (f"spec.fallback[{i}].provider", fb.provider) for i, fb in enumerate(spec.fallback)
+@dataclass(frozen=True)
+class ChainEntry:
+    """One element of the provider chain as the API has it: a provider and its `with`, and the fields
+    they are written in (spec.provider and spec.with, or spec.fallback[i]'s)."""
+
+    field: str
+    options_field: str
+    provider: str
+    options: dict[str, Any]
+
+
+def compute_provider_chain(spec: HarnessRunSpec) -> list[ChainEntry]:
+    """The primary and each fallback, in the order their attempts run."""
+    return [ChainEntry("spec.provider", options_field(1), spec.provider, spec.with_)] + [
+        ChainEntry(f"spec.fallback[{i}].provider", options_field(i + 2), fb.provider, fb.with_)
+        for i, fb in enumerate(spec.fallback)
     ]
+
+
+def options_field(position: int) -> str:
+    """Where the options of the provider at `position` of the chain are written."""
+    return "spec.with" if position == 1 else f"spec.fallback[{position - 2}].with"
 
 
 def resolve_definition(
@@ -134,23 +156,39 @@ def resolve_scoped_definition(
 def resolve_targets(reader: DefinitionReader, run: HarnessRun) -> list[AttemptTarget]:
     """Every attempt's definition, retries included (retry.py); the first provider nobody defines is a
     Rejection (UnknownProvider)."""
+    chain = compute_provider_chain(run.spec)
     definitions = []
-    for position, (_, provider) in enumerate(compute_provider_chain(run.spec), start=1):
-        found = resolve_scoped_definition(reader, run.metadata["namespace"], provider)
+    for position, entry in enumerate(chain, start=1):
+        found = resolve_scoped_definition(reader, run.metadata["namespace"], entry.provider)
         if found is None:
-            message = f'unknown provider "{provider}"'
+            message = f'unknown provider "{entry.provider}"'
             if position > 1:
                 message = f"invalid fallback[{position - 2}]: {message}"
             raise Rejection(Reason.UnknownProvider, message)
-        definitions.append((provider, *found))
-    for position, (provider, definition, _) in enumerate(definitions, start=1):
-        check_tool_policy(run, position, provider, definition)
-        check_mcp(run, provider, definition)
+        definitions.append(found)
+    for entry, (definition, _) in zip(chain, definitions, strict=True):
+        check_tool_policy(run, entry, definition)
+        check_mcp(run, entry.provider, definition)
     return [
-        AttemptTarget(index, provider, definition, position, namespaced)
+        AttemptTarget(index, chain[position - 1].provider, definition, position, namespaced)
         for index, position in enumerate(build_positions(run.spec), start=1)
-        for provider, definition, namespaced in [definitions[position - 1]]
+        for definition, namespaced in [definitions[position - 1]]
     ]
+
+
+def find_mcp_destinations_problem(
+    run: HarnessRun, targets: Sequence[AttemptTarget], config: OperatorConfig
+) -> str | None:
+    """Why an attempt's remote MCP server may not be reached from this cluster (its URL would open that
+    way out, under every mode: core/mcp.find_mcp_destination_problem, the platform's allowances from
+    `config`); None when every one may. The operator refuses such a run before any attempt."""
+    for target in targets:
+        problem = find_mcp_destination_problem(
+            run, target.provider, target.definition, config.mcp_allowed_cidrs, config.mcp_allowed_hosts
+        )
+        if problem is not None:
+            return problem
+    return None
 
 
 def check_mcp(run: HarnessRun, provider: str, definition: HarnessDefinitionSpec) -> None:
@@ -162,15 +200,13 @@ def check_mcp(run: HarnessRun, provider: str, definition: HarnessDefinitionSpec)
         raise Rejection(Reason.McpUnsupported, f"provider {provider!r}: {problem}")
 
 
-def check_tool_policy(
-    run: HarnessRun, position: int, provider: str, definition: HarnessDefinitionSpec
-) -> None:
-    """Rejection when the attempt's `with` sets an option its tool policy guards (ToolPolicyConflict), or
+def check_tool_policy(run: HarnessRun, entry: ChainEntry, definition: HarnessDefinitionSpec) -> None:
+    """Rejection when the provider's `with` sets an option its tool policy guards (ToolPolicyConflict), or
     a strict policy asks for what the provider's CLI cannot enforce (ToolPolicyUnenforceable)."""
     policy = compute_tool_policy(run.spec.tools, definition)
     if policy is None:
         return
-    field, options = attempt_options_field(run, position)
+    provider, field, options = entry.provider, entry.options_field, entry.options
     env = find_guarded_env(policy, definition, [e.name for e in run.spec.env])
     if env:
         raise Rejection(

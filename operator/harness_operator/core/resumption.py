@@ -16,9 +16,9 @@ from harness_operator.api.v1alpha1 import (
     HarnessRun,
     SessionStatus,
 )
+from harness_operator.core.attempt import Attempt
 from harness_operator.core.invocation import join_prompt_and_stdin
 from harness_operator.core.resolution import (
-    AttemptTarget,
     Reader,
     Rejection,
     Source,
@@ -147,7 +147,7 @@ def describe_replay(
     )
 
 
-def describe_replays(resumption: Resumption, targets: Sequence[AttemptTarget]) -> list[str]:
+def describe_replays(resumption: Resumption, targets: Sequence[Attempt]) -> list[str]:
     """A line for each provider of the chain that is told the earlier conversation again (its first
     attempt's number), in order."""
     lines, seen = [], set()

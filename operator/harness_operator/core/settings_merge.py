@@ -31,3 +31,10 @@ def merge_each(base: dict[str, str], added: dict[str, str]) -> dict[str, str]:
     """`added` over `base` key by key (home files by path, variables by name), each value merged
     (merge_settings)."""
     return {**base, **{key: merge_settings(base.get(key), text) for key, text in added.items()}}
+
+
+def add_option(options: dict[str, Any], key: str, value: Any) -> None:
+    """Add an option the operator sets to an attempt's: a list is appended to a list, anything else
+    replaces what is there (a model route's `config`, a tool policy's controls)."""
+    current = options.get(key)
+    options[key] = [*current, *value] if isinstance(current, list) and isinstance(value, list) else value

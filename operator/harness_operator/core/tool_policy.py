@@ -16,7 +16,7 @@ from harness_operator.api.v1alpha1 import (
     ToolPolicy,
 )
 from harness_operator.contract.plan import home_path_arg
-from harness_operator.core.invocation import add_option
+from harness_operator.core.settings_merge import add_option
 
 # The parts of a policy, in the order messages name them, with the field each comes from.
 PART_FIELDS = {

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -128,6 +129,34 @@ def test_render_configured_as_an_installed_operator_is(tmp_path: Path) -> None:
                 "podSelector": {"matchLabels": {"app": "gw"}}}]  # fmt: skip
     assert gateway in policy_destinations(configured.stdout)
     assert gateway not in policy_destinations(plain.stdout)
+
+
+def test_render_builds_the_plans_as_the_operator_does_and_says_when_it_has_no_operator(
+    tmp_path: Path,
+) -> None:
+    """The plans come from the operator's own path: configured with a gateway, an attempt whose host
+    rules go through it is told the proxy variables; without --operator, render says what it used."""
+    deployment = tmp_path / "operator.yaml"
+    deployment.write_text(
+        operator_deployment(
+            [
+                {"name": "HARNESS_EGRESS_GATEWAY_SERVICE", "value": "gw.harness-system.svc"},
+                {"name": "HARNESS_EGRESS_GATEWAY_NAMESPACE", "value": "harness-system"},
+                {"name": "HARNESS_EGRESS_GATEWAY_KEY", "value": "k3y"},
+            ]
+        )
+    )
+    plain = render("examples/review-run.yaml")
+    configured = render("--operator", str(deployment), "examples/review-run.yaml")
+
+    def first_plan(stdout: str) -> dict[str, Any]:
+        secret = next(o for o in yaml.safe_load_all(stdout) if o["kind"] == "Secret")
+        return dict(json.loads(secret["stringData"]["attempt-1.json"]))
+
+    assert "HTTPS_PROXY" in first_plan(configured.stdout)["credentialEnvs"]
+    assert "HTTPS_PROXY" not in first_plan(plain.stdout).get("credentialEnvs", [])
+    assert "rendered without --operator" in plain.stderr
+    assert "rendered without --operator" not in configured.stderr
 
 
 def test_render_names_a_file_without_an_operator_deployment(tmp_path: Path) -> None:

@@ -15,9 +15,10 @@ from harness_operator.contract.model_access import MeteredUsage, ModelGrant, is_
 from harness_operator.controller.errors import METER_RETRIES, MeterUnavailable
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.metering import AttemptMetering
+from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress import grant_name as egress_grant_name
-from harness_operator.core.model_route import model_grant_name, model_token, route_targets
+from harness_operator.core.egress_grant import grant_name as egress_grant_name
+from harness_operator.core.model_grant import model_grant_name, model_token
 from harness_operator.core.resolution import AttemptTarget, RunFailure
 
 GATEWAYS = OperatorConfig(
@@ -97,7 +98,7 @@ def make_run(name: str = "review", namespace: str = "team-a", uid: str = "uid-1"
 
 def targets(run: HarnessRun, *definitions: HarnessDefinitionSpec) -> list[AttemptTarget]:
     plain = [AttemptTarget(i, "p", d, 1) for i, d in enumerate(definitions or (CLAUDE,) * 3, start=1)]
-    return route_targets(run, plain, GATEWAYS)
+    return decide_attempts(run, plain, GATEWAYS)
 
 
 def live(api: ApiServer, run: HarnessRun) -> list[int]:

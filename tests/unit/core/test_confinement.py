@@ -13,9 +13,11 @@ from tests.unit.core.test_egress import CIDR_ONLY, DEFINITION, GATEWAY, PLAIN, m
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec
 from harness_operator.contract.plan import CONFINEMENT_ENV, EXIT_NOT_CONFINED, ConfinementProbe
+from harness_operator.core.attempt import decide_attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.confinement import compute_confinement, find_api_server_address
-from harness_operator.core.desired import build_job
+from harness_operator.core.confinement import find_api_server_address
+from harness_operator.core.job import build_job
+from harness_operator.core.resolution import AttemptTarget
 from harness_operator.runner.confinement import await_confinement, connects, describe_confinement
 
 PRIVATE_API = "10.96.0.1:443"
@@ -64,7 +66,7 @@ CASES = [
 def test_which_attempts_wait_and_on_what(
     sandbox: dict[str, Any], definition: HarnessDefinitionSpec, cfg: OperatorConfig, expected: Any
 ) -> None:
-    probe = compute_confinement(make_run(sandbox), definition, cfg)
+    probe = decide_attempt(make_run(sandbox), AttemptTarget(1, "p", definition, 1), cfg).confinement
     found = None if probe is None else (probe.host, probe.port, probe.timeout_seconds, probe.required)
     assert found == expected
 
@@ -173,14 +175,14 @@ def test_the_workspace_clone_waits_for_the_policy_before_it_runs(
     """Init containers start before the enforcer programs the pod (the red team's clone reached the API
     server under networkPolicy none): the clone's first step is the runner's wait, on the same probe."""
     run = make_run(sandbox, **GIT)
-    job = build_job(run, target(), config())
+    job = build_job(run, decide_attempt(run, target(), config()), config())
     (clone,) = job["spec"]["template"]["spec"]["initContainers"]
     script = clone["command"][2].splitlines()
     env = {e["name"]: e.get("value") for e in clone["env"]}
     assert (script[1] == "python3 -I -m harness_operator.runner.confinement") == waits
     if waits:
         probe = ConfinementProbe.model_validate_json(env[CONFINEMENT_ENV])
-        assert probe == compute_confinement(run, DEFINITION, config())
+        assert probe == decide_attempt(run, AttemptTarget(1, "p", DEFINITION, 1), config()).confinement
     else:
         assert CONFINEMENT_ENV not in env
 

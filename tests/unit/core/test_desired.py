@@ -12,20 +12,16 @@ import pytest
 import yaml
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
+from harness_operator.core.attempt import decide_attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.desired import (
-    DEADLINE_SLACK_SECONDS,
-    AttemptTarget,
-    build_job,
-    build_output_config_map,
-    build_plan_secret,
-    build_plans,
-    grace_period,
-)
+from harness_operator.core.job import DEADLINE_SLACK_SECONDS, build_job, grace_period
 from harness_operator.core.kueue import queue_of
 from harness_operator.core.network_policy import build_network_policy
 from harness_operator.core.ownership import compute_data_hash
 from harness_operator.core.planning import PlanError
+from harness_operator.core.plans import build_plans
+from harness_operator.core.resolution import AttemptTarget
+from harness_operator.core.run_data import build_output_config_map, build_plan_secret
 from harness_operator.core.workspace import build_workspace_claim, workspace_mount_path
 
 GOLDEN = Path(__file__).parents[1] / "golden"
@@ -63,7 +59,7 @@ def golden(name: str, obj: Any) -> None:
 
 
 def target(index: int = 1) -> AttemptTarget:
-    return AttemptTarget(index=index, provider="claude", definition=DEFINITION, position=index)
+    return AttemptTarget(index=index, provider="claude", definition=DEFINITION, position=1)
 
 
 JOB_CASES = {
@@ -108,13 +104,15 @@ JOB_CASES = {
 def test_job_golden(case: str) -> None:
     spec, labels = JOB_CASES[case]
     run = make_run(spec, labels)
-    golden(case, build_job(run, target(), CONFIG, queue=queue_of(run)))
+    golden(case, build_job(run, decide_attempt(run, target(), CONFIG), CONFIG, queue=queue_of(run)))
 
 
 def test_job_golden_with_image_pull_secrets() -> None:
     """A private registry: every sandbox pod names the pull Secrets the operator was configured with."""
     config = OperatorConfig(image_pull_secrets=("registry-a", "registry-b"))
-    golden("job-image-pull-secrets", build_job(make_run(), target(), config))
+    golden(
+        "job-image-pull-secrets", build_job(make_run(), decide_attempt(make_run(), target(), config), config)
+    )
 
 
 def test_config_reads_image_pull_secrets_from_env() -> None:
@@ -126,7 +124,10 @@ def test_config_reads_image_pull_secrets_from_env() -> None:
 @pytest.mark.parametrize("mode", ["none", "provider", "allowlist", "unrestricted"])
 def test_network_policy_golden(mode: str) -> None:
     spec = {"sandbox": {"networkPolicy": mode, "egress": [{"host": "git.example.internal", "ports": [443]}]}}
-    golden(f"networkpolicy-{mode}", build_network_policy(make_run(spec), target(2), CONFIG))
+    golden(
+        f"networkpolicy-{mode}",
+        build_network_policy(make_run(spec), decide_attempt(make_run(spec), target(2), CONFIG), CONFIG),
+    )
 
 
 @pytest.mark.parametrize("scope", ["run", "agent", "agentUser"])
@@ -165,7 +166,7 @@ def pod(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_job_is_restricted_and_has_no_api_token() -> None:
-    spec = pod(build_job(make_run(), target(), CONFIG))
+    spec = pod(build_job(make_run(), decide_attempt(make_run(), target(), CONFIG), CONFIG))
     assert spec["automountServiceAccountToken"] is False
     assert spec["enableServiceLinks"] is False
     assert spec["securityContext"]["runAsNonRoot"] is True
@@ -177,7 +178,7 @@ def test_job_is_restricted_and_has_no_api_token() -> None:
 
 
 def test_credentials_only_as_secret_key_refs_and_never_in_argv() -> None:
-    job = build_job(make_run(), target(), CONFIG)
+    job = build_job(make_run(), decide_attempt(make_run(), target(), CONFIG), CONFIG)
     env = {e["name"]: e for e in pod(job)["containers"][0]["env"]}
     assert env["ANTHROPIC_API_KEY"] == {
         "name": "ANTHROPIC_API_KEY",
@@ -190,13 +191,16 @@ def test_run_grant_overrides_definition_grant_of_same_env() -> None:
     run = make_run(
         {"credentials": [{"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "mine", "key": "k"}}]}
     )
-    env = {e["name"]: e for e in pod(build_job(run, target(), CONFIG))["containers"][0]["env"]}
+    env = {
+        e["name"]: e
+        for e in pod(build_job(run, decide_attempt(run, target(), CONFIG), CONFIG))["containers"][0]["env"]
+    }
     assert env["ANTHROPIC_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "mine", "key": "k"}
 
 
 def test_tenant_labels_cannot_override_ours() -> None:
     run = make_run(labels={"agentharness.dev/run": "someone-else", "app.kubernetes.io/managed-by": "me"})
-    job = build_job(run, target(2), CONFIG)
+    job = build_job(run, decide_attempt(run, target(2), CONFIG), CONFIG)
     for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
         assert labels["agentharness.dev/run"] == "review"
         assert labels["app.kubernetes.io/managed-by"] == "harness-operator"
@@ -204,14 +208,20 @@ def test_tenant_labels_cannot_override_ours() -> None:
 
 
 def test_each_attempt_mounts_its_own_plan() -> None:
-    job = build_job(make_run(), target(3), CONFIG)
+    job = build_job(make_run(), decide_attempt(make_run(), target(3), CONFIG), CONFIG)
     plan = next(v for v in pod(job)["volumes"] if v["name"] == "plan")
     assert plan["secret"]["items"] == [{"key": "attempt-3.json", "path": "plan.json"}]
     assert job["metadata"]["name"] == "review-a3"
 
 
 def test_job_deadline_is_a_backstop_after_the_runners_own_timeout() -> None:
-    job = build_job(make_run({"limits": {"timeoutSeconds": 100, "gracePeriodSeconds": 7}}), target(), CONFIG)
+    job = build_job(
+        make_run({"limits": {"timeoutSeconds": 100, "gracePeriodSeconds": 7}}),
+        decide_attempt(
+            make_run({"limits": {"timeoutSeconds": 100, "gracePeriodSeconds": 7}}), target(), CONFIG
+        ),
+        CONFIG,
+    )
     assert job["spec"]["activeDeadlineSeconds"] == 100 + 7 + 60
     assert job["spec"]["backoffLimit"] == 0
 
@@ -219,8 +229,8 @@ def test_job_deadline_is_a_backstop_after_the_runners_own_timeout() -> None:
 def test_children_are_owned_by_the_run() -> None:
     run = make_run()
     for obj in (
-        build_job(run, target(), CONFIG),
-        build_network_policy(run, target(), CONFIG),
+        build_job(run, decide_attempt(run, target(), CONFIG), CONFIG),
+        build_network_policy(run, decide_attempt(run, target(), CONFIG), CONFIG),
         build_plan_secret(run, []),
         build_output_config_map(run, "x"),
     ):
@@ -258,10 +268,17 @@ def test_plans_over_what_the_plan_secret_holds_are_refused_naming_the_fields() -
         AttemptTarget(i, "claude", DEFINITION, 1) for i in range(1, 13)
     ]  # twelve attempts of one provider
     with pytest.raises(PlanError) as caught:
-        build_plans(run, targets, prompt, None, NOW)
+        build_plans(run, decide_attempts(run, targets, OperatorConfig()), prompt, None, NOW, OperatorConfig())
     assert caught.value.reason == "PlanTooLarge"
     assert "12 attempts" in caught.value.message and "spec.retry.limit" in caught.value.message
-    assert len(build_plans(run, targets[:8], prompt, None, NOW)) == 8
+    assert (
+        len(
+            build_plans(
+                run, decide_attempts(run, targets[:8], OperatorConfig()), prompt, None, NOW, OperatorConfig()
+            )
+        )
+        == 8
+    )
 
 
 def test_plain_env_travels_in_the_plan_never_on_the_container() -> None:
@@ -269,9 +286,11 @@ def test_plain_env_travels_in_the_plan_never_on_the_container() -> None:
     container env; they go in the plan, which the runner applies to the agent process only."""
     loaders = [{"name": n, "value": "/tmp/x"} for n in ("LD_PRELOAD", "PYTHONPATH", "NODE_OPTIONS")]
     run = make_run({"env": loaders})
-    env = pod(build_job(run, target(), CONFIG))["containers"][0]["env"]
+    env = pod(build_job(run, decide_attempt(run, target(), CONFIG), CONFIG))["containers"][0]["env"]
     assert [e["name"] for e in env] == ["ANTHROPIC_API_KEY", "HOME"]
-    (plan,) = build_plans(run, [target()], "p", None, NOW)
+    (plan,) = build_plans(
+        run, decide_attempts(run, [target()], OperatorConfig()), "p", None, NOW, OperatorConfig()
+    )
     assert {e["name"]: e["value"] for e in plan["env"]} == {
         "DISABLE_TELEMETRY": "1",
         "LD_PRELOAD": "/tmp/x",
@@ -283,14 +302,24 @@ def test_plain_env_travels_in_the_plan_never_on_the_container() -> None:
 def test_values_taken_from_secrets_reach_every_attempts_runner_for_redaction() -> None:
     run = make_run()
     retry = AttemptTarget(index=2, provider="claude", definition=DEFINITION, position=1)
-    plans = build_plans(run, [target(), retry], "p", None, NOW, secret_values=["b", "a", "b"])
+    plans = build_plans(
+        run,
+        decide_attempts(run, [target(), retry], OperatorConfig()),
+        "p",
+        None,
+        NOW,
+        OperatorConfig(),
+        secret_values=["b", "a", "b"],
+    )
     assert [plan["redactedValues"] for plan in plans] == [["a", "b"], ["a", "b"]]
-    (plain,) = build_plans(run, [target()], "p", None, NOW)
+    (plain,) = build_plans(
+        run, decide_attempts(run, [target()], OperatorConfig()), "p", None, NOW, OperatorConfig()
+    )
     assert "redactedValues" not in plain
 
 
 def test_a_deleted_pod_is_never_replaced() -> None:
-    spec = build_job(make_run(), target(), CONFIG)["spec"]
+    spec = build_job(make_run(), decide_attempt(make_run(), target(), CONFIG), CONFIG)["spec"]
     assert (spec["backoffLimit"], spec["podReplacementPolicy"]) == (0, "Failed")
 
 
@@ -307,7 +336,14 @@ def test_plan_secret_and_output_carry_the_hash_of_their_data() -> None:
 def test_plans_leave_out_fields_at_their_defaults() -> None:
     """A sandbox image older than the operator rejects unknown plan fields: a plan that uses nothing
     new (no table prices, no pinned CLI version) carries none of the newer keys."""
-    (plan,) = build_plans(make_run(), [target()], "p", None, NOW)
+    (plan,) = build_plans(
+        make_run(),
+        decide_attempts(make_run(), [target()], OperatorConfig()),
+        "p",
+        None,
+        NOW,
+        OperatorConfig(),
+    )
     assert not {"tablePricing", "priceTable", "cliVersion"} & set(plan)
     assert {"attempt", "totalAttempts", "provider", "binary"} <= set(plan)
 
@@ -316,17 +352,25 @@ def test_an_attempt_without_a_timeout_still_has_a_deadline():
     """A run with no limits.timeoutSeconds ran without any deadline: the chart's runs.maxRunSeconds is it."""
     config = OperatorConfig(max_run_seconds=3600)
     run = make_run()
-    job = build_job(run, AttemptTarget(1, "claude", DEFINITION, 1), config)
+    job = build_job(run, decide_attempt(run, AttemptTarget(1, "claude", DEFINITION, 1), config), config)
     assert job["spec"]["activeDeadlineSeconds"] == 3600 + grace_period(run, config) + DEADLINE_SLACK_SECONDS
 
 
 def test_a_kueue_run_gives_its_job_its_queue_and_priority_class_and_only_with_a_queue() -> None:
     labels = {"kueue.x-k8s.io/queue-name": "agents", "kueue.x-k8s.io/priority-class": "low"}
-    job = build_job(make_run({}, labels), target(), CONFIG, queue="agents")
+    job = build_job(
+        make_run({}, labels), decide_attempt(make_run({}, labels), target(), CONFIG), CONFIG, queue="agents"
+    )
     assert {k: v for k, v in job["metadata"]["labels"].items() if k.startswith("kueue.x-k8s.io/")} == labels
     assert job["spec"]["suspend"] is True
-    defaulted = build_job(make_run({}, {}), target(), CONFIG, queue="default")  # a default queue
+    defaulted = build_job(
+        make_run({}, {}), decide_attempt(make_run({}, {}), target(), CONFIG), CONFIG, queue="default"
+    )  # a default queue
     assert defaulted["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
-    alone = build_job(make_run({}, {"kueue.x-k8s.io/priority-class": "low"}), target(), CONFIG)
+    alone = build_job(
+        make_run({}, {"kueue.x-k8s.io/priority-class": "low"}),
+        decide_attempt(make_run({}, {"kueue.x-k8s.io/priority-class": "low"}), target(), CONFIG),
+        CONFIG,
+    )
     assert "kueue.x-k8s.io/priority-class" not in alone["metadata"]["labels"]
     assert "suspend" not in alone["spec"]

@@ -11,23 +11,23 @@ from tests.unit.core.test_desired import golden
 
 from harness_operator.api.v1alpha1 import EgressRule, HarnessDefinitionSpec, HarnessRun
 from harness_operator.contract.plan import load_plan
+from harness_operator.core.attempt import decide_attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.desired import AttemptTarget, build_job, build_plan_secret, build_plans
-from harness_operator.core.egress import (
+from harness_operator.core.egress import ROUTE_CILIUM, ROUTE_GATEWAY, ROUTE_NONE, ROUTE_PUBLIC
+from harness_operator.core.egress_grant import (
     PROXY_URL_ENVS,
-    ROUTE_CILIUM,
-    ROUTE_GATEWAY,
-    ROUTE_NONE,
-    ROUTE_PUBLIC,
     build_egress_grant,
     build_proxy_token,
     build_proxy_urls,
     compute_host_grants,
-    compute_route,
     grant_name,
     proxy_user,
 )
+from harness_operator.core.job import build_job
 from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
+from harness_operator.core.plans import build_plans
+from harness_operator.core.resolution import AttemptTarget
+from harness_operator.core.run_data import build_plan_secret
 
 GATEWAY = OperatorConfig(
     egress_gateway_service="harness-operator-egress.harness-system.svc",
@@ -61,7 +61,7 @@ def make_run(sandbox: dict[str, Any] | None = None, **spec: Any) -> HarnessRun:
 
 
 def target(index: int = 1, definition: HarnessDefinitionSpec = DEFINITION) -> AttemptTarget:
-    return AttemptTarget(index=index, provider="claude", definition=definition, position=index)
+    return AttemptTarget(index=index, provider="claude", definition=definition, position=1)
 
 
 ALLOW_HOST = {"networkPolicy": "allowlist", "egress": [{"host": "Git.Example.Internal.", "ports": [443, 22]}]}
@@ -83,7 +83,7 @@ ROUTES = [
 def test_route_follows_mode_rules_and_config(
     sandbox: dict[str, Any], definition: HarnessDefinitionSpec, config: OperatorConfig, route: str
 ) -> None:
-    assert compute_route(make_run(sandbox), definition, config) == route
+    assert decide_attempt(make_run(sandbox), target(1, definition), config).route == route
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_grant_names_are_distinct_and_fit_squids_user_name() -> None:
 
 def test_grant_golden_and_holds_only_the_token_hash() -> None:
     run = make_run()
-    grant = build_egress_grant(run, [target(1), target(2, CIDR_ONLY)], GATEWAY)
+    grant = build_egress_grant(run, decide_attempts(run, [target(1), target(2, CIDR_ONLY)], GATEWAY), GATEWAY)
     golden("egress-grant", grant)
     assert grant is not None
     data = json.loads(grant["data"]["grant.json"])
@@ -131,21 +131,24 @@ def test_grant_golden_and_holds_only_the_token_hash() -> None:
 
 def test_no_grant_and_no_proxy_without_the_gateway() -> None:
     for config in (CILIUM, PLAIN):
-        assert build_egress_grant(make_run(), [target()], config) is None
-        assert build_proxy_urls(make_run(), [target()], config) == {}
-    assert build_egress_grant(make_run(), [target(1, CIDR_ONLY)], GATEWAY) is None
+        assert build_egress_grant(make_run(), decide_attempts(make_run(), [target()], config), config) is None
+        assert build_proxy_urls(make_run(), decide_attempts(make_run(), [target()], config), config) == {}
+    assert (
+        build_egress_grant(make_run(), decide_attempts(make_run(), [target(1, CIDR_ONLY)], GATEWAY), GATEWAY)
+        is None
+    )
 
 
 def test_proxy_url_carries_the_attempts_credential_and_goes_only_in_the_plan_secret() -> None:
     run = make_run()
-    urls = build_proxy_urls(run, [target(1), target(2, CIDR_ONLY)], GATEWAY)
+    urls = build_proxy_urls(run, decide_attempts(run, [target(1), target(2, CIDR_ONLY)], GATEWAY), GATEWAY)
     token = build_proxy_token("k3y", "uid-1", 1)
     assert urls == {
         "proxy-url-1": f"http://team-a.review.1:{token}@harness-operator-egress.harness-system.svc:3128"
     }
     secret = build_plan_secret(run, [{"attempt": 1}, {"attempt": 2}], urls)
     assert secret["stringData"]["proxy-url-1"] == urls["proxy-url-1"]
-    job = build_job(run, target(1), GATEWAY)
+    job = build_job(run, decide_attempt(run, target(1), GATEWAY), GATEWAY)
     assert token not in json.dumps(job)  # the pod spec names the Secret key, never the value
     env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     for name in PROXY_URL_ENVS:
@@ -154,46 +157,63 @@ def test_proxy_url_carries_the_attempts_credential_and_goes_only_in_the_plan_sec
 
 def test_a_runs_own_proxy_grant_cannot_replace_the_gateways() -> None:
     run = make_run(credentials=[{"env": "HTTPS_PROXY", "secretKeyRef": {"name": "mine", "key": "url"}}])
-    env = build_job(run, target(), GATEWAY)["spec"]["template"]["spec"]["containers"][0]["env"]
+    env = build_job(run, decide_attempt(run, target(), GATEWAY), GATEWAY)["spec"]["template"]["spec"][
+        "containers"
+    ][0]["env"]
     https = [e for e in env if e["name"] == "HTTPS_PROXY"]
     assert https == [
         {"name": "HTTPS_PROXY", "valueFrom": {"secretKeyRef": {"name": "review-plan", "key": "proxy-url-1"}}}
     ]
-    plan = load_plan(json.dumps(build_plans(run, [target()], "Review.", None, NOW, GATEWAY)[0]))
+    plan = load_plan(
+        json.dumps(
+            build_plans(run, decide_attempts(run, [target()], GATEWAY), "Review.", None, NOW, GATEWAY)[0]
+        )
+    )
     assert set(PROXY_URL_ENVS) <= set(plan.credential_envs)  # passed to the agent, and redacted
     assert not set(PROXY_URL_ENVS) & set(plan.optional_credential_envs)
 
 
 def test_plan_through_the_gateway_sets_no_proxy_and_nodes_switch() -> None:
     run = make_run(env=[{"name": "NO_PROXY", "value": "*"}])
-    plan = load_plan(json.dumps(build_plans(run, [target()], "Review.", None, NOW, GATEWAY)[0]))
+    plan = load_plan(
+        json.dumps(
+            build_plans(run, decide_attempts(run, [target()], GATEWAY), "Review.", None, NOW, GATEWAY)[0]
+        )
+    )
     env = {e.name: e.value for e in plan.env}
     assert env["NO_PROXY"] == env["no_proxy"] == "localhost,127.0.0.1,::1,10.20.0.0/16"
     assert env["NODE_USE_ENV_PROXY"] == "1"
-    direct = load_plan(json.dumps(build_plans(run, [target()], "Review.", None, NOW, PLAIN)[0]))
+    direct = load_plan(
+        json.dumps(build_plans(run, decide_attempts(run, [target()], PLAIN), "Review.", None, NOW, PLAIN)[0])
+    )
     assert {e.name: e.value for e in direct.env}["NO_PROXY"] == "*"
     assert "HTTPS_PROXY" not in direct.credential_envs
 
 
 def test_network_policy_through_the_gateway_golden() -> None:
     """DNS, the gateway's pods on its port, and the CIDR rules: no public address on the host's port."""
-    policy = build_network_policy(make_run(), target(), GATEWAY)
+    policy = build_network_policy(make_run(), decide_attempt(make_run(), target(), GATEWAY), GATEWAY)
     golden("networkpolicy-gateway", policy)
     assert "0.0.0.0/0" not in json.dumps(policy)
 
 
 def test_network_policy_on_cilium_leaves_host_rules_to_the_fqdn_policy() -> None:
-    policy = build_network_policy(make_run(), target(), CILIUM)
+    policy = build_network_policy(make_run(), decide_attempt(make_run(), target(), CILIUM), CILIUM)
     assert "0.0.0.0/0" not in json.dumps(policy)
-    golden("ciliumnetworkpolicy", build_fqdn_policy(make_run(), target(), CILIUM))
+    golden(
+        "ciliumnetworkpolicy",
+        build_fqdn_policy(make_run(), decide_attempt(make_run(), target(), CILIUM), CILIUM),
+    )
 
 
 def test_without_gateway_or_cilium_the_host_rule_stays_public_only() -> None:
-    policy = build_network_policy(make_run(), target(), PLAIN)
-    assert policy == build_network_policy(make_run(), target(), OperatorConfig())
+    policy = build_network_policy(make_run(), decide_attempt(make_run(), target(), PLAIN), PLAIN)
+    assert policy == build_network_policy(
+        make_run(), decide_attempt(make_run(), target(), OperatorConfig()), OperatorConfig()
+    )
     assert "0.0.0.0/0" in json.dumps(policy)
-    assert build_fqdn_policy(make_run(), target(), PLAIN) is None
-    assert build_fqdn_policy(make_run(), target(), GATEWAY) is None
+    assert build_fqdn_policy(make_run(), decide_attempt(make_run(), target(), PLAIN), PLAIN) is None
+    assert build_fqdn_policy(make_run(), decide_attempt(make_run(), target(), GATEWAY), GATEWAY) is None
 
 
 @pytest.mark.parametrize(
@@ -224,9 +244,13 @@ def test_config_reads_the_gateway_from_env() -> None:
 
 def test_the_git_clone_goes_through_the_gateway_too() -> None:
     run = make_run(workspace={"git": {"url": "https://git.example.internal/a.git"}})
-    init = build_job(run, target(), GATEWAY)["spec"]["template"]["spec"]["initContainers"][0]
+    init = build_job(run, decide_attempt(run, target(), GATEWAY), GATEWAY)["spec"]["template"]["spec"][
+        "initContainers"
+    ][0]
     env = {e["name"]: e for e in init["env"]}
     assert env["https_proxy"]["valueFrom"]["secretKeyRef"] == {"name": "review-plan", "key": "proxy-url-1"}
     assert env["NO_PROXY"]["value"] == "localhost,127.0.0.1,::1,10.20.0.0/16"
-    direct = build_job(run, target(), PLAIN)["spec"]["template"]["spec"]["initContainers"][0]
+    direct = build_job(run, decide_attempt(run, target(), PLAIN), PLAIN)["spec"]["template"]["spec"][
+        "initContainers"
+    ][0]
     assert not {e["name"] for e in direct["env"]} & {*PROXY_URL_ENVS, "NO_PROXY"}

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from harness_operator.api.v1alpha1 import EgressRule, HarnessRun, McpServer
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.core.attempt import decide_attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress import compute_egress_rules, find_mcp_destinations_problem
 from harness_operator.core.mcp import (
     MCP_REFUSED_CIDRS,
     build_mcp_arguments,
@@ -27,7 +27,12 @@ from harness_operator.core.mcp import (
     find_mcp_problem,
 )
 from harness_operator.core.planning import build_plan
-from harness_operator.core.resolution import Rejection, resolve_targets
+from harness_operator.core.resolution import (
+    AttemptTarget,
+    Rejection,
+    find_mcp_destinations_problem,
+    resolve_targets,
+)
 from harness_operator.core.settings_merge import merge_each
 
 CATALOG = {d.metadata["name"]: d.spec for d in load_builtin_catalog()}
@@ -39,6 +44,11 @@ DOCS = {
     "tools": ["search", "fetch"],
 }
 LOCAL = {"name": "git", "command": ["mcp-server-git", "--read-only"], "tools": ["git_log"]}
+
+
+def egress_of(run: HarnessRun) -> list[EgressRule]:
+    """The declared egress of the run's first attempt with CLAUDE."""
+    return decide_attempt(run, AttemptTarget(1, "claude", CLAUDE, 1), OperatorConfig()).egress
 
 
 def run_of(**spec: Any) -> HarnessRun:
@@ -108,12 +118,12 @@ def test_a_remote_server_joins_the_attempts_egress() -> None:
         EgressRule(host="mcp.docs.internal", ports=[443]),
         EgressRule(cidr="10.1.2.3/32", ports=[8080]),
     ]
-    provider_mode = compute_egress_rules(run_of(mcpServers=[DOCS]), CLAUDE)
+    provider_mode = egress_of(run_of(mcpServers=[DOCS]))
     assert provider_mode[-1] == EgressRule(host="mcp.docs.internal", ports=[443])
     allowlist = run_of(
         mcpServers=[DOCS], sandbox={"networkPolicy": "allowlist", "egress": [{"cidr": "10.0.0.0/8"}]}
     )
-    assert compute_egress_rules(allowlist, CLAUDE) == [
+    assert egress_of(allowlist) == [
         EgressRule(cidr="10.0.0.0/8"),
         EgressRule(host="mcp.docs.internal", ports=[443]),
     ]

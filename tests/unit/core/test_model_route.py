@@ -18,29 +18,31 @@ from harness_operator.contract.model_access import (
     token_sha256,
 )
 from harness_operator.contract.plan import load_plan
+from harness_operator.core.attempt import Attempt, decide_attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.desired import AttemptTarget, build_job, build_plan_secret, build_plans
-from harness_operator.core.egress import grant_name as egress_grant_name
-from harness_operator.core.model_route import (
+from harness_operator.core.egress_grant import grant_name as egress_grant_name
+from harness_operator.core.job import build_job
+from harness_operator.core.model_grant import (
     build_model_grant,
     build_model_key_secret,
     build_model_secrets,
     compute_key_warning,
     compute_live_attempts,
     compute_model_caps,
-    compute_model_route,
     find_grant_conflict,
-    find_own_key,
     merge_route_options,
     model_base_url,
     model_grant_name,
     model_key_secret_name,
     model_token,
     read_model_grant,
-    route_targets,
     without_attempts,
 )
+from harness_operator.core.model_route import compute_model_route, find_own_key
 from harness_operator.core.network_policy import build_network_policy
+from harness_operator.core.plans import build_plans
+from harness_operator.core.resolution import AttemptTarget
+from harness_operator.core.run_data import build_plan_secret
 
 GATEWAY = OperatorConfig(
     model_gateway_service="harness-operator-model.harness-system.svc",
@@ -96,9 +98,9 @@ def make_run(**spec: Any) -> HarnessRun:
     )
 
 
-def routed(run: HarnessRun, *definitions: HarnessDefinitionSpec) -> list[AttemptTarget]:
-    targets = [AttemptTarget(i, "p", d, i) for i, d in enumerate(definitions, start=1)]
-    return route_targets(run, targets, GATEWAY)
+def routed(run: HarnessRun, *definitions: HarnessDefinitionSpec) -> list[Attempt]:
+    targets = [AttemptTarget(i, "p", d, 1) for i, d in enumerate(definitions, start=1)]
+    return decide_attempts(run, targets, GATEWAY)
 
 
 @pytest.mark.parametrize(
@@ -183,7 +185,14 @@ def test_route_options_are_added_to_the_runs_with_their_url_expanded() -> None:
     merged = merge_route_options({"config": ["model=o4"], "model": "x"}, route, GATEWAY)
     base = model_base_url(GATEWAY, "openai")
     assert merged == {"config": ["model=o4", f"base_url={base}/v1"], "model": "x"}
-    plans = build_plans(make_run(provider="codex"), routed(make_run(), CODEX), "Go.", None, NOW, GATEWAY)
+    plans = build_plans(
+        make_run(provider="codex"),
+        routed(make_run(), CODEX),
+        "Go.",
+        None,
+        NOW,
+        GATEWAY,
+    )
     assert f"base_url={base}/v1" in plans[0]["args"]
 
 
@@ -194,7 +203,11 @@ def test_policy_opens_the_gateway_and_under_provider_nothing_of_the_vendor() -> 
     peers = [rule.get("to", [{}])[0] for rule in policy["spec"]["egress"]]
     assert any(p.get("podSelector", {}).get("matchLabels") == GATEWAY.model_gateway_pod_labels for p in peers)
     assert not any("ipBlock" in p for p in peers)  # no public address: the vendor only via the gateway
-    none = build_network_policy(make_run(sandbox={"networkPolicy": "none"}), routed(run, CLAUDE)[0], GATEWAY)
+    none = build_network_policy(
+        make_run(sandbox={"networkPolicy": "none"}),
+        routed(run, CLAUDE)[0],
+        GATEWAY,
+    )
     assert none["spec"]["egress"] == []
 
 
@@ -366,7 +379,7 @@ def test_an_unrouted_attempt_with_a_key_gets_a_warning(
 ) -> None:
     run = make_run(**spec)
     warning = compute_key_warning(
-        run, route_targets(run, [AttemptTarget(1, "p", definition, 1)], GATEWAY)[0], GATEWAY
+        run, decide_attempt(run, AttemptTarget(1, "p", definition, 1), GATEWAY), GATEWAY
     )
     assert warning is not None and says in warning and "reach the sandbox" in warning
 
@@ -375,8 +388,16 @@ def test_no_warning_when_routed_keyless_or_without_a_gateway() -> None:
     run = make_run()
     assert compute_key_warning(run, routed(run, CLAUDE)[0], GATEWAY) is None
     keyless = HarnessDefinitionSpec.model_validate({"binary": "x"})
-    assert compute_key_warning(run, AttemptTarget(1, "p", keyless, 1), GATEWAY) is None
-    assert compute_key_warning(run, AttemptTarget(1, "p", CURSOR, 1), OperatorConfig()) is None
+    assert (
+        compute_key_warning(run, decide_attempt(run, AttemptTarget(1, "p", keyless, 1), GATEWAY), GATEWAY)
+        is None
+    )
+    assert (
+        compute_key_warning(
+            run, decide_attempt(run, AttemptTarget(1, "p", CURSOR, 1), OperatorConfig()), OperatorConfig()
+        )
+        is None
+    )
 
 
 def test_catalog_routes_never_put_the_token_in_options_and_name_a_known_vendor() -> None:
@@ -441,7 +462,7 @@ def test_a_routed_gemini_attempt_gets_one_settings_file_with_its_auth_and_its_mc
     docs = {"name": "docs", "url": "https://mcp.docs.internal/mcp", "tools": ["search"]}
     run = make_run(provider="gemini", mcpServers=[docs])
     config = OperatorConfig(**{**GATEWAY.__dict__, "model_gateway_vendors": ("gemini",)})
-    targets = route_targets(run, [AttemptTarget(1, "gemini", gemini, 1)], config)
+    targets = decide_attempts(run, [AttemptTarget(1, "gemini", gemini, 1)], config)
     plan = load_plan(json.dumps(build_plans(run, targets, "Go.", None, NOW, config)[0]))
     settings = json.loads(plan.home_files[".gemini/settings.json"])
     assert settings["security"] == {"auth": {"selectedType": "gemini-api-key"}}
@@ -452,7 +473,7 @@ def test_a_routed_opencode_attempt_gets_one_configuration_with_its_provider_serv
     opencode = next(d.spec for d in load_builtin_catalog() if d.metadata["name"] == "opencode")
     docs = {"name": "docs", "url": "https://mcp.docs.internal/mcp", "tools": ["search"]}
     run = make_run(provider="opencode", mcpServers=[docs], tools={"shell": False})
-    targets = route_targets(run, [AttemptTarget(1, "opencode", opencode, 1)], GATEWAY)
+    targets = decide_attempts(run, [AttemptTarget(1, "opencode", opencode, 1)], GATEWAY)
     plan = load_plan(json.dumps(build_plans(run, targets, "Go.", None, NOW, GATEWAY)[0]))
     config = json.loads(next(e.value for e in plan.env if e.name == "OPENCODE_CONFIG_CONTENT"))
     assert list(config) == ["mcp", "tools", "permission", "provider"]

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from harness_operator.api.v1alpha1 import HarnessRun
-from harness_operator.core.desired import build_output_config_map, build_plan_secret
 from harness_operator.core.ownership import (
     compute_data_hash,
     describe_conflict,
@@ -18,6 +17,7 @@ from harness_operator.core.ownership import (
     is_run_output,
     read_data,
 )
+from harness_operator.core.run_data import build_output_config_map, build_plan_secret
 from harness_operator.core.workspace import build_workspace_claim
 
 RUN = HarnessRun.model_validate(

@@ -14,8 +14,9 @@ from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, Phase
 from harness_operator.contract.changes import PUBLISH_PLAN_ENV, ChangesReport, PublishPlan
 from harness_operator.controller.cache import slim_pod
+from harness_operator.core.attempt import decide_attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.desired import build_changes_config_map, build_job
+from harness_operator.core.job import build_job
 from harness_operator.core.naming import AGENT_CONTAINER, PUBLISH_CONTAINER, RUNNER_CONTAINER
 from harness_operator.core.publish import (
     WorkspaceStart,
@@ -29,6 +30,7 @@ from harness_operator.core.publish import (
     resolve_start,
 )
 from harness_operator.core.resolution import AttemptTarget, Rejection, Waiting
+from harness_operator.core.run_data import build_changes_config_map
 from harness_operator.core.status import (
     FINISHED,
     RUNNING,
@@ -244,7 +246,7 @@ def secret_refs(container: dict[str, Any]) -> set[str]:
 
 
 def test_only_the_publisher_holds_the_write_credential_and_it_starts_after_the_clone() -> None:
-    job = build_job(make_run(), TARGET, CONFIG)
+    job = build_job(make_run(), decide_attempt(make_run(), TARGET, CONFIG), CONFIG)
     spec = job["spec"]["template"]["spec"]
     assert [c["name"] for c in spec["initContainers"]] == ["git-clone", PUBLISH_CONTAINER]
     by_name = containers(job)
@@ -260,7 +262,11 @@ def test_only_the_publisher_holds_the_write_credential_and_it_starts_after_the_c
     runner = by_name[RUNNER_CONTAINER]
     assert "--verdict" in runner["command"] and "verdict" in {m["name"] for m in runner["volumeMounts"]}
     assert "rev-parse HEAD" in by_name["git-clone"]["command"][-1]
-    plain = build_job(make_run({"git": {"url": URL}}), TARGET, CONFIG)["spec"]
+    plain = build_job(
+        make_run({"git": {"url": URL}}),
+        decide_attempt(make_run({"git": {"url": URL}}), TARGET, CONFIG),
+        CONFIG,
+    )["spec"]
     grow = CONFIG.publish_timeout_seconds + 10
     assert job["spec"]["activeDeadlineSeconds"] == plain["activeDeadlineSeconds"] + grow
     assert (
@@ -279,7 +285,12 @@ def test_the_publisher_plan_escapes_the_kubelets_variable_references() -> None:
             },
         }
     )
-    env = {e["name"]: e for e in containers(build_job(run, TARGET, CONFIG))[PUBLISH_CONTAINER]["env"]}
+    env = {
+        e["name"]: e
+        for e in containers(build_job(run, decide_attempt(run, TARGET, CONFIG), CONFIG))[PUBLISH_CONTAINER][
+            "env"
+        ]
+    }
     raw = env[PUBLISH_PLAN_ENV]["value"]
     assert "$$(HARNESS_PUBLISH_TOKEN)" in raw
     plan = PublishPlan.model_validate_json(raw.replace("$$", "$"))  # as the kubelet hands it over
@@ -289,7 +300,7 @@ def test_the_publisher_plan_escapes_the_kubelets_variable_references() -> None:
 
 def test_a_chained_run_clones_the_commit_and_applies_the_checked_patch() -> None:
     start = WorkspaceStart("a" * 40, "implement-changes", "f" * 64)
-    job = build_job(chained(), TARGET, CONFIG, start)
+    job = build_job(chained(), decide_attempt(chained(), TARGET, CONFIG), CONFIG, start)
     clone = containers(job)["git-clone"]
     env = {e["name"]: e.get("value") for e in clone["env"]}
     assert env["GIT_COMMIT"] == "a" * 40 and env["PATCH_SHA256"] == "f" * 64

@@ -87,10 +87,10 @@ def make_run(**spec: Any) -> HarnessRun:
 
 def test_the_chain_is_the_primary_then_each_fallback_with_its_field() -> None:
     spec = make_run(prompt="p", fallback=[{"provider": "codex"}, {"provider": "gemini"}]).spec
-    assert compute_provider_chain(spec) == [
-        ("spec.provider", "claude"),
-        ("spec.fallback[0].provider", "codex"),
-        ("spec.fallback[1].provider", "gemini"),
+    assert [(e.field, e.provider, e.options_field) for e in compute_provider_chain(spec)] == [
+        ("spec.provider", "claude", "spec.with"),
+        ("spec.fallback[0].provider", "codex", "spec.fallback[0].with"),
+        ("spec.fallback[1].provider", "gemini", "spec.fallback[1].with"),
     ]
 
 

@@ -17,8 +17,10 @@ from harness_operator.api.v1alpha1 import HarnessRun, SessionStatus
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.plan import SESSION_DIR, SESSION_KEY, load_plan
 from harness_operator.contract.result import ResultDocument
+from harness_operator.core.attempt import decide_attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.desired import build_job, build_plans, build_resume_secret
+from harness_operator.core.job import build_job
+from harness_operator.core.plans import build_plans
 from harness_operator.core.resolution import AttemptTarget, Rejection, Waiting, resolve_targets
 from harness_operator.core.resumption import (
     WITHHELD,
@@ -29,6 +31,7 @@ from harness_operator.core.resumption import (
     describe_replays,
     resolve_resumption,
 )
+from harness_operator.core.run_data import build_resume_secret
 from harness_operator.core.status import FINISHED, Observed, ObservedAttempt, compute_status
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -180,7 +183,15 @@ def test_the_same_provider_resumes_and_a_fallback_is_told_the_conversation_again
     ]
     plans = [
         load_plan(json.dumps(p))
-        for p in build_plans(run, targets, "Now fix what you found.", None, NOW, resumption=resumption)
+        for p in build_plans(
+            run,
+            decide_attempts(run, targets, OperatorConfig()),
+            "Now fix what you found.",
+            None,
+            NOW,
+            OperatorConfig(),
+            resumption=resumption,
+        )
     ]
     first, retry, fallback = plans[0], plans[1], plans[2]
     assert first.args[:4] == ["--resume", "s-1", "-p", "Now fix what you found."]
@@ -215,7 +226,15 @@ def test_an_acp_agent_continues_its_own_session_with_session_load_and_no_argumen
     )
     acp, cli = [
         load_plan(json.dumps(p))
-        for p in build_plans(run, targets, "Go on.", None, NOW, resumption=resumption)
+        for p in build_plans(
+            run,
+            decide_attempts(run, targets, OperatorConfig()),
+            "Go on.",
+            None,
+            NOW,
+            OperatorConfig(),
+            resumption=resumption,
+        )
     ]
     assert acp.acp is not None and acp.acp.load_session == "s-1" and acp.acp.prompt == "Go on."
     assert acp.session_sha256 == digest and acp.session_paths == [".claude/projects"]
@@ -241,7 +260,19 @@ def test_another_providers_session_or_none_kept_is_replayed_and_said() -> None:
     assert describe_replays(gone, targets)[0].startswith(
         'attempt 1: HarnessRun "review" left no session to resume: pod x is gone'
     )
-    plan = load_plan(json.dumps(build_plans(run, targets, "Go.", None, NOW, resumption=gone)[0]))
+    plan = load_plan(
+        json.dumps(
+            build_plans(
+                run,
+                decide_attempts(run, targets, OperatorConfig()),
+                "Go.",
+                None,
+                NOW,
+                OperatorConfig(),
+                resumption=gone,
+            )[0]
+        )
+    )
     assert plan.session_sha256 is None and plan.args[1] == build_replay_prompt(gone, "Go.")
 
 
@@ -251,7 +282,7 @@ def test_the_continuing_run_owns_the_archive_and_its_runner_mounts_it() -> None:
     assert secret["metadata"]["name"] == "fix-resume"
     assert secret["metadata"]["ownerReferences"][0]["uid"] == "u-2"
     assert base64.b64decode(secret["stringData"][SESSION_KEY]) == ARCHIVE
-    job = build_job(run, targets_of(run)[0], OperatorConfig())
+    job = build_job(run, decide_attempt(run, targets_of(run)[0], OperatorConfig()), OperatorConfig())
     pod = job["spec"]["template"]["spec"]
     assert {
         "name": "resume",
@@ -261,7 +292,11 @@ def test_the_continuing_run_owns_the_archive_and_its_runner_mounts_it() -> None:
     assert {"name": "resume", "mountPath": SESSION_DIR, "readOnly": True} in runner["volumeMounts"]
     agent = next(c for c in pod["containers"] if c["name"] == "agent")
     assert all(m["name"] != "resume" for m in agent["volumeMounts"])
-    plain = build_job(later(resumeFrom=None), targets_of(run)[0], OperatorConfig())
+    plain = build_job(
+        later(resumeFrom=None),
+        decide_attempt(later(resumeFrom=None), targets_of(run)[0], OperatorConfig()),
+        OperatorConfig(),
+    )
     assert all(v["name"] != "resume" for v in plain["spec"]["template"]["spec"]["volumes"])
 
 

@@ -1,5 +1,7 @@
 """AttemptPlan building: argv from the invocation builder, env and grants, native budget flag, fallbacks."""
 
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,13 +14,13 @@ from harness_operator.contract.plan import (
     home_path_arg,
     load_plan,
 )
-from harness_operator.core.planning import (
-    PlanError,
-    UnknownProviderError,
-    build_attempt_plans,
-    build_plan,
-    with_output_limit,
-)
+from harness_operator.core.attempt import decide_attempts
+from harness_operator.core.config import OperatorConfig
+from harness_operator.core.planning import PlanError, build_plan, with_output_limit
+from harness_operator.core.plans import build_attempt_plans
+from harness_operator.core.resolution import Rejection, resolve_targets
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def run(**spec: Any) -> HarnessRun:
@@ -29,6 +31,26 @@ def run(**spec: Any) -> HarnessRun:
 
 def definition(**spec: Any) -> HarnessDefinitionSpec:
     return HarnessDefinitionSpec.model_validate({"binary": "agent", **spec})
+
+
+class Catalog:
+    """ClusterHarnessDefinitions by name, from `resolve`."""
+
+    def __init__(self, resolve: Callable[[str], HarnessDefinitionSpec | None]) -> None:
+        self.resolve = resolve
+
+    def definition(self, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        found = self.resolve(name) if namespace is None else None
+        return None if found is None else {"spec": found.model_dump(by_alias=True, exclude_none=True)}
+
+
+def chain_plans(
+    r: HarnessRun, resolve: Callable[[str], HarnessDefinitionSpec | None], prompt: str, stdin: str | None
+) -> list[AttemptPlan]:
+    """Every attempt's plan, as `harnessctl run` builds them (the operator's path, no gateway)."""
+    config = OperatorConfig()
+    attempts = decide_attempts(r, resolve_targets(Catalog(resolve), r), config)
+    return build_attempt_plans(r, attempts, prompt, stdin, NOW, config)
 
 
 CLAUDE = definition(
@@ -123,7 +145,7 @@ def test_json_round_trip():
 def test_attempt_plans_follow_the_fallback_chain_with_their_own_options():
     r = run(**{"with": {"model": "a"}, "fallback": [{"provider": "q", "with": {"effort": "low"}}]})
     defs = {"p": definition(binary="pa"), "q": definition(binary="qa")}
-    plans = build_attempt_plans(r, defs.get, "P", None)
+    plans = chain_plans(r, defs.get, "P", None)
     assert [(p.attempt, p.total_attempts, p.provider, p.argv) for p in plans] == [
         (1, 2, "p", ["pa", "P", "--model", "a"]),
         (2, 2, "q", ["qa", "P", "--effort", "low"]),
@@ -136,7 +158,7 @@ def test_a_providers_retries_are_attempts_of_their_own_with_its_options():
         retry={"limit": 1},
     )
     defs = {"p": definition(binary="pa"), "q": definition(binary="qa")}
-    plans = build_attempt_plans(r, defs.get, "P", None)
+    plans = chain_plans(r, defs.get, "P", None)
     assert [(p.attempt, p.total_attempts, p.provider, p.argv) for p in plans] == [
         (1, 4, "p", ["pa", "P", "--model", "a"]),
         (2, 4, "p", ["pa", "P", "--model", "a"]),
@@ -148,13 +170,13 @@ def test_a_providers_retries_are_attempts_of_their_own_with_its_options():
 def test_a_retried_fallbacks_bad_option_is_named_by_the_fallbacks_field():
     the_run = run(fallback=[{"provider": "q", "with": {"model": "a\x00"}}], retry={"limit": 2})
     with pytest.raises(PlanError) as caught:
-        build_attempt_plans(the_run, lambda name: definition(), "p", None)
+        chain_plans(the_run, lambda name: definition(), "p", None)
     assert caught.value.message.startswith("spec.fallback[0].with.model:")
 
 
 def test_unknown_provider_is_an_error():
-    with pytest.raises(UnknownProviderError, match='unknown provider "q"'):
-        build_attempt_plans(run(fallback=[{"provider": "q"}]), {"p": definition()}.get, "P", None)
+    with pytest.raises(Rejection, match='unknown provider "q"'):
+        chain_plans(run(fallback=[{"provider": "q"}]), {"p": definition()}.get, "P", None)
 
 
 def test_attempt_is_one_based():
@@ -260,7 +282,7 @@ def test_prompt_too_large_says_how_to_fix_it_and_that_fold_does_not() -> None:
 def test_a_fallbacks_options_are_named_by_their_field() -> None:
     the_run = run(fallback=[{"provider": "q", "with": {"model": "a\x00"}}])
     with pytest.raises(PlanError) as caught:
-        build_attempt_plans(the_run, lambda name: definition(), "p", None)
+        chain_plans(the_run, lambda name: definition(), "p", None)
     assert caught.value.message.startswith("spec.fallback[0].with.model:")
 
 

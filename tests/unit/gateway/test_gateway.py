@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from tests.unit.core.test_egress import CIDR_ONLY, GATEWAY, make_run, target
 
-from harness_operator.core.egress import build_egress_grant, build_proxy_token, build_proxy_urls
+from harness_operator.core.attempt import decide_attempts
+from harness_operator.core.egress_grant import build_egress_grant, build_proxy_token, build_proxy_urls
 from harness_operator.gateway import rules
 from harness_operator.gateway.exporter import Exporter
 from harness_operator.gateway.helper import answer
@@ -33,7 +34,7 @@ def grants_of(*runs: tuple[Any, list[Any]]) -> dict[str, dict[str, Any]]:
     """The gateway's view of the grants the operator builds for these runs."""
     out = {}
     for run, targets in runs:
-        grant = build_egress_grant(run, targets, GATEWAY)
+        grant = build_egress_grant(run, decide_attempts(run, targets, GATEWAY), GATEWAY)
         assert grant is not None
         parsed = parse_grant(grant["data"]["grant.json"])
         assert parsed is not None
@@ -105,7 +106,7 @@ def test_a_host_rule_without_ports_opens_every_port_of_that_host_only() -> None:
 
 
 def test_the_proxy_url_the_sandbox_gets_authenticates_at_the_gateway() -> None:
-    url = build_proxy_urls(REVIEW, [target(1)], GATEWAY)["proxy-url-1"]
+    url = build_proxy_urls(REVIEW, decide_attempts(REVIEW, [target(1)], GATEWAY), GATEWAY)["proxy-url-1"]
     userinfo = url.split("//", 1)[1].split("@", 1)[0]
     user, password = userinfo.split(":")
     assert is_authentic(GRANTS, user, password)

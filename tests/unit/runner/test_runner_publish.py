@@ -15,8 +15,9 @@ from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.contract.changes import BASE_FILE, ChangesReport, PublishPlan, Verdict
 from harness_operator.contract.frame import decode_frame
+from harness_operator.core.attempt import decide_attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.desired import build_job
+from harness_operator.core.job import build_job
 from harness_operator.runner.publish import count_changes, publish
 
 TOKEN = "ghp_publisher-write-token-0123456789"
@@ -54,7 +55,9 @@ def clone_as_the_pod_does(origin: Path, workdir: Path, base_file: Path, home: Pa
             },
         }
     )
-    spec = build_job(run, TARGET, OperatorConfig())["spec"]["template"]["spec"]
+    spec = build_job(run, decide_attempt(run, TARGET, OperatorConfig()), OperatorConfig())["spec"][
+        "template"
+    ]["spec"]
     [clone] = [c for c in spec["initContainers"] if c["name"] == "git-clone"]
     env = {e["name"]: e["value"] for e in clone["env"] if "value" in e}
     env |= {
