@@ -741,7 +741,9 @@ def write_run(path: Path, namespace: str, **spec: str) -> Path:
 
 def source_text(size: int) -> str:
     """Real code (this repository's), as prompts often are: quotes, newlines, '<' and '&' to escape."""
-    text = (ROOT / "operator" / "harness_operator" / "core" / "desired.py").read_text()
+    text = "".join(
+        p.read_text() for p in sorted((ROOT / "operator" / "harness_operator" / "core").rglob("*.py"))
+    )
     return (text * (size // len(text) + 1))[:size]
 
 
