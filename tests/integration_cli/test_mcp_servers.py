@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.attempt_plans import plan_of
 from tests.fixtures.cli import capture as fx
 from tests.integration_cli.harnessctl import harnessctl_run, require_cli
 from tests.stubs.anthropic import AnthropicStub
@@ -22,7 +23,6 @@ from tests.stubs.openai import OpenAIStub
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.planning import build_plan
 from harness_operator.core.settings_merge import merge_each
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
@@ -115,7 +115,7 @@ def _copilot(tmp_path: Path, tools: dict[str, Any]) -> tuple[AttemptResult, McpS
         spec["credentials"] = [{"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}}]
         run = HarnessRun.model_validate({"metadata": {"name": "r", "namespace": "ns"}, "spec": spec})
         definition = next(d.spec for d in load_builtin_catalog() if d.metadata["name"] == "copilot")
-        plan = build_plan(run, definition, 1, "copilot", {}, "Echo hello.", None)
+        plan = plan_of(run, definition, 1, "copilot", {}, "Echo hello.", None)
         assert TOKEN not in " ".join(plan.args)
         base = {"PATH": f"{Path(copilot).parent}:/usr/bin:/bin", "HOME": str(home)}
         keys = {"COPILOT_PROVIDER_API_KEY": "sk-test-mcp", "DOCS_TOKEN": TOKEN}
@@ -196,7 +196,7 @@ def _codex(tmp_path: Path, server: dict[str, Any]) -> tuple[AttemptResult, list]
             f'{{name="stub", base_url="{model.base_url}/v1", env_key="OPENAI_API_KEY", wire_api="responses"}}'
         )
         route = {"config": ["model_provider=stub", f"model_providers.stub={provider}"]}
-        plan = build_plan(run, definition, 1, "codex", route, "Echo hello.", None)
+        plan = plan_of(run, definition, 1, "codex", route, "Echo hello.", None)
         assert TOKEN not in " ".join(plan.args)
         base = {"PATH": f"{Path(codex).parent}:/usr/bin:/bin", "HOME": str(home)}
         keys = {"OPENAI_API_KEY": "sk-test-mcp", "DOCS_TOKEN": TOKEN}
@@ -304,7 +304,7 @@ def _planned_attempt(
             "credentials": [{"env": "DOCS_TOKEN", "secretKeyRef": {"name": "docs-token", "key": "token"}}],
         }
         run = HarnessRun.model_validate({"metadata": {"name": "r", "namespace": "ns"}, "spec": spec})
-        plan = build_plan(run, definition, 1, name, options, "Echo hello.", None)
+        plan = plan_of(run, definition, 1, name, options, "Echo hello.", None)
         assert TOKEN not in plan.model_dump_json()
         if definition.model_route and definition.model_route.home_files:  # as a routed attempt's files
             plan = plan.model_copy(

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.attempt_plans import plan_of
 from tests.fixtures.cli import capture as fx
 from tests.stubs.run_cli import stub_class
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.planning import build_plan
 from harness_operator.core.resumption import Resumption, compute_continuation
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
@@ -91,7 +91,7 @@ def _attempt(
         def spawn(launch: Launch) -> LocalAgent:
             return LocalAgent(dataclasses.replace(launch, session=restored))
 
-    plan = build_plan(run, definition, 1, name, with_, prompt, None, resume=resume)
+    plan = plan_of(run, definition, 1, name, with_, prompt, None, resume=resume)
     # In the pod the runner reads the archive from its run's Secret, checked against the plan's SHA-256
     # (tests/unit/runner/test_runner_session.py); here the launch is handed the archive itself.
     plan = plan.model_copy(update={"session_sha256": None})

@@ -9,12 +9,12 @@ import os
 from pathlib import Path
 
 import pytest
+from tests.attempt_plans import plan_of
 from tests.integration_cli.harnessctl import require_cli
 from tests.stubs.openai import TEXT, OpenAIStub
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.planning import build_plan
 from harness_operator.runner.executor import execute
 
 pytestmark = pytest.mark.cli
@@ -41,7 +41,7 @@ def _run(tmp_path: Path, tools: dict) -> tuple[list[dict], Path, int]:
             f'{{name="stub", base_url="{stub.base_url}/v1", env_key="OPENAI_API_KEY", wire_api="responses"}}'
         )
         route = {"config": ["model_provider=stub", f"model_providers.stub={provider}"]}
-        plan = build_plan(run, CODEX_DEFINITION, 1, "codex", route, "Write edited.txt.", None)
+        plan = plan_of(run, CODEX_DEFINITION, 1, "codex", route, "Write edited.txt.", None)
         assert CODEX is not None
         env = {"PATH": f"{Path(CODEX).parent}:/usr/bin:/bin", "HOME": str(home)}
         result = execute(plan, {"OPENAI_API_KEY": "sk-test-tools"}, base_env=env, stderr=io.BytesIO())

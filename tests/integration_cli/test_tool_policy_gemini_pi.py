@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.attempt_plans import plan_of
 from tests.fixtures.cli import capture as fx
 from tests.integration_cli.harnessctl import require_cli
 from tests.stubs.anthropic import AnthropicStub
@@ -20,7 +21,6 @@ from tests.stubs.gemini import GeminiStub
 
 from harness_operator.api.v1alpha1 import EnvVar, HarnessRun
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.planning import build_plan
 from harness_operator.core.settings_merge import merge_settings
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
@@ -78,7 +78,7 @@ def _run(tmp_path: Path, name: str, tools: dict[str, Any]) -> tuple[AttemptResul
             "workspace": {"workingDir": str(work)},
         }
         run = HarnessRun.model_validate({"metadata": {"name": "r", "namespace": "ns"}, "spec": spec})
-        plan = build_plan(run, CATALOG[name], 1, name, options, "Write edited.txt.", None)
+        plan = plan_of(run, CATALOG[name], 1, name, options, "Write edited.txt.", None)
         if name == "opencode":  # as the model route merges its provider into the plan's variable
             given = {e.name: e.value for e in plan.env}
             provider = fx.OPENCODE_ENV[ROUTED].replace("{base_url}", stub.base_url)

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.attempt_plans import plan_of
 from tests.integration_cli.harnessctl import require_cli
 from tests.stubs.openai import OpenAIStub
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.planning import build_plan
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
 
@@ -51,7 +51,7 @@ def _run(tmp_path: Path, name: str, tools: dict[str, Any]) -> tuple[AttemptResul
         spec = {"provider": name, "prompt": "Write edited.txt.", "tools": tools, "env": env}
         spec["workspace"] = {"workingDir": str(work)}
         run = HarnessRun.model_validate({"metadata": {"name": "r", "namespace": "ns"}, "spec": spec})
-        plan = build_plan(run, CATALOG[name], 1, name, {}, "Write edited.txt.", None)
+        plan = plan_of(run, CATALOG[name], 1, name, {}, "Write edited.txt.", None)
         key = {"OPENAI_API_KEY" if name == "qwen" else "COPILOT_PROVIDER_API_KEY": "sk-test-tools"}
         base = {"PATH": f"{Path(found).parent}:/usr/bin:/bin", "HOME": str(home)}
         result = execute(plan, key, base_env=base, stderr=io.BytesIO())

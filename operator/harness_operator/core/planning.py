@@ -27,6 +27,7 @@ from harness_operator.contract.plan import (
     AttemptPlan,
     home_path_arg,
 )
+from harness_operator.core.attempt import Attempt
 from harness_operator.core.credentials import merge_grants
 from harness_operator.core.invocation import (
     MAX_ARG_BYTES,
@@ -46,10 +47,8 @@ from harness_operator.core.mcp import (
     build_mcp_env,
     build_mcp_home_files,
     build_mcp_tool_names,
-    compute_mcp_servers,
     compute_raw_json_variables,
 )
-from harness_operator.core.resolution import options_field
 from harness_operator.core.resumption import Continuation
 from harness_operator.core.retry import build_positions, retry_number
 from harness_operator.core.settings_merge import merge_each
@@ -58,7 +57,6 @@ from harness_operator.core.tool_policy import (
     build_tool_env,
     build_tool_options,
     build_tool_rules,
-    compute_tool_policy,
 )
 
 # Option keys that carry a native per-run budget (claude-stream-json definitions only).
@@ -100,11 +98,10 @@ def _usd(value: Any) -> float | None:
     return usd if usd >= 0 and usd == usd else None  # NaN is not a cap
 
 
-def build_acp_session(
-    run: HarnessRun, definition: HarnessDefinitionSpec, prompt: str, stdin: str | None
-) -> AcpSessionPlan:
+def build_acp_session(run: HarnessRun, attempt: Attempt, prompt: str, stdin: str | None) -> AcpSessionPlan:
     """The ACP half of a plan: the prompt with stdin after a blank line, the endpoint and its headers, the
     tool policy and the MCP servers behind their gates."""
+    definition, tools = attempt.definition, attempt.tool_policy
     headers = [
         AcpHeaderPlan(
             name=h.name,
@@ -113,10 +110,7 @@ def build_acp_session(
         )
         for i, h in enumerate(definition.headers)
     ]
-    tools = compute_tool_policy(run.spec.tools, definition)
-    servers, mcp_tools = build_acp_mcp_servers(
-        compute_mcp_servers(run, definition), definition, tools.deny if tools else []
-    )
+    servers, mcp_tools = build_acp_mcp_servers(attempt.mcp_servers, definition, tools.deny if tools else [])
     return AcpSessionPlan(
         transport=definition.transport or AcpTransport.stdio,
         prompt=join_prompt_and_stdin(prompt, stdin or ""),
@@ -202,28 +196,24 @@ def check_arguments(
 
 def build_plan(
     run: HarnessRun,
-    definition: HarnessDefinitionSpec,
-    attempt_index: int,
-    provider_name: str,
+    attempt: Attempt,
     options: dict[str, Any],
     prompt: str,
     stdin: str | None,
-    position: int | None = None,
     resume: Continuation | None = None,
 ) -> AttemptPlan:
-    """The plan of attempt `attempt_index` (1-based) of `run` with `provider_name`, the provider at
-    `position` of the chain (default: the attempt's index, as without retries); `resume`, how it
-    continues an earlier session."""
-    spec = run.spec
+    """The plan of `attempt` of `run`, invoked with `options` (its own, and its model route's); `resume`,
+    how it continues an earlier session."""
+    spec, definition = run.spec, attempt.definition
+    attempt_index, provider_name = attempt.index, attempt.provider
     positions = build_positions(spec)
-    field = options_field(position or attempt_index)
-    check_arguments(run, definition, provider_name, field, options, prompt, stdin)
-    policy = compute_tool_policy(spec.tools, definition)
+    check_arguments(run, definition, provider_name, attempt.options_field, options, prompt, stdin)
+    policy = attempt.tool_policy
     all_options = build_tool_options(policy, definition, plan_options(run, definition, options))
     acp: AcpSessionPlan | None = None
     if definition.protocol == Protocol.acp:
         # Never a CLI invocation: an ACP adapter started as one exits 0 when its stdin closes.
-        acp = build_acp_session(run, definition, prompt, stdin)
+        acp = build_acp_session(run, attempt, prompt, stdin)
         if resume is not None:
             acp = acp.model_copy(update={"load_session": resume.session_id})
         home_files: dict[str, str] = {}
@@ -237,7 +227,7 @@ def build_plan(
             binary, args = "", []
     else:
         schema_lead, home_files = schema_arguments(run, definition)
-        servers = compute_mcp_servers(run, definition)
+        servers = attempt.mcp_servers
         mcp_tools = build_mcp_tool_names(servers, definition)
         rules_lead, rules_home = build_tool_rules(policy, definition, mcp_tools)
         home_files = merge_each(home_files, {**build_mcp_home_files(servers, definition), **rules_home})

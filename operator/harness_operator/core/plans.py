@@ -47,7 +47,7 @@ def build_attempt_plans(
         resume = compute_continuation(resumption, a.provider, a.definition)
         text = prompt if resumption is None or resume else build_replay_prompt(resumption, prompt)
         given = a.options if a.model_route is None else merge_route_options(a.options, a.model_route, config)
-        plan = build_plan(run, a.definition, a.index, a.provider, given, text, stdin, a.position, resume)
+        plan = build_plan(run, a, given, text, stdin, resume)
         plan = with_pricing(plan, a.definition, a.namespaced, now)
         if a.route == ROUTE_GATEWAY:
             plan = with_gateway(plan, a.egress)

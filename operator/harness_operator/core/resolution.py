@@ -115,15 +115,10 @@ class ChainEntry:
 
 def compute_provider_chain(spec: HarnessRunSpec) -> list[ChainEntry]:
     """The primary and each fallback, in the order their attempts run."""
-    return [ChainEntry("spec.provider", options_field(1), spec.provider, spec.with_)] + [
-        ChainEntry(f"spec.fallback[{i}].provider", options_field(i + 2), fb.provider, fb.with_)
+    return [ChainEntry("spec.provider", "spec.with", spec.provider, spec.with_)] + [
+        ChainEntry(f"spec.fallback[{i}].provider", f"spec.fallback[{i}].with", fb.provider, fb.with_)
         for i, fb in enumerate(spec.fallback)
     ]
-
-
-def options_field(position: int) -> str:
-    """Where the options of the provider at `position` of the chain are written."""
-    return "spec.with" if position == 1 else f"spec.fallback[{position - 2}].with"
 
 
 def resolve_definition(

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from tests.attempt_plans import plan_of
 
 from harness_operator.api.v1alpha1 import EgressRule, HarnessRun, McpServer
 from harness_operator.catalog import load_builtin_catalog
@@ -26,7 +27,6 @@ from harness_operator.core.mcp import (
     find_mcp_destination_problem,
     find_mcp_problem,
 )
-from harness_operator.core.planning import build_plan
 from harness_operator.core.resolution import (
     AttemptTarget,
     Rejection,
@@ -86,7 +86,7 @@ def test_claude_gets_one_config_with_variables_not_secrets() -> None:
 
 def test_the_plan_allows_the_listed_tools_and_a_policy_still_denies() -> None:
     run = run_of(mcpServers=[DOCS], tools={"deny": ["mcp__docs__fetch"]})
-    args = build_plan(run, CLAUDE, 1, "claude", {}, "p", None).args
+    args = plan_of(run, CLAUDE, 1, "claude", {}, "p", None).args
     assert args[0] == "--mcp-config" and args[2:5] == ["--strict-mcp-config", "-p", "p"]
     pairs = list(zip(args[5::2], args[6::2], strict=False))
     assert ("--allowed-tools", "mcp__docs__search") in pairs and (
@@ -95,7 +95,7 @@ def test_the_plan_allows_the_listed_tools_and_a_policy_still_denies() -> None:
     ) in pairs
     assert ("--disallowed-tools", "mcp__docs__fetch") in pairs  # Claude Code: a denied tool is removed
     assert "DOCS_TOKEN" not in " ".join(a for a in args if "${DOCS_TOKEN}" not in a)
-    plain = build_plan(run_of(), CLAUDE, 1, "claude", {}, "p", None).args
+    plain = plan_of(run_of(), CLAUDE, 1, "claude", {}, "p", None).args
     assert "--mcp-config" not in plain and "--allowed-tools" not in plain
 
 
@@ -221,7 +221,7 @@ def test_gemini_and_qwen_get_their_servers_in_the_home_settings_with_the_routes_
             }
         }
         assert build_mcp_home_files([], definition) == {} and build_mcp_home_files(servers, CLAUDE) == {}
-    plan = build_plan(
+    plan = plan_of(
         run_of(provider="gemini", mcpServers=[DOCS]), CATALOG["gemini"], 1, "gemini", {}, "p", None
     )
     route = CATALOG["gemini"].model_route
@@ -253,7 +253,7 @@ def test_opencode_gets_its_servers_in_its_configuration_beside_the_runs_own() ->
         ("git_git_log", True),
     ]
     own = {"name": "OPENCODE_CONFIG_CONTENT", "value": '{"provider": {"anthropic": {}}}'}
-    plan = build_plan(
+    plan = plan_of(
         run_of(provider="opencode", mcpServers=[DOCS], env=[own]), opencode, 1, "opencode", {}, "p", None
     )
     merged = json.loads(next(e.value for e in plan.env if e.name == "OPENCODE_CONFIG_CONTENT"))
@@ -265,7 +265,7 @@ def test_the_runner_checks_only_the_credentials_opencode_pastes_into_its_json() 
     other = {"env": "OTHER", "secretKeyRef": {"name": "other", "key": "token"}}
     for provider, expected in [("opencode", ["DOCS_TOKEN"]), ("claude", []), ("gemini", [])]:
         run = run_of(provider=provider, mcpServers=[DOCS, LOCAL], credentials=[grant, other])
-        plan = build_plan(run, CATALOG[provider], 1, provider, {}, "p", None)
+        plan = plan_of(run, CATALOG[provider], 1, provider, {}, "p", None)
         assert plan.raw_json_envs == expected, provider
         assert {"DOCS_TOKEN", "OTHER"} <= set(plan.credential_envs)
 
@@ -282,7 +282,7 @@ def test_an_acp_agent_gets_each_server_behind_its_gate_and_a_policy_still_denies
     provider: str, names: list[str]
 ) -> None:
     run = run_of(provider=provider, mcpServers=[DOCS, LOCAL])
-    plan = build_plan(run, CATALOG[provider], 1, provider, {}, "p", None)
+    plan = plan_of(run, CATALOG[provider], 1, provider, {}, "p", None)
     assert plan.acp is not None
     docs, git = plan.acp.mcp_servers
     assert (docs.name, docs.env) == ("docs", ["DOCS_TOKEN"])
@@ -298,7 +298,7 @@ def test_an_acp_agent_gets_each_server_behind_its_gate_and_a_policy_still_denies
     assert plan.acp.mcp_tools == [names[0], names[0].replace("search", "fetch"), names[1]]
     assert "mcp" not in " ".join(plan.args) and plan.home_files == {}  # nothing of it in argv or files
     denied = run_of(provider=provider, mcpServers=[DOCS], tools={"deny": [names[0]]})
-    plan = build_plan(denied, CATALOG[provider], 1, provider, {}, "p", None)
+    plan = plan_of(denied, CATALOG[provider], 1, provider, {}, "p", None)
     assert plan.acp is not None and plan.acp.mcp_servers[0].gate_args[:2] == ["--tool=fetch", "--url"]
     assert plan.acp.mcp_tools == [names[0].replace("search", "fetch")]
 

@@ -17,11 +17,11 @@ import genai_prices
 import pytest
 from genai_prices import data_snapshot
 from genai_prices.types import Tier, TieredPrices
+from tests.attempt_plans import plan_of
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, ModelPricing
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.pricing import PriceBook
-from harness_operator.core.planning import build_plan
 from harness_operator.core.pricing import PRICE_TABLE, build_model_pricing, build_table_pricing, with_pricing
 from harness_operator.runner.cost import compute_cost, compute_usage, price_book
 from harness_operator.runner.parsers import Report, Tokens, parse_text
@@ -38,7 +38,7 @@ def attempt_usage(provider: str, capture: str, options: dict[str, Any]) -> Any:
     run = HarnessRun.model_validate(
         {"metadata": {"name": "r", "namespace": "ns"}, "spec": {"provider": provider, "prompt": "hi"}}
     )
-    plan = with_pricing(build_plan(run, definition, 1, provider, options, "hi", None), definition, False, NOW)
+    plan = with_pricing(plan_of(run, definition, 1, provider, options, "hi", None), definition, False, NOW)
     report = parse_text(definition.output.format, (FIXTURES / provider / capture).read_text())
     return compute_usage(report, price_book(plan), plan.model_hint)
 
@@ -118,24 +118,24 @@ def test_a_cluster_definitions_pricing_overrides_the_table() -> None:
     assert compute_cost(Report(tokens=Tokens(input=1000)), cheap, "gpt-5.4").usd == pytest.approx(1e-6)
 
 
-def plan_of(definition: HarnessDefinitionSpec, namespaced: bool, options: dict[str, Any]) -> Any:
+def priced_plan(definition: HarnessDefinitionSpec, namespaced: bool, options: dict[str, Any]) -> Any:
     run = HarnessRun.model_validate(
         {"metadata": {"name": "r", "namespace": "ns"}, "spec": {"provider": "p", "prompt": "hi"}}
     )
-    return with_pricing(build_plan(run, definition, 1, "p", options, "hi", None), definition, namespaced, NOW)
+    return with_pricing(plan_of(run, definition, 1, "p", options, "hi", None), definition, namespaced, NOW)
 
 
 def test_a_namespaced_definitions_zero_price_is_charged_at_the_table_price() -> None:
     """The red team's attack on the runner's cost: Opus priced at zero in a namespaced definition."""
     free = {"claude-opus-4-1": ModelPricing()}
     definition = CATALOG["claude"].model_copy(update={"pricing": free})
-    plan = plan_of(definition, True, {"model": "claude-opus-4-1"})
+    plan = priced_plan(definition, True, {"model": "claude-opus-4-1"})
     assert (plan.pricing, plan.platform_pricing) == (free, {})
     cost = compute_cost(Report(model="claude-opus-4-1", tokens=Tokens(input=10**6)), price_book(plan))
     assert cost == (pytest.approx(plan.table_pricing["claude-opus-4-1"].input), "computed", PRICE_TABLE)
     assert cost.usd > 10  # Opus: 15 USD a million input tokens
     # The same prices in a ClusterHarnessDefinition are the platform's: they count.
-    trusted = plan_of(definition, False, {"model": "claude-opus-4-1"})
+    trusted = priced_plan(definition, False, {"model": "claude-opus-4-1"})
     assert (trusted.pricing, trusted.platform_pricing) == ({}, free)
     report = Report(model="claude-opus-4-1", tokens=Tokens(input=10**6))
     assert compute_cost(report, price_book(trusted)) == (0, "computed", "definition")
@@ -146,7 +146,7 @@ def test_a_routed_definition_without_a_vendor_gets_its_routes_table() -> None:
     definition = CATALOG["claude"].model_copy(
         update={"vendor": None, "pricing": {"claude-x": ModelPricing()}}
     )
-    plan = plan_of(definition, True, {})
+    plan = priced_plan(definition, True, {})
     assert "claude-opus-4-1" in plan.table_pricing
     cost = compute_cost(Report(model="claude-x", tokens=Tokens(output=10**6)), price_book(plan))
     assert cost.usd == pytest.approx(max(p.output for p in plan.table_pricing.values()))

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from tests.attempt_plans import plan_of
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
 from harness_operator.contract.plan import (
@@ -16,7 +17,7 @@ from harness_operator.contract.plan import (
 )
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.planning import PlanError, build_plan, with_output_limit
+from harness_operator.core.planning import PlanError, with_output_limit
 from harness_operator.core.plans import build_attempt_plans
 from harness_operator.core.resolution import Rejection, resolve_targets
 
@@ -64,7 +65,7 @@ CLAUDE = definition(
 
 
 def test_argv_stdin_and_identity():
-    plan = build_plan(run(), definition(prefixArgs=["exec"]), 1, "p", {"model": "m"}, "P", "IN")
+    plan = plan_of(run(), definition(prefixArgs=["exec"]), 1, "p", {"model": "m"}, "P", "IN")
     assert plan.argv == ["agent", "exec", "P", "--model", "m"]
     assert plan.stdin == "IN"
     assert (plan.run_name, plan.run_namespace, plan.attempt, plan.total_attempts) == ("r1", "team", 1, 1)
@@ -72,12 +73,12 @@ def test_argv_stdin_and_identity():
 
 
 def test_max_cost_adds_claude_native_budget_flag():
-    plan = build_plan(run(limits={"maxCostUSD": 0.75}), CLAUDE, 1, "claude-code", {}, "P", None)
+    plan = plan_of(run(limits={"maxCostUSD": 0.75}), CLAUDE, 1, "claude-code", {}, "P", None)
     assert plan.args[plan.args.index("--max-budget-usd") + 1] == "0.75"
 
 
 def test_budget_flag_only_for_claude_stream_json():
-    plan = build_plan(run(limits={"maxCostUSD": 0.75}), definition(), 1, "p", {}, "P", None)
+    plan = plan_of(run(limits={"maxCostUSD": 0.75}), definition(), 1, "p", {}, "P", None)
     assert "--max-budget-usd" not in plan.args
 
 
@@ -85,7 +86,7 @@ def test_no_budget_flag_for_claude_format_clis_without_cost_reporting():
     qwen = CLAUDE.model_copy(
         update={"capabilities": CLAUDE.capabilities.model_copy(update={"cost_reporting": False})}
     )
-    plan = build_plan(run(limits={"maxCostUSD": 0.75}), qwen, 1, "qwen", {}, "P", None)
+    plan = plan_of(run(limits={"maxCostUSD": 0.75}), qwen, 1, "qwen", {}, "P", None)
     assert "--max-budget-usd" not in plan.args
 
 
@@ -104,7 +105,7 @@ def test_no_budget_flag_for_claude_format_clis_without_cost_reporting():
 )
 def test_a_budget_option_tightens_max_cost_never_loosens_it(options, defaults, flag):
     claude = CLAUDE.model_copy(update={"defaults": defaults})
-    plan = build_plan(run(limits={"maxCostUSD": 0.75}), claude, 1, "c", options, "P", None)
+    plan = plan_of(run(limits={"maxCostUSD": 0.75}), claude, 1, "c", options, "P", None)
     assert plan.args.count("--max-budget-usd") == 1
     assert plan.args[plan.args.index("--max-budget-usd") + 1] == flag
 
@@ -118,7 +119,7 @@ def test_env_and_credentials_merge_run_over_definition():
         env=[{"name": "BASE_URL", "value": "run"}],
         credentials=[{"env": "OTHER", "secretKeyRef": {"name": "s2", "key": "k"}, "optional": True}],
     )
-    plan = build_plan(r, d, 1, "p", {}, "P", None)
+    plan = plan_of(r, d, 1, "p", {}, "P", None)
     assert {e.name: e.value for e in plan.env} == {"BASE_URL": "run", "MODE": "x"}
     assert plan.credential_envs == ["API_KEY", "OTHER"]
     assert plan.optional_credential_envs == ["OTHER"]
@@ -128,7 +129,7 @@ def test_env_and_credentials_merge_run_over_definition():
 def test_limits_pricing_format_and_working_dir_travel():
     d = definition(output={"format": "codex-jsonl"}, pricing={"gpt": {"input": 1.25, "output": 10}})
     r = run(limits={"timeoutSeconds": 5, "maxTurns": 3}, workspace={"workingDir": "/w"})
-    plan = build_plan(r, d, 2, "codex", {}, "P", None)
+    plan = plan_of(r, d, 2, "codex", {}, "P", None, position=1)
     assert plan.output_format == "codex-jsonl"
     assert plan.pricing["gpt"].output == 10
     assert (plan.limits.timeout_seconds, plan.limits.max_turns) == (5, 3)
@@ -137,7 +138,7 @@ def test_limits_pricing_format_and_working_dir_travel():
 
 
 def test_json_round_trip():
-    plan = build_plan(run(limits={"maxCostUSD": 1}), CLAUDE, 1, "c", {}, "P", "S")
+    plan = plan_of(run(limits={"maxCostUSD": 1}), CLAUDE, 1, "c", {}, "P", "S")
     assert load_plan(plan.to_json()) == plan
     assert '"maxCostUSD": 1' in plan.to_json()
 
@@ -264,17 +265,17 @@ def test_arguments_no_exec_can_carry_are_refused_at_plan_time(
     words: str | None,
 ) -> None:
     if reason is None:
-        build_plan(run(), defn, 1, "p", options, prompt, stdin)
+        plan_of(run(), defn, 1, "p", options, prompt, stdin)
         return
     with pytest.raises(PlanError) as caught:
-        build_plan(run(), defn, 1, "p", options, prompt, stdin)
+        plan_of(run(), defn, 1, "p", options, prompt, stdin)
     assert caught.value.reason == reason
     assert words is not None and words in caught.value.message
 
 
 def test_prompt_too_large_says_how_to_fix_it_and_that_fold_does_not() -> None:
     with pytest.raises(PlanError) as caught:
-        build_plan(run(), definition(), 1, "p", {}, BIG, None)
+        plan_of(run(), definition(), 1, "p", {}, BIG, None)
     assert "promptMode: stdin" in caught.value.message
     assert "stdinMode: fold would put it back into the prompt argument" in caught.value.message
 
@@ -288,7 +289,7 @@ def test_a_fallbacks_options_are_named_by_their_field() -> None:
 
 def test_a_nul_in_the_runs_env_names_spec_env() -> None:
     with pytest.raises(PlanError) as caught:
-        build_plan(run(env=[{"name": "X", "value": "a\x00"}]), definition(), 1, "p", {}, "p", None)
+        plan_of(run(env=[{"name": "X", "value": "a\x00"}]), definition(), 1, "p", {}, "p", None)
     assert caught.value.message == "spec.env: 'X' contains a NUL byte"
 
 
@@ -296,7 +297,7 @@ def test_an_acp_plan_is_a_session_not_a_cli_invocation():
     acp = definition(
         protocol="acp", binary="claude-code-acp", prefixArgs=["--stdio"], env=[{"name": "A", "value": "1"}]
     )
-    plan = build_plan(run(acpPermission="allow"), acp, 1, "p", {"model": "m"}, "P" * 200000, "IN")
+    plan = plan_of(run(acpPermission="allow"), acp, 1, "p", {"model": "m"}, "P" * 200000, "IN")
     assert plan.argv == ["claude-code-acp", "--stdio", "--model", "m"]  # the prompt is not an argument
     assert plan.stdin is None
     assert plan.acp is not None
@@ -319,7 +320,7 @@ def test_a_remote_acp_plan_starts_nothing_and_grants_its_secrets():
             "caBundleSecretRef": {"name": "ca", "key": "ca.crt"},
         }
     )
-    plan = build_plan(run(), acp, 1, "p", {}, "P", None)
+    plan = plan_of(run(), acp, 1, "p", {}, "P", None)
     assert (plan.binary, plan.args) == ("", [])
     assert plan.acp is not None and (plan.acp.url, plan.acp.cwd) == (
         "https://127.0.0.1:8443/acp",
@@ -348,7 +349,7 @@ def test_a_native_inline_schema_option_goes_right_after_the_prefix_args():
         outputSchemaOption={"flag": "--json-schema"},
         capabilities={"structuredOutput": True},
     )
-    plan = build_plan(run(outputSchema=SCHEMA), native, 1, "p", {"model": "m"}, "P", None)
+    plan = plan_of(run(outputSchema=SCHEMA), native, 1, "p", {"model": "m"}, "P", None)
     assert plan.argv == ["agent", "-p", "--json-schema", SCHEMA_TEXT, "P", "--model", "m"]
     assert plan.home_files == {}
 
@@ -359,22 +360,22 @@ def test_a_native_file_schema_option_names_the_home_file_the_runner_writes():
         outputSchemaOption={"flag": "--output-schema", "form": "file"},
         capabilities={"structuredOutput": True},
     )
-    plan = build_plan(run(outputSchema=SCHEMA), native, 1, "p", {}, "P", None)
+    plan = plan_of(run(outputSchema=SCHEMA), native, 1, "p", {}, "P", None)
     assert plan.argv == ["agent", "exec", "--output-schema", home_path_arg(OUTPUT_SCHEMA_HOME_FILE), "P"]
     assert plan.home_files == {OUTPUT_SCHEMA_HOME_FILE: SCHEMA_TEXT}
 
 
 def test_without_a_schema_or_a_native_option_nothing_is_passed():
     native = definition(outputSchemaOption={"flag": "--json-schema"}, capabilities={"structuredOutput": True})
-    assert build_plan(run(), native, 1, "p", {}, "P", None).argv == ["agent", "P"]
-    assert build_plan(run(outputSchema=SCHEMA), definition(), 1, "p", {}, "P", None).argv == ["agent", "P"]
+    assert plan_of(run(), native, 1, "p", {}, "P", None).argv == ["agent", "P"]
+    assert plan_of(run(outputSchema=SCHEMA), definition(), 1, "p", {}, "P", None).argv == ["agent", "P"]
 
 
 def test_a_reprompt_continues_the_session_with_the_correction_alone_where_the_cli_can():
     pi = definition(
         promptMode="flag", promptFlag="-p", continueArgs=["--continue"], defaults={"mode": "json"}
     )
-    plan = build_plan(run(outputSchema=SCHEMA, outputReprompts=2), pi, 1, "pi", {}, "P", "IN")
+    plan = plan_of(run(outputSchema=SCHEMA, outputReprompts=2), pi, 1, "pi", {}, "P", "IN")
     assert plan.argv == ["agent", "-p", "P", "--mode", "json"]
     assert plan.reprompt_args == ["--continue", "-p", REPROMPT_TEXT, "--mode", "json"]
     assert plan.reprompt_stdin is None  # the session has read the run's stdin already
@@ -382,13 +383,13 @@ def test_a_reprompt_continues_the_session_with_the_correction_alone_where_the_cl
 
 
 def test_a_reprompt_starts_afresh_with_the_prompt_and_the_correction_elsewhere():
-    plan = build_plan(run(outputSchema=SCHEMA, outputReprompts=1), definition(), 1, "p", {}, "P", "IN")
+    plan = plan_of(run(outputSchema=SCHEMA, outputReprompts=1), definition(), 1, "p", {}, "P", "IN")
     assert plan.reprompt_args == [f"P\n\n{REPROMPT_TEXT}"]
     assert plan.reprompt_stdin == "IN"
 
 
 def test_no_reprompt_without_outputreprompts_and_none_for_an_acp_session():
-    assert build_plan(run(outputSchema=SCHEMA), definition(), 1, "p", {}, "P", None).reprompt_args == []
+    assert plan_of(run(outputSchema=SCHEMA), definition(), 1, "p", {}, "P", None).reprompt_args == []
     acp = definition(protocol="acp")
-    plan = build_plan(run(outputSchema=SCHEMA, outputReprompts=1), acp, 1, "p", {}, "P", None)
+    plan = plan_of(run(outputSchema=SCHEMA, outputReprompts=1), acp, 1, "p", {}, "P", None)
     assert (plan.reprompt_args, plan.output_reprompts, plan.output_schema) == ([], 0, None)

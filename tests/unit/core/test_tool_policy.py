@@ -6,10 +6,10 @@ import tomllib
 from typing import Any
 
 import pytest
+from tests.attempt_plans import plan_of
 
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, ToolPolicy
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.planning import build_plan
 from harness_operator.core.resolution import Rejection, resolve_targets
 from harness_operator.core.tool_policy import (
     build_tool_env,
@@ -173,19 +173,19 @@ def test_a_policy_that_asks_nothing_is_none() -> None:
 
 def test_the_plan_of_a_policed_claude_attempt() -> None:
     run = run_of({"tools": {"shell": False}, "with": {"model": "claude-sonnet-4-5"}})
-    plan = build_plan(run, CLAUDE, 1, "claude", run.spec.with_, "fix it", None)
+    plan = plan_of(run, CLAUDE, 1, "claude", run.spec.with_, "fix it", None)
     args = plan.args
     assert args[:2] == ["-p", "fix it"]
     pairs = list(zip(args[2::2], args[3::2], strict=False))
     assert ("--disallowed-tools", "Bash") in pairs and ("--permission-mode", "dontAsk") in pairs
     assert ("--setting-sources", "user") in pairs and "--allowed-tools" not in args
-    unpoliced = build_plan(run_of({}), CLAUDE, 1, "claude", {}, "fix it", None)
+    unpoliced = plan_of(run_of({}), CLAUDE, 1, "claude", {}, "fix it", None)
     assert "--permission-mode" not in unpoliced.args and "--disallowed-tools" not in unpoliced.args
 
 
 def test_an_acp_plan_carries_the_policy_it_answers_from() -> None:
     run = run_of({"provider": "claude-acp", "tools": {"enforcement": "advisory", "shell": False}})
-    plan = build_plan(run, CATALOG["claude-acp"], 1, "claude-acp", {}, "fix it", None)
+    plan = plan_of(run, CATALOG["claude-acp"], 1, "claude-acp", {}, "fix it", None)
     assert plan.acp is not None and plan.acp.tools == policy(enforcement="advisory", shell=False)
 
 
@@ -289,7 +289,7 @@ def test_gemini_holds_the_lists_in_an_admin_policy_file_in_its_home() -> None:
     ]
     assert build_tool_rules(None, gemini, []) == ([], {})
     assert build_tool_rules(policy(edits=False), CLAUDE, []) == ([], {})
-    plan = build_plan(
+    plan = plan_of(
         run_of({"provider": "gemini", "tools": {"shell": False}}), gemini, 1, "gemini", {}, "p", None
     )
     assert plan.args[:2] == ["--admin-policy", "$(HARNESS_HOME)/.harness/gemini-policy.toml"]
