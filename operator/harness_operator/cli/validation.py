@@ -316,7 +316,7 @@ def _warnings(
         for key, why in find_unknown_options(name, definition, entry.options):
             found.append(warn(f"{entry.options_field}.{key}", why))
         policy = compute_tool_policy(spec.tools, definition)
-        unheld = compute_tool_policy_warning(spec.tools, index, name, definition)
+        unheld = compute_tool_policy_warning(policy, index, name, definition)
         if unheld is not None and policy is not None and policy.enforcement == ToolEnforcement.advisory:
             found.append(warn("spec.tools", unheld))  # a strict one is an error (_provider_findings)
         caps = definition.capabilities

@@ -43,7 +43,7 @@ def build_start_warnings(
         lines.append((Reason.UnknownOption, f"attempt {index}: {attempt.options_field}.{key}: {why}"))
     if (warning := compute_key_warning(run, attempt, config)) is not None:
         lines.append((Reason.ModelKeyInSandbox, warning))
-    unheld = compute_tool_policy_warning(run.spec.tools, index, attempt.provider, attempt.definition)
+    unheld = compute_tool_policy_warning(attempt.tool_policy, index, attempt.provider, attempt.definition)
     if unheld is not None:
         lines.append((Reason.ToolPolicyNotEnforced, unheld))
     if resumption is not None:

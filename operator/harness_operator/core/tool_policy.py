@@ -253,10 +253,10 @@ def allow_listed_tools(
 
 
 def compute_tool_policy_warning(
-    run_tools: ToolPolicy | None, index: int, provider: str, definition: HarnessDefinitionSpec
+    policy: ToolPolicy | None, index: int, provider: str, definition: HarnessDefinitionSpec
 ) -> str | None:
-    """The Warning of an advisory policy attempt `index` runs without parts of (None: it holds it all)."""
-    policy = compute_tool_policy(run_tools, definition)
+    """The Warning of an advisory `policy` (compute_tool_policy's) attempt `index` runs without parts of
+    (None: it holds it all)."""
     parts = find_unenforced(policy, definition)
     if not parts:
         return None

@@ -244,13 +244,20 @@ def test_a_providers_own_policy_applies_to_runs_that_set_none() -> None:
 def test_an_advisory_policy_runs_and_warns_for_what_is_not_held() -> None:
     run = run_of({"provider": "aider", "tools": {"enforcement": "advisory", "shell": False}})
     targets = resolve_targets(Reader(), run)
-    warning = compute_tool_policy_warning(run.spec.tools, 1, "aider", targets[0].definition)
+    warning = compute_tool_policy_warning(
+        compute_tool_policy(run.spec.tools, targets[0].definition), 1, "aider", targets[0].definition
+    )
     assert warning == (
         'attempt 1: provider "aider" cannot enforce spec.tools.shell: false: its definition\'s toolControls '
         "say no option of its CLI holds it; it runs without them (advisory)"
     )
-    assert compute_tool_policy_warning(run.spec.tools, 1, "claude", CLAUDE) is None
-    assert compute_tool_policy_warning(None, 1, "aider", CATALOG["aider"]) is None
+    assert (
+        compute_tool_policy_warning(compute_tool_policy(run.spec.tools, CLAUDE), 1, "claude", CLAUDE) is None
+    )
+    assert (
+        compute_tool_policy_warning(compute_tool_policy(None, CATALOG["aider"]), 1, "aider", CATALOG["aider"])
+        is None
+    )
 
 
 def test_a_variable_that_would_loosen_the_policy_is_refused() -> None:
