@@ -26,9 +26,9 @@ from harness_operator.contract.plan import (
 from harness_operator.contract.result import (
     EXIT_SETUP,
     EXIT_STOPPED,
-    NO_FALLBACK_REASONS,
     ResultDocument,
     build_result_doc,
+    is_fallback_allowed,
 )
 from harness_operator.contract.times import timestamp
 from harness_operator.runner.cost import compute_cost, compute_sane_report, price_book
@@ -75,8 +75,7 @@ class AttemptResult:
 
     @property
     def fallback_allowed(self) -> bool:
-        """Next provider only after a non-zero exit, never after timeout, cancel or cost stop."""
-        return not self.succeeded and self.reason not in NO_FALLBACK_REASONS
+        return is_fallback_allowed(self.exit_code, self.reason)
 
     def to_result(self) -> ResultDocument:
         """The result document (file and termination message)."""
