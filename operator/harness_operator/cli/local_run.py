@@ -30,6 +30,7 @@ from harness_operator.contract.plan import AttemptPlan
 from harness_operator.contract.result import fallback_line
 from harness_operator.contract.structured_output import OutputMismatch, output_schema_problem, validate_output
 from harness_operator.core.inputs import compute_dependencies, compute_run_order
+from harness_operator.core.observed import FINISHED, Observed, ObservedAttempt
 from harness_operator.core.planning import build_attempt_plans, merge_grants
 from harness_operator.core.pricing import with_pricing
 from harness_operator.core.resolution import Rejection, resolve_inputs, resolve_targets
@@ -40,7 +41,7 @@ from harness_operator.core.retry import (
     retry_line,
     retry_number,
 )
-from harness_operator.core.status import FINISHED, Observed, ObservedAttempt, compute_status
+from harness_operator.core.status import compute_status
 from harness_operator.runner.executor import AttemptResult, execute
 
 Key = tuple[str, str]

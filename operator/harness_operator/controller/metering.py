@@ -28,8 +28,8 @@ from harness_operator.core.metered import (
 from harness_operator.core.model_route import (
     compute_model_route,
 )
+from harness_operator.core.observed import ObservedAttempt
 from harness_operator.core.resolution import AttemptTarget
-from harness_operator.core.status import ObservedAttempt
 
 TIMEOUT_SECONDS = 5
 

@@ -109,6 +109,15 @@ from harness_operator.core.naming import (
     resume_secret_name,
 )
 from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
+from harness_operator.core.observed import (
+    FINISHED,
+    SUSPENDED,
+    Observed,
+    ObservedAttempt,
+    merge_attempts,
+    observe_attempt,
+    recorded_attempts,
+)
 from harness_operator.core.ownership import describe_conflict, is_expected_child, is_owned_child
 from harness_operator.core.planning import PlanError
 from harness_operator.core.publish import check_publish, compute_changes, lost_publish, resolve_start
@@ -125,18 +134,7 @@ from harness_operator.core.resolution import (
 from harness_operator.core.results import credentials_missing_result, queue_unavailable_result
 from harness_operator.core.resumption import compute_continuation, describe_replays, resolve_resumption
 from harness_operator.core.retry import compute_retry_due, retry_number, retry_waiting_message
-from harness_operator.core.status import (
-    FINISHED,
-    SUSPENDED,
-    Observed,
-    ObservedAttempt,
-    compute_next_attempt,
-    compute_status,
-    describe_next_attempt,
-    merge_attempts,
-    observe_attempt,
-    recorded_attempts,
-)
+from harness_operator.core.status import compute_next_attempt, compute_status, describe_next_attempt
 from harness_operator.core.tool_policy import compute_tool_policy_warning
 from harness_operator.core.workspace import build_workspace_claim
 

@@ -19,6 +19,7 @@ from harness_operator.contract.plan import SESSION_DIR, SESSION_KEY, load_plan
 from harness_operator.contract.result import ResultDocument
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.desired import build_job, build_plans, build_resume_secret
+from harness_operator.core.observed import FINISHED, Observed, ObservedAttempt
 from harness_operator.core.resolution import AttemptTarget, Rejection, Waiting, resolve_targets
 from harness_operator.core.resumption import (
     WITHHELD,
@@ -29,7 +30,7 @@ from harness_operator.core.resumption import (
     describe_replays,
     resolve_resumption,
 )
-from harness_operator.core.status import FINISHED, Observed, ObservedAttempt, compute_status
+from harness_operator.core.status import compute_status
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 CATALOG = {d.metadata["name"]: d.spec for d in load_builtin_catalog()}
