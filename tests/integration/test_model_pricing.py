@@ -19,6 +19,7 @@ from kubernetes import client
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION, HarnessBudgetSpec, HarnessRun, ModelPricing
 from harness_operator.contract.plan import AttemptPlan
+from harness_operator.contract.usage import Tokens
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.metering import MeterReader
 from harness_operator.core.attempt import decide_attempts
@@ -34,7 +35,7 @@ from harness_operator.core.metered import build_metered_usage
 from harness_operator.core.plans import build_plans
 from harness_operator.core.resolution import resolve_targets
 from harness_operator.runner.cost import compute_cost, price_book
-from harness_operator.runner.parsers import Report, Tokens
+from harness_operator.runner.parsers import Report
 
 from .test_crd_admission import apply_crds
 from .test_model_gateway import ROUTED_CLAUDE, Env, env, operator_side, post  # noqa: F401  (env: fixture)

@@ -33,6 +33,7 @@ from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.credentials import merge_grants
 from harness_operator.core.inputs import compute_dependencies, compute_run_order
+from harness_operator.core.observed import FINISHED, Observed, ObservedAttempt
 from harness_operator.core.plans import build_attempt_plans
 from harness_operator.core.resolution import Rejection, resolve_inputs, resolve_targets
 from harness_operator.core.retry import (
@@ -42,7 +43,7 @@ from harness_operator.core.retry import (
     retry_line,
     retry_number,
 )
-from harness_operator.core.status import FINISHED, Observed, ObservedAttempt, compute_status
+from harness_operator.core.status import compute_status
 from harness_operator.runner.executor import AttemptResult, execute
 
 # `harnessctl run` runs the agents on this machine: no gateway, no network policy to wait for.

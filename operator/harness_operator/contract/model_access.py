@@ -84,10 +84,6 @@ class MeteredUsage(Model):
         default=None, description="Since when the store has kept meters (it lost them before, if ever)."
     )
 
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
-
 
 def build_model_token(key: str, grant: str, run_uid: str, attempt: int) -> str:
     """`hmg-<grant>.<attempt>.<hmac>`: the grant and attempt in the clear (the gateway finds them without

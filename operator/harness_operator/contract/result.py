@@ -31,6 +31,12 @@ NO_FALLBACK_REASONS = frozenset(
 )
 
 
+def is_fallback_allowed(exit_code: int, reason: str | None) -> bool:
+    """The one rule, the runner's (`harnessctl run`) and the operator's: another provider only after a
+    non-zero exit that no limit, timeout, cancel, confinement or lost queue caused."""
+    return exit_code != 0 and reason not in NO_FALLBACK_REASONS
+
+
 class ResultOutput(BaseModel):
     """What the runner kept of the agent's output; `sha256` covers the bytes kept."""
 
@@ -80,9 +86,7 @@ class ResultDocument(AttemptOutcome):
 
     @property
     def fallback_allowed(self) -> bool:
-        """The operator's rule too: another provider only after a non-zero exit that no limit, timeout
-        or cancel caused."""
-        return self.exit_code != 0 and self.reason not in NO_FALLBACK_REASONS
+        return is_fallback_allowed(self.exit_code, self.reason)
 
     def to_doc(self) -> dict[str, Any]:
         """The document as written: unknown figures absent."""

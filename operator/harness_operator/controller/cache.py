@@ -35,7 +35,7 @@ from harness_operator.core.naming import (
     RUNNER_CONTAINER,
     label_value,
 )
-from harness_operator.core.status import is_job_finished
+from harness_operator.core.observed import is_job_finished
 
 log = structlog.get_logger("harness_operator")
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"

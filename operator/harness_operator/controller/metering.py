@@ -26,7 +26,7 @@ from harness_operator.core.metered import (
     with_metered,
     with_reported,
 )
-from harness_operator.core.status import ObservedAttempt
+from harness_operator.core.observed import ObservedAttempt
 
 TIMEOUT_SECONDS = 5
 

@@ -95,6 +95,15 @@ from harness_operator.core.naming import (
     resume_secret_name,
 )
 from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
+from harness_operator.core.observed import (
+    FINISHED,
+    SUSPENDED,
+    Observed,
+    ObservedAttempt,
+    merge_attempts,
+    observe_attempt,
+    recorded_attempts,
+)
 from harness_operator.core.ownership import describe_conflict, is_expected_child, is_owned_child
 from harness_operator.core.planning import PlanError
 from harness_operator.core.plans import build_plans
@@ -119,18 +128,7 @@ from harness_operator.core.run_data import (
     build_resume_secret,
 )
 from harness_operator.core.start_warnings import build_start_warnings
-from harness_operator.core.status import (
-    FINISHED,
-    SUSPENDED,
-    Observed,
-    ObservedAttempt,
-    compute_next_attempt,
-    compute_status,
-    describe_next_attempt,
-    merge_attempts,
-    observe_attempt,
-    recorded_attempts,
-)
+from harness_operator.core.status import compute_next_attempt, compute_status, describe_next_attempt
 from harness_operator.core.workspace import build_workspace_claim
 
 log = structlog.get_logger("harness_operator")

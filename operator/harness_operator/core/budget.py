@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import BudgetPeriod, HarnessBudgetSpec, HarnessBudgetStatus, WhenExhausted
 from harness_operator.contract.times import parse_time, timestamp
+from harness_operator.contract.usage import Tokens
 
 BUDGET_EXHAUSTED = Reason.BudgetExhausted
 # An attempt that ended with one of these never started its agent (the runner reports them before the
@@ -128,7 +129,7 @@ def build_run_charge(run: Mapping[str, Any]) -> RunCharge:
     usage = status.get("usage") or {}
     conditions: list[dict[str, Any]] = status.get("conditions") or []
     succeeded = next((c for c in conditions if c.get("type") == "Succeeded"), {})
-    tokens = sum(
+    counts = (
         int(usage.get(k) or 0) for k in ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
     )
     cost = usage.get("costUSD")
@@ -138,7 +139,7 @@ def build_run_charge(run: Mapping[str, Any]) -> RunCharge:
         finished=succeeded.get("status") in ("True", "False"),
         attempted=any((a or {}).get("reason") not in AGENT_NEVER_RAN for a in status.get("attempts") or []),
         cost_usd=float(cost) if isinstance(cost, int | float) else None,
-        tokens=tokens,
+        tokens=Tokens(*counts).total or 0,
         waiting=succeeded.get("status") == "Unknown" and succeeded.get("reason") == BUDGET_EXHAUSTED,
     )
 

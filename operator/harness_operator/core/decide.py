@@ -21,7 +21,7 @@ from harness_operator.core.conditions import (
 )
 from harness_operator.core.fairqueue import WAITING_REASONS
 from harness_operator.core.naming import end_event_name
-from harness_operator.core.status import FINISHED, ObservedAttempt
+from harness_operator.core.observed import FINISHED, ObservedAttempt
 
 
 @dataclass(frozen=True)

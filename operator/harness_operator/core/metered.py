@@ -15,6 +15,7 @@ from harness_operator.api.v1alpha1 import CostSource, Usage
 from harness_operator.contract.model_access import MeteredUsage
 from harness_operator.contract.result import ResultDocument
 from harness_operator.contract.times import parse_time
+from harness_operator.contract.usage import USAGE_FIELDS, tokens_of
 from harness_operator.core.pricing import PRICE_TABLE
 
 # Rounding: CLIs print costs to a few decimals and some round token counts (aider: "1.2k").
@@ -22,7 +23,6 @@ TOKEN_TOLERANCE = 0.05
 COST_TOLERANCE_USD = 0.0001
 # Each attempt's metered cost is rounded to 6 decimals: a run's meter may exceed their sum by this much.
 ROUNDING_USD = 0.00001
-TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 def build_metered_usage(meter: MeteredUsage, turns: int | None) -> Usage:
@@ -76,8 +76,8 @@ def compute_usage_mismatch(reported: Usage | None, metered: Usage) -> str | None
     if reported is None:
         return None
     problems = []
-    said = _tokens(reported)
-    seen = _tokens(metered) or 0
+    said = tokens_of(reported).total
+    seen = tokens_of(metered).total or 0
     if said is not None and abs(said - seen) > max(1, TOKEN_TOLERANCE * seen):
         problems.append(f"{said} tokens reported, {seen} metered")
     cost_said, cost_seen = reported.cost_usd, metered.cost_usd
@@ -85,12 +85,6 @@ def compute_usage_mismatch(reported: Usage | None, metered: Usage) -> str | None
     if cost_said is not None and cost_seen is not None and abs(cost_said - cost_seen) > tolerance:
         problems.append(f"{cost_said:.6f} USD reported, {cost_seen:.6f} metered")
     return "; ".join(problems) or None
-
-
-def _tokens(usage: Usage) -> int | None:
-    values = [usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens]
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
 
 
 def compute_unattributed(run_meter: MeteredUsage, metered: Sequence[Usage]) -> Usage | None:
@@ -101,7 +95,7 @@ def compute_unattributed(run_meter: MeteredUsage, metered: Sequence[Usage]) -> U
     whole = build_metered_usage(run_meter, None)
     tokens = {
         name: max(0, (getattr(whole, name) or 0) - sum(getattr(u, name) or 0 for u in metered))
-        for name in TOKEN_FIELDS
+        for name in USAGE_FIELDS
     }
     cost: float | None = None
     if whole.cost_usd is not None:

@@ -6,13 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from harness_operator.api.v1alpha1 import (
-    HarnessRunStatus,
-    Progress,
-    Usage,
-)
+from harness_operator.api.v1alpha1 import HarnessRunStatus, Progress
 from harness_operator.contract.events import Event
 from harness_operator.contract.times import parse_time, timestamp
+from harness_operator.contract.usage import tokens_of
 from harness_operator.core.conditions import (
     is_running,
 )
@@ -44,21 +41,12 @@ def build_final_progress(status: HarnessRunStatus, previous: Progress | None) ->
     return Progress(
         attempt=status.attempts[-1].index if status.attempts else None,
         turns=usage.turns if usage else None,
-        tokens=total_usage_tokens(usage),
+        tokens=tokens_of(usage).total,
         cost_usd=usage.cost_usd if usage else None,
         last_tool=previous.last_tool if previous else None,
         duration=None if elapsed is None else format_duration(elapsed),
         update_time=status.completion_time,
     )
-
-
-def total_usage_tokens(usage: Usage | None) -> int | None:
-    """All tokens of a Usage (input, output, cache read and write); None when none is known."""
-    if usage is None:
-        return None
-    values = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
 
 
 def compute_progress(status: HarnessRunStatus, attempt: int, latest: Event | None, now: datetime) -> Progress:
@@ -71,7 +59,7 @@ def compute_progress(status: HarnessRunStatus, attempt: int, latest: Event | Non
     return Progress(
         attempt=attempt,
         turns=_plus(done.turns if done else None, live.turns if live else None),
-        tokens=_plus(total_usage_tokens(done), live.tokens if live else None),
+        tokens=_plus(tokens_of(done).total, live.tokens if live else None),
         cost_usd=_plus(done.cost_usd if done else None, live.cost_usd if live else None),
         last_tool=(live.last_tool if live else None) or previous_tool,
         duration=None if elapsed is None else format_duration(elapsed),

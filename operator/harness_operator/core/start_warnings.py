@@ -13,8 +13,9 @@ from harness_operator.core.decide import EventSpec
 from harness_operator.core.egress import ROUTE_PUBLIC
 from harness_operator.core.invocation import find_unknown_options
 from harness_operator.core.model_grant import compute_key_warning
+from harness_operator.core.observed import Observed, ObservedAttempt
 from harness_operator.core.resumption import Resumption, describe_replays
-from harness_operator.core.status import Observed, ObservedAttempt, describe_next_attempt
+from harness_operator.core.status import describe_next_attempt
 from harness_operator.core.tool_policy import compute_tool_policy_warning
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from functools import reduce
+
 from harness_operator.api.v1alpha1 import CostSource, Usage
+from harness_operator.contract.usage import Tokens, tokens_of
 
 
 def sum_usage(items: list[Usage]) -> Usage:
@@ -25,11 +28,12 @@ def sum_usage(items: list[Usage]) -> Usage:
             (s for s in (CostSource.metered, CostSource.reported) if sources == {s}), CostSource.computed
         )
     where = ", ".join(sorted({u.price_source for u in items if u.price_source})) or None
+    tokens = reduce(Tokens.plus, (tokens_of(u) for u in items))
     return Usage(
-        input_tokens=total([u.input_tokens for u in items]),
-        output_tokens=total([u.output_tokens for u in items]),
-        cache_read_tokens=total([u.cache_read_tokens for u in items]),
-        cache_write_tokens=total([u.cache_write_tokens for u in items]),
+        input_tokens=tokens.input,
+        output_tokens=tokens.output,
+        cache_read_tokens=tokens.cache_read,
+        cache_write_tokens=tokens.cache_write,
         turns=total([u.turns for u in items]),
         cost_usd=cost,
         cost_source=source,

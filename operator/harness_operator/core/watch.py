@@ -10,8 +10,8 @@ from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus
 from harness_operator.contract.events import Event, text_event
 from harness_operator.contract.times import parse_time
+from harness_operator.contract.usage import tokens_of
 from harness_operator.core.naming import LABEL_ATTEMPT, RUNNER_CONTAINER
-from harness_operator.core.progress import total_usage_tokens
 from harness_operator.core.status import describe_changes
 
 LOG_STATES = ("running", "terminated")
@@ -77,7 +77,7 @@ def build_attempt_events(
                 reason=attempt.reason,
                 message=attempt.message,
                 turns=usage.turns if usage else None,
-                tokens=total_usage_tokens(usage),
+                tokens=tokens_of(usage).total,
                 cost_usd=usage.cost_usd if usage else None,
             )
         )
@@ -104,7 +104,7 @@ def build_run_event(status: HarnessRunStatus | None, unclaimed_in: str | None = 
         exit_code=status.exit_code,
         message=status.message,
         turns=usage.turns if usage else None,
-        tokens=total_usage_tokens(usage),
+        tokens=tokens_of(usage).total,
         cost_usd=usage.cost_usd if usage else None,
         changes=describe_changes(status.changes) if status.changes else None,
     )

@@ -22,6 +22,7 @@ from genai_prices import types
 from harness_operator.api.v1alpha1 import ModelPricing
 from harness_operator.contract.model_access import ModelAttemptGrant
 from harness_operator.contract.pricing import PriceBook
+from harness_operator.contract.usage import Tokens
 from harness_operator.core.pricing import PRICE_TABLE, build_vendor_table, find_provider
 from harness_operator.modelgateway.vendors import Flavor, Vendor
 
@@ -34,17 +35,16 @@ BYTES_PER_TOKEN = 3
 MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 
+# What a request billed nothing for counts: every figure known, each 0.
+NO_TOKENS = Tokens(0, 0, 0, 0)
+
+
 @dataclass(frozen=True)
 class RequestUsage:
-    model: str | None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    """One request's model and tokens, as its vendor's answer says them (each count known)."""
 
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+    model: str | None
+    tokens: Tokens = NO_TOKENS
 
 
 def usage_of(vendor: Vendor, flavor: Flavor, document: Any) -> RequestUsage | None:
@@ -56,13 +56,13 @@ def usage_of(vendor: Vendor, flavor: Flavor, document: Any) -> RequestUsage | No
     except (ValueError, KeyError, TypeError, LookupError):  # no usage in it, or not this shape
         return None
     cache_read, cache_write = int(usage.cache_read_tokens or 0), int(usage.cache_write_tokens or 0)
-    return RequestUsage(
-        model=_model_field(document) or model,
-        input_tokens=max(int(usage.input_tokens or 0) - cache_read - cache_write, 0),
-        output_tokens=int(usage.output_tokens or 0),
-        cache_read_tokens=cache_read,
-        cache_write_tokens=cache_write,
+    tokens = Tokens(
+        input=max(int(usage.input_tokens or 0) - cache_read - cache_write, 0),
+        output=int(usage.output_tokens or 0),
+        cache_read=cache_read,
+        cache_write=cache_write,
     )
+    return RequestUsage(model=_model_field(document) or model, tokens=tokens)
 
 
 @cache
@@ -167,12 +167,12 @@ class Prices:
     cache_read: float
     cache_write: float
 
-    def cost(self, usage: RequestUsage) -> float:
+    def cost(self, tokens: Tokens) -> float:
         return (
-            usage.input_tokens * self.input
-            + usage.output_tokens * self.output
-            + usage.cache_read_tokens * self.cache_read
-            + usage.cache_write_tokens * self.cache_write
+            (tokens.input or 0) * self.input
+            + (tokens.output or 0) * self.output
+            + (tokens.cache_read or 0) * self.cache_read
+            + (tokens.cache_write or 0) * self.cache_write
         )
 
     def worst_input(self, tokens: int) -> float:
@@ -219,6 +219,7 @@ def cost_of(vendor: Vendor, usage: RequestUsage, grant: ModelAttemptGrant, now: 
     tell); None when nothing prices it."""
     if usage.model is None:
         return None
-    size = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    tokens = usage.tokens
+    size = (tokens.input or 0) + (tokens.cache_read or 0) + (tokens.cache_write or 0)
     found = build_price_book(vendor, usage.model, grant, now, prompt_tokens=size).find(usage.model)
-    return None if found is None else _per_token(found[0]).cost(usage)
+    return None if found is None else _per_token(found[0]).cost(tokens)

@@ -184,10 +184,7 @@ class MeterStore:
                 repr(held.cost),
                 held.tokens,
                 -1 if cost is None else repr(cost),
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cache_read_tokens,
-                usage.cache_write_tokens,
+                *(count or 0 for count in usage.tokens.as_tuple()),
                 METER_TTL_SECONDS,
             ],
         )

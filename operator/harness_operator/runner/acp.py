@@ -53,6 +53,7 @@ from harness_operator.api.v1alpha1 import AcpTransport
 from harness_operator.contract.events import Event, short_argument, text_event
 from harness_operator.contract.plan import AcpSessionPlan, AttemptPlan
 from harness_operator.contract.result import EXIT_SETUP, EXIT_STOPPED
+from harness_operator.contract.usage import Tokens
 from harness_operator.runner.acp_rules import OfferedOption, choose_permission, is_tool_allowed, stop_outcome
 from harness_operator.runner.attempt import (
     AttemptResult,
@@ -72,7 +73,7 @@ from harness_operator.runner.attempt import (
 )
 from harness_operator.runner.cost import compute_usage, price_book
 from harness_operator.runner.launch import LocalAgent, Spawn
-from harness_operator.runner.parsers import Failure, Report, Tokens, classify_error
+from harness_operator.runner.parsers import Failure, Report, classify_error
 from harness_operator.runner.stops import SetupError
 
 # initialize and session/new must answer within this; the turn itself has only timeoutSeconds.

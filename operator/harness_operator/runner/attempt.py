@@ -26,14 +26,15 @@ from harness_operator.contract.plan import (
 from harness_operator.contract.result import (
     EXIT_SETUP,
     EXIT_STOPPED,
-    NO_FALLBACK_REASONS,
     ResultDocument,
     build_result_doc,
+    is_fallback_allowed,
 )
 from harness_operator.contract.times import timestamp
+from harness_operator.contract.usage import Tokens, tokens_of
 from harness_operator.runner.cost import compute_cost, compute_sane_report, price_book
 from harness_operator.runner.launch import Launch, Spawn
-from harness_operator.runner.parsers import Failure, Report, Tokens
+from harness_operator.runner.parsers import Failure, Report
 from harness_operator.runner.redact import Redactor, StreamRedactor
 from harness_operator.runner.session import SessionTooLarge, redact_session
 from harness_operator.runner.stops import SetupError
@@ -75,8 +76,7 @@ class AttemptResult:
 
     @property
     def fallback_allowed(self) -> bool:
-        """Next provider only after a non-zero exit, never after timeout, cancel or cost stop."""
-        return not self.succeeded and self.reason not in NO_FALLBACK_REASONS
+        return is_fallback_allowed(self.exit_code, self.reason)
 
     def to_result(self) -> ResultDocument:
         """The result document (file and termination message)."""
@@ -309,11 +309,6 @@ class Reporter:
         return " / ".join(self.stderr_tail)
 
 
-def total_tokens(tokens: Tokens) -> int | None:
-    """All tokens processed (input, output, cache read and write); None when none is known."""
-    return sum(v or 0 for v in tokens.as_tuple()) if tokens.known else None
-
-
 @dataclass
 class Progress:
     """An attempt's figures last said and its last tool, so a `progress` event comes only on a change."""
@@ -326,7 +321,7 @@ class Progress:
         live = report.with_(tokens=tokens)
         figures = (
             report.turns,
-            total_tokens(live.tokens),
+            live.tokens.total,
             compute_cost(live, price_book(plan), plan.model_hint).usd,
         )
         if figures == self.figures or figures == (None, None, None):
@@ -339,9 +334,6 @@ class Progress:
 def build_result_event(result: AttemptResult) -> Event:
     """The `result` event of an attempt: its outcome and its final figures."""
     usage = result.usage
-    tokens = Tokens(
-        usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
-    )
     return Event(
         "result",
         attempt=result.attempt,
@@ -350,7 +342,7 @@ def build_result_event(result: AttemptResult) -> Event:
         reason=result.reason,
         message=result.message or None,
         turns=usage.turns,
-        tokens=total_tokens(tokens),
+        tokens=tokens_of(usage).total,
         cost_usd=usage.cost_usd,
     )
 

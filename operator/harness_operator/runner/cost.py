@@ -13,7 +13,8 @@ from typing import NamedTuple
 from harness_operator.api.v1alpha1 import CostSource, ModelPricing, Usage
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.contract.pricing import PriceBook
-from harness_operator.runner.parsers.base import Report, Tokens
+from harness_operator.contract.usage import Tokens
+from harness_operator.runner.parsers.base import Report
 
 PER_MILLION = 1_000_000
 

@@ -13,7 +13,7 @@ from harness_operator.core.decide import (
     decide_deletions,
     decide_wake,
 )
-from harness_operator.core.status import FINISHED, PENDING, RUNNING, ObservedAttempt
+from harness_operator.core.observed import FINISHED, PENDING, RUNNING, ObservedAttempt
 
 
 def status(phase: str, reason: str, succeeded: str = "Unknown", **extra: Any) -> HarnessRunStatus:

@@ -22,9 +22,10 @@ from tests.attempt_plans import plan_of
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, ModelPricing
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.pricing import PriceBook
+from harness_operator.contract.usage import Tokens
 from harness_operator.core.pricing import PRICE_TABLE, build_model_pricing, build_table_pricing, with_pricing
 from harness_operator.runner.cost import compute_cost, compute_usage, price_book
-from harness_operator.runner.parsers import Report, Tokens, parse_text
+from harness_operator.runner.parsers import Report, parse_text
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "cli"

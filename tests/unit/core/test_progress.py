@@ -8,13 +8,14 @@ import pytest
 from harness_operator.api.v1alpha1 import Attempt, Condition, HarnessRun, HarnessRunStatus, Progress, Usage
 from harness_operator.contract.events import Event
 from harness_operator.contract.result import ResultDocument
+from harness_operator.core.observed import FINISHED, Observed, ObservedAttempt
 from harness_operator.core.progress import (
     compute_progress,
     format_duration,
     is_progress_changed,
     is_progress_wanted,
 )
-from harness_operator.core.status import FINISHED, Observed, ObservedAttempt, compute_status
+from harness_operator.core.status import compute_status
 
 NOW = datetime(2026, 11, 29, 12, 2, 5, tzinfo=UTC)
 

@@ -18,6 +18,7 @@ from harness_operator.core.attempt import decide_attempt
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.job import build_job
 from harness_operator.core.naming import AGENT_CONTAINER, PUBLISH_CONTAINER, RUNNER_CONTAINER
+from harness_operator.core.observed import FINISHED, RUNNING, Observed, observe_attempt
 from harness_operator.core.publish import (
     WorkspaceStart,
     branch_problem,
@@ -31,13 +32,7 @@ from harness_operator.core.publish import (
 )
 from harness_operator.core.resolution import AttemptTarget, Rejection, Waiting
 from harness_operator.core.run_data import build_changes_config_map
-from harness_operator.core.status import (
-    FINISHED,
-    RUNNING,
-    Observed,
-    compute_status,
-    observe_attempt,
-)
+from harness_operator.core.status import compute_status
 
 CONFIG = OperatorConfig()
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

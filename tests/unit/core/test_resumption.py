@@ -20,6 +20,7 @@ from harness_operator.contract.result import ResultDocument
 from harness_operator.core.attempt import decide_attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.job import build_job
+from harness_operator.core.observed import FINISHED, Observed, ObservedAttempt
 from harness_operator.core.plans import build_plans
 from harness_operator.core.resolution import AttemptTarget, Rejection, Waiting, resolve_targets
 from harness_operator.core.resumption import (
@@ -32,7 +33,7 @@ from harness_operator.core.resumption import (
     resolve_resumption,
 )
 from harness_operator.core.run_data import build_resume_secret
-from harness_operator.core.status import FINISHED, Observed, ObservedAttempt, compute_status
+from harness_operator.core.status import compute_status
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 CATALOG = {d.metadata["name"]: d.spec for d in load_builtin_catalog()}

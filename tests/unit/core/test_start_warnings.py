@@ -8,9 +8,9 @@ from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
 from harness_operator.contract.result import ResultDocument
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
+from harness_operator.core.observed import ObservedAttempt
 from harness_operator.core.resolution import AttemptTarget
 from harness_operator.core.start_warnings import build_start_warnings
-from harness_operator.core.status import ObservedAttempt
 
 PLAIN = OperatorConfig(fqdn_policy="none", await_network_policy="off")
 MODELS = OperatorConfig(

@@ -11,22 +11,24 @@ from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.result import ResultDocument, build_result_doc, render_termination_message
 from harness_operator.core.decide import decide_deletions
 from harness_operator.core.kueue import slim_workload
-from harness_operator.core.status import (
+from harness_operator.core.observed import (
     FINISHED,
     PENDING,
     RUNNING,
     SUSPENDED,
     Observed,
     ObservedAttempt,
-    build_attempt,
     build_result_from_attempt,
-    compute_definition_status,
-    compute_next_attempt,
-    compute_status,
     is_job_finished,
     merge_attempts,
     observe_attempt,
     recorded_attempts,
+)
+from harness_operator.core.status import (
+    build_attempt,
+    compute_definition_status,
+    compute_next_attempt,
+    compute_status,
 )
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from harness_operator.api.v1alpha1 import ModelPricing
 from harness_operator.contract.model_access import ModelAttemptGrant
+from harness_operator.contract.usage import Tokens
 from harness_operator.modelgateway.metering import (
     RequestUsage,
     StreamMeter,
@@ -147,8 +148,8 @@ def test_anthropic_stream_counts_start_and_the_last_cumulative_delta_once() -> N
     meter = StreamMeter(Flavor.anthropic)
     meter.feed(ANTHROPIC_STREAM)
     assert meter.completed
-    assert usage_of(ANTHROPIC, Flavor.anthropic, meter.document) == RequestUsage(
-        "claude-sonnet-4-5", input_tokens=1234, output_tokens=56, cache_read_tokens=100, cache_write_tokens=10
+    assert usage_of(ANTHROPIC, Flavor.anthropic, meter.document) == used(
+        "claude-sonnet-4-5", input=1234, output=56, cache_read=100, cache_write=10
     )
 
 
@@ -160,7 +161,7 @@ def test_a_stream_split_anywhere_meters_the_same(cuts: list[int], crlf: bool) ->
     for start, end in itertools.pairwise(edges):
         meter.feed(stream[start:end])
     usage = usage_of(ANTHROPIC, Flavor.anthropic, meter.document)
-    assert usage is not None and (usage.input_tokens, usage.output_tokens) == (1234, 56)
+    assert usage is not None and (usage.tokens.input, usage.tokens.output) == (1234, 56)
 
 
 def test_openai_and_gemini_streams_report_their_final_usage() -> None:
@@ -169,14 +170,14 @@ def test_openai_and_gemini_streams_report_their_final_usage() -> None:
                        {"type": "response.completed", "response": {"model": "gpt-4.1", "usage": {
                            "input_tokens": 1234, "output_tokens": 56,
                            "input_tokens_details": {"cached_tokens": 100}}}}))  # fmt: skip
-    assert usage_of(OPENAI, Flavor.openai_responses, responses.document) == RequestUsage(
-        "gpt-4.1", input_tokens=1134, output_tokens=56, cache_read_tokens=100
+    assert usage_of(OPENAI, Flavor.openai_responses, responses.document) == used(
+        "gpt-4.1", input=1134, output=56, cache_read=100
     )
     chat = StreamMeter(Flavor.openai_chat)
     chat.feed(b'data: {"model":"gpt-4.1","choices":[{"delta":{"content":"Hi"}}]}\n\n'
               b'data: {"model":"gpt-4.1","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2}}\n\n'
               b"data: [DONE]\n\n")  # fmt: skip
-    assert usage_of(OPENAI, Flavor.openai_chat, chat.document) == RequestUsage("gpt-4.1", 10, 2)
+    assert usage_of(OPENAI, Flavor.openai_chat, chat.document) == used("gpt-4.1", 10, 2)
     gemini = StreamMeter(Flavor.gemini)
     chunk = {
         "modelVersion": "gemini-2.5-flash",
@@ -185,10 +186,10 @@ def test_openai_and_gemini_streams_report_their_final_usage() -> None:
     final = {**chunk, "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4},
              "candidates": [{"finishReason": "STOP"}]}  # fmt: skip
     gemini.feed(f"data: {json.dumps(chunk)}\r\n\r\ndata: {json.dumps(final)}\r\n\r\n".encode())
-    assert gemini.completed and usage_of(GEMINI, Flavor.gemini, gemini.document) == RequestUsage(
+    assert gemini.completed and usage_of(GEMINI, Flavor.gemini, gemini.document) == used(
         "gemini-2.5-flash", 9, 4
     )
-    assert fold_json_stream(GEMINI, Flavor.gemini, json.dumps([chunk, final]).encode()) == RequestUsage(
+    assert fold_json_stream(GEMINI, Flavor.gemini, json.dumps([chunk, final]).encode()) == used(
         "gemini-2.5-flash", 9, 4
     )
 
@@ -198,10 +199,17 @@ def test_no_usage_is_none_and_an_unpriced_model_still_has_its_usage() -> None:
     assert usage_of(ANTHROPIC, Flavor.anthropic, "text") is None
     unknown = usage_of(OPENAI, Flavor.openai_responses, {"model": "gpt-nobody", "usage": {
         "input_tokens": 5, "output_tokens": 1}})  # fmt: skip
-    assert unknown == RequestUsage("gpt-nobody", 5, 1)
+    assert unknown == used("gpt-nobody", 5, 1)
     assert (
         cost_of(OPENAI, unknown, NONE, NOW) is None and find_prices(OPENAI, "gpt-nobody", NONE, NOW) is None
     )
+
+
+def used(
+    model: str, input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0
+) -> RequestUsage:
+    """A request's usage, every count known."""
+    return RequestUsage(model, Tokens(input, output, cache_read, cache_write))
 
 
 def grant(
@@ -215,12 +223,12 @@ def grant(
 
 NONE = grant()
 SONNET_OWN = {"claude-sonnet-4-5": ModelPricing(input=1, output=2, cache_read=0.1, cache_write=1.25)}
-MILLIONS = RequestUsage("claude-sonnet-4-5", 1_000_000, 1_000_000, 1_000_000, 1_000_000)
+MILLIONS = used("claude-sonnet-4-5", 1_000_000, 1_000_000, 1_000_000, 1_000_000)
 
 
 def test_a_cluster_definitions_prices_win_over_the_table_and_worst_cases_bound_them() -> None:
     assert cost_of(ANTHROPIC, MILLIONS, grant(platform=SONNET_OWN), NOW) == pytest.approx(4.35)
-    table = cost_of(ANTHROPIC, RequestUsage("claude-sonnet-4-5", 1234, 56, 100, 10), NONE, NOW)
+    table = cost_of(ANTHROPIC, used("claude-sonnet-4-5", 1234, 56, 100, 10), NONE, NOW)
     assert table == pytest.approx(0.0046095)  # what genai-prices prices the stub's answer at
     prices = find_prices(ANTHROPIC, "claude-sonnet-4-5", NONE, NOW)
     assert prices is not None
@@ -230,11 +238,12 @@ def test_a_cluster_definitions_prices_win_over_the_table_and_worst_cases_bound_t
 
 def table_cost(usage: RequestUsage, provider: str = "anthropic") -> float:
     """genai-prices' own calculator (its input tokens include the cached ones)."""
+    tokens = usage.tokens
     counted = genai_prices.Usage(
-        input_tokens=usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
+        input_tokens=(tokens.input or 0) + (tokens.cache_read or 0) + (tokens.cache_write or 0),
+        output_tokens=tokens.output,
+        cache_read_tokens=tokens.cache_read,
+        cache_write_tokens=tokens.cache_write,
     )
     assert usage.model is not None
     calc = genai_prices.calc_price(counted, usage.model, provider_id=provider, genai_request_timestamp=NOW)
@@ -244,7 +253,7 @@ def table_cost(usage: RequestUsage, provider: str = "anthropic") -> float:
 def test_a_namespaced_definitions_zero_price_meters_at_the_table_price() -> None:
     """The red team's attack: a namespaced HarnessDefinition prices Opus at zero; 60 answers cost 0."""
     free = grant({"claude-opus-4-1": ModelPricing(), "claude": ModelPricing()})
-    answer = RequestUsage("claude-opus-4-1-20250805", 2000, 500, 300, 40)
+    answer = used("claude-opus-4-1-20250805", 2000, 500, 300, 40)
     assert cost_of(ANTHROPIC, answer, free, NOW) == pytest.approx(table_cost(answer))
     assert cost_of(ANTHROPIC, answer, free, NOW) > 0.05
     worst = find_prices(ANTHROPIC, "claude-opus-4-1", free, NOW)
@@ -254,16 +263,16 @@ def test_a_namespaced_definitions_zero_price_meters_at_the_table_price() -> None
 
 def test_a_namespaced_definitions_price_only_raises_the_meter() -> None:
     dear = {"claude-sonnet-4-5": ModelPricing(input=100, output=0)}
-    cost = cost_of(ANTHROPIC, RequestUsage("claude-sonnet-4-5", 100_000, 100_000), grant(dear), NOW)
+    cost = cost_of(ANTHROPIC, used("claude-sonnet-4-5", 100_000, 100_000), grant(dear), NOW)
     # input at its 100, output at the table's: neither lower than the platform's
-    assert cost == pytest.approx(10 + table_cost(RequestUsage("claude-sonnet-4-5", 0, 100_000)))
+    assert cost == pytest.approx(10 + table_cost(used("claude-sonnet-4-5", 0, 100_000)))
     # a namespaced price below the table's does not lower it
     assert cost_of(ANTHROPIC, MILLIONS, grant(SONNET_OWN), NOW) == pytest.approx(table_cost(MILLIONS))
 
 
 def test_a_model_only_a_namespaced_definition_prices_meters_at_least_the_vendors_dearest() -> None:
     secret = grant({"claude-secret-9": ModelPricing()})
-    usage = RequestUsage("claude-secret-9", 1_000_000, 0)
+    usage = used("claude-secret-9", 1_000_000, 0)
     cost = cost_of(ANTHROPIC, usage, secret, NOW)
     assert cost is not None and cost >= 15  # Opus's input price at least
     assert cost_of(ANTHROPIC, usage, NONE, NOW) is None  # and without it, unpriced as before
@@ -275,8 +284,8 @@ def test_a_request_is_metered_at_its_own_tier() -> None:
     tiered = next(m for m in vendor.models if isinstance(m.get_prices(NOW).input_mtok, TieredPrices))
     price = tiered.get_prices(NOW).input_mtok
     assert isinstance(price, TieredPrices)
-    small = RequestUsage(tiered.id, 1000, 100)
-    large = RequestUsage(tiered.id, price.tiers[0].start + 1000, 100)
+    small = used(tiered.id, 1000, 100)
+    large = used(tiered.id, price.tiers[0].start + 1000, 100)
     for usage in (small, large):
         assert cost_of(ANTHROPIC, usage, NONE, NOW) == pytest.approx(table_cost(usage))
     worst = find_prices(ANTHROPIC, tiered.id, NONE, NOW)

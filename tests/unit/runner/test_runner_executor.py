@@ -23,9 +23,10 @@ from harness_operator.contract.plan import (
     AttemptPlan,
     home_path_arg,
 )
+from harness_operator.contract.usage import Tokens
 from harness_operator.runner.attempt import Reporter, drop_session_totals
 from harness_operator.runner.executor import ALLOWED_ENV, AttemptResult, execute
-from harness_operator.runner.parsers import Report, Tokens
+from harness_operator.runner.parsers import Report
 
 AGENT = str(Path(__file__).parents[2] / "fakes" / "agent.py")
 PYTHON = sys.executable

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from harness_operator.contract.usage import Tokens
 from harness_operator.runner.parsers import (
     PARSERS,
     Failure,
     Report,
-    Tokens,
     build_parser,
     classify_error,
     parse_text,

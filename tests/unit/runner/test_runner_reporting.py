@@ -14,10 +14,11 @@ from harness_operator.contract.result import (
     parse_termination_message,
     render_termination_message,
 )
+from harness_operator.contract.usage import Tokens
 from harness_operator.core.usage import sum_usage
 from harness_operator.runner.attempt import agent_exit_code
 from harness_operator.runner.cost import PriceBook, compute_cost, compute_usage
-from harness_operator.runner.parsers import Report, Tokens
+from harness_operator.runner.parsers import Report
 
 PRICING = {"m": ModelPricing(input=2, output=10, cache_read=0.5, cache_write=4)}
 BOOK = PriceBook(PRICING)

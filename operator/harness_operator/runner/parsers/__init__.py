@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness_operator.runner.parsers.base import Failure, Parser, Report, Tokens, classify_error
+from harness_operator.runner.parsers.base import Failure, Parser, Report, classify_error
 from harness_operator.runner.parsers.claude import ClaudeStreamJsonParser
 from harness_operator.runner.parsers.codex import CodexJsonlParser
 from harness_operator.runner.parsers.copilot import CopilotJsonParser
@@ -38,4 +38,4 @@ def parse_text(output_format: str, stdout: str) -> Report:
     return parser.finish(stdout)
 
 
-__all__ = ["PARSERS", "Failure", "Parser", "Report", "Tokens", "build_parser", "classify_error", "parse_text"]
+__all__ = ["PARSERS", "Failure", "Parser", "Report", "build_parser", "classify_error", "parse_text"]

@@ -10,6 +10,7 @@ from typing import Any
 
 from harness_operator.api.reasons import Reason
 from harness_operator.contract.events import Event
+from harness_operator.contract.usage import Tokens
 
 
 class Failure(StrEnum):
@@ -22,40 +23,6 @@ class Failure(StrEnum):
     rate_limited = Reason.RateLimited
     provider_unavailable = Reason.ProviderUnavailable
     cost_limit_exceeded = Reason.CostLimitExceeded
-
-
-@dataclass(frozen=True)
-class Tokens:
-    """Token counts of one model; None means not reported."""
-
-    input: int | None = None
-    output: int | None = None
-    cache_read: int | None = None
-    cache_write: int | None = None
-
-    def plus(self, other: Tokens) -> Tokens:
-        return Tokens(*(_add(a, b) for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
-
-    def minus(self, other: Tokens) -> Tokens:
-        return Tokens(
-            *(
-                None if a is None else max(0, a - (b or 0))
-                for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)
-            )
-        )
-
-    def as_tuple(self) -> tuple[int | None, int | None, int | None, int | None]:
-        return (self.input, self.output, self.cache_read, self.cache_write)
-
-    @property
-    def known(self) -> bool:
-        return any(v is not None for v in self.as_tuple())
-
-
-def _add(a: int | None, b: int | None) -> int | None:
-    if a is None and b is None:
-        return None
-    return (a or 0) + (b or 0)
 
 
 @dataclass(frozen=True)

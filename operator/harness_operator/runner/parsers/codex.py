@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness_operator.contract.events import Event, short_argument, text_event
+from harness_operator.contract.usage import Tokens
 from harness_operator.runner.parsers.base import (
     Parser,
     Report,
-    Tokens,
     as_int,
     as_str,
     classify_error,

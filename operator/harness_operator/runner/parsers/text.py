@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from harness_operator.contract.events import text_event
-from harness_operator.runner.parsers.base import Failure, Parser, Report, Tokens, classify_error
+from harness_operator.contract.usage import Tokens
+from harness_operator.runner.parsers.base import Failure, Parser, Report, classify_error
 
 
 class TextParser(Parser):
