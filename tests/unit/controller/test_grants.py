@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Attempt, CostSource, HarnessDefinitionSpec, HarnessRun, Usage
 from harness_operator.contract.model_access import MeteredUsage, ModelGrant, is_token_of
-from harness_operator.controller.errors import METER_RETRIES, MeterUnavailable
+from harness_operator.controller.errors import MeterUnavailable, retries_of
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.core.config import OperatorConfig
@@ -39,6 +39,9 @@ CLAUDE = HarnessDefinitionSpec.model_validate(
     }
 )
 WEB = HarnessDefinitionSpec.model_validate({"binary": "tool", "egress": [{"host": "docs.example.com"}]})
+
+
+METER_RETRIES = retries_of("meter")
 
 
 class ApiServer:
