@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,21 +56,22 @@ def clock() -> datetime:
     return datetime.now(UTC)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="harness-operator", description="Reconcile HarnessRuns into Jobs.")
-    parser.add_argument("--log-level", default="INFO")
-    args = parser.parse_args(argv)
-    setup_logging(args.log_level)
-    config = OperatorConfig.from_env()
-    kube = Kube()
-    if config.fqdn_policy == FQDN_AUTO:
-        found = FQDN_CILIUM if kube.fetch_serves_cilium_policies() else FQDN_NONE
-        config = dataclasses.replace(config, fqdn_policy=found)
-    if not config.api_server_address and config.await_network_policy != AWAIT_OFF:
-        address = find_api_server_address(os.environ, kube.api.configuration.host)
-        config = dataclasses.replace(config, api_server_address=address)
+@dataclass(frozen=True)
+class Parts:
+    """What `main` starts: the Controller, and the caches and queues its watches and timers fill."""
+
+    controller: Controller
+    children: ChildStore
+    kueue: KueueStore
+    workers: Workers
+    references: ReferenceStore
+    retention: ExpiryQueue
+
+
+def compose(kube: Kube, config: OperatorConfig) -> Parts:
+    """The composition root: every collaborator built once, here, and passed to what uses it."""
     children = ChildStore()
-    kueue = KueueStore(children)  # its watches start on first use (below)
+    kueue = KueueStore(children)  # its watches start on first use (main)
     workers = Workers.from_kubeconfigs(config.multikueue_workers)  # MultiKueue's worker clusters
     retention = ExpiryQueue(kube.delete_run, on_error=Controller.log_retention_error)
 
@@ -108,6 +110,25 @@ def main(argv: list[str] | None = None) -> int:
         budgets=budgets,
         grants=grants,
     )
+    return Parts(controller, children, kueue, workers, references, retention)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="harness-operator", description="Reconcile HarnessRuns into Jobs.")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    config = OperatorConfig.from_env()
+    kube = Kube()
+    if config.fqdn_policy == FQDN_AUTO:
+        found = FQDN_CILIUM if kube.fetch_serves_cilium_policies() else FQDN_NONE
+        config = dataclasses.replace(config, fqdn_policy=found)
+    if not config.api_server_address and config.await_network_policy != AWAIT_OFF:
+        address = find_api_server_address(os.environ, kube.api.configuration.host)
+        config = dataclasses.replace(config, api_server_address=address)
+    parts = compose(kube, config)
+    controller, children, kueue, references = parts.controller, parts.children, parts.kueue, parts.references
+    retention = parts.retention
     namespaces = config.namespaces or (None,)
     watchers: list[Watcher[Any]] = [
         *(Watcher(kube, children, kind, ns, controller.child_changed) for kind in KINDS for ns in namespaces),
@@ -121,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for watcher in watchers:
         watcher.start()
-    workers.watch(namespaces, controller.child_changed)
+    parts.workers.watch(namespaces, controller.child_changed)
 
     def watch_kueue() -> None:  # once the cluster serves Kueue and a run names a queue (or now)
         for kind in KUEUE_KINDS:
