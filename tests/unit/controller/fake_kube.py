@@ -2,6 +2,7 @@
 watch caches' views (definitions, the queue, budgets), and the run reconciler wired over them as
 __main__ wires it."""
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -127,3 +128,43 @@ def wire(
         Definitions(),
         queue or Queue(),
     )
+
+
+class ConfigMapApi:
+    """An API server's ConfigMaps by (namespace, name), each with a resourceVersion (a write with a stale
+    one is refused, as a 409); the status patches of budgets and runs, and the Events posted."""
+
+    def __init__(self) -> None:
+        self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
+        self.budget_status: dict[tuple[str, str], dict[str, Any]] = {}
+        self.run_status: dict[tuple[str, str], dict[str, Any]] = {}
+        self.events: list[tuple[str, str]] = []
+        self.version = 0
+
+    def fetch_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found = self.config_maps.get((namespace, name))
+        return json.loads(json.dumps(found)) if found else None
+
+    def write_config_map(self, body: dict[str, Any]) -> str | None:
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        held = self.config_maps.get(key)
+        if (held is None) != (not meta.get("resourceVersion")):
+            return None
+        if held is not None and held["metadata"]["resourceVersion"] != meta["resourceVersion"]:
+            return None
+        self.version += 1
+        self.config_maps[key] = {**body, "metadata": {**meta, "resourceVersion": str(self.version)}}
+        return str(self.version)
+
+    def delete_config_map(self, namespace: str, name: str) -> None:
+        self.config_maps.pop((namespace, name), None)
+
+    def patch_budget_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.budget_status[(namespace, name)] = status
+
+    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.run_status[(namespace, name)] = {**self.run_status.get((namespace, name), {}), **status}
+
+    def create_event(self, body: Any, type_: str, reason: str, message: str, *args: Any) -> None:
+        self.events.append((reason, message))

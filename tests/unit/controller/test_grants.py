@@ -273,3 +273,27 @@ def test_a_silent_gateway_is_asked_again_then_said_lost() -> None:
             "shows is not counted",
         )
     ]
+
+
+def test_a_required_own_key_that_is_missing_fails_the_run_before_its_token_goes_live() -> None:
+    api = ApiServer()
+    run = make_run(
+        credentials=[{"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "mine", "key": "gone"}}]
+    )
+    with pytest.raises(RunFailure) as failure:
+        Grants(api, GATEWAYS).admit(run, targets(run), 1)  # type: ignore[arg-type]
+    assert failure.value.reason == Reason.CredentialsMissing
+    assert "Secret mine has no key gone" in failure.value.message
+    assert api.grant("team-a", "review") is None and not api.secrets
+
+
+def test_a_runs_end_deletes_its_egress_grant_its_model_grant_and_its_own_keys() -> None:
+    api = ApiServer()
+    run = make_run(credentials=[{"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "mine", "key": "k"}}])
+    grants = Grants(api, GATEWAYS)  # type: ignore[arg-type]
+    grants.write(run, targets(run, WEB, CLAUDE))
+    grants.admit(run, targets(run, WEB, CLAUDE), 2)
+    assert api.fetch_config_map("harness-system", egress_grant_name("team-a", "review")) is not None
+    assert api.grant("team-a", "review") is not None and api.secrets
+    grants.revoke_run("team-a", "review")
+    assert api.config_maps == {} and api.secrets == {}
