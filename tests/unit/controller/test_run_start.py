@@ -151,7 +151,11 @@ def test_a_name_another_object_holds_fails_the_run() -> None:
 
     run = make_run()
     owned = {"ownerReferences": [{"uid": "r-uid", "controller": True}]}
-    job = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "r-output", "namespace": "ns", **owned}}
+    job = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "r-output", "namespace": "ns", **owned},
+    }
     with pytest.raises(RunFailure) as failure:
         create_child(Taken(run), run, job)  # type: ignore[arg-type]
     assert failure.value.reason == Reason.ChildConflict
