@@ -41,12 +41,17 @@ class Dispatched:
         return ObservedAttempt(index, target.provider, job["metadata"]["name"], None, "Suspended")
 
 
-def observer(api: ApiServer, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> RunObserver:
+def observer(
+    api: ApiServer,
+    jobs: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    dispatched: Dispatched | None = None,
+) -> RunObserver:
     store = ChildStore()
     store.replace("Job", None, jobs)
     store.replace("Pod", None, pods)
-    config = OperatorConfig()
-    return RunObserver(api, config, lambda: NOW, store, KueueStore(store), Dispatched())  # type: ignore[arg-type]
+    config, kueue = OperatorConfig(), KueueStore(store)
+    return RunObserver(api, config, lambda: NOW, store, kueue, dispatched or Dispatched())  # type: ignore[arg-type]
 
 
 def targets(api: ApiServer, run: HarnessRun) -> list[AttemptTarget]:
@@ -87,9 +92,9 @@ def test_a_dispatched_job_is_the_dispatchers_to_observe() -> None:
     api = ApiServer([], [], run)
     dispatched = job()
     dispatched["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
-    watched = observer(api, [dispatched], [])
-    [attempt] = watched.observe_attempts(run, targets(api, run))
-    assert watched.dispatched.asked == ["r-a1"]  # type: ignore[attr-defined]
+    dispatcher = Dispatched()
+    [attempt] = observer(api, [dispatched], [], dispatcher).observe_attempts(run, targets(api, run))
+    assert dispatcher.asked == ["r-a1"]
     assert attempt.state == "Suspended"
 
 
