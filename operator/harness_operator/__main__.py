@@ -1,5 +1,6 @@
-"""harness-operator entrypoint: logging, metrics, the watch caches, the Lease, then kopf with our
-settings in a thread of its own; the main thread keeps the signals."""
+"""harness-operator entrypoint and composition root: builds every collaborator and passes it in (nothing
+is assigned to an object after it is built); logging, metrics, the watch caches, the Lease, then kopf
+with our settings in a thread of its own; the main thread keeps the signals."""
 
 from __future__ import annotations
 
@@ -12,22 +13,27 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 from prometheus_client import start_http_server
 
 from harness_operator.controller import handlers
+from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import KINDS, ChildStore, Watcher
 from harness_operator.controller.definitions import DefinitionReconciler
+from harness_operator.controller.grants import Grants
 from harness_operator.controller.health import HealthServer, readiness
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.kueue_cache import KINDS as KUEUE_KINDS
+from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.leader import LeaderElector
 from harness_operator.controller.logs import setup_logging
+from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.progress import ProgressReader
-from harness_operator.controller.reconcile import Reconciler
+from harness_operator.controller.reconcile import wire_reconciler
 from harness_operator.controller.reference_cache import (
     BUDGET_KIND,
     CLUSTER_DEFINITION_KIND,
@@ -37,12 +43,74 @@ from harness_operator.controller.reference_cache import (
 from harness_operator.controller.retention import ExpiryQueue, compute_expiry
 from harness_operator.controller.run_cache import RUN_KIND, RunStore
 from harness_operator.controller.schedules import ScheduleReconciler
-from harness_operator.controller.wiring import Controller
+from harness_operator.controller.wiring import CachedBudgets, CachedDefinitions, CachedQueue, Controller
 from harness_operator.controller.workers import Workers
 from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
 from harness_operator.core.confinement import find_api_server_address
 from harness_operator.core.kueue import KUEUE_GROUP
 from harness_operator.core.leadership import holder_identity
+
+
+def clock() -> datetime:
+    """The operator's one wall clock, handed to every reconciler."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What `main` starts: the Controller, and the caches and queues its watches and timers fill."""
+
+    controller: Controller
+    children: ChildStore
+    kueue: KueueStore
+    workers: Workers
+    references: ReferenceStore
+    retention: ExpiryQueue
+
+
+def compose(kube: Kube, config: OperatorConfig) -> Parts:
+    """The composition root: every collaborator built once, here, and passed to what uses it."""
+    children = ChildStore()
+    kueue = KueueStore(children)  # its watches start on first use (main)
+    workers = Workers.from_kubeconfigs(config.multikueue_workers)  # MultiKueue's worker clusters
+    retention = ExpiryQueue(kube.delete_run, on_error=Controller.log_retention_error)
+
+    def expiry(run: Mapping[str, Any], now: datetime) -> float | None:
+        ttl, spare = config.default_ttl_seconds_after_finished, config.default_ttl_spares_applied
+        return compute_expiry(run, ttl, now, spare)
+
+    runs = RunStore(expiry)
+    references = ReferenceStore()
+    budgets = BudgetReconciler(kube, config.ledger_namespace, clock, CachedBudgets(references, runs))
+    grants = Grants(kube, config)
+    metering = AttemptMetering(kube, config, grants)
+    definitions = CachedDefinitions(references, kube)
+    reconciler = wire_reconciler(
+        kube,
+        config,
+        clock,
+        children,
+        kueue,
+        workers,
+        budgets,
+        grants,
+        metering,
+        definitions,
+        CachedQueue(runs),
+    )
+    progress = ProgressReader(kube, reconciler.run_lock, clock, workers)
+    controller = Controller(
+        reconciler,
+        DefinitionReconciler(kube, clock),
+        retention,
+        progress=progress,
+        progress_interval=config.progress_interval_seconds,
+        schedules=ScheduleReconciler(kube, clock, runs.scheduled),
+        runs=runs,
+        budgets=budgets,
+        grants=grants,
+    )
+    return Parts(controller, children, kueue, workers, references, retention)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,28 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     if not config.api_server_address and config.await_network_policy != AWAIT_OFF:
         address = find_api_server_address(os.environ, kube.api.configuration.host)
         config = dataclasses.replace(config, api_server_address=address)
-    children = ChildStore()
-    retention = ExpiryQueue(kube.delete_run, on_error=Controller.log_retention_error)
-    reconciler = Reconciler(kube, config, children=children)
-    reconciler.workers = Workers.from_kubeconfigs(config.multikueue_workers)
-    definitions = DefinitionReconciler(kube, reconciler.clock)
-    progress = ProgressReader(kube, reconciler.run_lock, reconciler.clock, reconciler.workers)
-
-    def expiry(run: Mapping[str, Any], now: datetime) -> float | None:
-        ttl, spare = config.default_ttl_seconds_after_finished, config.default_ttl_spares_applied
-        return compute_expiry(run, ttl, now, spare)
-
-    references = ReferenceStore()
-    controller = Controller(
-        reconciler,
-        definitions,
-        retention,
-        progress=progress,
-        progress_interval=config.progress_interval_seconds,
-        schedules=ScheduleReconciler(kube, reconciler.clock),
-        runs=RunStore(expiry),
-        references=references,
-    )
+    parts = compose(kube, config)
+    controller, children, kueue, references = parts.controller, parts.children, parts.kueue, parts.references
+    retention = parts.retention
     namespaces = config.namespaces or (None,)
     watchers: list[Watcher[Any]] = [
         *(Watcher(kube, children, kind, ns, controller.child_changed) for kind in KINDS for ns in namespaces),
@@ -93,16 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for watcher in watchers:
         watcher.start()
-    reconciler.workers.watch(namespaces, controller.child_changed)
+    parts.workers.watch(namespaces, controller.child_changed)
 
     def watch_kueue() -> None:  # once the cluster serves Kueue and a run names a queue (or now)
         for kind in KUEUE_KINDS:
             for ns in namespaces:
-                Watcher(kube, reconciler.kueue, kind, ns, controller.child_changed, "").start()
+                Watcher(kube, kueue, kind, ns, controller.child_changed, "").start()
 
-    reconciler.kueue.on_first_use(watch_kueue)
+    kueue.on_first_use(watch_kueue)
     if kube.serves_api_group(KUEUE_GROUP):
-        reconciler.kueue.ensure_watching()
+        kueue.ensure_watching()
     retention.start()
     start_http_server(config.metrics_port)
     elector = None

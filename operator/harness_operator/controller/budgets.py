@@ -28,28 +28,22 @@ from harness_operator.core.budget import (
 
 
 class BudgetSource(Protocol):
-    """The watch caches of HarnessBudgets (a kopf index) and of runs' charges (the run cache)."""
+    """The watch caches of HarnessBudgets (reference_cache.py) and of runs' charges (the run cache)."""
 
     def budgets(self, namespace: str) -> list[BudgetRef]: ...
 
     def runs(self, namespace: str) -> list[RunCharge]: ...
 
 
-class NoBudgets:
-    def budgets(self, namespace: str) -> list[BudgetRef]:
-        return []
-
-    def runs(self, namespace: str) -> list[RunCharge]:
-        return []
-
-
 class BudgetReconciler:
     """The budgets of each namespace, read from the watch caches (`source`), kept in their ledgers."""
 
-    def __init__(self, kube: Kube, ledger_namespace: str, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self, kube: Kube, ledger_namespace: str, clock: Callable[[], datetime], source: BudgetSource
+    ) -> None:
         self.kube = kube
         self.clock = clock
-        self.source: BudgetSource = NoBudgets()
+        self.source = source
         self.ledgers = LedgerStore(kube, ledger_namespace)
         # Budgets deleted that the watch cache may still hold for a moment: by uid, their namespace.
         self._deleted: dict[str, str] = {}

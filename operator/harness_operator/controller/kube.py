@@ -599,7 +599,7 @@ class Kube:
 
 class KubeReader:
     """resolution.Reader over the API server. A refusal that retrying cannot change (400, 422, a 403
-    at the handler's `retry` FORBIDDEN_RETRIES) is Unreadable, so the run fails with the reason; other
+    at the handler's `retry` `RETRY["forbidden"]`) is Unreadable, so the run fails with the reason; other
     errors go back to the handler's retry."""
 
     def __init__(self, kube: Kube, definitions: DefinitionReader | None = None, retry: int = 0) -> None:

@@ -1,12 +1,12 @@
 """Leader election for the operator's replicas: a thread that takes and renews the Lease, and hands it
 over when the process stops (I/O; the rules are core/leadership's).
 
-Only the leader runs kopf (its handlers, timers and the writes they make); a standby keeps its watch
-caches of Jobs and Pods warm and watches the Lease, so it sees each renewal when it is written and
-takes the Lease the moment it expires or is released (without the watch, it looks every retry
-period). A leader that cannot renew within the renew deadline stops leading, and its process exits,
-as client-go's callers do: a replica that may have missed renewals never writes again, and the
-restarted process starts as a standby.
+Only the leader acts (the Controller's queues and ticks, and kopf's handlers of budgets, schedules and
+definitions) and writes; a standby keeps its watch caches warm and watches the Lease, so it sees each
+renewal when it is written and takes the Lease the moment it expires or is released (without the
+watch, it looks every retry period). A leader that cannot renew within the renew deadline stops
+leading, and its process exits, as client-go's callers do: a replica that may have missed renewals
+never writes again, and the restarted process starts as a standby.
 """
 
 from __future__ import annotations

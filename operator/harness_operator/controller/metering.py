@@ -14,7 +14,7 @@ from harness_operator.contract.model_access import (
     MeteredUsage,
     build_meter_reader_token,
 )
-from harness_operator.controller.errors import METER_RETRIES, MeterUnavailable
+from harness_operator.controller.errors import MeterUnavailable, retries_of
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube
 from harness_operator.core.attempt import Attempt as DecidedAttempt
@@ -53,6 +53,8 @@ class MeterReader:
 
 
 class AttemptMetering:
+    """Reads the model gateway's meters of a run's attempts and of the run; `grants` revokes first."""
+
     def __init__(
         self, kube: Kube, config: OperatorConfig, grants: Grants, reader: MeterReader | None = None
     ) -> None:
@@ -69,7 +71,8 @@ class AttemptMetering:
         """Each routed attempt that has ended, with the gateway's meter as its usage. Its token is
         revoked first, so nothing is spent after the reading; an attempt whose metered usage status
         already records keeps it, read once. A gateway that does not answer is asked again (a temporary
-        error) METER_RETRIES times; then the sandbox's report counts, with a MeterLost Warning."""
+        error) as the meter retry policy says (errors.RETRY); then the sandbox's report counts, with a
+        MeterLost Warning."""
         recorded = {a.index: a for a in (run.status.attempts if run.status else [])}
         out = []
         for attempt in attempts:
@@ -89,7 +92,7 @@ class AttemptMetering:
             try:
                 meter = self.reader.read(run.metadata["uid"], attempt.index)
             except MeterUnavailable as exc:
-                if retry < METER_RETRIES:
+                if retry < retries_of("meter"):
                     raise
                 self.kube.create_event(
                     {"metadata": run.metadata},
@@ -127,13 +130,13 @@ class AttemptMetering:
     def meter_run(self, run: HarnessRun, attempts: Sequence[Attempt], retry: int) -> Usage | None:
         """At the run's end: what the gateway metered for it beyond its attempts' readings (`attempts`,
         as its status records them), to count in its usage and budget charge; None when nothing. A
-        gateway that does not answer is asked again METER_RETRIES times; then a MeterLost Warning. The
-        run's model grant goes first: no token of it spends after the reading."""
+        gateway that does not answer is asked again as the meter retry policy says; then a MeterLost
+        Warning. The run's model grant goes first: no token of it spends after the reading."""
         self.grants.revoke_model(run.metadata["namespace"], run.metadata["name"])
         try:
             meter = self.reader.read(run.metadata["uid"], None)
         except MeterUnavailable as exc:
-            if retry < METER_RETRIES:
+            if retry < retries_of("meter"):
                 raise
             self.kube.create_event(
                 {"metadata": run.metadata},

@@ -1,6 +1,7 @@
-"""The operator's parts wired in one place: the reconciler, the watch caches it reads, the work queues
-the caches feed, the expiry heap, and what each kopf handler asks of them (handlers.py finds this in
-kopf's memo). Runs take no kopf handler: their watch cache (run_cache.py) drives them."""
+"""The Controller the watch caches and kopf's handlers drive (handlers.py finds it in kopf's memo): its
+work queues, retries and ticks over the reconcilers __main__ built, and the cached views those read
+(budgets, the queue, definitions). Runs take no kopf handler: their watch cache (run_cache.py) drives
+them."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from typing import Any
 import structlog
 
 from harness_operator.controller import metrics
+from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import Change, KeyedQueue
 from harness_operator.controller.definitions import DefinitionReconciler
 from harness_operator.controller.due import DueQueue
 from harness_operator.controller.errors import Permanent, Temporary, classify, compute_backoff
+from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube, KubeReader
 from harness_operator.controller.progress import ProgressReader, ProgressTicks
 from harness_operator.controller.reconcile import Reconciler
@@ -95,10 +98,13 @@ class Controller:
         progress_interval: float = 0,
         schedules: ScheduleReconciler | None = None,
         runs: RunStore | None = None,
-        references: ReferenceStore | None = None,
         budget_tick_seconds: float = BUDGET_TICK_SECONDS,
+        budgets: BudgetReconciler | None = None,
+        grants: Grants | None = None,
     ) -> None:
-        self.reconciler = reconciler  # runs, with their budgets (reconciler.budgets)
+        self.reconciler = reconciler  # runs
+        self.budgets = budgets  # their ledgers, ticked here
+        self.grants = grants  # a deleted run's go with it
         self.runs = RunStore() if runs is None else runs  # __main__'s, which a watch fills
         self.schedules = schedules
         self.progress = progress
@@ -115,13 +121,6 @@ class Controller:
         self.retries = DueQueue("reconcile-retries")  # temporary failures, and work off the watch threads
         self._budgets: dict[tuple[str, str], tuple[BudgetRef, dict[str, Any]]] = {}  # as last seen
         self.budget_tick_seconds = budget_tick_seconds
-        reconciler.wake_later = self.wake_after
-        reconciler.queue_source = CachedQueue(self.runs)
-        if references is not None:
-            reconciler.definitions = CachedDefinitions(references, reconciler.kube)
-            reconciler.budgets.source = CachedBudgets(references, self.runs)
-        if schedules is not None:
-            schedules.runs = self.runs.scheduled
 
     def lead(self) -> None:
         """This replica leads: the workers start, and every run held is acted on as when first seen
@@ -166,7 +165,10 @@ class Controller:
             seen.add(key)
             attempt = retry if key == (namespace, name) else 0
             try:
-                pending += self.reconciler.reconcile(*key, attempt)
+                requeue = self.reconciler.reconcile(*key, attempt)
+                pending += requeue.now
+                if requeue.after is not None:  # a retry waiting out its backoff
+                    self.wake_after(*key, requeue.after)
             except Exception as exc:  # every error goes through the one classifier
                 run = f"{key[0]}/{key[1]}"
                 try:
@@ -250,16 +252,18 @@ class Controller:
         """A deleted run leaves the gauges; one deleted before it finished leaves its egress grant, which
         its deletion revokes."""
         self.reconciler.forget(namespace, name)
+        if self.grants is None:
+            return
         try:
-            self.reconciler.grants.revoke_run(namespace, name)
+            self.grants.revoke_run(namespace, name)
         except Exception as exc:  # left behind, the grant opens hosts only to the deleted plan Secret
             log.warning("Revoking the gateway grants failed", run=f"{namespace}/{name}", error=str(exc))
 
     def reconcile_budget(self, budget: BudgetRef, namespace: str, status: dict[str, Any]) -> None:
         """The budget's ledger settled and its status written; the runs waiting for it reconciled."""
-        if self._stopped.is_set():
+        if self._stopped.is_set() or self.budgets is None:
             return
-        for key in self.reconciler.budgets.reconcile(budget, namespace, status):
+        for key in self.budgets.reconcile(budget, namespace, status):
             self.reconcile_retrying(*key)
 
     def budget_seen(self, budget: BudgetRef, namespace: str, status: dict[str, Any]) -> None:
@@ -297,9 +301,9 @@ class Controller:
         with self._lock:
             self._budgets.pop((namespace, name), None)
         self.retries.forget(("budget-tick", namespace, name))
-        if self._stopped.is_set():
+        if self._stopped.is_set() or self.budgets is None:
             return
-        for key in self.reconciler.budgets.forget(namespace, name, uid):
+        for key in self.budgets.forget(namespace, name, uid):
             self.reconcile_retrying(*key)
 
     def reconcile_schedule(self, namespace: str, name: str, retry: int = 0) -> None:

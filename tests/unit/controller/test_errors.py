@@ -5,14 +5,17 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
 from harness_operator.controller.errors import (
-    FORBIDDEN_RETRIES,
-    LOG_RETRIES,
-    MAX_DELAY_SECONDS,
+    RETRY,
     LogNotComplete,
     Permanent,
     Temporary,
     classify,
+    retries_of,
 )
+
+MAX_DELAY_SECONDS = RETRY["api"].max_delay_seconds
+FORBIDDEN_RETRIES = retries_of("forbidden")
+LOG_RETRIES = retries_of("log")
 
 
 def api_error(status: int, headers: dict[str, str] | None = None) -> ApiException:

@@ -12,9 +12,10 @@ from kubernetes.client.exceptions import ApiException
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Attempt, CostSource, HarnessDefinitionSpec, HarnessRun, Usage
 from harness_operator.contract.model_access import MeteredUsage, ModelGrant, is_token_of
-from harness_operator.controller.errors import METER_RETRIES, MeterUnavailable
+from harness_operator.controller.errors import MeterUnavailable, retries_of
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.metering import AttemptMetering
+from harness_operator.core.attempt import Attempt as DecidedAttempt
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.egress_grant import grant_name as egress_grant_name
@@ -40,6 +41,9 @@ CLAUDE = HarnessDefinitionSpec.model_validate(
     }
 )
 WEB = HarnessDefinitionSpec.model_validate({"binary": "tool", "egress": [{"host": "docs.example.com"}]})
+
+
+METER_RETRIES = retries_of("meter")
 
 
 class ApiServer:
@@ -96,7 +100,7 @@ def make_run(name: str = "review", namespace: str = "team-a", uid: str = "uid-1"
     )
 
 
-def targets(run: HarnessRun, *definitions: HarnessDefinitionSpec) -> list[AttemptTarget]:
+def targets(run: HarnessRun, *definitions: HarnessDefinitionSpec) -> list[DecidedAttempt]:
     plain = [AttemptTarget(i, "p", d, 1) for i, d in enumerate(definitions or (CLAUDE,) * 3, start=1)]
     return decide_attempts(run, plain, GATEWAYS)
 
@@ -271,3 +275,27 @@ def test_a_silent_gateway_is_asked_again_then_said_lost() -> None:
             "shows is not counted",
         )
     ]
+
+
+def test_a_required_own_key_that_is_missing_fails_the_run_before_its_token_goes_live() -> None:
+    api = ApiServer()
+    run = make_run(
+        credentials=[{"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "mine", "key": "gone"}}]
+    )
+    with pytest.raises(RunFailure) as failure:
+        Grants(api, GATEWAYS).admit(run, targets(run), 1)  # type: ignore[arg-type]
+    assert failure.value.reason == Reason.CredentialsMissing
+    assert "Secret mine has no key gone" in failure.value.message
+    assert api.grant("team-a", "review") is None and not api.secrets
+
+
+def test_a_runs_end_deletes_its_egress_grant_its_model_grant_and_its_own_keys() -> None:
+    api = ApiServer()
+    run = make_run(credentials=[{"env": "ANTHROPIC_API_KEY", "secretKeyRef": {"name": "mine", "key": "k"}}])
+    grants = Grants(api, GATEWAYS)  # type: ignore[arg-type]
+    grants.write(run, targets(run, WEB, CLAUDE))
+    grants.admit(run, targets(run, WEB, CLAUDE), 2)
+    assert api.fetch_config_map("harness-system", egress_grant_name("team-a", "review")) is not None
+    assert api.grant("team-a", "review") is not None and api.secrets
+    grants.revoke_run("team-a", "review")
+    assert api.config_maps == {} and api.secrets == {}

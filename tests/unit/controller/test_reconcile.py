@@ -1,20 +1,25 @@
 """The reconciler reading Jobs and Pods from the watch caches: a cache that lags a create or a pod
 never makes an attempt lost or run twice; the queue is first come, first served."""
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import REGISTRY
+from tests.unit.controller.fake_kube import ApiServer, Queue, wire
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.controller.cache import ChildStore
+from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.reconcile import Reconciler
+from harness_operator.controller.workers import Workers
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.fairqueue import QueueEntry
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+CONFIG = OperatorConfig(max_runs_per_namespace=2)
 LABELS = {"app.kubernetes.io/managed-by": "harness-operator", "agentharness.dev/run": "r"}
 
 
@@ -57,63 +62,6 @@ def pod(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class ApiServer:
-    """What the API server holds: runs (whose status patches it applies), Jobs and Pods, and what the
-    reconciler created; it counts the reads the reconciler makes past its caches."""
-
-    def __init__(self, jobs: list[dict[str, Any]], pods: list[dict[str, Any]], *runs: HarnessRun) -> None:
-        self.jobs, self.pods = jobs, pods
-        self.runs = {r.metadata["name"]: r.to_api() for r in runs}
-        self.reads: list[str] = []
-        self.created: list[str] = []
-
-    def fetch_run(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.runs.get(name)
-
-    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self.runs[name]["status"] = {**(self.runs[name].get("status") or {}), **status}
-
-    def fetch_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.reads.append(f"job {name}")
-        return next((j for j in self.jobs if j["metadata"]["name"] == name), None)
-
-    def fetch_pods(self, namespace: str, run: str) -> list[dict[str, Any]]:
-        self.reads.append("pods")
-        return self.pods
-
-    def create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
-        self.created.append(f"{obj['kind']} {obj['metadata']['name']}")
-        if obj["kind"] == "Job":
-            self.jobs.append(
-                {**obj, "metadata": {**obj["metadata"], "uid": f"{obj['metadata']['name']}-uid"}}
-            )
-        return None
-
-    def create_event(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def delete_job(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
-        pass
-
-    def status(self, name: str) -> dict[str, Any]:
-        return dict(self.runs[name].get("status") or {})
-
-
-class Definitions:
-    """The definitions the watch caches would hold: a ClusterHarnessDefinition per provider."""
-
-    def definition(self, namespace: str | None, name: str) -> dict[str, Any] | None:
-        if namespace is not None:
-            return None
-        spec = {"binary": name, "image": f"harness.local/sandbox-{name}:0.1.0"}
-        return {
-            "apiVersion": "agentharness.dev/v1alpha1",
-            "kind": "ClusterHarnessDefinition",
-            "metadata": {"name": name},
-            "spec": spec,
-        }
-
-
 def started_run(**spec: Any) -> HarnessRun:
     """A run whose status records attempt 1 as started (its Job created), not ended."""
     return HarnessRun.model_validate(
@@ -129,14 +77,19 @@ def started_run(**spec: Any) -> HarnessRun:
 
 
 def reconciler(
-    api: ApiServer, cached_jobs: list[dict[str, Any]], cached_pods: list[dict[str, Any]]
+    api: ApiServer,
+    cached_jobs: list[dict[str, Any]],
+    cached_pods: list[dict[str, Any]],
+    queue: Queue | None = None,
+    clock: Callable[[], datetime] = lambda: NOW,
+    kueue: KueueStore | None = None,
+    workers: Workers | None = None,
+    config: OperatorConfig = CONFIG,
 ) -> Reconciler:
     store = ChildStore()
     store.replace("Job", None, cached_jobs)
     store.replace("Pod", None, cached_pods)
-    r = Reconciler(api, OperatorConfig(max_runs_per_namespace=2), lambda: NOW, children=store)  # type: ignore[arg-type]
-    r.definitions = Definitions()
-    return r
+    return wire(api, config, clock, store, queue, workers, kueue)
 
 
 RUNNING_POD = pod({"running": {}})
@@ -182,14 +135,6 @@ def test_a_pod_the_cache_lags_is_read_before_its_attempt_is_called_lost() -> Non
     assert first_attempt(api)["reason"] == "JobLost"
 
 
-class Queue:
-    def __init__(self, entries: list[QueueEntry]) -> None:
-        self._entries = entries
-
-    def entries(self, namespace: str) -> list[QueueEntry]:
-        return self._entries
-
-
 def queued_run(name: str, created: str) -> HarnessRun:
     return HarnessRun.model_validate(
         {
@@ -205,8 +150,7 @@ QUEUED = [QueueEntry("07:00", "first"), QueueEntry("07:01", "second"), QueueEntr
 def test_a_run_waits_behind_earlier_queued_runs_and_a_freed_slot_wakes_the_first() -> None:
     runs = [queued_run(entry.name, entry.created) for entry in QUEUED]
     api = ApiServer([], [], *runs)
-    r = reconciler(api, [], [])
-    r.queue_source = Queue(list(QUEUED))
+    r = reconciler(api, [], [], Queue(list(QUEUED)))
     r.children.note_started("ns", "running")  # one of the two slots is taken
     r.reconcile("ns", "second")
     assert (api.status("second")["reason"], api.status("second")["message"]) == (
@@ -249,8 +193,8 @@ def test_a_deleted_run_leaves_the_gauges() -> None:
     """Deleting a running and a queued run leaves nothing in flight or queued, and no oldest run in
     flight that keeps growing (HarnessRunStuck would fire)."""
     api = ApiServer([], [], queued_run("first", "07:00"), queued_run("second", "07:01"))
-    r = reconciler(api, [], [])
-    r.queue_source = Queue([QueueEntry("07:01", "second")])
+    clock = [NOW]
+    r = reconciler(api, [], [], Queue([QueueEntry("07:01", "second")]), lambda: clock[0])
     r.children.note_started("ns", "other")
     r.reconcile("ns", "first")
     running = pod({"running": {}})
@@ -264,7 +208,7 @@ def test_a_deleted_run_leaves_the_gauges() -> None:
     r.reconcile("ns", "second")
     assert api.status("second")["reason"] == "Queued"
     assert (gauge("harness_runs_in_flight"), gauge("harness_runs_queued")) == (1, 1)
-    r.clock = lambda: NOW + timedelta(minutes=5)
+    clock[0] = NOW + timedelta(minutes=5)
     assert gauge("harness_run_oldest_in_flight_seconds") == 300
     del api.runs["second"]
     r.reconcile("ns", "second")  # a reconcile that finds the run gone
@@ -302,12 +246,22 @@ def retried_run(attempts: list[dict[str, Any]], **spec: Any) -> HarnessRun:
     return run
 
 
-def retrying(api: ApiServer, clock: list[datetime]) -> tuple[Reconciler, list[float]]:
-    r = reconciler(api, [], [])
-    r.clock = lambda: clock[0]
+class Retrying:
+    """The reconciler, keeping the backoffs its reconciles ask to be woken after (Requeue.after)."""
+
+    def __init__(self, reconciler: Reconciler, wakes: list[float]) -> None:
+        self.reconciler, self.wakes = reconciler, wakes
+        self.children = reconciler.children
+
+    def reconcile(self, namespace: str, name: str) -> None:
+        after = self.reconciler.reconcile(namespace, name).after
+        if after is not None:
+            self.wakes.append(after)
+
+
+def retrying(api: ApiServer, clock: list[datetime]) -> tuple[Retrying, list[float]]:
     wakes: list[float] = []
-    r.wake_later = lambda namespace, name, delay: wakes.append(delay)
-    return r, wakes
+    return Retrying(reconciler(api, [], [], clock=lambda: clock[0]), wakes), wakes
 
 
 def test_a_transient_failure_waits_out_its_backoff_holding_the_slot_then_retries_the_provider() -> None:

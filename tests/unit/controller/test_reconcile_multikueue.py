@@ -6,9 +6,10 @@ not know is said so. The worker is a fake client over the same watch cache the o
 from dataclasses import replace
 from typing import Any
 
+from tests.unit.controller.fake_kube import ApiServer
 from tests.unit.controller.test_reconcile import (
+    CONFIG,
     RUNNING_POD,
-    ApiServer,
     first_attempt,
     job,
     pod,
@@ -18,7 +19,9 @@ from tests.unit.controller.test_reconcile import (
 
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.kube import Kube
+from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.workers import Worker, Workers
+from harness_operator.core.config import OperatorConfig
 from harness_operator.core.multikueue import RESULT_FINALIZER
 
 MANAGED = {"spec": {"suspend": False, "managedBy": "kueue.x-k8s.io/multikueue"}}
@@ -103,21 +106,29 @@ class ManagerApi(ApiServer):
 
 
 def setup(
-    cluster: str | None, remote: dict[str, Any] | None, pods: list[dict[str, Any]], synced: bool = True
+    cluster: str | None,
+    remote: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    synced: bool = True,
+    workload_: dict[str, Any] | None = None,
+    config: OperatorConfig = CONFIG,
 ) -> tuple[ManagerApi, WorkerApi, Any]:
+    """The reconciler, its Kueue cache holding `workload_` (else the Workload admitted by `cluster`), and
+    worker-1 holding `remote` and `pods`."""
     api = ManagerApi([local_job()], [], started_run())
-    r = reconciler(api, [local_job()], [])
-    r.kueue.on_first_use(lambda: None)
-    r.kueue.ensure_watching()
-    r.kueue.replace("Workload", None, [workload(cluster)])
-    r.kueue.replace("LocalQueue", None, [{"metadata": {"name": "remote", "namespace": "ns"}, "spec": {}}])
+    kueue = KueueStore(ChildStore())
+    kueue.on_first_use(lambda: None)
+    kueue.ensure_watching()
+    kueue.replace("Workload", None, [workload_ or workload(cluster)])
+    kueue.replace("LocalQueue", None, [{"metadata": {"name": "remote", "namespace": "ns"}, "spec": {}}])
     worker_api = WorkerApi(remote or remote_job())
     store = ChildStore()
     if synced:
         store.replace("Job", None, [remote] if remote else [])
         store.replace("Pod", None, pods)
     kube: Kube = worker_api  # type: ignore[assignment]
-    r.workers = Workers([Worker("worker-1", kube, store)])
+    workers = Workers([Worker("worker-1", kube, store)])
+    r = reconciler(api, [local_job()], [], kueue=kueue, workers=workers, config=config)
     return api, worker_api, r
 
 
@@ -138,13 +149,13 @@ def test_an_attempt_on_the_worker_gets_its_plan_and_policy_there_and_its_result_
 
 
 def test_an_attempt_routed_through_the_egress_gateway_is_warned_of_when_it_runs_on_a_worker() -> None:
-    api, _, r = setup("worker-1", remote_job(), [remote_pod({"running": {}})])
-    r.config = replace(
-        r.config,
+    config = replace(
+        CONFIG,
         egress_gateway_service="gw.harness-system.svc",
         egress_gateway_namespace="harness-system",
         egress_gateway_key="k",
     )
+    api, _, r = setup("worker-1", remote_job(), [remote_pod({"running": {}})], config=config)
     run = started_run(
         sandbox={"networkPolicy": "allowlist", "egress": [{"host": "example.com", "ports": [443]}]}
     )
@@ -224,14 +235,13 @@ def test_a_worker_not_reached_yet_or_without_the_copy_yet_leaves_the_attempt_wai
 
 
 def test_before_a_worker_admits_it_the_job_here_says_why_it_waits() -> None:
-    api, worker, r = setup(None, None, [])
+    pending = workload(None)
+    pending["status"]["admissionChecks"] = [{"name": "mk", "state": "Pending", "message": "no worker yet"}]
+    api, worker, r = setup(None, None, [], workload_=pending)
     held = local_job()
     held["spec"]["suspend"] = True
     api.jobs = [held]
     r.children.replace("Job", None, [held])
-    pending = workload(None)
-    pending["status"]["admissionChecks"] = [{"name": "mk", "state": "Pending", "message": "no worker yet"}]
-    r.kueue.replace("Workload", None, [pending])
     r.reconcile("ns", "r")
     assert worker.created == []
     assert first_attempt(api).get("cluster") is None

@@ -12,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.common import API_VERSION
 from harness_operator.controller.cache import Change
+from harness_operator.controller.reconcile import Requeue
 from harness_operator.controller.reference_cache import (
     BUDGET_KIND,
     CLUSTER_DEFINITION_KIND,
@@ -35,14 +36,14 @@ class FlakyReconciler:
         self.calls: list[tuple[str, str]] = []
         self.done = threading.Event()
 
-    def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[Any]:
+    def reconcile(self, namespace: str, name: str, retry: int = 0) -> Requeue:
         self.calls.append((namespace, name))
         if len(self.calls) <= self.failures:
             exc = ApiException(status=self.status, reason="Service Unavailable")
             exc.headers = {"Retry-After": self.retry_after} if self.retry_after else None
             raise exc
         self.done.set()
-        return []
+        return Requeue()
 
 
 def test_a_temporary_failure_after_a_child_event_is_retried() -> None:
@@ -95,17 +96,13 @@ class WakingReconciler:
         self.revoked: list[tuple[str, str]] = []
         self.expected = expected
         self.woken = threading.Event()
-        self.kube: Any = None
-        # the Controller puts its watch caches here, as on a Reconciler
-        self.definitions = self.queue_source = None
-        self.budgets = types.SimpleNamespace(source=None)
         self.grants = types.SimpleNamespace(revoke_run=lambda ns, name: self.revoked.append((ns, name)))
 
-    def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[Any]:
+    def reconcile(self, namespace: str, name: str, retry: int = 0) -> Requeue:
         self.calls.append((namespace, name))
         if len(set(self.calls)) >= self.expected:
             self.woken.set()
-        return []
+        return Requeue()
 
     def forget(self, namespace: str, name: str) -> None:
         self.forgotten.append((namespace, name))
@@ -177,7 +174,7 @@ def test_a_run_is_reconciled_when_new_or_changed_and_a_deleted_one_is_forgotten(
     waking = WakingReconciler(expected=1)
     runs = synced_runs()
     expiries = Expiries()
-    controller = Controller(waking, retention=expiries, runs=runs)  # type: ignore[arg-type]
+    controller = Controller(waking, retention=expiries, runs=runs, grants=waking.grants)  # type: ignore[arg-type]
     controller.lead()
     controller.run_changed(runs.apply(RUN_KIND, "ADDED", run("a")))
     assert waking.woken.wait(10)
@@ -200,9 +197,9 @@ def test_a_run_is_reconciled_when_new_or_changed_and_a_deleted_one_is_forgotten(
 class CountingSchedules:
     """Stands in for ScheduleReconciler: counts its reconciles."""
 
-    def __init__(self) -> None:
+    def __init__(self, runs: Any = None) -> None:
         self.calls: list[tuple[str, str]] = []
-        self.runs: Any = None
+        self.runs = runs
 
     def reconcile(self, namespace: str, name: str) -> float | None:
         self.calls.append((namespace, name))
@@ -213,7 +210,7 @@ def test_a_schedules_run_that_finished_or_went_is_news_to_its_schedule() -> None
     owner = {"apiVersion": API_VERSION, "kind": "HarnessSchedule", "name": "nightly", "uid": "s-uid"}
     mine = {"ownerReferences": [{**owner, "controller": True}]}
     runs = synced_runs(run("nightly-1", ENDED, **mine))
-    schedules = CountingSchedules()
+    schedules = CountingSchedules(runs.scheduled)  # as __main__ builds it, over the run cache
     controller = Controller(WakingReconciler(), schedules=schedules, runs=runs)  # type: ignore[arg-type]
     assert schedules.runs("ns", "s-uid")[0].name == "nightly-1"  # it reads its runs from the cache
     controller.lead()
@@ -326,12 +323,12 @@ def test_a_deleted_schedule_is_not_woken_again() -> None:
 class BuggyReconciler(FlakyReconciler):
     """Fails once with an error that is not the API server's."""
 
-    def reconcile(self, namespace: str, name: str, retry: int = 0) -> list[Any]:
+    def reconcile(self, namespace: str, name: str, retry: int = 0) -> Requeue:
         self.calls.append((namespace, name))
         if len(self.calls) == 1:
             raise ValueError("a bug, or an error nobody foresaw")
         self.done.set()
-        return []
+        return Requeue()
 
 
 def test_an_unforeseen_error_is_retried_too() -> None:
@@ -361,7 +358,6 @@ class TickedBudgets:
     """Stands in for BudgetReconciler: records each reconcile's status; the second one fails (503)."""
 
     def __init__(self) -> None:
-        self.source = None
         self.statuses: list[dict[str, Any]] = []
         self.forgotten: list[tuple[str, str, str]] = []
         self.ticked = threading.Event()
@@ -388,8 +384,7 @@ def budget_ref(name: str = "team") -> Any:
 def test_a_budget_is_ticked_on_the_controllers_own_heap_and_a_failure_waits_for_the_next_tick() -> None:
     waking = WakingReconciler(expected=1)
     budgets = TickedBudgets()
-    waking.budgets = budgets  # type: ignore[assignment]
-    controller = Controller(waking, budget_tick_seconds=0.05)  # type: ignore[arg-type]
+    controller = Controller(waking, budget_tick_seconds=0.05, budgets=budgets)  # type: ignore[arg-type]
     controller.budget_seen(budget_ref(), "ns", {"runs": 1})
     controller.budget_seen(budget_ref(), "ns", {"runs": 2})  # a change: the same tick, the newer status
     assert budgets.ticked.wait(10), budgets.statuses
@@ -401,8 +396,7 @@ def test_a_budget_is_ticked_on_the_controllers_own_heap_and_a_failure_waits_for_
 def test_a_deleted_budget_is_forgotten_and_ticked_no_more() -> None:
     waking = WakingReconciler(expected=1)
     budgets = TickedBudgets()
-    waking.budgets = budgets  # type: ignore[assignment]
-    controller = Controller(waking, budget_tick_seconds=0.05)  # type: ignore[arg-type]
+    controller = Controller(waking, budget_tick_seconds=0.05, budgets=budgets)  # type: ignore[arg-type]
     controller.budget_seen(budget_ref(), "ns", {})
     controller.forget_budget("ns", "team", "u1")
     time.sleep(0.2)
