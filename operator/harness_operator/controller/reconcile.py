@@ -38,7 +38,8 @@ from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.errors import LOG_RETRIES, METER_RETRIES, LogNotComplete, Permanent, classify
 from harness_operator.controller.grants import Grants
-from harness_operator.controller.kube import Kube, KubeReader
+from harness_operator.controller.kube import Kube
+from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.workers import Worker, Workers
