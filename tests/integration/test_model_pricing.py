@@ -20,7 +20,8 @@ from kubernetes import client
 from harness_operator.api.v1alpha1 import GROUP, VERSION, HarnessBudgetSpec, HarnessRun, ModelPricing
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.contract.usage import Tokens
-from harness_operator.controller.kube import Kube, KubeReader
+from harness_operator.controller.kube import Kube
+from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.metering import MeterReader
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.budget import (

@@ -22,7 +22,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from harness_operator.controller.kube import WATCH_TIMEOUT_SECONDS, Kube
+from harness_operator.controller.kube import Kube
+from harness_operator.controller.kube_streams import WATCH_TIMEOUT_SECONDS
 from harness_operator.core.kueue import is_kueue_managed
 from harness_operator.core.naming import (
     AGENT_CONTAINER,

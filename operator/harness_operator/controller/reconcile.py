@@ -22,7 +22,8 @@ from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.errors import Permanent, classify, retries_of
 from harness_operator.controller.grants import Grants
-from harness_operator.controller.kube import Kube, KubeReader
+from harness_operator.controller.kube import Kube
+from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.run_collect import RunCollector

@@ -19,7 +19,8 @@ from harness_operator.controller import metrics
 from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.grants import Grants
-from harness_operator.controller.kube import Kube, KubeReader
+from harness_operator.controller.kube import Kube
+from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.core.attempt import Attempt
 from harness_operator.core.budget import Admission

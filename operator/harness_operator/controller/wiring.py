@@ -20,7 +20,8 @@ from harness_operator.controller.definitions import DefinitionReconciler
 from harness_operator.controller.due import DueQueue
 from harness_operator.controller.errors import Permanent, Temporary, classify, compute_backoff
 from harness_operator.controller.grants import Grants
-from harness_operator.controller.kube import Kube, KubeReader
+from harness_operator.controller.kube import Kube
+from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.progress import ProgressReader, ProgressTicks
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.reference_cache import ReferenceStore

@@ -47,6 +47,11 @@ def test_record_finished() -> None:
         phase="Succeeded",
         reason="Succeeded",
     )
+    tokens_before = value(
+        "harness_tokens_total", provider="metrics-test", model="m1", type="input", namespace="team-a"
+    )
+    cost_before = value("harness_cost_usd_total", provider="metrics-test", model="m1", namespace="team-a")
+    duration_before = value("harness_run_duration_seconds_sum", provider="metrics-test")
     metrics.record_finished(run, status)
     assert (
         value(
@@ -61,9 +66,11 @@ def test_record_finished() -> None:
     tokens = value(
         "harness_tokens_total", provider="metrics-test", model="m1", type="input", namespace="team-a"
     )
-    assert tokens >= 100
-    assert value("harness_cost_usd_total", provider="metrics-test", model="m1", namespace="team-a") >= 0.5
-    assert value("harness_run_duration_seconds_sum", provider="metrics-test") >= 30
+    assert tokens == tokens_before + 100
+    cost = value("harness_cost_usd_total", provider="metrics-test", model="m1", namespace="team-a")
+    assert cost == pytest.approx(cost_before + 0.5)
+    duration = value("harness_run_duration_seconds_sum", provider="metrics-test")
+    assert duration == pytest.approx(duration_before + 30)
 
 
 @pytest.mark.parametrize(

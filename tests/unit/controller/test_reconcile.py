@@ -268,6 +268,8 @@ def test_a_transient_failure_waits_out_its_backoff_holding_the_slot_then_retries
     api = RecordingApiServer([], [], retried_run(lost_attempts(1)))
     clock = [NOW]
     r, wakes = retrying(api, clock)
+    retries = {"namespace": "ns", "provider": "claude"}
+    retries_before = REGISTRY.get_sample_value("harness_retries_total", retries) or 0.0
 
     r.reconcile("ns", "r")
 
@@ -292,7 +294,7 @@ def test_a_transient_failure_waits_out_its_backoff_holding_the_slot_then_retries
     line = "attempt 1/6 with claude failed (JobLost); retry 1/2 with claude as attempt 2/6"
     assert ("Retrying", line) in api.events
     assert r.children.in_flight("ns") == {"r"}  # held by the Job now (noted as started)
-    assert REGISTRY.get_sample_value("harness_retries_total", {"namespace": "ns", "provider": "claude"})
+    assert REGISTRY.get_sample_value("harness_retries_total", retries) == retries_before + 1
 
 
 def test_the_backoff_doubles_up_to_its_maximum() -> None:

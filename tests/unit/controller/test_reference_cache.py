@@ -4,9 +4,9 @@ first list."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from harness_operator.controller.reference_cache import (
     BUDGET_KIND,
@@ -21,14 +21,30 @@ def obj(name: str, namespace: str | None, spec: dict[str, Any], **meta: Any) -> 
     return {"metadata": {"name": name, "namespace": namespace, **meta}, "spec": spec}
 
 
+def read_in_thread(read: Callable[[], Any]) -> tuple[threading.Event, list[Any]]:
+    """Run `read` in a thread: the event is set once it has returned, with its value in the list."""
+    done, value = threading.Event(), []
+
+    def call() -> None:
+        value.append(read())
+        done.set()
+
+    threading.Thread(target=call, daemon=True).start()
+    return done, value
+
+
 def test_each_kinds_reads_wait_for_its_own_first_list() -> None:
     store = ReferenceStore()
     store.replace(DEFINITION_KIND, None, [obj("d", "team", {"binary": "x"})])
     assert store.definition("team", "d") == {"binary": "x"}
-    with pytest.raises(TimeoutError, match="ClusterHarnessDefinitions has not synced"):
-        store._wait_synced(CLUSTER_DEFINITION_KIND, 0.01)
-    with pytest.raises(TimeoutError, match="HarnessBudgets has not synced"):
-        store._wait_synced(BUDGET_KIND, 0.01)
+    cluster_read, cluster_value = read_in_thread(lambda: store.cluster_definition("claude"))
+    budget_read, budget_value = read_in_thread(lambda: store.budgets("team"))
+    assert not cluster_read.wait(0.2) and not budget_read.wait(0.01)  # their kinds have not been listed
+    store.replace(CLUSTER_DEFINITION_KIND, None, [obj("claude", None, {"binary": "claude"})])
+    assert cluster_read.wait(5) and cluster_value == [{"binary": "claude"}]
+    assert not budget_read.wait(0.2)  # another kind's list is not its own
+    store.replace(BUDGET_KIND, None, [])
+    assert budget_read.wait(5) and budget_value == [[]]
 
 
 def test_definitions_are_kept_by_namespace_and_name_and_follow_their_events() -> None:

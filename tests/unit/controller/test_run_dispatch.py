@@ -18,7 +18,7 @@ from tests.unit.controller.test_reconcile_multikueue import (
 
 from harness_operator.api.reasons import Reason
 from harness_operator.controller.cache import ChildStore
-from harness_operator.controller.kube import KubeReader
+from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.run_dispatch import RunDispatcher
 from harness_operator.controller.workers import Worker, Workers
 from harness_operator.core.attempt import Attempt, decide_attempt

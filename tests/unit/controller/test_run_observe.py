@@ -12,7 +12,7 @@ from tests.unit.controller.test_reconcile import RUNNING_POD, job, started_run
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.controller.cache import ChildStore
-from harness_operator.controller.kube import KubeReader
+from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.run_observe import RunObserver, explain_inactive
 from harness_operator.core.attempt import Attempt, decide_attempts

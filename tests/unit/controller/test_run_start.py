@@ -14,7 +14,7 @@ from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.grants import Grants
-from harness_operator.controller.kube import KubeReader
+from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.reference_cache import build_budget_ref
 from harness_operator.controller.run_start import RunStarter, create_child
