@@ -32,8 +32,8 @@ from kubernetes import client, config
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress_grant import build_egress_grant, build_proxy_token, proxy_user
-from harness_operator.core.resolution import AttemptTarget
+from harness_operator.core.pod.egress_grant import build_egress_grant, build_proxy_token, proxy_user
+from harness_operator.core.resolve.resolution import AttemptTarget
 
 NODE = "10.88.0.1"
 NAMESPACE = "harness-system"

@@ -39,7 +39,7 @@ from tests.stubs.anthropic import AnthropicStub  # noqa: E402
 from harness_operator.api.v1alpha1 import HarnessRun  # noqa: E402
 from harness_operator.contract.model_access import ModelAttemptGrant, ModelGrant, token_sha256  # noqa: E402
 from harness_operator.core.config import OperatorConfig  # noqa: E402
-from harness_operator.core.model_grant import build_model_grant_map, model_token  # noqa: E402
+from harness_operator.core.pod.model_grant import build_model_grant_map, model_token  # noqa: E402
 
 NAMESPACE = "harness-system"
 KEY = "bench-key"

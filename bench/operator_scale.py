@@ -62,7 +62,7 @@ from tests.integration.operator_env import (  # noqa: E402
 )
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION  # noqa: E402
-from harness_operator.core.naming import KUEUE_QUEUE_LABEL, LABEL_RUN  # noqa: E402
+from harness_operator.core.objects.naming import KUEUE_QUEUE_LABEL, LABEL_RUN  # noqa: E402
 
 BIN = Path(os.environ.get("HARNESS_CLUSTER_CACHE", "/var/cache/harness-operator/cluster")) / "bin"
 PLAIN = "bench-plain"

@@ -21,7 +21,7 @@ from kubernetes import client
 from tests.stubs.run_cli import stub_class
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
-from harness_operator.core.model_grant import model_grant_name, model_key_secret_name
+from harness_operator.core.pod.model_grant import model_grant_name, model_key_secret_name
 
 from .conftest import RELEASE_NAMESPACE, STUB_HOST, Runs, install_chart, wait_until
 

@@ -1,4 +1,4 @@
-"""One attempt's plan for the tests of Dagu's rules: core/planning.build_plan, the attempt decided as the
+"""One attempt's plan for the tests of Dagu's rules: core/plan/planning.build_plan, the attempt decided as the
 operator decides it (core/attempt.py), with no gateway."""
 
 from typing import Any
@@ -7,9 +7,9 @@ from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.core.attempt import decide_attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.planning import build_plan
-from harness_operator.core.resolution import AttemptTarget
-from harness_operator.core.resumption import Continuation
+from harness_operator.core.plan.planning import build_plan
+from harness_operator.core.plan.resumption import Continuation
+from harness_operator.core.resolve.resolution import AttemptTarget
 
 
 def plan_of(

@@ -45,10 +45,10 @@ from harness_operator.controller.run_cache import RUN_KIND, RunStore
 from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.controller.wiring import CachedBudgets, CachedDefinitions, CachedQueue, Controller
 from harness_operator.controller.workers import Workers
+from harness_operator.core.access.confinement import find_api_server_address
 from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
-from harness_operator.core.confinement import find_api_server_address
-from harness_operator.core.kueue import KUEUE_GROUP
 from harness_operator.core.leadership import holder_identity
+from harness_operator.core.queue.kueue import KUEUE_GROUP
 
 
 def clock() -> datetime:

@@ -18,7 +18,7 @@ from kubernetes import client
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.ledgers import LedgerStore, ledger_name
-from harness_operator.core.budget import reserve
+from harness_operator.core.queue.budget import reserve
 
 from .conftest import Api, wait_until
 from .operator_env import RELEASE_NAMESPACE, OperatorProcess, run_body

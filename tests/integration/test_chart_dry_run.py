@@ -18,7 +18,7 @@ from kubernetes import client
 from harness_operator.api.crd import build_crds
 from harness_operator.api.v1alpha1 import GROUP, VERSION, HarnessRun
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.run_data import build_output_config_map
+from harness_operator.core.pod.run_data import build_output_config_map
 
 from .test_crd_admission import apply_crds
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from harness_operator.core.egress_grant import build_proxy_token, grant_name
+from harness_operator.core.pod.egress_grant import build_proxy_token, grant_name
 from tests.monitoring import dashboard_queries_by_source
 from tests.stubs.anthropic import TEXT, AnthropicStub
 from tests.stubs.openai import OpenAIStub

@@ -50,16 +50,16 @@ from harness_operator.controller.metering import AttemptMetering, MeterReader
 from harness_operator.core.attempt import Attempt as DecidedAttempt
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress_grant import grant_name as egress_grant_name
-from harness_operator.core.metered import build_metered_usage
-from harness_operator.core.model_grant import (
+from harness_operator.core.pod.egress_grant import grant_name as egress_grant_name
+from harness_operator.core.pod.model_grant import (
     build_model_grant_map,
     model_grant_name,
     model_token,
     without_attempts,
 )
-from harness_operator.core.resolution import AttemptTarget, RunFailure
-from harness_operator.core.usage import sum_usage
+from harness_operator.core.resolve.resolution import AttemptTarget, RunFailure
+from harness_operator.core.status.metered import build_metered_usage
+from harness_operator.core.status.usage import sum_usage
 from tests.monitoring import dashboard_queries_by_source
 from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.gemini import GeminiStub

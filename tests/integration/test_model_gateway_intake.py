@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client
 
 from harness_operator.contract.model_access import ModelAttemptGrant, ModelGrant, token_sha256
-from harness_operator.core.model_grant import build_model_grant_map, model_token
+from harness_operator.core.pod.model_grant import build_model_grant_map, model_token
 
 from .operator_env import RELEASE_NAMESPACE
 from .test_model_gateway import MESSAGE, VENDOR_KEYS, Env, Gateway, env, post, sha

@@ -24,7 +24,8 @@ from harness_operator.controller.kube import Kube
 from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.metering import MeterReader
 from harness_operator.core.attempt import decide_attempts
-from harness_operator.core.budget import (
+from harness_operator.core.plan.plans import build_plans
+from harness_operator.core.queue.budget import (
     BudgetRef,
     Ledger,
     build_run_charge,
@@ -32,9 +33,8 @@ from harness_operator.core.budget import (
     reserve,
     settle_run,
 )
-from harness_operator.core.metered import build_metered_usage
-from harness_operator.core.plans import build_plans
-from harness_operator.core.resolution import resolve_targets
+from harness_operator.core.resolve.resolution import resolve_targets
+from harness_operator.core.status.metered import build_metered_usage
 from harness_operator.runner.cost import compute_cost, price_book
 from harness_operator.runner.parsers import Report
 

@@ -24,9 +24,9 @@ from kubernetes.stream import stream
 from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun
 from harness_operator.core.attempt import decide_attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.naming import attempt_labels
-from harness_operator.core.network_policy import build_network_policy
-from harness_operator.core.resolution import AttemptTarget
+from harness_operator.core.objects.naming import attempt_labels
+from harness_operator.core.pod.network_policy import build_network_policy
+from harness_operator.core.resolve.resolution import AttemptTarget
 
 from .conftest import Api, describe_namespace, wait_until
 from .operator_env import definition_body, run_body

@@ -16,7 +16,7 @@ from kubernetes.client.rest import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.controller.kube import Kube
-from harness_operator.core.naming import end_event_name
+from harness_operator.core.objects.naming import end_event_name
 
 from .conftest import Api, wait_until
 from .operator_env import OperatorProcess, definition_body, git_run_spec, run_body, serve_git

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
-from harness_operator.core.naming import encode_user_label
+from harness_operator.core.objects.naming import encode_user_label
 
 from .conftest import api_status, wait_until
 from .operator_env import RELEASE, RELEASE_NAMESPACE, SERVICE_ACCOUNT, definition_body, run_body

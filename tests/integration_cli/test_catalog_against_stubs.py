@@ -20,7 +20,7 @@ from tests.stubs.run_cli import run, stub_class
 pytestmark = pytest.mark.cli
 
 catalog = pytest.importorskip("harness_operator.catalog", reason="the operator package is not importable")
-invocation = pytest.importorskip("harness_operator.core.invocation")
+invocation = pytest.importorskip("harness_operator.core.plan.invocation")
 
 # name -> (stub, env, options added to the run, HOME setup)
 ROUTES: dict[str, tuple[str, dict[str, str], dict[str, Any], Callable[[str, Any], None] | None]] = {

@@ -15,7 +15,7 @@ from tests.fixtures.cli import capture as fx
 from tests.integration_cli.harnessctl import harnessctl_run
 from tests.stubs.run_cli import stub_class
 
-from harness_operator.core.pricing import PRICE_TABLE
+from harness_operator.core.plan.pricing import PRICE_TABLE
 
 pytestmark = pytest.mark.cli
 

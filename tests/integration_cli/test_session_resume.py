@@ -22,7 +22,7 @@ from tests.stubs.run_cli import stub_class
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.resumption import Resumption, compute_continuation
+from harness_operator.core.plan.resumption import Resumption, compute_continuation
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
 from harness_operator.runner.launch import Launch, LocalAgent

@@ -21,7 +21,7 @@ from tests.stubs.gemini import GeminiStub
 
 from harness_operator.api.v1alpha1 import EnvVar, HarnessRun
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.settings_merge import merge_settings
+from harness_operator.core.access.settings_merge import merge_settings
 from harness_operator.runner.attempt import AttemptResult
 from harness_operator.runner.executor import execute
 

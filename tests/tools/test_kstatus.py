@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from tests.tools.gobuilds import kstatus_binary
-from tests.unit.core.test_status import KSTATUS_CASES, NOW, Observed, run
+from tests.unit.core.status.test_status import KSTATUS_CASES, NOW, Observed, run
 
-from harness_operator.core.status import compute_definition_status, compute_status
+from harness_operator.core.status.status import compute_definition_status, compute_status
 
 pytestmark = pytest.mark.gotool
 

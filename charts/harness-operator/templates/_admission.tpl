@@ -168,7 +168,7 @@ one entry can name it. A last validation fails closed should a spec ever name mo
 {{- /* The address ranges no MCP server's URL may point into unless mcp.allowedCIDRs allows it: loopback,
 link-local (metadata services), private, shared (CGNAT), documentation, benchmarking, multicast and
 reserved ranges, and the IPv6 ones that embed an IPv4 address (NAT64, 6to4). The operator refuses the
-same (core/mcp.py MCP_REFUSED_CIDRS; a unit test compares). */ -}}
+same (core/access/mcp.py MCP_REFUSED_CIDRS; a unit test compares). */ -}}
 {{- define "harness-operator.admission.mcpRefusedCIDRs" -}}
 ["0.0.0.0/8","10.0.0.0/8","100.64.0.0/10","127.0.0.0/8","169.254.0.0/16","172.16.0.0/12","192.0.0.0/24","192.0.2.0/24","192.88.99.0/24","192.168.0.0/16","198.18.0.0/15","198.51.100.0/24","203.0.113.0/24","224.0.0.0/4","240.0.0.0/4","::/128","::1/128","64:ff9b::/96","64:ff9b:1::/48","100::/64","2001:db8::/32","2002::/16","fc00::/7","fe80::/10","fec0::/10","ff00::/8"]
 {{- end -}}

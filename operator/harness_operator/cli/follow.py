@@ -10,14 +10,14 @@ from typing import Any
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.contract.events import Event, decode_event_line
 from harness_operator.controller.kube import Kube
-from harness_operator.core.conditions import (
+from harness_operator.core.objects.conditions import (
     is_finished,
     is_succeeded,
 )
-from harness_operator.core.naming import output_config_map_name
-from harness_operator.core.ownership import is_run_output
-from harness_operator.core.retry import build_positions, retry_number
-from harness_operator.core.watch import (
+from harness_operator.core.objects.naming import output_config_map_name
+from harness_operator.core.objects.ownership import is_run_output
+from harness_operator.core.resolve.retry import build_positions, retry_number
+from harness_operator.core.status.watch import (
     build_attempt_events,
     build_pods_by_attempt,
     build_run_event,
@@ -66,7 +66,7 @@ def follow_run(
             pod = pods.get(index)
             attempt = recorded.get(index)
             if pod is None and attempt is None and any(i > index for i in [*pods, *recorded]):
-                pass  # a number a retry not needed left unused (core/retry.py)
+                pass  # a number a retry not needed left unused (core/resolve/retry.py)
             elif pod is not None and is_log_readable(pod):
                 live = follow and not is_attempt_over(pod)
                 for line in kube.fetch_pod_log_lines(namespace, pod["metadata"]["name"], follow=live):

@@ -29,21 +29,21 @@ from harness_operator.contract.events import Event, render_event
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.contract.result import fallback_line
 from harness_operator.contract.structured_output import OutputMismatch, output_schema_problem, validate_output
+from harness_operator.core.access.credentials import merge_grants
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.credentials import merge_grants
-from harness_operator.core.inputs import compute_dependencies, compute_run_order
-from harness_operator.core.observed import FINISHED, Observed, ObservedAttempt
-from harness_operator.core.plans import build_attempt_plans
-from harness_operator.core.resolution import Rejection, resolve_inputs, resolve_targets
-from harness_operator.core.retry import (
+from harness_operator.core.plan.plans import build_attempt_plans
+from harness_operator.core.resolve.inputs import compute_dependencies, compute_run_order
+from harness_operator.core.resolve.resolution import Rejection, resolve_inputs, resolve_targets
+from harness_operator.core.resolve.retry import (
     backoff_seconds,
     build_positions,
     compute_next_index,
     retry_line,
     retry_number,
 )
-from harness_operator.core.status import compute_status
+from harness_operator.core.status.observed import FINISHED, Observed, ObservedAttempt
+from harness_operator.core.status.status import compute_status
 from harness_operator.runner.executor import AttemptResult, execute
 
 # `harnessctl run` runs the agents on this machine: no gateway, no network policy to wait for.

@@ -15,14 +15,19 @@ from harness_operator.cli.manifests import Document
 from harness_operator.cli.validation import build_catalog
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.job import build_job
-from harness_operator.core.kueue import resolve_queue
-from harness_operator.core.network_policy import build_network_policy
-from harness_operator.core.planning import PlanError
-from harness_operator.core.plans import build_plans
-from harness_operator.core.resolution import Rejection, check_references, compose_inputs, resolve_targets
-from harness_operator.core.run_data import build_plan_secret
-from harness_operator.core.workspace import build_workspace_claim
+from harness_operator.core.plan.planning import PlanError
+from harness_operator.core.plan.plans import build_plans
+from harness_operator.core.pod.job import build_job
+from harness_operator.core.pod.network_policy import build_network_policy
+from harness_operator.core.pod.run_data import build_plan_secret
+from harness_operator.core.pod.workspace import build_workspace_claim
+from harness_operator.core.queue.kueue import resolve_queue
+from harness_operator.core.resolve.resolution import (
+    Rejection,
+    check_references,
+    compose_inputs,
+    resolve_targets,
+)
 
 UID_PLACEHOLDER = "<uid assigned by the API server>"
 

@@ -30,12 +30,13 @@ from harness_operator.api.v1alpha1 import (
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import Document
 from harness_operator.contract.structured_output import output_schema_problem
-from harness_operator.core.cel import check_rules
-from harness_operator.core.inputs import DependencyCycle, compute_dependencies, compute_run_order
-from harness_operator.core.invocation import find_unknown_options, merge_options
-from harness_operator.core.planning import PlanError, check_arguments
-from harness_operator.core.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
-from harness_operator.core.resolution import (
+from harness_operator.core.access.tool_policy import compute_tool_policy, compute_tool_policy_warning
+from harness_operator.core.objects.cel import check_rules
+from harness_operator.core.plan.invocation import find_unknown_options, merge_options
+from harness_operator.core.plan.planning import PlanError, check_arguments
+from harness_operator.core.plan.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
+from harness_operator.core.resolve.inputs import DependencyCycle, compute_dependencies, compute_run_order
+from harness_operator.core.resolve.resolution import (
     ChainEntry,
     Rejection,
     check_mcp,
@@ -44,7 +45,6 @@ from harness_operator.core.resolution import (
     resolve_definition,
 )
 from harness_operator.core.schedule import InvalidSchedule, parse_cron
-from harness_operator.core.tool_policy import compute_tool_policy, compute_tool_policy_warning
 
 ERROR = "error"
 WARNING = "warning"

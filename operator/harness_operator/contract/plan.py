@@ -1,7 +1,7 @@
 """AttemptPlan: everything one attempt needs, the document the operator writes and the runner reads.
 
 The operator serialises one plan per attempt into the attempt's plan Secret (it may hold the prompt;
-core/planning.py builds it); `harnessctl run` walks the list for the primary and every fallback. Secrets
+core/plan/planning.py builds it); `harnessctl run` walks the list for the primary and every fallback. Secrets
 never enter a plan: only the names of the credential variables, whose values are passed to the agent
 and redacted.
 """

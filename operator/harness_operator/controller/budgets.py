@@ -1,6 +1,6 @@
 """HarnessBudgets' reconciler: admission of a starting run and its reservation in each covering
 budget's ledger, a finished run's charge, and the budget's status from its ledger (the arithmetic is
-core/budget.py)."""
+core/queue/budget.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from harness_operator.api.v1alpha1 import HarnessBudgetStatus, HarnessRun, Harne
 from harness_operator.controller import metrics
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.ledgers import LedgerStore
-from harness_operator.core.budget import (
+from harness_operator.core.queue.budget import (
     Admission,
     BudgetRef,
     RunCharge,

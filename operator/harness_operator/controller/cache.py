@@ -24,8 +24,7 @@ import structlog
 
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.kube_streams import WATCH_TIMEOUT_SECONDS
-from harness_operator.core.kueue import is_kueue_managed
-from harness_operator.core.naming import (
+from harness_operator.core.objects.naming import (
     AGENT_CONTAINER,
     ANNOTATION_RUN,
     CLONE_CONTAINER,
@@ -36,7 +35,8 @@ from harness_operator.core.naming import (
     RUNNER_CONTAINER,
     label_value,
 )
-from harness_operator.core.observed import is_job_finished
+from harness_operator.core.queue.kueue import is_kueue_managed
+from harness_operator.core.status.observed import is_job_finished
 
 log = structlog.get_logger("harness_operator")
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from harness_operator.controller.kube import Kube
-from harness_operator.core.status import compute_definition_status
+from harness_operator.core.status.status import compute_definition_status
 
 
 class DefinitionReconciler:

@@ -1,6 +1,7 @@
-"""The gateways' grants of a run (I/O; the grants are core/egress_grant.py's and core/model_grant.py's):
-the egress grant written before its first Job, an attempt let into the model gateway's as it starts and
-taken out as it ends, both deleted with the run; a name another run's grant holds is never written over."""
+"""The gateways' grants of a run (I/O; the grants are core/pod/egress_grant.py's and
+core/pod/model_grant.py's): the egress grant written before its first Job, an attempt let into the model
+gateway's as it starts and taken out as it ends, both deleted with the run; a name another run's grant
+holds is never written over."""
 
 from __future__ import annotations
 
@@ -13,16 +14,17 @@ from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.contract.model_access import LABEL_MODEL_GRANT, MODEL_GRANT_KEY
 from harness_operator.controller.kube import Kube
+from harness_operator.core.access.model_route import find_own_key
 from harness_operator.core.attempt import Attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress_grant import (
+from harness_operator.core.pod.egress_grant import (
     GRANT_KEY,
     LABEL_GRANT,
     build_egress_grant,
     build_proxy_urls,
     grant_name,
 )
-from harness_operator.core.model_grant import (
+from harness_operator.core.pod.model_grant import (
     build_model_grant,
     build_model_grant_map,
     build_model_key_secret,
@@ -34,8 +36,7 @@ from harness_operator.core.model_grant import (
     read_model_grant,
     without_attempts,
 )
-from harness_operator.core.model_route import find_own_key
-from harness_operator.core.resolution import RunFailure
+from harness_operator.core.resolve.resolution import RunFailure
 
 
 class Grants:

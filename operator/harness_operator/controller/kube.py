@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.controller.kube_connection import FIELD_MANAGER, RUNS, none_if_missing
 from harness_operator.controller.kube_streams import KubeStreams
-from harness_operator.core.kueue import KUEUE_GROUP, KUEUE_VERSION
+from harness_operator.core.queue.kueue import KUEUE_GROUP, KUEUE_VERSION
 
 SCHEDULES = "harnessschedules"
 log = structlog.get_logger("harness_operator")

@@ -9,9 +9,9 @@ from harness_operator.api.v1alpha1 import SessionStatus
 from harness_operator.contract.frame import SESSION, FrameError, decode_frame
 from harness_operator.controller.errors import Permanent, classify
 from harness_operator.controller.kube import Kube
-from harness_operator.core.naming import output_config_map_name
-from harness_operator.core.ownership import is_run_output
-from harness_operator.core.resolution import DefinitionReader, NotTheOutput, Unreadable
+from harness_operator.core.objects.naming import output_config_map_name
+from harness_operator.core.objects.ownership import is_run_output
+from harness_operator.core.resolve.resolution import DefinitionReader, NotTheOutput, Unreadable
 
 
 class KubeReader:

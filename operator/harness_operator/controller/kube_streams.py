@@ -14,14 +14,14 @@ from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.controller.kube_connection import RUNS, KubeConnection, none_if_missing
-from harness_operator.core.kueue import KUEUE_GROUP, KUEUE_PLURALS, KUEUE_VERSION
-from harness_operator.core.naming import (
+from harness_operator.core.objects.naming import (
     LABEL_MANAGED_BY,
     LABEL_RUN,
     MANAGED_BY,
     RUNNER_CONTAINER,
     label_value,
 )
+from harness_operator.core.queue.kueue import KUEUE_GROUP, KUEUE_PLURALS, KUEUE_VERSION
 
 LIST_PAGE_SIZE = 500
 OUR_PLURALS = {

@@ -1,7 +1,7 @@
 """Watch cache of Kueue's Workloads and LocalQueues: why a run's Job waits, and whether Kueue took it back.
 
 Workloads carry no label of ours (Kueue names them and labels them with the Job's uid only), so the watch
-is of every Workload in the watched namespaces, each kept as a slim copy (core/kueue.slim_workload) by
+is of every Workload in the watched namespaces, each kept as a slim copy (core/queue/kueue.slim_workload) by
 the Job that owns it. A Workload's change reconciles the run of that Job, found in the Job cache (no
 read); a LocalQueue's change reconciles nothing (its ClusterQueue and pending count are read with the
 next Workload change). The watch starts once the cluster serves Kueue's API and a run names a queue (or
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from harness_operator.controller.cache import SYNC_WAIT_SECONDS, Change, ChildStore
-from harness_operator.core.kueue import LOCAL_QUEUE_KIND, WORKLOAD_KIND, slim_local_queue, slim_workload
+from harness_operator.core.queue.kueue import LOCAL_QUEUE_KIND, WORKLOAD_KIND, slim_local_queue, slim_workload
 
 KINDS = (WORKLOAD_KIND, LOCAL_QUEUE_KIND)
 

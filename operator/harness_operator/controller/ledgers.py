@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from harness_operator.api.v1alpha1 import GROUP
-from harness_operator.core.budget import Ledger
-from harness_operator.core.naming import LABEL_MANAGED_BY, MANAGED_BY, fit_name
+from harness_operator.core.objects.naming import LABEL_MANAGED_BY, MANAGED_BY, fit_name
+from harness_operator.core.queue.budget import Ledger
 
 LABEL_LEDGER = f"{GROUP}/budget-ledger"
 ANNOTATION_BUDGET = f"{GROUP}/budget"  # namespace/name of the budget

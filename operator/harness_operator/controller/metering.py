@@ -1,5 +1,6 @@
 """The model gateway's side of an attempt's end: its token revoked, its meter read into its result; and of
-the run's end: its meter read, what no attempt's shows counted (I/O; the decisions are core/metered.py's)."""
+the run's end: its meter read, what no attempt's shows counted (I/O; the decisions are
+core/status/metered.py's)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,14 @@ from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube
 from harness_operator.core.attempt import Attempt as DecidedAttempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.metered import (
+from harness_operator.core.status.metered import (
     compute_unattributed,
     compute_usage_mismatch,
     is_meter_whole,
     with_metered,
     with_reported,
 )
-from harness_operator.core.observed import ObservedAttempt
+from harness_operator.core.status.observed import ObservedAttempt
 
 TIMEOUT_SECONDS = 5
 

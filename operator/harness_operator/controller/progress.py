@@ -14,7 +14,11 @@ from harness_operator.controller.cache import KeyedQueue
 from harness_operator.controller.due import DueQueue
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.workers import Workers
-from harness_operator.core.progress import compute_progress, is_progress_changed, is_progress_wanted
+from harness_operator.core.status.progress import (
+    compute_progress,
+    is_progress_changed,
+    is_progress_wanted,
+)
 
 PROGRESS_TAIL_LINES = 40
 PROGRESS_TAIL_BYTES = 32 * 1024

@@ -1,7 +1,7 @@
 """One level-based reconcile per HarnessRun (I/O, orchestration only): fetch, observe, collect, start,
-compute status (pure, core/status.py), write it if changed. Each duty is a module of its own: run_start.py
-(queue, budgets, an attempt's children), run_observe.py (Jobs and Pods), run_dispatch.py (MultiKueue's
-workers), run_collect.py (output and changes), metering.py (the model gateway's meters)."""
+compute status (pure, core/status/status.py), write it if changed. Each duty is a module of its own:
+run_start.py (queue, budgets, an attempt's children), run_observe.py (Jobs and Pods), run_dispatch.py
+(MultiKueue's workers), run_collect.py (output and changes), metering.py (the model gateway's meters)."""
 
 from __future__ import annotations
 
@@ -32,14 +32,12 @@ from harness_operator.controller.run_observe import RunObserver
 from harness_operator.controller.run_start import QueueSource, RunStarter
 from harness_operator.controller.workers import Workers
 from harness_operator.core.attempt import Attempt, decide_attempts
-from harness_operator.core.conditions import is_finished, is_running
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.decide import decide, decide_deletions, decide_wake
-from harness_operator.core.job import grace_period
-from harness_operator.core.naming import job_name
-from harness_operator.core.observed import FINISHED, Observed, ObservedAttempt, recorded_attempts
-from harness_operator.core.publish import check_publish
-from harness_operator.core.resolution import (
+from harness_operator.core.objects.conditions import is_finished, is_running
+from harness_operator.core.objects.naming import job_name
+from harness_operator.core.pod.job import grace_period
+from harness_operator.core.pod.publish import check_publish
+from harness_operator.core.resolve.resolution import (
     DefinitionReader,
     Rejection,
     RunFailure,
@@ -47,7 +45,9 @@ from harness_operator.core.resolution import (
     find_mcp_destinations_problem,
     resolve_targets,
 )
-from harness_operator.core.status import compute_next_attempt, compute_status
+from harness_operator.core.status.decide import decide, decide_deletions, decide_wake
+from harness_operator.core.status.observed import FINISHED, Observed, ObservedAttempt, recorded_attempts
+from harness_operator.core.status.status import compute_next_attempt, compute_status
 
 log = structlog.get_logger("harness_operator")
 RUN_LOCK_STRIPES = 256

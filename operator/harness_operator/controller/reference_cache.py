@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from harness_operator.api.v1alpha1 import HarnessBudgetSpec
 from harness_operator.controller.cache import SYNC_WAIT_SECONDS
-from harness_operator.core.budget import BudgetRef
+from harness_operator.core.queue.budget import BudgetRef
 
 DEFINITION_KIND = "HarnessDefinition"
 CLUSTER_DEFINITION_KIND = "ClusterHarnessDefinition"

@@ -21,10 +21,10 @@ from typing import Any
 
 from harness_operator.api.v1alpha1 import HarnessRunStatus
 from harness_operator.controller.cache import SYNC_WAIT_SECONDS
-from harness_operator.core.budget import RunCharge, build_run_charge
-from harness_operator.core.fairqueue import QueueEntry, build_queue_entry
-from harness_operator.core.progress import is_progress_wanted
+from harness_operator.core.queue.budget import RunCharge, build_run_charge
+from harness_operator.core.queue.fairqueue import QueueEntry, build_queue_entry
 from harness_operator.core.schedule import ScheduledRun, build_scheduled_run_entry, schedule_owner
+from harness_operator.core.status.progress import is_progress_wanted
 
 RUN_KIND = "HarnessRun"
 Expiry = Callable[[Mapping[str, Any], datetime], float | None]  # retention.compute_expiry, bound

@@ -13,10 +13,10 @@ from harness_operator.controller.errors import LogNotComplete, retries_of
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.run_start import create_child
 from harness_operator.controller.workers import Workers
-from harness_operator.core.naming import PUBLISH_CONTAINER, output_config_map_name
-from harness_operator.core.observed import ObservedAttempt
-from harness_operator.core.publish import compute_changes, lost_publish
-from harness_operator.core.run_data import build_changes_config_map, build_output_config_map
+from harness_operator.core.objects.naming import PUBLISH_CONTAINER, output_config_map_name
+from harness_operator.core.pod.publish import compute_changes, lost_publish
+from harness_operator.core.pod.run_data import build_changes_config_map, build_output_config_map
+from harness_operator.core.status.observed import ObservedAttempt
 
 
 class RunCollector:

@@ -12,10 +12,14 @@ from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.run_observe import observe_job
 from harness_operator.controller.workers import Worker, Workers
+from harness_operator.core.access.egress import ROUTE_GATEWAY
 from harness_operator.core.attempt import Attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress import ROUTE_GATEWAY
-from harness_operator.core.multikueue import (
+from harness_operator.core.objects.naming import KUEUE_QUEUE_LABEL, plan_secret_name, resume_secret_name
+from harness_operator.core.objects.ownership import is_owned_child
+from harness_operator.core.pod.network_policy import build_fqdn_policy, build_network_policy
+from harness_operator.core.pod.workspace import build_workspace_claim
+from harness_operator.core.queue.multikueue import (
     check_remote_copy,
     describe_gateways_elsewhere,
     describe_missing_secret,
@@ -25,13 +29,9 @@ from harness_operator.core.multikueue import (
     dispatched_cluster,
     find_missing_secret,
 )
-from harness_operator.core.naming import KUEUE_QUEUE_LABEL, plan_secret_name, resume_secret_name
-from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
-from harness_operator.core.observed import FINISHED, SUSPENDED, ObservedAttempt
-from harness_operator.core.ownership import is_owned_child
-from harness_operator.core.resolution import RunFailure
-from harness_operator.core.results import credentials_missing_result, queue_unavailable_result
-from harness_operator.core.workspace import build_workspace_claim
+from harness_operator.core.resolve.resolution import RunFailure
+from harness_operator.core.status.observed import FINISHED, SUSPENDED, ObservedAttempt
+from harness_operator.core.status.results import credentials_missing_result, queue_unavailable_result
 
 
 class RunDispatcher:
@@ -49,8 +49,8 @@ class RunDispatcher:
         workload: dict[str, Any] | None,
         local_queue: dict[str, Any] | None,
     ) -> ObservedAttempt:
-        """An attempt whose Job MultiKueue dispatches (core/multikueue): until a worker admits it, its Job
-        here shows why it waits; then its copy on that worker, and the pods there, are the attempt. What
+        """An attempt whose Job MultiKueue dispatches (core/queue/multikueue): until a worker admits it, its
+        Job here shows why it waits; then its copy on that worker, and the pods there, are the attempt. What
         the copy's pod needs is written there first."""
         ns, name = run.metadata["namespace"], run.metadata["name"]
         provider, job_name_ = target.provider, job["metadata"]["name"]

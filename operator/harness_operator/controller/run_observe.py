@@ -15,17 +15,19 @@ from harness_operator.controller.kube import Kube
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.core.attempt import Attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.job import build_job
-from harness_operator.core.kueue import (
+from harness_operator.core.objects.naming import KUEUE_QUEUE_LABEL, LABEL_ATTEMPT, job_name
+from harness_operator.core.objects.ownership import describe_conflict, is_owned_child
+from harness_operator.core.pod.job import build_job
+from harness_operator.core.queue.kueue import (
     admission_check_names,
     describe_inactive,
     is_inadmissible,
     is_kueue_managed,
     multikueue_config_name,
 )
-from harness_operator.core.multikueue import is_dispatched
-from harness_operator.core.naming import KUEUE_QUEUE_LABEL, LABEL_ATTEMPT, job_name
-from harness_operator.core.observed import (
+from harness_operator.core.queue.multikueue import is_dispatched
+from harness_operator.core.resolve.resolution import RunFailure
+from harness_operator.core.status.observed import (
     FINISHED,
     SUSPENDED,
     ObservedAttempt,
@@ -33,8 +35,6 @@ from harness_operator.core.observed import (
     observe_attempt,
     recorded_attempts,
 )
-from harness_operator.core.ownership import describe_conflict, is_owned_child
-from harness_operator.core.resolution import RunFailure
 
 
 class DispatchedObserver(Protocol):

@@ -23,46 +23,46 @@ from harness_operator.controller.kube import Kube
 from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.core.attempt import Attempt
-from harness_operator.core.budget import Admission
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.fairqueue import (
+from harness_operator.core.objects.naming import label_value
+from harness_operator.core.objects.ownership import describe_conflict, is_expected_child
+from harness_operator.core.plan.planning import PlanError
+from harness_operator.core.plan.plans import build_plans
+from harness_operator.core.plan.resumption import (
+    Resumption,
+    compute_continuation,
+    resolve_resumption,
+)
+from harness_operator.core.pod.job import build_job
+from harness_operator.core.pod.network_policy import build_fqdn_policy, build_network_policy
+from harness_operator.core.pod.publish import WorkspaceStart, resolve_start
+from harness_operator.core.pod.run_data import build_plan_secret, build_resume_secret
+from harness_operator.core.pod.workspace import build_workspace_claim
+from harness_operator.core.queue.budget import Admission
+from harness_operator.core.queue.fairqueue import (
     QueueEntry,
     build_queued_message,
     compute_queue_position,
     compute_runs_to_wake,
     is_slot_free,
 )
-from harness_operator.core.job import build_job
-from harness_operator.core.kueue import (
+from harness_operator.core.queue.kueue import (
     DEFAULT_LOCAL_QUEUE,
     KUEUE_GROUP,
     describe_missing_kueue,
     queue_of,
     resolve_queue,
 )
-from harness_operator.core.naming import label_value
-from harness_operator.core.network_policy import build_fqdn_policy, build_network_policy
-from harness_operator.core.observed import Observed, ObservedAttempt
-from harness_operator.core.ownership import describe_conflict, is_expected_child
-from harness_operator.core.planning import PlanError
-from harness_operator.core.plans import build_plans
-from harness_operator.core.publish import WorkspaceStart, resolve_start
-from harness_operator.core.resolution import (
+from harness_operator.core.resolve.resolution import (
     Rejection,
     ResolvedInputs,
     RunFailure,
     resolve_inputs,
 )
-from harness_operator.core.resumption import (
-    Resumption,
-    compute_continuation,
-    resolve_resumption,
-)
-from harness_operator.core.retry import compute_retry_due, retry_number, retry_waiting_message
-from harness_operator.core.run_data import build_plan_secret, build_resume_secret
-from harness_operator.core.start_warnings import build_start_warnings
-from harness_operator.core.status import describe_next_attempt
-from harness_operator.core.workspace import build_workspace_claim
+from harness_operator.core.resolve.retry import compute_retry_due, retry_number, retry_waiting_message
+from harness_operator.core.status.observed import Observed, ObservedAttempt
+from harness_operator.core.status.start_warnings import build_start_warnings
+from harness_operator.core.status.status import describe_next_attempt
 
 CREATE_WORKERS = 8  # the writes of a starting attempt that go in parallel (claim, policies), for all runs
 
@@ -119,7 +119,7 @@ class RunStarter:
         self._admitted.discard((namespace, name))
 
     def queue_of(self, run: HarnessRun) -> str | None:
-        """The Kueue LocalQueue the run's Jobs go to (core/kueue.resolve_queue); None: the namespace's
+        """The Kueue LocalQueue the run's Jobs go to (core/queue/kueue.resolve_queue); None: the namespace's
         slots decide when it starts."""
         ns = run.metadata["namespace"]
         has_default = self.kueue.watching and self.kueue.local_queue(ns, DEFAULT_LOCAL_QUEUE) is not None

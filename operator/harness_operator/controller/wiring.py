@@ -28,8 +28,8 @@ from harness_operator.controller.reference_cache import ReferenceStore
 from harness_operator.controller.retention import ExpiryQueue
 from harness_operator.controller.run_cache import RunChange, RunEntry, RunStore
 from harness_operator.controller.schedules import ScheduleReconciler
-from harness_operator.core.budget import BudgetRef, RunCharge
-from harness_operator.core.fairqueue import QueueEntry
+from harness_operator.core.queue.budget import BudgetRef, RunCharge
+from harness_operator.core.queue.fairqueue import QueueEntry
 
 log = structlog.get_logger("harness_operator")
 MAX_RETRIES = 6  # of a schedule's or a definition's status: their next event or tick tries again

@@ -1,9 +1,9 @@
-"""The MultiKueue worker clusters the operator reaches (core/multikueue): a client and a watch cache of our
-Jobs and Pods per worker, what a dispatched attempt's pod needs written there, and the copies' finalizers.
+"""The MultiKueue worker clusters the operator reaches (core/queue/multikueue): a client and a watch cache of
+our Jobs and Pods per worker, what a dispatched attempt's pod needs written there, and the copies'
+finalizers.
 
 Each worker's Jobs and Pods are watched as this cluster's are (server-side selected, slim copies), and
-their changes reconcile the run they belong to, so a dispatched attempt is followed by events, not polled.
-"""
+their changes reconcile the run they belong to, so a dispatched attempt is followed by events, not polled."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import structlog
 
 from harness_operator.controller.cache import KINDS, Change, ChildStore, Watcher
 from harness_operator.controller.kube import Kube
-from harness_operator.core.multikueue import RESULT_FINALIZER, build_remote_child, has_result_finalizer
-from harness_operator.core.ownership import describe_conflict, is_expected_child
+from harness_operator.core.objects.ownership import describe_conflict, is_expected_child
+from harness_operator.core.queue.multikueue import RESULT_FINALIZER, build_remote_child, has_result_finalizer
 
 log = structlog.get_logger("harness_operator")
 

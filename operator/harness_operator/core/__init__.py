@@ -1,2 +1,2 @@
-"""The functional core (pure): resolution, invocation, inputs, naming, desired children, egress, status and
-conditions, decisions, budgets and the fair queue."""
+"""The functional core (pure), by what it builds: status/, plan/, pod/ over attempt.py, decided once from
+what resolve/ found and access/ allows; queue/, objects/ and config.py beneath (pyproject's layers)."""

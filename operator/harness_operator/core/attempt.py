@@ -22,13 +22,13 @@ from harness_operator.api.v1alpha1 import (
     ToolPolicy,
 )
 from harness_operator.contract.plan import ConfinementProbe
+from harness_operator.core.access.confinement import compute_confinement
+from harness_operator.core.access.egress import compute_egress_rules, compute_route
+from harness_operator.core.access.mcp import compute_mcp_servers
+from harness_operator.core.access.model_route import compute_model_route
+from harness_operator.core.access.tool_policy import compute_tool_policy
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.confinement import compute_confinement
-from harness_operator.core.egress import compute_egress_rules, compute_route
-from harness_operator.core.mcp import compute_mcp_servers
-from harness_operator.core.model_route import compute_model_route
-from harness_operator.core.resolution import AttemptTarget, compute_provider_chain
-from harness_operator.core.tool_policy import compute_tool_policy
+from harness_operator.core.resolve.resolution import AttemptTarget, compute_provider_chain
 
 
 @dataclass(frozen=True)

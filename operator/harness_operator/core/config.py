@@ -68,7 +68,7 @@ class OperatorConfig:
     egress_gateway_key: str = field(default="", repr=False)
     fqdn_policy: str = FQDN_AUTO
     # Where remote MCP servers may be beyond public addresses and names (the chart's mcp.allowedCIDRs and
-    # mcp.allowedHosts): core/mcp.find_mcp_destination_problem refuses the rest.
+    # mcp.allowedHosts): core/access/mcp.find_mcp_destination_problem refuses the rest.
     mcp_allowed_cidrs: tuple[str, ...] = ()
     mcp_allowed_hosts: tuple[str, ...] = ()
     # The model gateway (the chart's modelGateway): its Service's host name (empty: none), the vendors'
@@ -89,8 +89,8 @@ class OperatorConfig:
     await_network_policy_seconds: int = 30
     api_server_address: str = ""
 
-    # MultiKueue worker clusters the operator reaches (core/multikueue): each MultiKueueCluster's name and
-    # a kubeconfig file for that worker (the chart mounts multiKueue.workers' Secrets).
+    # MultiKueue worker clusters the operator reaches (core/queue/multikueue): each MultiKueueCluster's
+    # name and a kubeconfig file for that worker (the chart mounts multiKueue.workers' Secrets).
     multikueue_workers: dict[str, str] = field(default_factory=dict)
 
     # Where the budgets' ledgers are kept: the operator's own namespace (the chart's release namespace).

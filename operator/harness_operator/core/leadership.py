@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from harness_operator.core.naming import LABEL_MANAGED_BY, MANAGED_BY
+from harness_operator.core.objects.naming import LABEL_MANAGED_BY, MANAGED_BY
 
 LEASE_DURATION_SECONDS = 15  # client-go's defaults: a standby takes over 15 s after the last renewal
 RENEW_DEADLINE_SECONDS = 10  # a leader that could not renew for this long stops leading

@@ -27,8 +27,8 @@ from harness_operator.api.v1alpha1 import (
     ScheduledRunRef,
 )
 from harness_operator.contract.times import parse_time, timestamp
-from harness_operator.core.conditions import FALSE, READY, SUCCEEDED, TRUE, set_condition
-from harness_operator.core.naming import LABEL_MANAGED_BY, MANAGED_BY, fit_name, label_value
+from harness_operator.core.objects.conditions import FALSE, READY, SUCCEEDED, TRUE, set_condition
+from harness_operator.core.objects.naming import LABEL_MANAGED_BY, MANAGED_BY, fit_name, label_value
 
 LABEL_SCHEDULE = f"{GROUP}/schedule"
 ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"

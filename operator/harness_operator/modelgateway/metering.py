@@ -23,7 +23,7 @@ from harness_operator.api.v1alpha1 import ModelPricing
 from harness_operator.contract.model_access import ModelAttemptGrant
 from harness_operator.contract.pricing import PriceBook
 from harness_operator.contract.usage import Tokens
-from harness_operator.core.pricing import PRICE_TABLE, build_vendor_table, find_provider
+from harness_operator.core.plan.pricing import PRICE_TABLE, build_vendor_table, find_provider
 from harness_operator.modelgateway.vendors import Flavor, Vendor
 
 # A worst case needs the input's token count before the vendor has counted it: tokenizers average about

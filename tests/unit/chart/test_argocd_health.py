@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.core.test_status import KSTATUS_CASES, NOW, SUSPENDED, Observed, ObservedAttempt, run
+from tests.unit.core.status.test_status import KSTATUS_CASES, NOW, SUSPENDED, Observed, ObservedAttempt, run
 
-from harness_operator.core.status import compute_definition_status, compute_status
+from harness_operator.core.status.status import compute_definition_status, compute_status
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "charts" / "harness-operator" / "files" / "argocd-health.lua"

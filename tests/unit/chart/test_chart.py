@@ -358,7 +358,7 @@ def test_only_the_operator_and_the_job_controller_make_pods_with_the_operators_l
 
 
 def test_mcp_urls_are_judged_for_runs_schedules_and_definitions_with_the_operators_ranges() -> None:
-    from harness_operator.core.mcp import MCP_REFUSED_CIDRS
+    from harness_operator.core.access.mcp import MCP_REFUSED_CIDRS
 
     policy = render_policies()["ValidatingAdmissionPolicy/mcp-servers"]
     assert resources(policy) == {
@@ -375,8 +375,8 @@ def test_mcp_urls_are_judged_for_runs_schedules_and_definitions_with_the_operato
 
 
 def test_the_user_label_is_judged_by_the_encoding_the_operator_documents() -> None:
-    """core/naming.encode_user_label and the policy write a username the same way."""
-    from harness_operator.core.naming import encode_user_label
+    """core/objects/naming.encode_user_label and the policy write a username the same way."""
+    from harness_operator.core.objects.naming import encode_user_label
 
     policy = render_policies()["ValidatingAdmissionPolicy/run-user"]
     assert resources(policy) == {"agentharness.dev": ["harnessruns", "harnessschedules"]}

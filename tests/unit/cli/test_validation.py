@@ -7,7 +7,7 @@ from harness_operator.api.v1alpha1 import WITH_VALUES_MESSAGE, ClusterHarnessDef
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import parse_documents
 from harness_operator.cli.validation import ERROR, WARNING, Finding, validate_documents
-from harness_operator.core.cel import check_rules
+from harness_operator.core.objects.cel import check_rules
 
 BUILTIN = ClusterHarnessDefinition.model_validate(
     {

@@ -11,8 +11,8 @@ from pathlib import Path
 from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus, Usage
 from harness_operator.cli.follow import follow_run
 from harness_operator.contract.events import render_events
-from harness_operator.core.naming import LABEL_ATTEMPT
-from harness_operator.core.watch import (
+from harness_operator.core.objects.naming import LABEL_ATTEMPT
+from harness_operator.core.status.watch import (
     build_attempt_events,
     build_pods_by_attempt,
     build_run_event,

@@ -21,7 +21,7 @@ from harness_operator.contract.result import (
     parse_termination_message,
     render_termination_message,
 )
-from harness_operator.core.observed import FINISHED, observe_attempt
+from harness_operator.core.status.observed import FINISHED, observe_attempt
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "result"
 WRITTEN = build_result_doc(

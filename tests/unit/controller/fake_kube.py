@@ -16,9 +16,9 @@ from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.reconcile import Reconciler, wire_reconciler
 from harness_operator.controller.workers import Workers
-from harness_operator.core.budget import BudgetRef, RunCharge
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.fairqueue import QueueEntry
+from harness_operator.core.queue.budget import BudgetRef, RunCharge
+from harness_operator.core.queue.fairqueue import QueueEntry
 
 
 class ApiServer:

@@ -12,7 +12,7 @@ from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
 from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.ledgers import ledger_name
 from harness_operator.controller.reference_cache import build_budget_ref
-from harness_operator.core.budget import BudgetRef, RunCharge
+from harness_operator.core.queue.budget import BudgetRef, RunCharge
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 LEDGERS = "harness-system"

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from harness_operator.controller.cache import Change, ChildStore, KeyedQueue, Watcher, slim_job, slim_pod
-from harness_operator.core.observed import observe_attempt
+from harness_operator.core.status.observed import observe_attempt
 
 RUN_ANNOTATION = "agentharness.dev/run-name"
 

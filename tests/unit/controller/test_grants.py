@@ -18,9 +18,9 @@ from harness_operator.controller.metering import AttemptMetering
 from harness_operator.core.attempt import Attempt as DecidedAttempt
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress_grant import grant_name as egress_grant_name
-from harness_operator.core.model_grant import model_grant_name, model_token
-from harness_operator.core.resolution import AttemptTarget, RunFailure
+from harness_operator.core.pod.egress_grant import grant_name as egress_grant_name
+from harness_operator.core.pod.model_grant import model_grant_name, model_token
+from harness_operator.core.resolve.resolution import AttemptTarget, RunFailure
 
 GATEWAYS = OperatorConfig(
     model_gateway_service="model.harness-system.svc",

@@ -15,7 +15,7 @@ from harness_operator.contract.result import ResultDocument
 from harness_operator.controller.errors import MeterUnavailable, retries_of
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.metering import AttemptMetering
-from harness_operator.core.observed import FINISHED, ObservedAttempt
+from harness_operator.core.status.observed import FINISHED, ObservedAttempt
 
 STARTED = "2026-12-01T08:00:00Z"
 WHOLE = MeteredUsage(

@@ -16,7 +16,7 @@ from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.workers import Workers
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.fairqueue import QueueEntry
+from harness_operator.core.queue.fairqueue import QueueEntry
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 CONFIG = OperatorConfig(max_runs_per_namespace=2)

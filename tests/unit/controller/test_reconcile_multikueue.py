@@ -22,7 +22,7 @@ from harness_operator.controller.kube import Kube
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.workers import Worker, Workers
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.multikueue import RESULT_FINALIZER
+from harness_operator.core.queue.multikueue import RESULT_FINALIZER
 
 MANAGED = {"spec": {"suspend": False, "managedBy": "kueue.x-k8s.io/multikueue"}}
 QUEUE = {"kueue.x-k8s.io/queue-name": "remote"}

@@ -15,7 +15,7 @@ from harness_operator.contract.result import ResultDocument
 from harness_operator.controller.errors import LogNotComplete, retries_of
 from harness_operator.controller.run_collect import RunCollector
 from harness_operator.controller.workers import Worker, Workers
-from harness_operator.core.observed import FINISHED, ObservedAttempt
+from harness_operator.core.status.observed import FINISHED, ObservedAttempt
 
 OUTPUT = b'{"verdict": "ok"}'
 PATCH = b"diff --git a/x b/x\n"

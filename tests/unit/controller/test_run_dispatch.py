@@ -23,9 +23,9 @@ from harness_operator.controller.run_dispatch import RunDispatcher
 from harness_operator.controller.workers import Worker, Workers
 from harness_operator.core.attempt import Attempt, decide_attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.multikueue import RESULT_FINALIZER
-from harness_operator.core.observed import FINISHED, SUSPENDED, ObservedAttempt
-from harness_operator.core.resolution import resolve_targets
+from harness_operator.core.queue.multikueue import RESULT_FINALIZER
+from harness_operator.core.resolve.resolution import resolve_targets
+from harness_operator.core.status.observed import FINISHED, SUSPENDED, ObservedAttempt
 
 RUN = started_run()
 

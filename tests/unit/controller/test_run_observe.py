@@ -17,8 +17,8 @@ from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.run_observe import RunObserver, explain_inactive
 from harness_operator.core.attempt import Attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.observed import FINISHED, RUNNING, ObservedAttempt
-from harness_operator.core.resolution import RunFailure, resolve_targets
+from harness_operator.core.resolve.resolution import RunFailure, resolve_targets
+from harness_operator.core.status.observed import FINISHED, RUNNING, ObservedAttempt
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 

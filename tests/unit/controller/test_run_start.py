@@ -20,9 +20,9 @@ from harness_operator.controller.reference_cache import build_budget_ref
 from harness_operator.controller.run_start import RunStarter, create_child
 from harness_operator.core.attempt import Attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.fairqueue import QueueEntry
-from harness_operator.core.observed import FINISHED, Observed, ObservedAttempt
-from harness_operator.core.resolution import RunFailure, resolve_targets
+from harness_operator.core.queue.fairqueue import QueueEntry
+from harness_operator.core.resolve.resolution import RunFailure, resolve_targets
+from harness_operator.core.status.observed import FINISHED, Observed, ObservedAttempt
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 CONFIG = OperatorConfig(max_runs_per_namespace=1)

@@ -22,7 +22,7 @@ from harness_operator.controller.reference_cache import (
 )
 from harness_operator.controller.run_cache import RUN_KIND, RunStore
 from harness_operator.controller.wiring import CachedBudgets, CachedDefinitions, Controller
-from harness_operator.core.resolution import resolve_definition
+from harness_operator.core.resolve.resolution import resolve_definition
 
 
 class FlakyReconciler:

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from harness_operator.api.v1alpha1 import EgressRule, HarnessDefinitionSpec, HarnessRun
+from harness_operator.core.access.egress import ROUTE_CILIUM, ROUTE_GATEWAY, ROUTE_NONE, ROUTE_PUBLIC
 from harness_operator.core.attempt import decide_attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.egress import ROUTE_CILIUM, ROUTE_GATEWAY, ROUTE_NONE, ROUTE_PUBLIC
-from harness_operator.core.resolution import AttemptTarget
+from harness_operator.core.resolve.resolution import AttemptTarget
 
 MODEL_GATEWAY = {
     "model_gateway_service": "models.harness-system.svc",

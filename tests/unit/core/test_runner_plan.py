@@ -17,9 +17,9 @@ from harness_operator.contract.plan import (
 )
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.planning import PlanError, with_output_limit
-from harness_operator.core.plans import build_attempt_plans
-from harness_operator.core.resolution import Rejection, resolve_targets
+from harness_operator.core.plan.planning import PlanError, with_output_limit
+from harness_operator.core.plan.plans import build_attempt_plans
+from harness_operator.core.resolve.resolution import Rejection, resolve_targets
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.core.test_egress import CIDR_ONLY, GATEWAY, make_run, target
+from tests.unit.core.access.test_egress import CIDR_ONLY, GATEWAY, make_run, target
 
 from harness_operator.core.attempt import decide_attempts
-from harness_operator.core.egress_grant import build_egress_grant, build_proxy_token, build_proxy_urls
+from harness_operator.core.pod.egress_grant import build_egress_grant, build_proxy_token, build_proxy_urls
 from harness_operator.gateway import rules
 from harness_operator.gateway.exporter import Exporter
 from harness_operator.gateway.helper import answer

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.unit.core.test_publish import TARGET
+from tests.unit.core.pod.test_publish import TARGET
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRun
@@ -17,7 +17,7 @@ from harness_operator.contract.changes import BASE_FILE, ChangesReport, PublishP
 from harness_operator.contract.frame import decode_frame
 from harness_operator.core.attempt import decide_attempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.job import build_job
+from harness_operator.core.pod.job import build_job
 from harness_operator.runner.publish import count_changes, publish
 
 TOKEN = "ghp_publisher-write-token-0123456789"

@@ -15,7 +15,7 @@ from harness_operator.contract.result import (
     render_termination_message,
 )
 from harness_operator.contract.usage import Tokens
-from harness_operator.core.usage import sum_usage
+from harness_operator.core.status.usage import sum_usage
 from harness_operator.runner.attempt import agent_exit_code
 from harness_operator.runner.cost import PriceBook, compute_cost, compute_usage
 from harness_operator.runner.parsers import Report

@@ -1,0 +1,2 @@
+"""What an attempt may reach and use: egress, the model route, confinement, MCP servers, tools, credentials
+(pure)."""

@@ -1,0 +1,1 @@
+"""What every object the core builds shares: names and labels, conditions, ownership, CEL (pure)."""

@@ -1,0 +1,1 @@
+"""What a run asks for, resolved: its provider chain, inputs and retries (pure)."""

@@ -1,0 +1,106 @@
+"""An attempt's usage as the model gateway metered it, in place of what its sandbox reported (pure).
+
+The sandbox's figures are the agent's to forge; the gateway's come from the vendor's answers. A routed
+attempt's `usage` is therefore the metered one (`costSource: metered`), with the reported one kept beside
+it, and a difference beyond rounding between the two is said in a Warning Event. The run's meter (all its
+attempts together) is read at its end: what it holds beyond its attempts' meters counts in its usage too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness_operator.api.reasons import Reason
+from harness_operator.api.v1alpha1 import CostSource, Usage
+from harness_operator.contract.model_access import MeteredUsage
+from harness_operator.contract.result import ResultDocument
+from harness_operator.contract.times import parse_time
+from harness_operator.contract.usage import USAGE_FIELDS, tokens_of
+from harness_operator.core.plan.pricing import PRICE_TABLE
+
+# Rounding: CLIs print costs to a few decimals and some round token counts (aider: "1.2k").
+TOKEN_TOLERANCE = 0.05
+COST_TOLERANCE_USD = 0.0001
+# Each attempt's metered cost is rounded to 6 decimals: a run's meter may exceed their sum by this much.
+ROUNDING_USD = 0.00001
+
+
+def build_metered_usage(meter: MeteredUsage, turns: int | None) -> Usage:
+    """The meter as status usage. Worst cases still held (a request whose end no gateway saw) count as
+    spent; a request of a model without a price leaves the cost unknown, never a lower figure."""
+    priced = meter.unpriced == 0
+    return Usage(
+        input_tokens=meter.input_tokens,
+        output_tokens=meter.output_tokens,
+        cache_read_tokens=meter.cache_read_tokens,
+        cache_write_tokens=meter.cache_write_tokens,
+        turns=turns,
+        cost_usd=round(meter.cost_usd + meter.reserved_usd, 6) if priced else None,
+        cost_source=CostSource.metered if priced else CostSource.unknown,
+        price_source=f"model gateway ({PRICE_TABLE})" if priced else None,
+    )
+
+
+def with_metered(result: ResultDocument, meter: MeteredUsage) -> ResultDocument:
+    """The result with the metered usage counting and the sandbox's report kept as reported. An attempt
+    that failed after the gateway refused it at a cap stopped at its limit: CostLimitExceeded."""
+    turns = result.usage.turns if result.usage else None
+    update: dict[str, object] = {
+        "usage": build_metered_usage(meter, turns),
+        "reported_usage": result.usage or Usage(),
+    }
+    if meter.refused and not result.succeeded and result.reason != Reason.CostLimitExceeded:
+        update["reason"] = Reason.CostLimitExceeded
+        update["message"] = (
+            f"the model gateway refused {meter.refused} request(s) at the attempt's cap (limits.maxCostUSD, "
+            f"limits.maxTokens or a budget's reservation); the agent then exited {result.exit_code}"
+        )
+    return result.model_copy(update=update)
+
+
+def is_meter_whole(meter: MeteredUsage, attempt_start: str | None) -> bool:
+    """Whether the store kept its meters for all of the attempt: it has not started empty since."""
+    since = parse_time(meter.store_since)
+    started = parse_time(attempt_start)
+    return since is not None and (started is None or since <= started)
+
+
+def with_reported(result: ResultDocument) -> ResultDocument:
+    """The result of an attempt whose meter the store lost: the sandbox's report counts, marked read."""
+    return result.model_copy(update={"reported_usage": result.usage or Usage()})
+
+
+def compute_usage_mismatch(reported: Usage | None, metered: Usage) -> str | None:
+    """What differs beyond rounding between the sandbox's report and the meter, or None. A CLI that
+    reports nothing has nothing to compare."""
+    if reported is None:
+        return None
+    problems = []
+    said = tokens_of(reported).total
+    seen = tokens_of(metered).total or 0
+    if said is not None and abs(said - seen) > max(1, TOKEN_TOLERANCE * seen):
+        problems.append(f"{said} tokens reported, {seen} metered")
+    cost_said, cost_seen = reported.cost_usd, metered.cost_usd
+    tolerance = max(COST_TOLERANCE_USD, TOKEN_TOLERANCE * (cost_seen or 0))
+    if cost_said is not None and cost_seen is not None and abs(cost_said - cost_seen) > tolerance:
+        problems.append(f"{cost_said:.6f} USD reported, {cost_seen:.6f} metered")
+    return "; ".join(problems) or None
+
+
+def compute_unattributed(run_meter: MeteredUsage, metered: Sequence[Usage]) -> Usage | None:
+    """What the run's meter holds beyond the metered usage of its attempts (`metered`: each attempt's
+    reading), or None when nothing: spend through the token of an attempt that joined the grant but whose
+    Job never ran, or a request that ended after its attempt's reading. Never negative: a meter the store
+    lost, or an attempt read with a worst case still held, leaves nothing unattributed."""
+    whole = build_metered_usage(run_meter, None)
+    tokens = {
+        name: max(0, (getattr(whole, name) or 0) - sum(getattr(u, name) or 0 for u in metered))
+        for name in USAGE_FIELDS
+    }
+    cost: float | None = None
+    if whole.cost_usd is not None:
+        rest = whole.cost_usd - sum(u.cost_usd or 0.0 for u in metered)
+        cost = round(rest, 6) if rest > ROUNDING_USD else 0.0
+    if not any(tokens.values()) and not cost:
+        return None
+    return whole.model_copy(update={**tokens, "cost_usd": cost})

@@ -1,0 +1,108 @@
+"""The gateway's meter as an attempt's usage: metered outranks reported, held worst cases count, an
+unpriced model leaves the cost unknown, a refusal at the cap is CostLimitExceeded, differences are said."""
+
+from harness_operator.api.reasons import Reason
+from harness_operator.api.v1alpha1 import CostSource, Usage
+from harness_operator.contract.model_access import MeteredUsage
+from harness_operator.contract.result import ResultDocument
+from harness_operator.core.status.metered import (
+    build_metered_usage,
+    compute_unattributed,
+    compute_usage_mismatch,
+    is_meter_whole,
+    with_metered,
+    with_reported,
+)
+from harness_operator.core.status.usage import sum_usage
+
+METER = MeteredUsage(requests=2, input_tokens=2468, output_tokens=112, cache_read_tokens=200, cost_usd=0.0092)
+FORGED = Usage(input_tokens=0, output_tokens=0, cost_usd=0.0, cost_source=CostSource.reported)
+
+
+def result(**fields: object) -> ResultDocument:
+    return ResultDocument.model_validate({"attempt": 1, "provider": "claude", "exitCode": 0, **fields})
+
+
+def test_metered_usage_counts_and_the_sandboxs_report_is_kept_beside_it() -> None:
+    done = with_metered(result(usage={**FORGED.to_api(), "turns": 3}), METER)
+    assert done.usage == Usage(
+        input_tokens=2468, output_tokens=112, cache_read_tokens=200, cache_write_tokens=0, turns=3,
+        cost_usd=0.0092, cost_source=CostSource.metered, price_source=done.usage.price_source if done.usage else None,
+    )  # fmt: skip
+    assert done.usage is not None and "model gateway" in (done.usage.price_source or "")
+    assert done.reported_usage is not None and done.reported_usage.cost_usd == 0.0
+    assert done.succeeded
+
+
+def test_worst_cases_still_held_are_spent_and_an_unpriced_request_leaves_the_cost_unknown() -> None:
+    held = build_metered_usage(METER.model_copy(update={"reserved_usd": 0.5}), None)
+    assert held.cost_usd == 0.5092 and held.cost_source == CostSource.metered
+    unpriced = build_metered_usage(METER.model_copy(update={"unpriced": 1}), None)
+    assert unpriced.cost_usd is None and unpriced.cost_source == CostSource.unknown
+    assert unpriced.input_tokens == 2468  # the tokens are still the meter's
+
+
+def test_a_failure_after_a_refusal_at_the_cap_is_a_cost_stop() -> None:
+    failed = result(exitCode=1, reason="ProviderFailed", message="the agent exited with code 1")
+    stopped = with_metered(failed, METER.model_copy(update={"refused": 2}))
+    assert stopped.reason == Reason.CostLimitExceeded and "refused 2 request(s)" in (stopped.message or "")
+    assert with_metered(result(), METER.model_copy(update={"refused": 1})).succeeded
+
+
+def test_differences_beyond_rounding_are_said_and_rounding_is_not() -> None:
+    metered = build_metered_usage(METER, None)
+    said = compute_usage_mismatch(FORGED, metered)
+    assert said is not None and "0 tokens reported, 2780 metered" in said and "0.000000 USD reported" in said
+    close = Usage(input_tokens=2468, output_tokens=112, cache_read_tokens=200, cost_usd=0.00921)
+    assert compute_usage_mismatch(close, metered) is None
+    assert compute_usage_mismatch(None, metered) is None  # a CLI that reports nothing has nothing to compare
+    assert compute_usage_mismatch(Usage(turns=2), metered) is None
+
+
+def test_a_run_of_metered_attempts_is_metered_and_a_mixed_one_computed() -> None:
+    metered = build_metered_usage(METER, None)
+    assert sum_usage([metered, metered]).cost_source == CostSource.metered
+    reported = Usage(input_tokens=1, output_tokens=1, cost_usd=0.1, cost_source=CostSource.reported)
+    assert sum_usage([metered, reported]).cost_source == CostSource.computed
+
+
+def test_a_meter_counts_only_when_the_store_kept_it_for_all_of_the_attempt() -> None:
+    kept = METER.model_copy(update={"store_since": "2026-12-01T10:00:00Z"})
+    assert is_meter_whole(kept, "2026-12-01T10:00:00Z") and is_meter_whole(kept, "2026-12-01T11:00:00Z")
+    assert not is_meter_whole(kept, "2026-12-01T09:59:59Z")  # the store started empty during the attempt
+    assert not is_meter_whole(METER, "2026-12-01T11:00:00Z")  # a store that says nothing
+    lost = with_reported(result(usage=FORGED.to_api()))
+    assert lost.usage == FORGED and lost.reported_usage == FORGED
+
+
+def test_what_the_runs_meter_holds_beyond_its_attempts_is_unattributed() -> None:
+    first = build_metered_usage(METER, None)
+    run = METER.model_copy(
+        update={"input_tokens": 3702, "output_tokens": 168, "cache_read_tokens": 300, "cost_usd": 0.0138}
+    )
+    rest = compute_unattributed(run, [first])
+    assert rest is not None
+    assert (rest.input_tokens, rest.output_tokens, rest.cache_read_tokens, rest.cache_write_tokens) == (
+        1234, 56, 100, 0,
+    )  # fmt: skip
+    assert rest.cost_usd == 0.0046 and rest.cost_source == CostSource.metered
+    assert sum_usage([first, rest]).cost_usd == 0.0138  # the run's usage is its whole meter
+    held = compute_unattributed(run.model_copy(update={"reserved_usd": 0.01}), [first])
+    assert held is not None and held.cost_usd == 0.0146  # a worst case still held is spent
+    assert compute_unattributed(run, []) == build_metered_usage(run, None)  # no attempt was read
+
+
+def test_nothing_is_unattributed_when_the_attempts_hold_it_all_or_more() -> None:
+    first = build_metered_usage(METER, None)
+    assert compute_unattributed(METER, [first]) is None
+    assert compute_unattributed(MeteredUsage(), []) is None
+    # Each attempt's cost rounded to 6 decimals: no residue counts.
+    rounded = [Usage(cost_usd=0.0000014, cost_source=CostSource.metered)] * 3
+    assert compute_unattributed(MeteredUsage(cost_usd=0.0000041), rounded) is None
+    # An attempt read with a worst case held (its request settled lower after): nothing negative.
+    assert compute_unattributed(METER.model_copy(update={"cost_usd": 0.005}), [first]) is None
+    # The store lost the run's meter mid-run: nothing negative either.
+    assert compute_unattributed(MeteredUsage(requests=1, cost_usd=0.001), [first, first]) is None
+    # A request settled after its attempt's reading (the worst case counted): its tokens are counted.
+    late = compute_unattributed(METER.model_copy(update={"output_tokens": 200}), [first])
+    assert late is not None and (late.output_tokens, late.cost_usd) == (88, 0.0)
