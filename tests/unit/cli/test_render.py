@@ -105,9 +105,11 @@ def policy_destinations(stdout: str) -> list[object]:
     return [rule.get("to") for rule in policy["spec"]["egress"]]
 
 
-def test_render_configured_as_an_installed_operator_is(tmp_path: Path) -> None:
-    """Without --operator: the built-in defaults, no gateway; with the Deployment's env (a Secret's value
-    as a placeholder): the egress through its gateway."""
+def render_plain_and_configured(
+    tmp_path: Path,
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """examples/review-run.yaml rendered without --operator, and as an operator with an egress gateway is
+    (its key a Secret's value, a placeholder to render)."""
     deployment = tmp_path / "operator.yaml"
     deployment.write_text(
         operator_deployment(
@@ -125,6 +127,13 @@ def test_render_configured_as_an_installed_operator_is(tmp_path: Path) -> None:
     plain = render("examples/review-run.yaml")
     configured = render("--operator", str(deployment), "examples/review-run.yaml")
     assert plain.returncode == 0 and configured.returncode == 0, plain.stderr + configured.stderr
+    return plain, configured
+
+
+def test_render_configured_as_an_installed_operator_is(tmp_path: Path) -> None:
+    """Without --operator: the built-in defaults, no gateway; with the Deployment's env (a Secret's value
+    as a placeholder): the egress through its gateway."""
+    plain, configured = render_plain_and_configured(tmp_path)
     gateway = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "harness-system"}},
                 "podSelector": {"matchLabels": {"app": "gw"}}}]  # fmt: skip
     assert gateway in policy_destinations(configured.stdout)
@@ -136,18 +145,7 @@ def test_render_builds_the_plans_as_the_operator_does_and_says_when_it_has_no_op
 ) -> None:
     """The plans come from the operator's own path: configured with a gateway, an attempt whose host
     rules go through it is told the proxy variables; without --operator, render says what it used."""
-    deployment = tmp_path / "operator.yaml"
-    deployment.write_text(
-        operator_deployment(
-            [
-                {"name": "HARNESS_EGRESS_GATEWAY_SERVICE", "value": "gw.harness-system.svc"},
-                {"name": "HARNESS_EGRESS_GATEWAY_NAMESPACE", "value": "harness-system"},
-                {"name": "HARNESS_EGRESS_GATEWAY_KEY", "value": "k3y"},
-            ]
-        )
-    )
-    plain = render("examples/review-run.yaml")
-    configured = render("--operator", str(deployment), "examples/review-run.yaml")
+    plain, configured = render_plain_and_configured(tmp_path)
 
     def first_plan(stdout: str) -> dict[str, Any]:
         secret = next(o for o in yaml.safe_load_all(stdout) if o["kind"] == "Secret")

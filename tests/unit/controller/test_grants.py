@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
+from tests.unit.controller.fake_kube import ConfigMapApi
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Attempt, CostSource, HarnessDefinitionSpec, HarnessRun, Usage
@@ -46,30 +47,12 @@ WEB = HarnessDefinitionSpec.model_validate({"binary": "tool", "egress": [{"host"
 METER_RETRIES = retries_of("meter")
 
 
-class ApiServer:
-    """ConfigMaps by (namespace, name) with a resourceVersion each; Secrets; the Events posted."""
+class ApiServer(ConfigMapApi):
+    """The shared fake's ConfigMaps and Events, with the gateways' Secrets."""
 
     def __init__(self) -> None:
-        self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
+        super().__init__()
         self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
-        self.events: list[tuple[str, str]] = []
-        self.version = 0
-
-    def fetch_config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
-        found = self.config_maps.get((namespace, name))
-        return json.loads(json.dumps(found)) if found else None
-
-    def write_config_map(self, body: dict[str, Any]) -> str | None:
-        meta = body["metadata"]
-        key = (meta["namespace"], meta["name"])
-        held = self.config_maps.get(key)
-        if (held is None) != (not meta.get("resourceVersion")):
-            return None  # create over one, or replace of one gone: 409
-        if held is not None and held["metadata"]["resourceVersion"] != meta["resourceVersion"]:
-            return None
-        self.version += 1
-        self.config_maps[key] = {**body, "metadata": {**meta, "resourceVersion": str(self.version)}}
-        return str(self.version)
 
     def delete_grant(self, namespace: str, name: str) -> None:
         self.config_maps.pop((namespace, name), None)
@@ -82,9 +65,6 @@ class ApiServer:
 
     def fetch_secret_key(self, namespace: str, name: str, key: str) -> str | None:
         return "sk-own" if (name, key) == ("mine", "k") else None
-
-    def create_event(self, body: Any, type_: str, reason: str, message: str, *args: Any) -> None:
-        self.events.append((reason, message))
 
     def grant(self, namespace: str, run: str) -> ModelGrant | None:
         found = self.config_maps.get(("harness-system", model_grant_name(namespace, run)))
