@@ -93,7 +93,7 @@ def _attempt(
 
     plan = plan_of(run, definition, 1, name, with_, prompt, None, resume=resume)
     # In the pod the runner reads the archive from its run's Secret, checked against the plan's SHA-256
-    # (tests/unit/runner/test_runner_session.py); here the launch is handed the archive itself.
+    # (tests/unit/runner/test_session.py); here the launch is handed the archive itself.
     plan = plan.model_copy(update={"session_sha256": None})
     base = {"PATH": f"{Path(found).parent}:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
     keys = {k: v for k, v in env.items() if k in plan.credential_envs}  # a grant's variable: not plain env

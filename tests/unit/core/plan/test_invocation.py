@@ -13,7 +13,7 @@ def custom(**spec: Any) -> HarnessDefinitionSpec:
     return HarnessDefinitionSpec.model_validate({"binary": "agent", **spec})
 
 
-# Dagu's CLI built-ins; the ACP adapters of the catalog are tested in test_runner_acp.py.
+# Dagu's CLI built-ins; the ACP adapters of the catalog are tested in tests/unit/runner/test_acp.py.
 BUILTINS = {d.metadata["name"]: d.spec for d in load_builtin_catalog() if d.spec.protocol == "cli"}
 
 

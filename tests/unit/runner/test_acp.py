@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from tests.unit.runner.launcher_process import spawn, spawn_both_ways  # noqa: F401 (the fixture runs each test twice)
-from tests.unit.runner.test_runner_executor import all_gone, wait_for
+from tests.unit.runner.test_executor import all_gone, wait_for
 
 from harness_operator.api.v1alpha1 import ToolPolicy
 from harness_operator.contract.events import Event, decode_events

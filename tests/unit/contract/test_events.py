@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.unit.runner.test_runner_main import write_plan
+from tests.unit.runner.test___main__ import write_plan
 
 from harness_operator.contract.events import (
     MARKER,
