@@ -1,7 +1,7 @@
 """One resolution seam: a run's provider chain and value sources, by one set of rules for the operator,
 `harnessctl run`, `render` and `validate` (pure, over a Reader).
 
-Readers: the API server (kube.KubeReader), the files given to `harnessctl run` (local_run.FileReader),
+Readers: the API server (kube_reader.KubeReader), the files given to `harnessctl run` (local_run.FileReader),
 the definitions of `validate` and `render` (validation.Catalog).
 """
 

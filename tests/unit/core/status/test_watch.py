@@ -21,7 +21,7 @@ from harness_operator.core.status.watch import (
     is_unclaimed,
 )
 
-ROOT = Path(__file__).parents[3]
+ROOT = Path(__file__).parents[4]
 
 
 def pod(name: str, attempt: str, created: str, state: dict | None = None) -> dict:
