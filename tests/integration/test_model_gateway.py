@@ -581,7 +581,7 @@ def test_a_namespace_named_model_never_takes_another_runs_grant(env: Env) -> Non
     )
     created: list[str] = []
     try:
-        grants.write(other, [AttemptTarget(1, "tool", web, 1)])
+        grants.write(other, decide_attempts(other, [AttemptTarget(1, "tool", web, 1)], config))
         created.append(egress_name)
         held = core.read_namespaced_config_map(egress_name, RELEASE_NAMESPACE)
         run, targets = routed_run(config, "review", 1)
