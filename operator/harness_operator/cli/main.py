@@ -1,11 +1,11 @@
-"""harnessctl: validate, run (local), render, crds, import-dagu, logs (the command-line shell).
+"""harnessctl: validate, run (local), render, crds, import-dagu; the cluster commands in cluster.py (the
+command-line shell).
 
 Installed a second time as `kubectl-harness`, so `kubectl harness logs RUN` works as a kubectl plugin."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +16,15 @@ import yaml
 from harness_operator import __version__
 from harness_operator.api.crd import build_crds, render_crd_yaml
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.cli.cluster import (
+    EXIT_CODES,
+    add_cluster_arguments,
+    cmd_cancel,
+    cmd_describe,
+    cmd_logs,
+    cmd_rerun,
+    run_cluster_command,
+)
 from harness_operator.cli.dagu_import import dns_name, import_dagu
 from harness_operator.cli.manifests import load_documents
 from harness_operator.cli.validation import ERROR, validate_documents
@@ -129,68 +138,17 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def cmd_logs(args: argparse.Namespace) -> int:
-    from harness_operator.cli.follow import RunNotFound, follow_run
-    from harness_operator.contract.events import Event, render_event
-    from harness_operator.controller.kube import Kube
-
-    def write(event: Event) -> None:
-        line = (
-            json.dumps(event.to_json(), ensure_ascii=False) if args.output == "jsonl" else render_event(event)
-        )
-        if line is not None:
-            print(line, flush=True)
-
-    try:
-        kube, namespace = Kube.from_kubeconfig(args.kubeconfig, args.context)
-        return follow_run(kube, args.namespace or namespace, args.run, args.follow, write)
-    except RunNotFound as exc:
-        print(f"harnessctl: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-
-
-def cmd_cancel(args: argparse.Namespace) -> int:
-    from harness_operator.controller.kube import Kube
-
-    kube, namespace = Kube.from_kubeconfig(args.kubeconfig, args.context)
-    ns = args.namespace or namespace
-    if not kube.cancel_run(ns, args.run):
-        print(f"harnessctl: HarnessRun {ns}/{args.run} not found", file=sys.stderr)
-        return 1
-    print(f"harnessrun.agentharness.dev/{args.run} cancel requested")
-    return 0
-
-
-def cmd_rerun(args: argparse.Namespace) -> int:
-    from harness_operator.cli.manifests import build_rerun
-    from harness_operator.controller.kube import Kube
-
-    kube, namespace = Kube.from_kubeconfig(args.kubeconfig, args.context)
-    ns = args.namespace or namespace
-    run = kube.fetch_run(ns, args.run)
-    if run is None:
-        print(f"harnessctl: HarnessRun {ns}/{args.run} not found", file=sys.stderr)
-        return 1
-    created = kube.create_run(build_rerun(run))
-    print(f"harnessrun.agentharness.dev/{created['metadata']['name']} created")
-    return 0
-
-
-def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN", help="the HarnessRun's name")
-    parser.add_argument("-n", "--namespace", help="namespace (default: the context's)")
-    parser.add_argument("--context", help="kubeconfig context to use")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-
-
 PATHS_HELP = "files or folders of YAML manifests; - reads them from stdin"
 
 
 def build_parser() -> argparse.ArgumentParser:
     prog = "kubectl harness" if Path(sys.argv[0]).name == "kubectl-harness" else "harnessctl"
-    parser = argparse.ArgumentParser(prog=prog, description="Run and check agent-harness manifests.")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Run and check agent-harness manifests.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -241,15 +199,21 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument(
         "-o", "--output", choices=["text", "jsonl"], default="text", help="jsonl: the normalized events"
     )
-    logs.set_defaults(func=cmd_logs)
+    logs.set_defaults(func=cmd_logs, cluster=True)
+
+    describe = sub.add_parser(
+        "describe", help="a run as kubectl describe shows objects, inputs and Events too"
+    )
+    add_cluster_arguments(describe)
+    describe.set_defaults(func=cmd_describe, cluster=True)
 
     cancel = sub.add_parser("cancel", help="cancel a run (sets spec.cancel: its agent is stopped)")
     add_cluster_arguments(cancel)
-    cancel.set_defaults(func=cmd_cancel)
+    cancel.set_defaults(func=cmd_cancel, cluster=True)
 
     rerun = sub.add_parser("rerun", help="create a new run with a run's spec (named RUN-xxxxx)")
     add_cluster_arguments(rerun)
-    rerun.set_defaults(func=cmd_rerun)
+    rerun.set_defaults(func=cmd_rerun, cluster=True)
     return parser
 
 
@@ -257,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "crds" and args.output is None:
         args.output = ["crds"]
+    if getattr(args, "cluster", False):
+        return run_cluster_command(args.func, args)
     result: int = args.func(args)
     return result
 

@@ -307,6 +307,12 @@ class Kube(KubeStreams):
             if exc.status not in (404, 409):  # 409: the uid precondition failed
                 raise
 
+    def fetch_events(self, namespace: str, uid: str) -> list[dict[str, Any]]:
+        """The Events about the object of `uid`: by uid, never by name, so a run re-created under a deleted
+        run's name is not told the old run's story."""
+        listed = self.core.list_namespaced_event(namespace, field_selector=f"involvedObject.uid={uid}")
+        return [dict(self.api.sanitize_for_serialization(e)) for e in listed.items]
+
     def create_event(
         self, run: dict[str, Any], type_: str, reason: str, message: str, name: str | None = None
     ) -> None:

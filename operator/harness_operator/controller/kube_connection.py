@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Self
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+from harness_operator.controller.kubeconfig import Flags, load_kubeconfig
 
 FIELD_MANAGER = "harness-operator"
 RUNS = "harnessruns"
@@ -50,16 +53,11 @@ class KubeConnection:
         return cls(client.ApiClient(settings), cluster=name)
 
     @classmethod
-    def from_kubeconfig(cls, path: str | None, context: str | None) -> tuple[Self, str]:
-        """A client as kubectl would make it (file, context), and that context's namespace."""
-        config.load_kube_config(config_file=path, context=context)
-        _, active = config.list_kube_config_contexts(config_file=path)
-        chosen = active
-        if context:
-            contexts, _ = config.list_kube_config_contexts(config_file=path)
-            chosen = next((c for c in contexts if c.get("name") == context), active)
-        namespace = str(((chosen or {}).get("context") or {}).get("namespace") or "default")
-        return cls(client.ApiClient()), namespace
+    def from_kubeconfig(cls, flags: Flags) -> tuple[Self, str]:
+        """harnessctl's client, made from kubectl's flags and $KUBECONFIG as kubectl makes it
+        (kubeconfig.py), and the namespace to use."""
+        connection = load_kubeconfig(flags, os.environ)
+        return cls(connection.api), connection.namespace
 
     def serves_api_group(self, group: str) -> bool:
         """Whether the API server serves `group` (discovery); a yes is kept, a no asked again after

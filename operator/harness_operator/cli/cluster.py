@@ -1,0 +1,195 @@
+"""harnessctl's commands against a cluster (logs, cancel, rerun, describe): kubectl's flags, kubectl's
+error lines and the exit codes scripts read (I/O)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError, MaxRetryError
+
+from harness_operator.api.v1alpha1 import GROUP, HarnessRun
+from harness_operator.controller.kube import Kube
+from harness_operator.controller.kubeconfig import Flags, KubeconfigError
+
+EXIT_FAILED = 1  # the run ended without success, or manifests with errors
+EXIT_USAGE = 2  # bad arguments or kubeconfig (argparse's code)
+EXIT_SERVER = 3  # the API server answered with an error (Forbidden, NotFound, ...)
+EXIT_UNREACHABLE = 4  # no answer from the API server
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES = f"""exit codes:
+  0    done (logs: the run succeeded, or is still running without -f)
+  {EXIT_FAILED}    the run ended without success (logs); manifests with errors (validate, render, import-dagu)
+  {EXIT_USAGE}    bad arguments, or a kubeconfig that cannot be used (no file, no such context)
+  {EXIT_SERVER}    Error from server: the API server refused or failed the request (Forbidden,
+       Unauthorized, NotFound, Conflict, ...); the reason is in parentheses on stderr
+  {EXIT_UNREACHABLE}    Unable to connect to the server
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
+
+
+class ServerError(Exception):
+    """An error the API server answered with, as kubectl prints it."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def not_found(name: str) -> ServerError:
+    """kubectl's NotFound line for a run."""
+    return ServerError("NotFound", f'harnessruns.{GROUP} "{name}" not found')
+
+
+def render_api_error(exc: ApiException) -> str:
+    """The line kubectl prints for an API error: `Error from server (Reason): message`, the Status the
+    server sent; 401 as kubectl says it."""
+    status: dict[str, Any] = {}
+    try:
+        body = json.loads(exc.body or "")
+        status = body if isinstance(body, dict) else {}
+    except (TypeError, ValueError):
+        pass
+    if exc.status == 401:
+        return "error: You must be logged in to the server (Unauthorized)"
+    reason = str(status.get("reason") or "")
+    if not reason and exc.status:
+        reason = HTTPStatus(exc.status).phrase.replace(" ", "") if exc.status in HTTPStatus else ""
+    message = str(status.get("message") or (exc.body if exc.body and not status else "") or exc.reason or "")
+    return f"Error from server ({reason}): {message}" if reason else f"Error from server: {message}"
+
+
+def render_connection_error(exc: HTTPError) -> str:
+    """kubectl's line when the API server cannot be reached."""
+    cause = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+    return f"Unable to connect to the server: {cause}"
+
+
+def run_cluster_command(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """`command`, its failures printed as kubectl prints them (no traceback) with the exit codes above."""
+    try:
+        return command(args)
+    except KubeconfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ServerError as exc:
+        print(f"Error from server ({exc.reason}): {exc}", file=sys.stderr)
+        return EXIT_SERVER
+    except ApiException as exc:
+        print(render_api_error(exc), file=sys.stderr)
+        return EXIT_SERVER
+    except HTTPError as exc:
+        print(render_connection_error(exc), file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def connect(args: argparse.Namespace) -> tuple[Kube, str]:
+    """The client and namespace kubectl's flags (and $KUBECONFIG) choose."""
+    flags = Flags(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespace=args.namespace,
+        as_user=args.as_user,
+        as_groups=tuple(args.as_group),
+        as_uid=args.as_uid,
+    )
+    return Kube.from_kubeconfig(flags)
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from harness_operator.cli.follow import RunNotFound, follow_run
+    from harness_operator.contract.events import Event, render_event
+
+    def write(event: Event) -> None:
+        line = (
+            json.dumps(event.to_json(), ensure_ascii=False) if args.output == "jsonl" else render_event(event)
+        )
+        if line is not None:
+            print(line, flush=True)
+
+    kube, namespace = connect(args)
+    try:
+        return follow_run(kube, namespace, args.run, args.follow, write)
+    except RunNotFound as exc:
+        raise not_found(args.run) from exc
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    kube, namespace = connect(args)
+    if not kube.cancel_run(namespace, args.run):
+        raise not_found(args.run)
+    print(f"harnessrun.{GROUP}/{args.run} cancel requested")
+    return 0
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    from harness_operator.cli.manifests import build_rerun
+
+    kube, namespace = connect(args)
+    run = kube.fetch_run(namespace, args.run)
+    if run is None:
+        raise not_found(args.run)
+    created = kube.create_run(build_rerun(run))
+    print(f"harnessrun.{GROUP}/{created['metadata']['name']} created")
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    from harness_operator.cli.describe import build_description
+    from harness_operator.core.objects.naming import output_config_map_name
+
+    kube, namespace = connect(args)
+    raw = kube.fetch_run(namespace, args.run)
+    if raw is None:
+        raise not_found(args.run)
+    run = HarnessRun.model_validate(raw)
+    sizes: dict[str, int | None] = {}
+    for item in run.spec.inputs:
+        value: str | None = None
+        if item.value is not None:
+            value = item.value
+        elif item.config_map_key_ref is not None:
+            value = kube.fetch_config_map_key(
+                namespace, item.config_map_key_ref.name, item.config_map_key_ref.key
+            )
+        elif item.run_output is not None and not item.run_output.path:
+            value = kube.fetch_config_map_key(
+                namespace, output_config_map_name(item.run_output.name), "output"
+            )
+        sizes[item.name] = None if value is None else len(value.encode())
+    events = kube.fetch_events(namespace, str(raw["metadata"]["uid"]))
+    sys.stdout.write(build_description(run, sizes, events, datetime.now(UTC)))
+    return 0
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """RUN and kubectl's connection flags, meaning what they mean to kubectl."""
+    parser.add_argument("run", metavar="RUN", help="the HarnessRun's name")
+    parser.add_argument("-n", "--namespace", help="namespace (default: the context's, else default)")
+    parser.add_argument("--context", help="kubeconfig context to use (default: current-context)")
+    parser.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file (default: $KUBECONFIG, a ':'-separated list merged as kubectl merges it, "
+        "then ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--as", dest="as_user", metavar="USER", help="impersonate USER (overrides the kubeconfig's as:)"
+    )
+    parser.add_argument(
+        "--as-group",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="impersonate GROUP too (repeatable; overrides the kubeconfig's as-groups:)",
+    )
+    parser.add_argument(
+        "--as-uid", metavar="UID", help="impersonate this UID (overrides the kubeconfig's as-uid:)"
+    )
