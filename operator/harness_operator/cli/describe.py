@@ -32,7 +32,7 @@ def build_table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
 
 
 def build_age(stamp: str | None, now: datetime) -> str:
-    """How long ago, as kubectl prints it (45s, 3m, 2h, 4d); <unknown> without a time."""
+    """How long ago, in its largest whole unit (45s, 3m, 2h, 4d); <unknown> without a time."""
     if not stamp:
         return "<unknown>"
     seconds = int((now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds())

@@ -1,0 +1,123 @@
+"""`harnessctl describe`'s text: spec summary, status, conditions, attempts, inputs (never a Secret's value)
+and Events, oldest first."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.cli.describe import build_age, build_description
+
+NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+
+
+def make_run() -> HarnessRun:
+    return HarnessRun.model_validate(
+        {
+            "apiVersion": "agentharness.dev/v1alpha1",
+            "kind": "HarnessRun",
+            "metadata": {
+                "name": "review",
+                "namespace": "team-a",
+                "uid": "u-2",
+                "creationTimestamp": "2026-12-07T11:00:00Z",
+            },
+            "spec": {
+                "provider": "claude",
+                "fallback": [{"provider": "codex"}],
+                "prompt": "Review $(inputs.diff) with $(inputs.token) for $(inputs.ticket) after $(inputs.plan)",
+                "inputs": [
+                    {"name": "ticket", "value": "T-1"},
+                    {"name": "diff", "configMapKeyRef": {"name": "pr", "key": "diff"}},
+                    {"name": "token", "secretKeyRef": {"name": "creds", "key": "token"}},
+                    {"name": "plan", "runOutput": {"name": "planner"}},
+                ],
+            },
+            "status": {
+                "phase": "Failed",
+                "reason": "ProviderFailed",
+                "message": "every provider failed",
+                "conditions": [
+                    {"type": "Succeeded", "status": "False", "reason": "ProviderFailed", "message": "m"}
+                ],
+                "attempts": [
+                    {
+                        "index": 1,
+                        "provider": "claude",
+                        "exitCode": 1,
+                        "reason": "ProviderFailed",
+                        "model": "sonnet",
+                        "usage": {"costUSD": 0.0123, "costSource": "metered"},
+                        "deniedTools": ["Bash"],
+                    },
+                ],
+                "usage": {"costUSD": 0.0123, "costSource": "metered"},
+            },
+        }
+    )
+
+
+def test_describe_shows_the_run_its_inputs_sizes_and_its_events() -> None:
+    events = [
+        {
+            "type": "Warning",
+            "reason": "ProviderFailed",
+            "message": "every provider failed",
+            "lastTimestamp": "2026-12-07T11:59:00Z",
+        },
+        {
+            "type": "Normal",
+            "reason": "Started",
+            "message": "attempt 1",
+            "lastTimestamp": "2026-12-07T11:00:00Z",
+        },
+    ]
+    text = build_description(make_run(), {"ticket": 3, "diff": 1200, "plan": None}, events, NOW)
+    lines = text.splitlines()
+    assert "Providers:    claude, codex" in lines
+    assert "Phase:        Failed" in lines and "Reason:       ProviderFailed" in lines
+    assert "Cost:         $0.0123 (metered)" in lines
+    inputs = lines[lines.index("Inputs:") + 1 : lines.index("Conditions:")]
+    assert [line.split()[0] for line in inputs] == ["Name", "ticket", "diff", "token", "plan"]
+    assert inputs[1].split()[1:] == ["value", "3", "bytes"]
+    assert inputs[2].split()[1:] == ["ConfigMap", "pr/diff", "1200", "bytes"]
+    assert inputs[3].split()[1:] == ["Secret", "creds/token", "(value", "not", "shown)", "-"]
+    assert inputs[4].split()[1:] == ["output", "of", "HarnessRun", "planner", "-"]
+    attempts = lines[lines.index("Attempts:") + 1 : lines.index("Events:")]
+    assert attempts[1].split() == ["1", "claude", "1", "ProviderFailed", "sonnet", "$0.0123", "Bash"]
+    shown = lines[lines.index("Events:") + 1 :]
+    assert [line.split()[:3] for line in shown] == [
+        ["Type", "Reason", "Age"],
+        ["Normal", "Started", "1h"],
+        ["Warning", "ProviderFailed", "1m"],
+    ]
+
+
+def test_a_new_run_says_none_where_nothing_is_known() -> None:
+    run = HarnessRun.model_validate(
+        {
+            "metadata": {"name": "r", "namespace": "n", "uid": "u"},
+            "spec": {"provider": "claude", "prompt": "Hi."},
+        }
+    )
+    text = build_description(run, {}, [], NOW)
+    for line in (
+        "Phase:        Pending",
+        "Inputs:       <none>",
+        "Attempts:     <none>",
+        "Events:       <none>",
+    ):
+        assert line in text.splitlines()
+
+
+def test_age_reads_as_kubectls() -> None:
+    assert [
+        build_age(s, NOW)
+        for s in (
+            "2026-12-07T11:59:30Z",
+            "2026-12-07T11:58:00Z",
+            "2026-12-07T09:00:00Z",
+            "2026-12-04T12:00:00Z",
+            None,
+        )
+    ] == ["30s", "2m", "3h", "3d", "<unknown>"]
