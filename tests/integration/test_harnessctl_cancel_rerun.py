@@ -51,4 +51,7 @@ def test_cancel_sets_spec_cancel_and_rerun_copies_the_spec(
 
     for command in ("cancel", "rerun"):
         missing = harnessctl(command, "nope", "-n", namespace, kubeconfig=kubeconfig_path)
-        assert missing.returncode == 1 and f"HarnessRun {namespace}/nope not found" in missing.stderr
+        assert (missing.returncode, missing.stderr) == (
+            3,
+            'Error from server (NotFound): harnessruns.agentharness.dev "nope" not found\n',
+        )
