@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, Usage
+from harness_operator.api.v1alpha1 import AttemptOutcome, HarnessRun, HarnessRunStatus, Usage
 from harness_operator.core.objects.conditions import (
     SUCCEEDED,
     find_condition,
@@ -67,6 +67,22 @@ def cost_unknown_fix(usage: Usage, model: str | None) -> str:
     )
 
 
+def tool_denied_message(run: HarnessRun, attempt: AttemptOutcome) -> str:
+    """Whose refusal it was: the run's spec.tools, or (the run sets none) the CLI's own permission default
+    or its provider definition's spec.tools (a run's status does not tell those two apart); with the fix."""
+    tools = ", ".join(attempt.denied_tools or [])
+    asked = f"attempt {attempt.index} ({attempt.provider}): the agent asked for {tools}"
+    if run.spec.tools is not None:
+        return f"{asked}, which the run's spec.tools refused; they did not run"
+    return (
+        f"{asked}, which was refused; they did not run. The run sets no spec.tools, so this was not the "
+        f"run's policy: the {attempt.provider} CLI's own permission default refused them (in a run nobody "
+        "answers its questions; an ACP agent's requests get spec.acpPermission, deny by default), or the "
+        f"provider definition's spec.tools if it has one. Allow them with spec.tools.allow: [{tools}] "
+        "(within the definition's policy)"
+    )
+
+
 def decide_events(
     run: HarnessRun, previous: HarnessRunStatus | None, status: HarnessRunStatus
 ) -> list[EventSpec]:
@@ -82,11 +98,7 @@ def decide_events(
     denied_before = {a.index for a in previous.attempts if a.denied_tools} if previous else set()
     for attempt in status.attempts:
         if attempt.denied_tools and attempt.index not in denied_before:
-            message = (
-                f"attempt {attempt.index} ({attempt.provider}): the agent asked for "
-                f"{', '.join(attempt.denied_tools)}, which its tool policy refused; they did not run"
-            )
-            events.append(EventSpec("Warning", Reason.ToolDenied, message))
+            events.append(EventSpec("Warning", Reason.ToolDenied, tool_denied_message(run, attempt)))
     limits = run.spec.limits
     if limits is not None and limits.max_cost_usd is not None:
         ended_before = {a.index for a in previous.attempts if a.usage} if previous else set()

@@ -112,8 +112,27 @@ DENIED = status(
                 EventSpec(
                     "Warning",
                     "ToolDenied",
-                    "attempt 1 (claude): the agent asked for Bash, WebFetch, which its tool policy refused; "
-                    "they did not run",
+                    "attempt 1 (claude): the agent asked for Bash, WebFetch, which the run's spec.tools "
+                    "refused; they did not run",
+                ),
+                EventSpec("Normal", "Succeeded", "Succeeded detail", "r.u.end"),
+            ],
+            True,
+        ),
+        (
+            RUNNING_S,
+            DENIED,
+            {},  # no spec.tools: the CLI's own default refused, and the Event says so
+            [
+                EventSpec(
+                    "Warning",
+                    "ToolDenied",
+                    "attempt 1 (claude): the agent asked for Bash, WebFetch, which was refused; they did not "
+                    "run. The run sets no spec.tools, so this was not the run's policy: the claude CLI's own "
+                    "permission default refused them (in a run nobody answers its questions; an ACP agent's "
+                    "requests get spec.acpPermission, deny by default), or the provider definition's "
+                    "spec.tools if it has one. Allow them with spec.tools.allow: [Bash, WebFetch] (within "
+                    "the definition's policy)",
                 ),
                 EventSpec("Normal", "Succeeded", "Succeeded detail", "r.u.end"),
             ],
