@@ -151,22 +151,20 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if raw is None:
         raise not_found(args.run)
     run = HarnessRun.model_validate(raw)
-    sizes: dict[str, int | None] = {}
-    for item in run.spec.inputs:
-        value: str | None = None
-        if item.value is not None:
-            value = item.value
-        elif item.config_map_key_ref is not None:
-            value = kube.fetch_config_map_key(
-                namespace, item.config_map_key_ref.name, item.config_map_key_ref.key
-            )
+    values: dict[str, str] = {}
+    for item in run.spec.inputs:  # never a Secret's: describe shows sizes, and a Secret's is not its to read
+        value: str | None = item.value
+        if item.config_map_key_ref is not None:
+            ref = item.config_map_key_ref
+            value = kube.fetch_config_map_key(namespace, ref.name, ref.key)
         elif item.run_output is not None and not item.run_output.path:
             value = kube.fetch_config_map_key(
                 namespace, output_config_map_name(item.run_output.name), "output"
             )
-        sizes[item.name] = None if value is None else len(value.encode())
+        if value is not None:
+            values[item.name] = value
     events = kube.fetch_events(namespace, str(raw["metadata"]["uid"]))
-    sys.stdout.write(build_description(run, sizes, events, datetime.now(UTC)))
+    sys.stdout.write(build_description(run, values, events, datetime.now(UTC)))
     return 0
 
 

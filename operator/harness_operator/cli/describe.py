@@ -3,11 +3,13 @@ attempts, cost, inputs (names, sources and sizes, never a Secret's value) and it
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from harness_operator.api.v1alpha1 import HarnessRun, RunInput
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunSpec, RunInput
+from harness_operator.core.resolve.inputs import find_unknown_references, substitute_inputs
 
 
 def describe_input_source(item: RunInput) -> str:
@@ -20,6 +22,20 @@ def describe_input_source(item: RunInput) -> str:
         path = f" .{item.run_output.path}" if item.run_output.path else ""
         return f"output of HarnessRun {item.run_output.name}{path}"
     return "value"
+
+
+def describe_prompt(spec: HarnessRunSpec, values: Mapping[str, str]) -> str:
+    """The prompt's size after substitution and its digest, when harnessctl could read every input it
+    references; a prompt that takes a Secret's value gets neither (a digest of a guessable secret would
+    tell it)."""
+    if spec.prompt is None:
+        return "from spec.promptFrom"
+    template = len(spec.prompt.encode())
+    if find_unknown_references(spec.prompt, list(values)):
+        return f"{template} bytes before substitution (it takes an input harnessctl does not read)"
+    prompt = substitute_inputs(spec.prompt, values).encode()
+    digest = hashlib.sha256(prompt).hexdigest()[:16]
+    return f"{len(prompt)} bytes after substitution, sha256:{digest} (the inputs as they read now)"
 
 
 def build_table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
@@ -44,13 +60,13 @@ def build_age(stamp: str | None, now: datetime) -> str:
 
 def build_description(
     run: HarnessRun,
-    input_sizes: Mapping[str, int | None],
+    values: Mapping[str, str],
     events: Sequence[Mapping[str, Any]],
     now: datetime,
 ) -> str:
-    """The text of `harnessctl describe`: `input_sizes` holds the byte size of each input whose value
-    harnessctl could read (literal, ConfigMap, another run's output; None: not readable), `events` the
-    run's Events by its uid."""
+    """The text of `harnessctl describe`: `values` holds each input harnessctl could read (literal,
+    ConfigMap, another run's output; never a Secret's), shown by size; `events` the run's Events (by its
+    uid)."""
     meta, spec, status = run.metadata, run.spec, run.status
     providers = [spec.provider, *(f.provider for f in spec.fallback or [])]
     lines = [
@@ -59,7 +75,7 @@ def build_description(
         f"UID:          {meta.get('uid')}",
         f"Created:      {meta.get('creationTimestamp')}",
         f"Providers:    {', '.join(providers)}",
-        f"Prompt:       {len((spec.prompt or '').encode())} bytes before substitution",
+        f"Prompt:       {describe_prompt(spec, values)}",
         f"Cancel:       {'requested' if spec.cancel else 'no'}",
         f"Phase:        {(status.phase if status else None) or 'Pending'}",
     ]
@@ -71,8 +87,9 @@ def build_description(
     if spec.inputs:
         rows = [["Name", "Source", "Size"]]
         for item in spec.inputs:
-            size = input_sizes.get(item.name)
-            rows.append([item.name, describe_input_source(item), "-" if size is None else f"{size} bytes"])
+            value = values.get(item.name)
+            size = "-" if value is None else f"{len(value.encode())} bytes"
+            rows.append([item.name, describe_input_source(item), size])
         lines += build_table(rows)
     conditions = status.conditions if status else []
     lines.append("Conditions:" + ("" if conditions else "   <none>"))

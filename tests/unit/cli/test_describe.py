@@ -3,6 +3,7 @@ and Events, oldest first."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 
 from harness_operator.api.v1alpha1 import HarnessRun
@@ -72,11 +73,12 @@ def test_describe_shows_the_run_its_inputs_sizes_and_its_events() -> None:
             "lastTimestamp": "2026-12-07T11:00:00Z",
         },
     ]
-    text = build_description(make_run(), {"ticket": 3, "diff": 1200, "plan": None}, events, NOW)
+    text = build_description(make_run(), {"ticket": "T-1", "diff": "d" * 1200}, events, NOW)
     lines = text.splitlines()
     assert "Providers:    claude, codex" in lines
     assert "Phase:        Failed" in lines and "Reason:       ProviderFailed" in lines
     assert "Cost:         $0.0123 (metered)" in lines
+    assert "Prompt:       84 bytes before substitution (it takes an input harnessctl does not read)" in lines
     inputs = lines[lines.index("Inputs:") + 1 : lines.index("Conditions:")]
     assert [line.split()[0] for line in inputs] == ["Name", "ticket", "diff", "token", "plan"]
     assert inputs[1].split()[1:] == ["value", "3", "bytes"]
@@ -108,6 +110,15 @@ def test_a_new_run_says_none_where_nothing_is_known() -> None:
         "Events:       <none>",
     ):
         assert line in text.splitlines()
+
+
+def test_the_prompt_after_substitution_is_told_by_size_and_digest_unless_it_takes_a_secret() -> None:
+    run = make_run()
+    run.spec.inputs = [i for i in run.spec.inputs if i.name in ("ticket", "diff")]
+    run.spec.prompt = "Review $(inputs.diff) for $(inputs.ticket)."
+    text = build_description(run, {"ticket": "T-1", "diff": "abc"}, [], NOW)
+    digest = hashlib.sha256(b"Review abc for T-1.").hexdigest()[:16]
+    assert f"Prompt:       19 bytes after substitution, sha256:{digest} (the inputs as they read now)" in text
 
 
 def test_age_reads_as_kubectls() -> None:
