@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv test unit lint generate demo images cluster-up cluster-down flux-test kueue-test multikueue-test reliability resume-matrix
+.PHONY: venv test unit lint generate demo dist images cluster-up cluster-down flux-test kueue-test multikueue-test reliability resume-matrix
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -38,9 +38,24 @@ generate: venv
 	"$$($(PY) -m tests.tools.gobuilds helm-docs)" --chart-search-root=charts --sort-values-order=file \
 		--skip-version-footer
 
-## run an example locally with the bundled demo agent (no cluster, no API key)
-demo: venv
-	PATH=$(CURDIR)/.venv/bin:$$PATH .venv/bin/harnessctl run examples/demo/demo-run.yaml
+## run an example locally with the bundled demo agent (no cluster, no API key); needs only python3: the
+## package and its runtime dependencies, no dev tools, in a venv of its own (DEMO_VENV), reinstalled when
+## the package's files change
+DEMO_VENV ?= .venv-demo
+$(DEMO_VENV)/.installed: pyproject.toml $(shell find operator/harness_operator -name '*.py' -o -name '*.yaml')
+	python3 -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install -q .
+	touch $@
+
+demo: $(DEMO_VENV)/.installed
+	PATH=$(abspath $(DEMO_VENV))/bin:$$PATH $(DEMO_VENV)/bin/harnessctl run examples/demo/demo-run.yaml
+
+## the wheel and the source archive into DIST (dist/), what `pipx install` takes; PY=python with `build`
+## installed (the default, the dev venv, has it)
+DIST ?= dist
+dist: $(if $(filter .venv/bin/python,$(PY)),venv)
+	rm -f $(DIST)/harness_operator-*
+	$(PY) -m build --outdir $(DIST) .
 
 ## build every image from sandbox-image/Dockerfile, tagged as the chart's defaults, and load them into the
 ## local test cluster; REGISTRY=host[:port][/path] PUSH=1 also tags them there and pushes them;

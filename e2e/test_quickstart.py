@@ -3,9 +3,11 @@ to a real registry (CNCF distribution on loopback, tests/cluster/registry), the 
 at it, so the kubelet pulls the operator's, the gateway's and the sandbox's image itself; then Claude
 Code runs once.
 
-Two substitutions only: the registry's address, and the model gateway's Anthropic base URL is the stub's
-(the one thing a test cannot leave as it is: the real vendor API is not reachable here). The run is the
-example as it stands: routed through the gateway, which holds the key.
+The chart is installed with the values file the README's block names, as a user keeps it. Two
+substitutions only, in a copy of that file: the registry's address, and the model gateway's Anthropic
+`upstream` is the stub's (the one thing a test cannot leave as it is: the real vendor API is not reachable
+here; the same value a user sets for a self-hosted or proxy endpoint). The run is the example as it
+stands: routed through the gateway, which holds the key.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .conftest import RELEASE_NAMESPACE, ROOT, Runs, install_chart, tool
 
 REGISTRY = os.environ.get("E2E_REGISTRY", "127.0.0.1:5000")
 README_REGISTRY = "registry.example.com/harness"
+VALUES = "charts/harness-operator/examples/platform-values.yaml"
 
 
 def quickstart_commands() -> list[str]:
@@ -88,10 +91,13 @@ def test_readme_quick_start(
         pytest.skip(f"no registry answers at {REGISTRY} (tests/cluster/registry start)")
     server = stub("anthropic")
     forget_pulled_images()
-    # The one change from the README: the model gateway's Anthropic is the stub (the sandbox reaches
-    # only the gateway; the run is the example as it stands).
-    vendor = "--set modelGateway.vendors.anthropic.secretName=anthropic-api-key"
-    upstream = f"{vendor} --set modelGateway.vendors.anthropic.upstream={server.base_url}"
+    values = yaml.safe_load((ROOT / VALUES).read_text())
+    assert values["imageRegistry"] == README_REGISTRY, "the values file names the README's registry"
+    values["imageRegistry"] = f"{REGISTRY}/harness"
+    # The model gateway's Anthropic is the stub (the sandbox reaches only the gateway).
+    values["modelGateway"]["vendors"]["anthropic"]["upstream"] = server.base_url
+    local_values = tmp_path / "values.yaml"
+    local_values.write_text(yaml.safe_dump(values))
     env = {
         **os.environ,
         "KUBECONFIG": user_kubeconfig,
@@ -100,7 +106,7 @@ def test_readme_quick_start(
     }
     outputs = []
     for command in quickstart_commands():
-        command = command.replace(README_REGISTRY, f"{REGISTRY}/harness").replace(vendor, upstream)
+        command = command.replace(README_REGISTRY, f"{REGISTRY}/harness").replace(VALUES, str(local_values))
         done = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True)
         assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         outputs.append(done.stdout)
