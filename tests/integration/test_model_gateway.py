@@ -364,8 +364,9 @@ def test_a_token_is_refused_once_its_attempt_leaves_the_grant_and_never_opens_an
         f"\nmeasured: a revoked token refused {time.monotonic() - ended:.3f}s after its grant was rewritten"
     )
     assert status
-    status, answer = post(url, token, MESSAGE)
+    status, answer, headers = post_with_headers(url, token, MESSAGE)
     assert status == 401 and json.loads(answer)["error"]["type"] == "authentication_error"
+    assert headers.get("x-should-retry") == "false"  # final: the CLI does not retry an ended token
     assert model_grant_name("team-a", "revoked") == body["metadata"]["name"]
 
 

@@ -144,6 +144,7 @@ class Gateway:
                 "harness model gateway: this token is not live (its attempt has ended, "
                 "or it was never issued)",
                 "unauthorized",
+                NO_RETRY,
             )
         grant, index, attempt = found
         if attempt.vendor != vendor.name:
@@ -153,6 +154,7 @@ class Gateway:
                 403,
                 f"harness model gateway: this attempt is routed to {attempt.vendor}, not {vendor.name}",
                 "unauthorized",
+                NO_RETRY,
             )
         key = await asyncio.to_thread(self.grants.own_key, grant, attempt) if attempt.key_secret else None
         key = key or (None if attempt.key_secret else self.keys.get(vendor.name))
