@@ -20,12 +20,12 @@ from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube
 from harness_operator.core.attempt import Attempt as DecidedAttempt
 from harness_operator.core.config import OperatorConfig
-from harness_operator.core.status.key_refused import with_refused_key
 from harness_operator.core.status.metered import (
     compute_unattributed,
     compute_usage_mismatch,
     is_meter_whole,
     with_metered,
+    with_refused_key,
     with_reported,
 )
 from harness_operator.core.status.observed import ObservedAttempt
@@ -74,7 +74,7 @@ class AttemptMetering:
         revoked first, so nothing is spent after the reading; an attempt whose metered usage status
         already records keeps it, read once. A gateway that does not answer is asked again (a temporary
         error) as the meter retry policy says (errors.RETRY); then the sandbox's report counts, with a
-        MeterLost Warning. A refused key's AuthFailed names the key's Secret (core/status/key_refused)."""
+        MeterLost Warning. A refused key's AuthFailed names the key's Secret (core/status/metered)."""
         recorded = {a.index: a for a in (run.status.attempts if run.status else [])}
         out = []
         for attempt in attempts:
