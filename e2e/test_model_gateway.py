@@ -21,6 +21,7 @@ from kubernetes import client
 from tests.stubs.run_cli import stub_class
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.contract.times import parse_time
 from harness_operator.core.pod.model_grant import model_grant_name, model_key_secret_name
 
 from .conftest import RELEASE_NAMESPACE, STUB_HOST, Runs, install_chart, wait_until
@@ -235,6 +236,30 @@ def test_an_ended_runs_grant_is_gone(vendors: dict[str, Any], runs: Runs) -> Non
     )
     name = model_grant_name(runs.ns, "ended")
     assert wait_until(lambda: gone(runs.core.read_namespaced_config_map, name), 30, f"the grant {name} to go")
+
+
+def test_a_refused_platform_key_ends_in_seconds_naming_its_secret(
+    vendors: dict[str, Any], runs: Runs
+) -> None:
+    """The vendor refuses the platform's key: Claude Code stops at the gateway's answer instead of retrying
+    for minutes, and the run fails AuthFailed naming the platform's Secret, not a key of the team's."""
+    stub = vendors["anthropic"]
+    before = len(stub.requests)
+    stub.mode = "unauthorized"
+    try:
+        spec = {"provider": "claude", "prompt": "Say hello.", "limits": {"timeoutSeconds": 180}}
+        runs.create("refused", spec)
+        status = runs.wait_finished("refused")
+    finally:
+        stub.mode = "ok"
+    assert (status["phase"], status["reason"]) == ("Failed", "AuthFailed"), runs.describe("refused")
+    assert f"Secret {RELEASE_NAMESPACE}/e2e-anthropic-key" in status["message"], status["message"]
+    assert "platform's key" in status["message"] and len(status["attempts"]) == 1
+    # No retry storm: one model call (Claude Code retried a 401 ten times, over minutes, before).
+    assert len(model_calls_since(stub, before)) <= 2, stub.requests[before:]
+    took = parse_time(status["completionTime"]) - parse_time(status["startTime"])
+    print(f"refused key: Failed AuthFailed {took.total_seconds():.1f} s after the run started")
+    assert took.total_seconds() < 120
 
 
 def test_a_runs_own_key_is_held_by_the_gateway_too(vendors: dict[str, Any], runs: Runs) -> None:

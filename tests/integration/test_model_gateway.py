@@ -169,6 +169,8 @@ def env(
         port, admin = free_port(), free_port()
         environ = {
             "PATH": os.environ["PATH"],
+            # The tree under test, not the one the venv installed.
+            **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ},
             "KUBECONFIG": sa_config,
             "HARNESS_NAMESPACE": RELEASE_NAMESPACE,
             "HARNESS_PORT": str(port),
@@ -256,6 +258,63 @@ def test_the_vendor_sees_the_key_never_the_token_and_usage_is_metered(env: Env) 
     assert meter.cost_usd == pytest.approx(2 * 0.0046095)
 
 
+def test_a_refused_platform_key_is_final_for_the_cli_and_names_its_secret(env: Env) -> None:
+    """The vendor refuses the platform's key: the CLI gets the gateway's own error, in the vendor's shape,
+    saying whose key it is and which Secret holds it, with the header that stops the SDKs' retries; the
+    key itself never shows, and the refused request costs nothing."""
+    refusing = {"anthropic": AnthropicStub(mode="unauthorized").start(),
+                "openai": OpenAIStub(mode="unauthorized").start()}  # fmt: skip
+    try:
+        gateway = env.start(
+            HARNESS_UPSTREAM_ANTHROPIC=refusing["anthropic"].base_url,
+            HARNESS_UPSTREAM_OPENAI=refusing["openai"].base_url,
+            HARNESS_KEY_SECRET_ANTHROPIC="anthropic-api-key",
+        )
+        run = env.run("refused", "uid-refused")
+        token, attempt = env.attempt(run, 1)
+        openai_token, _ = env.attempt(run, 2)
+        openai = ModelAttemptGrant(token_sha256=token_sha256(openai_token), vendor="openai")
+        env.grant("refused", "uid-refused", {"1": attempt, "2": openai}, max_cost_usd=1.0)
+        for body in (MESSAGE, {**MESSAGE, "stream": True}):
+            status, answer, headers = post_with_headers(f"{gateway.url}/anthropic/v1/messages", token, body)
+            assert (status, headers.get("x-should-retry")) == (401, "false"), answer
+            error = json.loads(answer)
+            assert error["type"] == "error" and error["error"]["type"] == "authentication_error"
+            message = error["error"]["message"]
+            assert "the platform's key for anthropic was refused by the vendor" in message
+            assert f"Secret {RELEASE_NAMESPACE}/anthropic-api-key" in message
+            assert "not the run's key" in message and VENDOR_KEYS["anthropic"] not in message
+        # Without the Secret's name configured, the message still says whose key it is.
+        status, answer, headers = post_with_headers(
+            f"{gateway.url}/openai/v1/chat/completions",
+            openai_token,
+            {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]},
+            header="authorization",
+        )
+        assert (status, headers.get("x-should-retry")) == (401, "false"), answer
+        error = json.loads(answer)["error"]
+        assert error["code"] == "invalid_api_key" and "the platform's key for openai" in error["message"]
+        assert len(refusing["anthropic"].model_calls()) == 2  # each request went once, none retried here
+        assert env.meter(gateway, "uid-refused", 1).cost_usd == 0.0
+    finally:
+        for stub in refusing.values():
+            stub.stop()
+
+
+def post_with_headers(
+    url: str, token: str, body: dict[str, Any], header: str = "x-api-key"
+) -> tuple[int, bytes, dict[str, str]]:
+    value = f"Bearer {token}" if header == "authorization" else token
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={header: value, "content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read(), {k.lower(): v for k, v in response.headers.items()}
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), {k.lower(): v for k, v in exc.headers.items()}
+
+
 def test_openai_and_gemini_routes_swap_their_own_headers(env: Env) -> None:
     run = env.run("vendors", "uid-vendors")
     openai_token = model_token(run, env.config, 1)
@@ -305,8 +364,9 @@ def test_a_token_is_refused_once_its_attempt_leaves_the_grant_and_never_opens_an
         f"\nmeasured: a revoked token refused {time.monotonic() - ended:.3f}s after its grant was rewritten"
     )
     assert status
-    status, answer = post(url, token, MESSAGE)
+    status, answer, headers = post_with_headers(url, token, MESSAGE)
     assert status == 401 and json.loads(answer)["error"]["type"] == "authentication_error"
+    assert headers.get("x-should-retry") == "false"  # final: the CLI does not retry an ended token
     assert model_grant_name("team-a", "revoked") == body["metadata"]["name"]
 
 

@@ -25,6 +25,7 @@ from harness_operator.core.status.metered import (
     compute_usage_mismatch,
     is_meter_whole,
     with_metered,
+    with_refused_key,
     with_reported,
 )
 from harness_operator.core.status.observed import ObservedAttempt
@@ -73,7 +74,7 @@ class AttemptMetering:
         revoked first, so nothing is spent after the reading; an attempt whose metered usage status
         already records keeps it, read once. A gateway that does not answer is asked again (a temporary
         error) as the meter retry policy says (errors.RETRY); then the sandbox's report counts, with a
-        MeterLost Warning."""
+        MeterLost Warning. A refused key's AuthFailed names the key's Secret (core/status/metered)."""
         recorded = {a.index: a for a in (run.status.attempts if run.status else [])}
         out = []
         for attempt in attempts:
@@ -82,6 +83,7 @@ class AttemptMetering:
             if result is None or target is None or target.model_route is None:
                 out.append(attempt)
                 continue
+            result = with_refused_key(result, run, target.model_route, self.config)
             prior = recorded.get(attempt.index)
             if prior is not None and prior.reported_usage is not None:
                 kept = result.model_copy(

@@ -82,6 +82,8 @@ class OperatorConfig:
         default_factory=lambda: {"app.kubernetes.io/component": "model-gateway"}
     )
     model_gateway_vendors: tuple[str, ...] = ()
+    # Each vendor's key Secret in the gateway's namespace (vendor=name,...): named when a vendor refuses it.
+    model_gateway_key_secrets: dict[str, str] = field(default_factory=dict)
     model_gateway_key: str = field(default="", repr=False)
     # Enforcers program a pod's policy after it starts: the runner waits until this host:port (the API
     # server; empty: found at startup) is refused before starting the agent.

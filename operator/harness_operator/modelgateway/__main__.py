@@ -5,6 +5,8 @@
   HARNESS_GATEWAY_KEY          the operator's key, from which the meter reader's token is derived
   HARNESS_KEY_<VENDOR>         a vendor's key (ANTHROPIC, OPENAI, GEMINI); a vendor without one is refused
   HARNESS_UPSTREAM_<VENDOR>    a vendor's base URL (default: the vendor's public API)
+  HARNESS_KEY_SECRET_<VENDOR>  the Secret (in HARNESS_NAMESPACE) holding the vendor's key: named to the CLI
+                               when the vendor refuses the key (never its value)
   HARNESS_PORT, HARNESS_ADMIN_PORT   the vendors' port (8080) and the admin port (9102)
   HARNESS_MAX_REQUEST_BYTES    the largest request body it takes (default 8 MiB; the chart's
                                modelGateway.maxRequestBytes)
@@ -61,7 +63,8 @@ async def serve() -> None:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-    grants = GrantWatch(client.CoreV1Api(), _namespace())
+    namespace = _namespace()
+    grants = GrantWatch(client.CoreV1Api(), namespace)
     grants.start()
     gateway = Gateway(
         grants=grants,
@@ -75,6 +78,11 @@ async def serve() -> None:
             v: os.environ[f"HARNESS_UPSTREAM_{v.upper()}"]
             for v in VENDORS
             if os.environ.get(f"HARNESS_UPSTREAM_{v.upper()}")
+        },
+        key_secrets={
+            v: f"{namespace}/{os.environ[f'HARNESS_KEY_SECRET_{v.upper()}']}"
+            for v in VENDORS
+            if os.environ.get(f"HARNESS_KEY_SECRET_{v.upper()}")
         },
         reader_token=build_meter_reader_token(os.environ["HARNESS_GATEWAY_KEY"]),
         max_request_bytes=int(os.environ.get("HARNESS_MAX_REQUEST_BYTES") or DEFAULT_MAX_REQUEST_BYTES),

@@ -59,9 +59,12 @@ from harness_operator.modelgateway.store import MeterKeys, MeterStore, Reservati
 from harness_operator.modelgateway.vendors import (
     CAP_STATUS,
     HOP_BY_HOP,
+    NO_RETRY,
     Endpoint,
     Flavor,
     Vendor,
+    is_key_refused,
+    key_refused_message,
     split_route,
 )
 
@@ -71,6 +74,9 @@ MIN_OUTPUT_TOKENS = 16  # an answer of fewer output tokens than this is not wort
 # Reads of grants the watch has not delivered (a grant made a moment ago, or a made-up token's): the watch
 # delivers a new grant within milliseconds, long before its sandbox's first request, so these are rare.
 LOOKUPS_PER_SECOND, LOOKUP_BURST = 5.0, 20.0
+# Answers that may refuse the key itself (vendors.is_key_refused): read whole before they are passed on.
+KEY_REFUSAL_STATUSES = frozenset({400, 401, 403})
+DROPPED_ANSWER_HEADERS = HOP_BY_HOP | {"content-length", "content-encoding"}
 
 
 def build_request_counter(registry: CollectorRegistry) -> Counter:
@@ -90,6 +96,7 @@ class Gateway:
     keys: Mapping[str, str]  # vendor -> its key
     upstreams: Mapping[str, str]  # vendor -> base URL
     reader_token: str
+    key_secrets: Mapping[str, str] = field(default_factory=dict)  # vendor -> its key's Secret, namespace/name
     session: aiohttp.ClientSession | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     limits: Limits = field(default_factory=Limits)
@@ -137,6 +144,7 @@ class Gateway:
                 "harness model gateway: this token is not live (its attempt has ended, "
                 "or it was never issued)",
                 "unauthorized",
+                NO_RETRY,
             )
         grant, index, attempt = found
         if attempt.vendor != vendor.name:
@@ -146,6 +154,7 @@ class Gateway:
                 403,
                 f"harness model gateway: this attempt is routed to {attempt.vendor}, not {vendor.name}",
                 "unauthorized",
+                NO_RETRY,
             )
         key = await asyncio.to_thread(self.grants.own_key, grant, attempt) if attempt.key_secret else None
         key = key or (None if attempt.key_secret else self.keys.get(vendor.name))
@@ -328,14 +337,20 @@ class Gateway:
             async with self.session.request(
                 request.method, url, params=query, headers=vendor.upstream_headers(headers, key), data=body
             ) as upstream:
+                if upstream.status in KEY_REFUSAL_STATUSES:
+                    answer = await _read_answer(upstream, MAX_KEPT_ANSWER)
+                    if is_key_refused(vendor, upstream.status, answer):
+                        finished = True
+                        response = self._key_refused(vendor, upstream, answer, attempt)
+                        return response
+                    kept += answer
                 response = web.StreamResponse(status=upstream.status)
                 for name, value in upstream.headers.items():
-                    if name.lower() not in HOP_BY_HOP and name.lower() not in (
-                        "content-length",
-                        "content-encoding",
-                    ):
+                    if name.lower() not in DROPPED_ANSWER_HEADERS:
                         response.headers[name] = value
                 await response.prepare(request)
+                if kept:
+                    await response.write(bytes(kept))
                 async for chunk in upstream.content.iter_any():
                     if stream_meter is not None:
                         stream_meter.feed(chunk)
@@ -356,6 +371,18 @@ class Gateway:
         finally:
             await settle()
         return response  # type: ignore[return-value]
+
+    def _key_refused(
+        self, vendor: Vendor, upstream: aiohttp.ClientResponse, answer: bytes, attempt: ModelAttemptGrant
+    ) -> web.Response:
+        """The answer to a request whose key the vendor refused: final for the CLI (NO_RETRY). The
+        platform's key gets the gateway's own error naming its Secret (the team cannot fix it); a run's
+        own key, the vendor's answer."""
+        if attempt.key_secret:
+            headers = {k: v for k, v in upstream.headers.items() if k.lower() not in DROPPED_ANSWER_HEADERS}
+            return web.Response(status=upstream.status, body=answer, headers={**headers, **NO_RETRY})
+        message = key_refused_message(vendor, upstream.status, self.key_secrets.get(vendor.name))
+        return _error(vendor, upstream.status, message, "unauthorized", NO_RETRY)
 
     async def _settle(
         self,
@@ -430,6 +457,14 @@ async def _read_body(request: web.Request, limit: int) -> bytes | Refusal:
     return bytes(body)
 
 
+async def _read_answer(upstream: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The vendor's answer up to `limit` bytes (an error's is a few hundred); the rest is streamed on."""
+    answer = bytearray()
+    while len(answer) < limit and (chunk := await upstream.content.read(limit - len(answer))):
+        answer += chunk
+    return bytes(answer)
+
+
 def _metered_body(
     endpoint: Endpoint, headers: Mapping[str, str], body: bytes, capped: bool
 ) -> dict[str, Any] | Refusal:
@@ -455,14 +490,16 @@ def _refuse(vendor: Vendor, refusal: Refusal) -> web.Response:
     return _error(vendor, refusal.status, refusal.message, refusal.kind)
 
 
-def _error(vendor: Vendor, status: int, message: str, kind: str) -> web.Response:
+def _error(
+    vendor: Vendor, status: int, message: str, kind: str, headers: Mapping[str, str] | None = None
+) -> web.Response:
     print(
         json.dumps({"msg": "refused", "vendor": vendor.name, "status": status, "reason": message}),
         file=sys.stderr,
         flush=True,
     )
     code, body = vendor.error(status, message, kind)
-    return web.Response(status=code, body=body, content_type="application/json")
+    return web.Response(status=code, body=body, content_type="application/json", headers=headers)
 
 
 def build_apps(gateway: Gateway) -> tuple[web.Application, web.Application]:

@@ -175,6 +175,29 @@ class Vendor:
         return status, json.dumps(body).encode()
 
 
+def is_key_refused(vendor: Vendor, status: int, body: bytes) -> bool:
+    """Whether the vendor's answer refuses the key itself, which no retry cures: 401 or 403 (Gemini
+    answers a key it does not know with 400 API_KEY_INVALID)."""
+    if status in (401, 403):
+        return True
+    return vendor.name == "gemini" and status == 400 and b"API_KEY_INVALID" in body
+
+
+def key_refused_message(vendor: Vendor, status: int, secret: str | None) -> str:
+    """What the CLI prints when the vendor refused the platform's key: whose key it is and where it is
+    fixed (never the key, nor the vendor's own message, which may quote part of it)."""
+    where = f"Secret {secret}" if secret else "its Secret"
+    return (
+        f"harness model gateway: the platform's key for {vendor.name} was refused by the vendor "
+        f"(HTTP {status}); it is not the run's key: the platform team replaces it in {where} "
+        f"(the chart's modelGateway.vendors.{vendor.name}.secretName); retrying will not help"
+    )
+
+
+# Answers a retry cannot cure carry this: the Stainless-generated SDKs (Anthropic's, OpenAI's, and Claude
+# Code's own retry loop) then stop retrying.
+NO_RETRY = {"x-should-retry": "false"}
+
 # Status codes each kind of refusal answers with: a cap is final (no CLI retries a 400, nor OpenAI's
 # insufficient_quota), never a 429 that a CLI would retry for minutes.
 CAP_STATUS = {"anthropic": 400, "openai": 429, "gemini": 400}

@@ -28,6 +28,7 @@ from harness_operator.runner.channel import Spawner, create_channel
 from harness_operator.runner.confinement import await_confinement, describe_confinement
 from harness_operator.runner.executor import AttemptResult, execute
 from harness_operator.runner.launch import LocalAgent, Spawn
+from harness_operator.runner.network import await_destinations, describe_reached, find_destinations
 from harness_operator.runner.redact import Redactor
 
 DEFAULT_PLAN = "/etc/harness/plan.json"
@@ -152,6 +153,13 @@ def run_attempt(args: argparse.Namespace, cancel: threading.Event, spawn: Spawn)
         print(line, file=sys.stderr, flush=True)
         if not found.confined and plan.confinement.required and not cancel.is_set():
             return AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, NETWORK_NOT_CONFINED, line)
+    destinations = find_destinations({**{e.name: e.value for e in plan.env}, **credentials})
+    if destinations:
+        reached = await_destinations(destinations, cancel=cancel)
+        line = describe_reached(destinations, reached)
+        print(line, file=sys.stderr, flush=True)
+        if reached.unreachable and not cancel.is_set():
+            return AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, Reason.ProviderUnavailable, line)
     try:
         return execute(plan, credentials, cancel=cancel, events_to_log=True, spawn=spawn)
     except Exception as exc:  # whatever goes wrong, the pod still ends with a result document

@@ -6,6 +6,7 @@ the runner, which must end by itself once the runner is done, with the agent's e
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.unit.runner.test_network import free_port, listening_after
 
 from harness_operator.contract.frame import decode_frame
 from harness_operator.contract.plan import AttemptPlan
@@ -240,6 +242,27 @@ def test_an_unenforced_policy_fails_the_attempt_before_the_agent_or_warns(tmp_pa
         assert doc.reason == "NetworkNotConfined" and output == b""
     else:
         assert doc.exit_code == 0 and output == b"answer from agent.py: hi"
+
+
+def test_the_agent_starts_only_once_its_first_destination_answers(tmp_path):
+    """The pod's network not ready at start (the model's address refusing for a second): the runner waits,
+    then starts the agent, which finds it ready."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/anthropic"
+    plan = write_plan(tmp_path, "ok", env=[{"name": "ANTHROPIC_BASE_URL", "value": url}])
+    proc = start_runner(tmp_path, plan)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the runner has started: its wait is next
+    with listening_after(port, 1.0):
+        rest, _ = proc.communicate(timeout=60)
+    log = first + rest
+    assert proc.returncode == 0, log
+    ready = re.search(
+        rf"network ready: 127.0.0.1:{port} \(ANTHROPIC_BASE_URL\) answered after ([0-9.]+) s", log.decode()
+    )
+    assert ready and float(ready.group(1)) >= 0.9, log
+    doc = parse_termination_message((tmp_path / "termination-log").read_text())
+    assert isinstance(doc, ResultDocument) and doc.exit_code == 0
 
 
 def test_a_cli_attempt_never_imports_the_acp_sdk() -> None:

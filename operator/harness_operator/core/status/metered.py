@@ -1,4 +1,5 @@
-"""An attempt's usage as the model gateway metered it, in place of what its sandbox reported (pure).
+"""A routed attempt's result as the model gateway saw it: its usage as metered, in place of what its
+sandbox reported, and whose key a refusal refused (pure).
 
 The sandbox's figures are the agent's to forge; the gateway's come from the vendor's answers. A routed
 attempt's `usage` is therefore the metered one (`costSource: metered`), with the reported one kept beside
@@ -11,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import CostSource, Usage
+from harness_operator.api.v1alpha1 import CostSource, HarnessRun, ModelRoute, Usage
 from harness_operator.contract.model_access import MeteredUsage
 from harness_operator.contract.result import ResultDocument
 from harness_operator.contract.times import parse_time
 from harness_operator.contract.usage import USAGE_FIELDS, tokens_of
+from harness_operator.core.access.model_route import find_own_key
+from harness_operator.core.config import OperatorConfig
 from harness_operator.core.plan.pricing import PRICE_TABLE
 
 # Rounding: CLIs print costs to a few decimals and some round token counts (aider: "1.2k").
@@ -104,3 +107,32 @@ def compute_unattributed(run_meter: MeteredUsage, metered: Sequence[Usage]) -> U
     if not any(tokens.values()) and not cost:
         return None
     return whole.model_copy(update={**tokens, "cost_usd": cost})
+
+
+# Behind the gateway the team holds no vendor key: a 401 the CLI reports is the platform's key (or the run's
+# own, which the gateway holds for it), and the CLI's words ("Invalid API key · Fix external API key") would
+# send the team after a key it does not have. AuthFailed is not retried (not transient, resolve/retry.py),
+# and the gateway's answer stops the CLI's own retries.
+def with_refused_key(
+    result: ResultDocument, run: HarnessRun, route: ModelRoute, config: OperatorConfig
+) -> ResultDocument:
+    """The result of a routed attempt, its AuthFailed message naming the refused key's Secret."""
+    if result.reason != Reason.AuthFailed:
+        return result
+    own = find_own_key(run, route)
+    if own is not None:
+        where = f"{run.metadata['namespace']}/{own.secret_key_ref.name}"
+        message = (
+            f"the vendor ({route.vendor}) refused the run's own key, Secret {where} key "
+            f"{own.secret_key_ref.key} (spec.credentials {own.env}), which the model gateway sent for it: "
+            "put a valid key there"
+        )
+    else:
+        name = config.model_gateway_key_secrets.get(route.vendor)
+        where = f"Secret {config.model_gateway_namespace}/{name}" if name else "its Secret"
+        message = (
+            f"the vendor ({route.vendor}) refused the platform's key, which the model gateway holds for "
+            f"every routed run, not this run's: the platform team replaces it in {where} (the chart's "
+            f"modelGateway.vendors.{route.vendor}.secretName); a retry will not help"
+        )
+    return result.model_copy(update={"message": message})
