@@ -31,8 +31,8 @@ from harness_operator.controller.kueue_cache import KINDS as KUEUE_KINDS
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.leader import LeaderElector
 from harness_operator.controller.logs import setup_logging
-from harness_operator.controller.metrics import LEADER
 from harness_operator.controller.metering import AttemptMetering
+from harness_operator.controller.metrics import LEADER
 from harness_operator.controller.progress import ProgressReader
 from harness_operator.controller.reconcile import wire_reconciler
 from harness_operator.controller.reference_cache import (
