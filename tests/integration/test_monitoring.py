@@ -121,7 +121,8 @@ def test_every_panel_and_alert_query_returns_series(
     api.create(run_body("mon-fail-2", {"provider": "bad", "prompt": "p"}))
     api.wait_finished("mon-fail-2")
     wait_until(
-        lambda: len(prom.query('sum(increase(harness_runs_total{phase="Failed"}[5m])) > 0')),
+        # In both jobs' series: they scrape at different moments of the second.
+        lambda: len(prom.query('sum by (job) (increase(harness_runs_total{phase="Failed"}[5m])) > 0')) == 2,
         timeout=60,
         what="Prometheus to see the second failure",
     )
