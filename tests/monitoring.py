@@ -11,8 +11,11 @@ CHART = Path(__file__).resolve().parents[1] / "charts" / "harness-operator"
 DASHBOARD = CHART / "dashboards" / "harness-operator.json"
 # What Grafana puts in place of $__rate_interval (at least four scrape intervals).
 RATE_INTERVAL = "5m"
-# What the namespace and provider variables hold when All is picked.
-VARIABLES = {"$namespace": ".*", "$provider": ".*"}
+# The release the checks render and scrape: its operator's metrics are the scrape job RELEASE-metrics.
+RELEASE = "h-harness-operator"
+# What the release variable holds, the namespace and provider variables when All is picked, and the
+# dashboard's (or, for `Cost today`, the day's) range.
+VARIABLES = {"$release": RELEASE, "$namespace": ".*", "$provider": ".*", "$__range": "1d"}
 
 
 def dashboard_queries() -> list[tuple[str, str]]:

@@ -32,6 +32,7 @@ from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.leader import LeaderElector
 from harness_operator.controller.logs import setup_logging
 from harness_operator.controller.metering import AttemptMetering
+from harness_operator.controller.metrics import LEADER
 from harness_operator.controller.progress import ProgressReader
 from harness_operator.controller.reconcile import wire_reconciler
 from harness_operator.controller.reference_cache import (
@@ -180,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             elector.stop()
             return 0
         threading.Thread(target=stop_when_lost, args=(elector, controller, stopping), daemon=True).start()
+    else:  # the one replica leads: the no-leader alert reads this gauge
+        LEADER.set(1)
     controller.lead()
     # kopf in a thread of its own: it takes the signals only in the main thread, and here they must
     # reach `stop` before kopf begins its shutdown.

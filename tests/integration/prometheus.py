@@ -53,15 +53,29 @@ class Prometheus:
 
 
 @contextmanager
-def prometheus(folder: Path, targets: list[str], rules: Path | None = None) -> Iterator[Prometheus]:
-    """Prometheus scraping `targets` (host:port, /metrics) every second, once every target is up."""
+def prometheus(
+    folder: Path,
+    jobs: dict[str, list[str]],
+    rules: list[Path] | None = None,
+    labels: dict[str, str] | None = None,
+) -> Iterator[Prometheus]:
+    """Prometheus scraping each job's targets (host:port, /metrics) every second, once every target is
+    up. As the chart's ServiceMonitor: the job is the Service's name (`<release>-metrics`, `-egress`,
+    `-model`), a series' own labels win over the target's `labels` (its `namespace`)."""
     binary, _ = ensure_prometheus()
     config: dict[str, Any] = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "harness", "static_configs": [{"targets": targets}]}],
+        "scrape_configs": [
+            {
+                "job_name": job,
+                "honor_labels": True,
+                "static_configs": [{"targets": targets, "labels": labels or {}}],
+            }
+            for job, targets in jobs.items()
+        ],
     }
     if rules is not None:
-        config["rule_files"] = [str(rules)]
+        config["rule_files"] = [str(r) for r in rules]
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
     log = (folder / "prometheus.log").open("wb")
@@ -82,10 +96,11 @@ def prometheus(folder: Path, targets: list[str], rules: Path | None = None) -> I
             active = prom.get("targets")["activeTargets"]
         except OSError:
             return False
-        return len(active) == len(targets) and all(t["health"] == "up" for t in active)
+        count = sum(len(targets) for targets in jobs.values())
+        return len(active) == count and all(t["health"] == "up" for t in active)
 
     try:
-        wait_until(scraping, timeout=60, what=f"Prometheus to scrape {targets}")
+        wait_until(scraping, timeout=60, what=f"Prometheus to scrape {jobs}")
         yield prom
     finally:
         proc.terminate()

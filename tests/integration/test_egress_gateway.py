@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client
 
 from harness_operator.core.pod.egress_grant import build_proxy_token, grant_name
-from tests.monitoring import dashboard_queries_by_source
+from tests.monitoring import RELEASE, dashboard_queries_by_source
 from tests.stubs.anthropic import TEXT, AnthropicStub
 from tests.stubs.openai import OpenAIStub
 
@@ -263,7 +263,9 @@ def test_claude_is_refused_a_name_it_was_not_granted(
     # The dashboard's egress panel, on a real Prometheus scraping the gateway's pods, shows the refusal.
     panels = dashboard_queries_by_source()["egress"]
     refused = [(title, q.replace(".*", gw.ns, 1)) for title, q in panels]  # the namespace variable
-    with prometheus(tmp_path, [f"{p.status.pod_ip}:9101" for p in gateway_pods(gw)]) as prom:
+    with prometheus(
+        tmp_path, {f"{RELEASE}-egress": [f"{p.status.pod_ip}:9101" for p in gateway_pods(gw)]}
+    ) as prom:
         wait_until(lambda: not prom.empty(refused), timeout=30, what="the egress panel's series")
         shown = prom.query(refused[0][1])
     assert {r["metric"]["verdict"] for r in shown} == {"refused"}, shown

@@ -60,7 +60,7 @@ from harness_operator.core.pod.model_grant import (
 from harness_operator.core.resolve.resolution import AttemptTarget, RunFailure
 from harness_operator.core.status.metered import build_metered_usage
 from harness_operator.core.status.usage import sum_usage
-from tests.monitoring import dashboard_queries_by_source
+from tests.monitoring import RELEASE, dashboard_queries_by_source
 from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.gemini import GeminiStub
 from tests.stubs.openai import OpenAIStub
@@ -396,7 +396,7 @@ def test_metrics_count_requests_by_namespace_vendor_and_verdict(env: Env, tmp_pa
         assert after[key] == before.get(key, 0) + 1, (key, before, after)
     # The dashboard's model gateway panel, on a real Prometheus scraping the gateway, shows both.
     panels = dashboard_queries_by_source()["model"]
-    with prometheus(tmp_path, [f"127.0.0.1:{gateway.admin}"]) as prom:
+    with prometheus(tmp_path, {f"{RELEASE}-model": [f"127.0.0.1:{gateway.admin}"]}) as prom:
         wait_until(lambda: not prom.empty(panels), timeout=30, what="the model gateway panel's series")
         shown = {(r["metric"]["vendor"], r["metric"]["verdict"]) for r in prom.query(panels[0][1])}
     assert {("anthropic", "forwarded"), ("anthropic", "unauthenticated")} <= shown, shown

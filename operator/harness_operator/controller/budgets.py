@@ -97,7 +97,7 @@ class BudgetReconciler:
             namespace, budget.name, budget.uid, partial(settle_all, budget.spec, runs=runs, now=now)
         )
         computed = compute_budget_status(budget.spec, ledger, now, budget.generation)
-        metrics.record_budget(namespace, budget.name, computed)
+        metrics.record_budget(namespace, budget.name, budget.spec, computed)
         old = HarnessBudgetStatus.model_validate(status or {})
         if old != computed:
             self.kube.patch_budget_status(namespace, budget.name, computed.to_api())
@@ -107,5 +107,6 @@ class BudgetReconciler:
         """A deleted budget's ledger goes with it, and it admits no more; the runs waiting for budget
         room in its namespace, to reconcile now (it may have been what held them)."""
         self.ledgers.forget(namespace, name)
+        metrics.forget_budget(namespace, name)
         self._deleted[uid] = namespace
         return [(namespace, r.name) for r in self.source.runs(namespace) if r.waiting]

@@ -1,15 +1,24 @@
 """Prometheus metrics; labels are closed sets (provider, model, phase, reason, type) or the run's namespace
 (the tenant, what cost is charged to), never run names or UIDs; budget gauges carry the budget's namespace
-and name (a platform team has few)."""
+and name (a platform team has few). The chart's ServiceMonitor honours these labels, so `namespace` is the
+tenant's, and `job` (the release's metrics Service) tells two releases' series apart."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Collection
+from contextlib import suppress
 from datetime import datetime
+from functools import partial
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from harness_operator.api.v1alpha1 import HarnessBudgetStatus, HarnessRun, HarnessRunStatus
+from harness_operator.api.v1alpha1 import (
+    HarnessBudgetSpec,
+    HarnessBudgetStatus,
+    HarnessRun,
+    HarnessRunStatus,
+)
 
 MODEL_LABEL_CHARS = 64
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]*")
@@ -42,20 +51,25 @@ RETRIES = Counter(
     ["namespace", "provider"],
 )
 LEADER = Gauge("harness_operator_leader", "1 while this replica holds the leader-election Lease, else 0.")
-IN_FLIGHT = Gauge("harness_runs_in_flight", "Runs with an attempt Job that has not ended.")
+IN_FLIGHT = Gauge(
+    "harness_runs_in_flight", "Runs with an attempt Job that has not ended, by namespace.", ["namespace"]
+)
 RECONCILE_ERRORS = Counter("harness_reconcile_errors_total", "Reconciles that failed, by kind.", ["kind"])
 # Per budget: a platform team's few HarnessBudgets, not per run, so their names are a bounded label.
 _BUDGET = ["namespace", "budget"]
 BUDGET_SPENT = Gauge("harness_budget_spent_usd", "USD spent by finished runs this period.", _BUDGET)
 BUDGET_RESERVED = Gauge("harness_budget_reserved_usd", "USD reserved by runs in flight.", _BUDGET)
 BUDGET_REMAINING = Gauge("harness_budget_remaining_usd", "USD left this period (maxCostUSD only).", _BUDGET)
+BUDGET_LIMIT = Gauge("harness_budget_limit_usd", "The budget's maxCostUSD per period.", _BUDGET)
 BUDGET_TOKENS = Gauge("harness_budget_tokens", "Tokens of this period's runs.", _BUDGET)
 BUDGET_RUNS = Gauge("harness_budget_runs", "Runs started this period.", _BUDGET)
+_BUDGET_GAUGES = (BUDGET_LIMIT, BUDGET_SPENT, BUDGET_RESERVED, BUDGET_REMAINING, BUDGET_TOKENS, BUDGET_RUNS)
 
 
-def record_budget(namespace: str, name: str, status: HarnessBudgetStatus) -> None:
-    """The budget's current period, as its status shows it."""
+def record_budget(namespace: str, name: str, spec: HarnessBudgetSpec, status: HarnessBudgetStatus) -> None:
+    """The budget's current period, as its status shows it, and its USD limit."""
     for gauge, value in (
+        (BUDGET_LIMIT, spec.limits.max_cost_usd),
         (BUDGET_SPENT, status.spent_usd),
         (BUDGET_RESERVED, status.reserved_usd),
         (BUDGET_REMAINING, status.remaining_usd),
@@ -64,14 +78,47 @@ def record_budget(namespace: str, name: str, status: HarnessBudgetStatus) -> Non
     ):
         if value is not None:
             gauge.labels(namespace=namespace, budget=name).set(value)
+        else:  # a limit removed: its alert must not hold on
+            with suppress(KeyError):
+                gauge.remove(namespace, name)
+
+
+def forget_budget(namespace: str, name: str) -> None:
+    """A deleted budget's series go (its alert with them)."""
+    for gauge in _BUDGET_GAUGES:
+        with suppress(KeyError):
+            gauge.remove(namespace, name)
 
 
 for _kind in ("Temporary", "Permanent"):  # present at 0 from the start, so rates and alerts see a series
     RECONCILE_ERRORS.labels(kind=_kind)
-QUEUED = Gauge("harness_runs_queued", "Runs waiting for a slot (maxRunsPerNamespace).")
-OLDEST_IN_FLIGHT = Gauge(
-    "harness_run_oldest_in_flight_seconds", "Age of the longest-running run in flight (0 when none)."
+QUEUED = Gauge(
+    "harness_runs_queued", "Runs waiting for a slot (maxRunsPerNamespace), by namespace.", ["namespace"]
 )
+OLDEST_IN_FLIGHT = Gauge(
+    "harness_run_oldest_in_flight_seconds",
+    "Age of the namespace's longest-running run in flight (0 when none).",
+    ["namespace"],
+)
+
+_NAMESPACES_SEEN: set[str] = set()  # of the in-flight gauges: a platform team's few tenant namespaces
+
+
+def record_runs(
+    in_flight: Collection[tuple[str, str]],
+    queued: Collection[tuple[str, str]],
+    oldest_seconds: Callable[[str], float],
+) -> None:
+    """Runs in flight and queued per namespace, from (namespace, name) pairs; a namespace once seen stays
+    at 0 when it has none (its series do not vanish under an alert's `for:`). `oldest_seconds(namespace)`
+    is read at each scrape."""
+    _NAMESPACES_SEEN.update(ns for ns, _ in (*in_flight, *queued))
+    for namespace in _NAMESPACES_SEEN:
+        IN_FLIGHT.labels(namespace=namespace).set(sum(1 for ns, _ in in_flight if ns == namespace))
+        QUEUED.labels(namespace=namespace).set(sum(1 for ns, _ in queued if ns == namespace))
+        OLDEST_IN_FLIGHT.labels(namespace=namespace).set_function(partial(oldest_seconds, namespace))
+
+
 PROGRESS_READS = Counter(
     "harness_progress_log_reads_total", "Pod log tails read to follow in-flight runs' progress."
 )

@@ -95,14 +95,14 @@ class Reconciler:
         self._in_flight: set[tuple[str, str]] = set()
         self._queued: set[tuple[str, str]] = set()
         self._started: dict[tuple[str, str], datetime] = {}
-        metrics.OLDEST_IN_FLIGHT.set_function(self._oldest_in_flight_seconds)
 
     def run_lock(self, namespace: str, name: str) -> threading.Lock:
         return self._run_locks[hash((namespace, name)) % RUN_LOCK_STRIPES]
 
-    def _oldest_in_flight_seconds(self) -> float:
+    def _oldest_in_flight_seconds(self, namespace: str) -> float:
         now = self.clock()
-        return max(((now - t).total_seconds() for t in list(self._started.values())), default=0.0)
+        started = [t for (ns, _), t in list(self._started.items()) if ns == namespace]
+        return max(((now - t).total_seconds() for t in started), default=0.0)
 
     # --- entry points --------------------------------------------------------------------------------
 
@@ -184,8 +184,7 @@ class Reconciler:
             self._queued.add(key)
         else:
             self._queued.discard(key)
-        metrics.IN_FLIGHT.set(len(self._in_flight))
-        metrics.QUEUED.set(len(self._queued))
+        metrics.record_runs(self._in_flight, self._queued, self._oldest_in_flight_seconds)
 
     # --- the reconcile path --------------------------------------------------------------------------
 

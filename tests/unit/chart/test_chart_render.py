@@ -200,8 +200,8 @@ def test_service_monitor_scrapes_the_operator_and_both_gateways_when_enabled() -
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["harness-system"]}
     endpoints = monitor["spec"]["endpoints"]
     assert endpoints == [
-        {"port": "metrics", "path": "/metrics", "interval": "30s"},
-        {"port": "admin", "path": "/metrics", "interval": "30s"},
+        {"port": "metrics", "path": "/metrics", "honorLabels": True, "interval": "30s"},
+        {"port": "admin", "path": "/metrics", "honorLabels": True, "interval": "30s"},
     ]
     scraped = {
         d["metadata"]["name"]: {p["name"] for p in d["spec"]["ports"]} & {e["port"] for e in endpoints}

@@ -3,7 +3,7 @@
 import pytest
 from prometheus_client import REGISTRY
 
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
+from harness_operator.api.v1alpha1 import HarnessBudgetSpec, HarnessBudgetStatus, HarnessRun, HarnessRunStatus
 from harness_operator.controller import metrics
 from harness_operator.controller.metrics import build_model_label
 
@@ -85,3 +85,33 @@ def test_record_finished() -> None:
 )
 def test_a_model_label_is_a_model_name_or_other(model, label):
     assert build_model_label(model) == label
+
+
+def test_in_flight_and_queued_are_per_namespace_and_an_emptied_namespace_reads_zero() -> None:
+    """Two teams' runs never sum into one series; a team whose runs all ended reads 0, not nothing."""
+    oldest = {"mx-a": 120.0, "mx-b": 0.0}
+    metrics.record_runs(
+        [("mx-a", "r1"), ("mx-a", "r2"), ("mx-b", "r3")], [("mx-b", "r4")], oldest.__getitem__
+    )
+    assert [value("harness_runs_in_flight", namespace=ns) for ns in ("mx-a", "mx-b")] == [2, 1]
+    assert [value("harness_runs_queued", namespace=ns) for ns in ("mx-a", "mx-b")] == [0, 1]
+    assert value("harness_run_oldest_in_flight_seconds", namespace="mx-a") == 120
+    oldest["mx-a"] = 0.0  # read at the scrape, not when recorded
+    metrics.record_runs([("mx-b", "r3")], [], oldest.__getitem__)
+    assert REGISTRY.get_sample_value("harness_runs_in_flight", {"namespace": "mx-a"}) == 0
+    assert value("harness_run_oldest_in_flight_seconds", namespace="mx-a") == 0
+    assert value("harness_runs_queued", namespace="mx-b") == 0
+
+
+def test_a_budget_exports_its_limit_and_a_deleted_budget_its_series_no_more() -> None:
+    spec = HarnessBudgetSpec.model_validate({"period": "daily", "limits": {"maxCostUSD": 50}})
+    status = HarnessBudgetStatus.model_validate({"spentUSD": 46, "reservedUSD": 1, "remainingUSD": 3})
+    metrics.record_budget("mx-a", "team", spec, status)
+    labels = {"namespace": "mx-a", "budget": "team"}
+    assert value("harness_budget_limit_usd", **labels) == 50
+    assert value("harness_budget_spent_usd", **labels) == 46
+    unlimited = HarnessBudgetSpec.model_validate({"period": "daily", "limits": {"maxRuns": 5}})
+    metrics.record_budget("mx-a", "team", unlimited, HarnessBudgetStatus.model_validate({"spentUSD": 46}))
+    assert REGISTRY.get_sample_value("harness_budget_limit_usd", labels) is None  # no USD limit: no alert
+    metrics.forget_budget("mx-a", "team")
+    assert REGISTRY.get_sample_value("harness_budget_spent_usd", labels) is None

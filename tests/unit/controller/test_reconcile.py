@@ -185,8 +185,8 @@ def test_a_slot_taken_for_a_job_that_was_not_created_is_free_again() -> None:
     assert sorted(api.reads) == ["create NetworkPolicy"] * 2 + ["create Secret"] * 2
 
 
-def gauge(name: str) -> float | None:
-    return REGISTRY.get_sample_value(name)
+def gauge(name: str, namespace: str = "ns") -> float | None:
+    return REGISTRY.get_sample_value(name, {"namespace": namespace})
 
 
 def test_a_deleted_run_leaves_the_gauges() -> None:
