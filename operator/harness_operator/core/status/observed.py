@@ -20,6 +20,7 @@ from harness_operator.core.objects.naming import (
     RUNNER_CONTAINER,
 )
 from harness_operator.core.queue.kueue import describe_eviction, describe_wait
+from harness_operator.core.status.pending import describe_pod_wait
 from harness_operator.core.status.results import (
     compute_clone_failure,
     container_state,
@@ -51,7 +52,8 @@ class ObservedAttempt:
     # Ended because Kueue took it back after it started, or would run it on another cluster: its Job goes
     # before Kueue admits it (again).
     withdrawn: bool = False
-    # Why Kueue holds the attempt's Job (state SUSPENDED), in Kueue's words.
+    # Why the attempt waits: Kueue holds its Job (state SUSPENDED), in Kueue's words; or its pod cannot be
+    # placed or started (state PENDING), in the scheduler's or the kubelet's (core/status/pending.py).
     waiting: str | None = None
     # The MultiKueue worker cluster its Job runs on (core/queue/multikueue); None: this cluster.
     cluster: str | None = None
@@ -173,8 +175,9 @@ def observe_attempt(
     if suspended:
         waiting = describe_wait(queue, workload, local_queue) if queue else None
         return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start, waiting=waiting)
-    running = (pod or {}).get("status", {}).get("phase") == "Running"
-    return ObservedAttempt(index, provider, name, pod_name, RUNNING if running else PENDING, start)
+    if (pod or {}).get("status", {}).get("phase") == "Running":
+        return ObservedAttempt(index, provider, name, pod_name, RUNNING, start)
+    return ObservedAttempt(index, provider, name, pod_name, PENDING, start, waiting=describe_pod_wait(pod))
 
 
 def build_result_from_attempt(attempt: Attempt) -> ResultDocument:

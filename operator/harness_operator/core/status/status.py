@@ -252,6 +252,8 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
             why = f": {last.waiting}" if last.waiting else ""
             reason = Reason.Suspended
             message = f"attempt {last.index}/{total} waits for its queue to admit it{why}"
+        elif last and last.waiting:  # its pod cannot be placed or started: the scheduler's or kubelet's why
+            reason, message = Reason.Pending, f"attempt {last.index}/{total} waits: {last.waiting}"
         else:
             reason, message = Reason.Pending, "waiting for the sandbox pod to start"
         conds = set_condition(conds, SUCCEEDED, UNKNOWN, reason, message, generation, now)
