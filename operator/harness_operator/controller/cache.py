@@ -71,7 +71,7 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
 
 def _slim_states(statuses: list[dict[str, Any]], read: tuple[str, ...]) -> list[dict[str, Any]]:
     """The states of the containers named in `read`, and of any other container while it waits (why a
-    pod has not started: core/status/pending.py)."""
+    pod has not started: core/status/observed.describe_pod_wait)."""
     return [
         {"name": s["name"], "state": s.get("state") or {}}
         for s in statuses

@@ -9,8 +9,13 @@ import pytest
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.controller.cache import slim_pod
-from harness_operator.core.status.observed import PENDING, RUNNING, Observed, observe_attempt
-from harness_operator.core.status.pending import describe_pod_wait
+from harness_operator.core.status.observed import (
+    PENDING,
+    RUNNING,
+    Observed,
+    describe_pod_wait,
+    observe_attempt,
+)
 from harness_operator.core.status.status import compute_status
 
 NOW = datetime(2026, 12, 7, 1, 0, tzinfo=UTC)
@@ -60,7 +65,7 @@ JOB = {"metadata": {"name": "r-a1"}, "spec": {}, "status": {"startTime": "2026-1
         ),
         (
             pod([{"type": "PodScheduled", "status": "False"}]),
-            "the scheduler cannot place pod r-a1-xyz (Unschedulable): the scheduler gave no message",
+            "the scheduler cannot place pod r-a1-xyz: the scheduler gave no message",
         ),
         (
             pod(containers={"runner": CREATING, "agent": PULL_BACKOFF}),
