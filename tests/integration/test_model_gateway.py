@@ -578,6 +578,7 @@ def test_a_runs_cap_binds_all_its_attempts_and_a_token_is_live_only_while_its_at
     grants.admit(run, targets, 3)
     status, body = post(url, tokens[3], SIZED)  # the cap is the run's: attempt 3 gets nothing more
     assert status == 400 and b"all its attempts together" in body, body
+    assert b"below this request's worst case of 0.0" in body and b"raise the cap" in body, body  # issue 57
     reader = MeterReader(config)
     whole = reader.read(run.metadata["uid"], None)
     each = [reader.read(run.metadata["uid"], i) for i in (1, 2, 3)]

@@ -70,6 +70,13 @@ KIND_SPECS = [
             {"name": "Exit", "type": "integer", "jsonPath": ".status.exitCode", "priority": 1},
             {"name": "Turns", "type": "integer", "jsonPath": ".status.progress.turns", "priority": 1},
             {"name": "Tokens", "type": "integer", "jsonPath": ".status.progress.tokens", "priority": 1},
+            # What its budgets charged it (its reservation when its cost stayed unknown: Cost is empty then).
+            {
+                "name": "Charged",
+                "type": "number",
+                "jsonPath": ".status.budget.charge.amountUSD",
+                "priority": 1,
+            },
             {"name": "Duration", "type": "string", "jsonPath": ".status.progress.duration", "priority": 1},
             {"name": "Tool", "type": "string", "jsonPath": ".status.progress.lastTool", "priority": 1},
             {"name": "Files", "type": "integer", "jsonPath": ".status.changes.files", "priority": 1},

@@ -142,8 +142,31 @@ class Phase(StrEnum):
     cancelled = "Cancelled"
 
 
+class ChargeBasis(StrEnum):
+    """What a finished run's budget charge is: its cost as metered or reported, its reservation when its
+    cost stayed unknown, or nothing when no attempt started its agent."""
+
+    metered = "Metered"
+    reported = "Reported"
+    reserved = "Reserved"
+    not_started = "NotStarted"
+
+
+class BudgetCharge(Model):
+    """What a finished run was charged in each budget it was admitted under, and why (its ledgers hold
+    the same amount)."""
+
+    amount_usd: float = Field(alias="amountUSD", description="USD charged to each of the run's budgets.")
+    basis: ChargeBasis = Field(
+        description="Metered (the model gateway's meter), Reported (the sandbox's report), Reserved (the "
+        "cost stayed unknown: the reservation is kept) or NotStarted (no attempt started its agent)."
+    )
+    message: str = Field(description="The charge in a sentence, and why.")
+
+
 class RunBudget(Model):
-    """The budgets a run was admitted under and the cap it reserved from them."""
+    """The budgets a run was admitted under, the cap it reserved from them, and, once it finished, what
+    it was charged."""
 
     names: list[str] = Field(default_factory=list, description="The HarnessBudgets covering the run.")
     reserved_usd: float | None = Field(
@@ -153,6 +176,7 @@ class RunBudget(Model):
         "stays unknown.",
     )
     admitted_at: str | None = Field(default=None, description="When it took its place in the budgets.")
+    charge: BudgetCharge | None = Field(default=None, description="What it was charged once it finished.")
 
 
 class HarnessRunStatus(Model):

@@ -263,7 +263,13 @@ from harness_operator.api.run_status import (
     AttemptOutcome as AttemptOutcome,
 )
 from harness_operator.api.run_status import (
+    BudgetCharge as BudgetCharge,
+)
+from harness_operator.api.run_status import (
     ChangesStatus as ChangesStatus,
+)
+from harness_operator.api.run_status import (
+    ChargeBasis as ChargeBasis,
 )
 from harness_operator.api.run_status import (
     CostSource as CostSource,

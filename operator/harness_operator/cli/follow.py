@@ -21,6 +21,7 @@ from harness_operator.core.status.watch import (
     build_attempt_events,
     build_pods_by_attempt,
     build_run_event,
+    build_waiting_event,
     is_attempt_over,
     is_log_readable,
     is_unclaimed,
@@ -45,9 +46,11 @@ def follow_run(
     An attempt whose pod is still there is read from its log (followed while it runs, with `follow`);
     one whose pod is gone is told from status.attempts[] and, for the answer, the output ConfigMap.
     Between attempts and until the run's status is final it waits for a watch of the run or its pods
-    to say something changed: pods of the next attempt have no log to follow yet."""
+    to say something changed: pods of the next attempt have no log to follow yet. Meanwhile, with
+    `follow`, it says why the run waits each time the reason changes (from the run's status)."""
     shown = 0
     hinted = False
+    said: Event | None = None
     changed = threading.Event()
     if follow:
         kube.watch_run_and_pods(namespace, name, changed.set)
@@ -86,6 +89,10 @@ def follow_run(
         if finished or not follow:
             write(build_run_event(status, unclaimed_in))
             return 1 if finished and status is not None and not is_succeeded(status.conditions) else 0
+        waiting = build_waiting_event(status)
+        if waiting is not None and waiting != said:
+            write(waiting)
+        said = waiting
         if unclaimed_in is not None and not hinted:
             write(build_run_event(status, unclaimed_in))  # once; following goes on, an operator may come
             hinted = True

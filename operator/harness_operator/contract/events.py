@@ -33,7 +33,8 @@ class Event:
     (tool, arg), `text` (text), `progress` (turns, tokens, cost_usd, last_tool: all so far, this
     attempt), `result` (attempt, exit_code, reason, message, turns, tokens, cost_usd), and, from
     `harnessctl logs` only, `run` (phase, reason, exit_code, message, turns, tokens, cost_usd, changes:
-    the run's status; changes is the published change in one line).
+    the run's status; changes is the published change in one line) and `waiting` (reason, message: why
+    the run has not started or goes on, while it waits).
     """
 
     kind: str
@@ -185,6 +186,8 @@ def render_event(event: Event) -> str | None:
         if event.reason and event.message:
             line += f"\n  {short_text(event.message, 200)}"
         return line
+    if event.kind == "waiting":
+        return f"… waiting: {event.reason}" + (f": {event.message}" if event.message else "")
     if event.kind == "run":
         line = f"{event.phase} ({event.reason}, exit {event.exit_code}); "
         line += _figures(event.turns, event.tokens, event.cost_usd)

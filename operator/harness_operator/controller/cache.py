@@ -69,27 +69,40 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _slim_states(statuses: list[dict[str, Any]], read: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The states of the containers named in `read`, and of any other container while it waits (why a
+    pod has not started: core/status/observed.describe_pod_wait)."""
+    return [
+        {"name": s["name"], "state": s.get("state") or {}}
+        for s in statuses
+        if s.get("name") in read or "waiting" in (s.get("state") or {})
+    ]
+
+
 def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """What the reconciler reads of a Pod: identity, owner, phase, the states of the runner's and the
-    agent's containers, of the workspace's clone and of the publisher, and which init containers the
-    pod has (by name: whether it publishes)."""
+    agent's containers, of the workspace's clone and of the publisher (and of any container waiting),
+    which init containers the pod has (by name: whether it publishes), and its PodScheduled condition
+    while the scheduler has not placed it."""
     status = pod.get("status") or {}
-    agent = [
-        {"name": s["name"], "state": s.get("state") or {}}
-        for s in status.get("containerStatuses") or []
-        if s.get("name") in (RUNNER_CONTAINER, AGENT_CONTAINER)
-    ]
-    init = [
-        {"name": s["name"], "state": s.get("state") or {}}
-        for s in status.get("initContainerStatuses") or []
-        if s.get("name") in (CLONE_CONTAINER, PUBLISH_CONTAINER)
+    agent = _slim_states(status.get("containerStatuses") or [], (RUNNER_CONTAINER, AGENT_CONTAINER))
+    init = _slim_states(status.get("initContainerStatuses") or [], (CLONE_CONTAINER, PUBLISH_CONTAINER))
+    unscheduled = [
+        {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+        for c in status.get("conditions") or []
+        if c.get("type") == "PodScheduled" and c.get("status") == "False"
     ]
     names = [{"name": c.get("name")} for c in (pod.get("spec") or {}).get("initContainers") or []]
     return {
         "kind": "Pod",
         "metadata": _slim_meta(pod.get("metadata") or {}),
         "spec": {"initContainers": names},
-        "status": {"phase": status.get("phase"), "containerStatuses": agent, "initContainerStatuses": init},
+        "status": {
+            "phase": status.get("phase"),
+            "conditions": unscheduled,
+            "containerStatuses": agent,
+            "initContainerStatuses": init,
+        },
     }
 
 

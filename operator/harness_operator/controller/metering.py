@@ -117,7 +117,7 @@ class AttemptMetering:
                 )
                 out.append(dataclasses.replace(attempt, result=with_reported(result)))
                 continue
-            metered = with_metered(result, meter)
+            metered = with_metered(result, meter, run)
             mismatch = compute_usage_mismatch(result.usage, metered.usage) if metered.usage else None
             if mismatch:
                 self.kube.create_event(

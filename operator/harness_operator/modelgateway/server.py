@@ -270,17 +270,28 @@ class Gateway:
             MIN_OUTPUT_TOKENS,
         )
         if not held.granted:
-            limit = (
-                f"maxCostUSD {grant.max_cost_usd}"
-                if grant.max_cost_usd is not None
-                else f"maxTokens {grant.max_tokens}"
-            )
+            # The request's smallest worst case: its input at the dearest price and a minimal answer.
+            worst = (prices.worst_input(input_tokens) + MIN_OUTPUT_TOKENS * prices.output) if prices else 0.0
+            if grant.max_cost_usd is not None and held.spent + worst > grant.max_cost_usd:
+                left = max(0.0, grant.max_cost_usd - held.spent)
+                said = (
+                    f"the run's maxCostUSD {grant.max_cost_usd} (all its attempts together; spent and in "
+                    f"flight: {held.spent:.6f} USD) leaves {left:.6f} USD, below this request's worst case "
+                    f"of {worst:.6f} USD (about {input_tokens} input tokens at the dearest price and "
+                    f"{MIN_OUTPUT_TOKENS} output tokens): raise the cap (limits.maxCostUSD, or the "
+                    "HarnessBudget's), or send a shorter input"
+                )
+            else:
+                said = (
+                    f"the run's maxTokens {grant.max_tokens} (all its attempts together) leaves less than "
+                    f"this request's about {input_tokens} input tokens and {MIN_OUTPUT_TOKENS} output "
+                    "tokens: raise limits.maxTokens"
+                )
             return (
                 _error(
                     vendor,
                     CAP_STATUS[vendor.name],
-                    f"harness model gateway: the run's {limit} (all its attempts together) is "
-                    f"reached (spent and in flight: {held.spent:.6f} USD); the run stops here",
+                    f"harness model gateway: {said}; the run stops here",
                     "cap",
                 ),
                 None,

@@ -9,10 +9,13 @@ from typing import Any
 from tests.unit.controller.fake_kube import Budgets, ConfigMapApi
 
 from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
+from harness_operator.contract.result import ResultDocument
 from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.ledgers import ledger_name
 from harness_operator.controller.reference_cache import build_budget_ref
 from harness_operator.core.queue.budget import BudgetRef, RunCharge
+from harness_operator.core.status.observed import FINISHED, Observed, ObservedAttempt
+from harness_operator.core.status.status import compute_status
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 LEDGERS = "harness-system"
@@ -113,3 +116,33 @@ def test_a_deleted_budget_takes_its_ledger_along_and_admits_no_more() -> None:
     assert api.config_maps == {}
     admission, names = budgets.admit(run("second"))
     assert (admission.admitted, names) == (True, [])
+
+
+def test_a_cancelled_run_whose_cost_is_unknown_shows_its_reservation_charged_as_its_ledger_does() -> None:
+    """A run cancelled with no usage known: compute_status says on the run that its budget keeps its 0.5
+    USD reservation, and why; the ledger settles the very same amount from that status."""
+    api = ConfigMapApi()
+    team = budget()
+    budgets = reconciler(api, Budgets([team]))
+    admission, names = budgets.admit(run(max_cost=0.5))
+    budgets.reserve(run(max_cost=0.5), admission.cap_usd, names, NOW)
+    admitted = run(max_cost=0.5).model_copy(
+        update={"status": HarnessRunStatus.model_validate({"budget": {"names": names, "reservedUSD": 0.5}})}
+    )
+    cancelled = ResultDocument(attempt=1, provider="claude", exit_code=124, reason="Cancelled", message="c")
+    seen = ObservedAttempt(1, "claude", "r-a1", "r-a1-x", FINISHED, result=cancelled)
+    status = compute_status(admitted, Observed(["claude"], [seen], cancelled=True), NOW)
+    assert status.phase == "Cancelled" and status.usage is None  # no cost to show: its charge says why
+    assert status.budget is not None and status.budget.charge is not None
+    charge = status.budget.charge
+    assert (charge.amount_usd, charge.basis) == (0.5, "Reserved")
+    assert "the run's reservation, kept because its cost is unknown" in charge.message
+    assert status.to_api()["budget"]["charge"] == {
+        "amountUSD": 0.5,
+        "basis": "Reserved",
+        "message": charge.message,
+    }
+    budgets.settle(admitted, status)
+    budgets.reconcile(team, "ns", {})
+    written = api.budget_status[("ns", "team")]
+    assert (written["spentUSD"], written["unknownCostRuns"]) == (charge.amount_usd, 1)

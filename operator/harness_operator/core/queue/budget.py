@@ -16,7 +16,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import BudgetPeriod, HarnessBudgetSpec, HarnessBudgetStatus, WhenExhausted
+from harness_operator.api.v1alpha1 import (
+    BudgetCharge,
+    BudgetPeriod,
+    ChargeBasis,
+    CostSource,
+    HarnessBudgetSpec,
+    HarnessBudgetStatus,
+    WhenExhausted,
+)
 from harness_operator.contract.times import parse_time, timestamp
 from harness_operator.contract.usage import Tokens
 
@@ -114,6 +122,7 @@ class RunCharge:
     cost_usd: float | None = None
     tokens: int = 0
     waiting: bool = False  # waits Queued with BudgetExhausted
+    cost_source: str | None = None  # usage.costSource: metered (the model gateway's), reported, ...
 
 
 def _at(value: str) -> datetime:
@@ -141,6 +150,7 @@ def build_run_charge(run: Mapping[str, Any]) -> RunCharge:
         cost_usd=float(cost) if isinstance(cost, int | float) else None,
         tokens=Tokens(*counts).total or 0,
         waiting=succeeded.get("status") == "Unknown" and succeeded.get("reason") == BUDGET_EXHAUSTED,
+        cost_source=usage.get("costSource"),
     )
 
 
@@ -203,19 +213,43 @@ def prune(spec: HarnessBudgetSpec, ledger: Ledger, now: datetime) -> Ledger:
     return ledger if len(current) == len(ledger.buckets) else ledger.model_copy(update={"buckets": current})
 
 
+def compute_charge(reserved_usd: float | None, run: RunCharge | None) -> tuple[float, ChargeBasis]:
+    """What a finished run (None: deleted before it finished) is charged, and on what basis: its cost
+    (metered or reported), nothing when no attempt started its agent, else its reservation (its cost is
+    unknown)."""
+    reserved = reserved_usd or 0.0
+    if run is None:
+        return reserved, ChargeBasis.reserved
+    if run.cost_usd is not None:
+        metered = run.cost_source == CostSource.metered
+        return run.cost_usd, ChargeBasis.metered if metered else ChargeBasis.reported
+    if not run.attempted:
+        return 0.0, ChargeBasis.not_started
+    return reserved, ChargeBasis.reserved
+
+
 def compute_settlement(entry: LedgerEntry, run: RunCharge | None) -> Settlement | None:
-    """How an open run is settled, or None while it runs: at its cost when it finished (nothing when no
-    attempt started its agent), at its cap when its cost is unknown or it was deleted before it finished."""
+    """How an open run is settled (compute_charge), or None while it runs."""
     if run is not None and not run.finished:
         return None
-    reserved = entry.reserved_usd or 0.0
-    if run is None:
-        return Settlement(entry.uid, reserved, unknown_cost=True)
-    if run.cost_usd is not None:
-        return Settlement(entry.uid, run.cost_usd, run.tokens)
-    if not run.attempted:
-        return Settlement(entry.uid, 0.0, run.tokens)
-    return Settlement(entry.uid, reserved, run.tokens, unknown_cost=True)
+    amount, basis = compute_charge(entry.reserved_usd, run)
+    tokens = run.tokens if run is not None else 0
+    return Settlement(entry.uid, amount, tokens, unknown_cost=basis == ChargeBasis.reserved)
+
+
+def build_budget_charge(names: Sequence[str], reserved_usd: float | None, run: RunCharge) -> BudgetCharge:
+    """What a finished run's status says it was charged (the amount its ledgers settle), and why."""
+    amount, basis = compute_charge(reserved_usd, run)
+    budgets = ("HarnessBudget " if len(names) == 1 else "HarnessBudgets ") + ", ".join(names)
+    why = {
+        ChargeBasis.metered: f"{amount} USD charged to {budgets}: the cost the model gateway metered",
+        ChargeBasis.reported: f"{amount} USD charged to {budgets}: the cost the sandbox reported "
+        f"(costSource {run.cost_source}; no model gateway metered it)",
+        ChargeBasis.reserved: f"{amount} USD charged to {budgets}: the run's reservation, kept because "
+        "its cost is unknown (no meter or report priced what its agent spent)",
+        ChargeBasis.not_started: f"nothing charged to {budgets}: no attempt started its agent",
+    }
+    return BudgetCharge(amount_usd=amount, basis=basis, message=why[basis])
 
 
 def settle_run(spec: HarnessBudgetSpec, ledger: Ledger, run: RunCharge, now: datetime) -> Ledger:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import CostSource, HarnessRun, ModelRoute, Usage
+from harness_operator.api.v1alpha1 import CostSource, HarnessRun, Limits, ModelRoute, Usage
 from harness_operator.contract.model_access import MeteredUsage
 from harness_operator.contract.result import ResultDocument
 from harness_operator.contract.times import parse_time
@@ -20,6 +20,7 @@ from harness_operator.contract.usage import USAGE_FIELDS, tokens_of
 from harness_operator.core.access.model_route import find_own_key
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.plan.pricing import PRICE_TABLE
+from harness_operator.core.pod.model_grant import compute_model_caps
 
 # Rounding: CLIs print costs to a few decimals and some round token counts (aider: "1.2k").
 TOKEN_TOLERANCE = 0.05
@@ -44,9 +45,10 @@ def build_metered_usage(meter: MeteredUsage, turns: int | None) -> Usage:
     )
 
 
-def with_metered(result: ResultDocument, meter: MeteredUsage) -> ResultDocument:
+def with_metered(result: ResultDocument, meter: MeteredUsage, run: HarnessRun) -> ResultDocument:
     """The result with the metered usage counting and the sandbox's report kept as reported. An attempt
-    that failed after the gateway refused it at a cap stopped at its limit: CostLimitExceeded."""
+    that failed after the gateway refused it at a cap stopped at its limit: CostLimitExceeded, saying
+    which cap (describe_cap_refusal)."""
     turns = result.usage.turns if result.usage else None
     update: dict[str, object] = {
         "usage": build_metered_usage(meter, turns),
@@ -55,10 +57,58 @@ def with_metered(result: ResultDocument, meter: MeteredUsage) -> ResultDocument:
     if meter.refused and not result.succeeded and result.reason != Reason.CostLimitExceeded:
         update["reason"] = Reason.CostLimitExceeded
         update["message"] = (
-            f"the model gateway refused {meter.refused} request(s) at the attempt's cap (limits.maxCostUSD, "
-            f"limits.maxTokens or a budget's reservation); the agent then exited {result.exit_code}"
+            f"{describe_cap_refusal(run, result.attempt, meter)}; the agent then exited {result.exit_code}"
         )
     return result.model_copy(update=update)
+
+
+def describe_cap_refusal(run: HarnessRun, attempt: int, meter: MeteredUsage) -> str:
+    """Which one of the run's caps the gateway refused attempt `attempt`'s requests at (the grant's:
+    core/pod/model_grant.compute_model_caps), what the run had spent of it, and the fix. With both a cost
+    and a token cap, the one the run has used more of bound. A cap not reached means one request's worst
+    case (its input at the dearest price and a minimal answer) was above what it left: a lower max output
+    does not help, as the gateway already lowers a request's output to what the cap leaves."""
+    limits = run.spec.limits or Limits()
+    budget = run.status.budget if run.status else None
+    cost_cap, token_cap = compute_model_caps(run)
+    earlier = [a.usage for a in (run.status.attempts if run.status else []) if a.index != attempt and a.usage]
+    spent = round(meter.cost_usd + meter.reserved_usd + sum(u.cost_usd or 0.0 for u in earlier), 6)
+    used = meter.input_tokens + meter.output_tokens + meter.cache_read_tokens + meter.cache_write_tokens
+    used += sum(tokens_of(u).total or 0 for u in earlier)
+    cost_share = spent / cost_cap if cost_cap else None
+    token_share = used / token_cap if token_cap else None
+    refused = f"the model gateway refused {meter.refused} request(s)"
+    if cost_share is None or (token_share is not None and token_share > cost_share):
+        assert token_cap is not None  # a refusal is at a cap
+        tokens_left = max(0, token_cap - used)
+        said = f"{refused} at limits.maxTokens {token_cap}: the run used {used} tokens, {tokens_left} left"
+        return f"{said}{_worst_case(tokens_left > 0, 'tokens')}; raise limits.maxTokens"
+    assert cost_cap is not None  # cost_share is set
+    own = limits.max_cost_usd
+    reserved = budget.reserved_usd if budget is not None and budget.names else None
+    if budget is not None and reserved == cost_cap and (own is None or cost_cap < own):
+        names = ", ".join(budget.names)
+        cap = f"the {cost_cap} USD the run reserved from HarnessBudget {names} (status.budget.reservedUSD)"
+        fix = (
+            f"raise HarnessBudget {names}'s limits.maxCostUSD (it had no more left) or its "
+            "defaultReservationUSD (a run without limits.maxCostUSD reserves it)"
+        )
+    else:
+        cap, fix = f"limits.maxCostUSD {cost_cap} USD", "raise limits.maxCostUSD"
+    left = round(max(0.0, cost_cap - spent), 6)
+    said = f"{refused} at {cap}: the run spent {spent} USD of it, {left} USD left"
+    return f"{said}{_worst_case(left > 0, 'USD')}; {fix}"
+
+
+def _worst_case(room_left: bool, unit: str) -> str:
+    """Why a cap with room left refused: a single request's worst case was above it."""
+    if not room_left:
+        return ""
+    return (
+        f", below one request's worst case in {unit} (its input at the dearest price and a minimal answer; "
+        "the gateway's refusal in the agent's log gives it): a lower max output does not help, the gateway "
+        "already lowers a request's output to what the cap leaves"
+    )
 
 
 def is_meter_whole(meter: MeteredUsage, attempt_start: str | None) -> bool:

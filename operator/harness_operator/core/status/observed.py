@@ -31,6 +31,9 @@ from harness_operator.core.status.results import (
 )
 
 PENDING, SUSPENDED, RUNNING, FINISHED = "Pending", "Suspended", "Running", "Finished"
+# Waits every pod goes through on its way to start: nothing to explain.
+ROUTINE_WAITS = frozenset({"ContainerCreating", "PodInitializing"})
+STATUS_KEYS = ("initContainerStatuses", "containerStatuses")  # init containers run, and so wait, first
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,8 @@ class ObservedAttempt:
     # Ended because Kueue took it back after it started, or would run it on another cluster: its Job goes
     # before Kueue admits it (again).
     withdrawn: bool = False
-    # Why Kueue holds the attempt's Job (state SUSPENDED), in Kueue's words.
+    # Why the attempt waits: Kueue holds its Job (state SUSPENDED), in Kueue's words; or its pod cannot be
+    # placed or started (state PENDING), in the scheduler's or the kubelet's (describe_pod_wait).
     waiting: str | None = None
     # The MultiKueue worker cluster its Job runs on (core/queue/multikueue); None: this cluster.
     cluster: str | None = None
@@ -173,8 +177,33 @@ def observe_attempt(
     if suspended:
         waiting = describe_wait(queue, workload, local_queue) if queue else None
         return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start, waiting=waiting)
-    running = (pod or {}).get("status", {}).get("phase") == "Running"
-    return ObservedAttempt(index, provider, name, pod_name, RUNNING if running else PENDING, start)
+    if (pod or {}).get("status", {}).get("phase") == "Running":
+        return ObservedAttempt(index, provider, name, pod_name, RUNNING, start)
+    return ObservedAttempt(index, provider, name, pod_name, PENDING, start, waiting=describe_pod_wait(pod))
+
+
+def describe_pod_wait(pod: dict[str, Any] | None) -> str | None:
+    """Why the pod waits, or None when it waits as every pod does (or there is none yet): the scheduler
+    cannot place it (its PodScheduled condition, e.g. Unschedulable: 0/1 nodes are available: 1
+    Insufficient cpu), or a container cannot start (ErrImagePull, ImagePullBackOff,
+    CreateContainerConfigError, ... with the kubelet's message)."""
+    if pod is None:
+        return None
+    name = pod["metadata"]["name"]
+    status = pod.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            why = f" ({cond['reason']})" if cond.get("reason") else ""
+            said = cond.get("message") or "the scheduler gave no message"
+            return f"the scheduler cannot place pod {name}{why}: {said}"
+    for key in STATUS_KEYS:
+        for container in status.get(key) or []:
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            reason = waiting.get("reason")
+            if reason and reason not in ROUTINE_WAITS:
+                said = waiting.get("message") or "the kubelet gave no message"
+                return f"container {container.get('name')} of pod {name} cannot start ({reason}): {said}"
+    return None
 
 
 def build_result_from_attempt(attempt: Attempt) -> ResultDocument:

@@ -24,6 +24,7 @@ from harness_operator.api.v1alpha1 import (
     OutputStatus,
     Phase,
     Protocol,
+    RunBudget,
     SessionStatus,
 )
 from harness_operator.contract.result import (
@@ -43,6 +44,7 @@ from harness_operator.core.objects.conditions import (
     compute_kstatus_conditions,
     set_condition,
 )
+from harness_operator.core.queue.budget import build_budget_charge, build_run_charge
 from harness_operator.core.resolve.retry import compute_next_index, retry_line, retry_number
 from harness_operator.core.status.observed import FINISHED, RUNNING, SUSPENDED, Observed, ObservedAttempt
 from harness_operator.core.status.progress import build_final_progress
@@ -252,6 +254,8 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
             why = f": {last.waiting}" if last.waiting else ""
             reason = Reason.Suspended
             message = f"attempt {last.index}/{total} waits for its queue to admit it{why}"
+        elif last and last.waiting:  # its pod cannot be placed or started: the scheduler's or kubelet's why
+            reason, message = Reason.Pending, f"attempt {last.index}/{total} waits: {last.waiting}"
         else:
             reason, message = Reason.Pending, "waiting for the sandbox pod to start"
         conds = set_condition(conds, SUCCEEDED, UNKNOWN, reason, message, generation, now)
@@ -260,8 +264,21 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
     conds = compute_kstatus_conditions(conds, generation, now)
     status = status.model_copy(update={**update, "conditions": conds})
     if status.completion_time:
-        return status.model_copy(update={"progress": build_final_progress(status, previous.progress)})
+        progress = build_final_progress(status, previous.progress)
+        return status.model_copy(update={"progress": progress, "budget": build_charged_budget(status)})
     return status.model_copy(update={"progress": previous.progress})
+
+
+def build_charged_budget(status: HarnessRunStatus) -> RunBudget | None:
+    """A finished run's budget admission with what its budgets charge it (its ledgers settle the same
+    amount, from the same status: core/queue/budget.compute_charge)."""
+    budget = status.budget
+    if budget is None or not budget.names:
+        return budget
+    charge = build_budget_charge(
+        budget.names, budget.reserved_usd, build_run_charge({"status": status.to_api()})
+    )
+    return budget.model_copy(update={"charge": charge})
 
 
 def compute_definition_status(definition: dict[str, Any], now: datetime) -> HarnessDefinitionStatus:

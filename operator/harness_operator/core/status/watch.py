@@ -11,6 +11,7 @@ from harness_operator.api.v1alpha1 import Attempt, HarnessRunStatus
 from harness_operator.contract.events import Event, text_event
 from harness_operator.contract.times import parse_time
 from harness_operator.contract.usage import tokens_of
+from harness_operator.core.objects.conditions import SUCCEEDED, UNKNOWN
 from harness_operator.core.objects.naming import LABEL_ATTEMPT, RUNNER_CONTAINER
 from harness_operator.core.status.status import describe_changes
 
@@ -108,3 +109,12 @@ def build_run_event(status: HarnessRunStatus | None, unclaimed_in: str | None = 
         cost_usd=usage.cost_usd if usage else None,
         changes=describe_changes(status.changes) if status.changes else None,
     )
+
+
+def build_waiting_event(status: HarnessRunStatus | None) -> Event | None:
+    """Why the run waits, from its Succeeded condition while it is Unknown for a reason other than
+    Running (its pod unscheduled, a fair queue, a budget, Kueue, a retry's backoff); None otherwise."""
+    succeeded = next((c for c in (status.conditions if status else []) if c.type == SUCCEEDED), None)
+    if succeeded is None or succeeded.status != UNKNOWN or succeeded.reason == Reason.Running:
+        return None
+    return Event("waiting", reason=succeeded.reason, message=succeeded.message)

@@ -18,6 +18,7 @@ from harness_operator.core.queue.budget import (
     Ledger,
     LedgerEntry,
     RunCharge,
+    build_budget_charge,
     build_run_charge,
     compute_admission,
     compute_budget_status,
@@ -245,3 +246,61 @@ def test_cel_rejects_bad_budgets(spec_doc, problem) -> None:
     messages = [v.message for v in check_rules(crd_schema_for("HarnessBudget"), {**doc, "spec": spec_doc})]
     assert any(problem in m for m in messages), messages
     HarnessBudget.model_validate({**doc, "spec": {"period": "daily", "limits": {"maxRuns": 1}}})
+
+
+def ended(usage: dict[str, Any] | None, *attempts: dict[str, Any]) -> RunCharge:
+    condition = {"type": "Succeeded", "status": "False", "reason": "Cancelled"}
+    status = {"conditions": [condition], "attempts": list(attempts), "usage": usage}
+    return build_run_charge({"metadata": {"name": "r", "uid": "a"}, "status": status})
+
+
+RAN = {"index": 1, "provider": "claude", "reason": "Cancelled"}
+
+
+@pytest.mark.parametrize(
+    ("run", "names", "expected"),
+    [
+        (
+            ended({"costUSD": 0.0123, "costSource": "metered"}, RAN),
+            ["team"],
+            (
+                0.0123,
+                "Metered",
+                "0.0123 USD charged to HarnessBudget team: the cost the model gateway metered",
+            ),
+        ),
+        (
+            ended({"costUSD": 0.2, "costSource": "reported"}, RAN),
+            ["team", "org"],
+            (
+                0.2,
+                "Reported",
+                "0.2 USD charged to HarnessBudgets team, org: the cost the sandbox reported (costSource "
+                "reported; no model gateway metered it)",
+            ),
+        ),
+        (
+            ended(None, RAN),
+            ["team"],
+            (
+                0.5,
+                "Reserved",
+                "0.5 USD charged to HarnessBudget team: the run's reservation, kept because its cost is "
+                "unknown (no meter or report priced what its agent spent)",
+            ),
+        ),
+        (
+            ended(None, {"index": 1, "provider": "amp", "reason": "BinaryNotFound"}),
+            ["team"],
+            (0.0, "NotStarted", "nothing charged to HarnessBudget team: no attempt started its agent"),
+        ),
+    ],
+)
+def test_a_finished_run_says_what_it_was_charged_and_its_ledger_settles_the_same(
+    run: RunCharge, names: list[str], expected: tuple[float, str, str]
+) -> None:
+    charge = build_budget_charge(names, 0.5, run)
+    assert (charge.amount_usd, charge.basis, charge.message) == expected
+    settled = compute_settlement(LedgerEntry(uid="a", run="r", admittedAt="x", reservedUSD=0.5), run)
+    assert settled is not None and settled.charge_usd == charge.amount_usd
+    assert settled.unknown_cost == (charge.basis == "Reserved")

@@ -19,6 +19,7 @@ from harness_operator.core.status.metered import (
     build_metered_usage,
     compute_unattributed,
     compute_usage_mismatch,
+    describe_cap_refusal,
     is_meter_whole,
     with_metered,
     with_refused_key,
@@ -30,12 +31,24 @@ METER = MeteredUsage(requests=2, input_tokens=2468, output_tokens=112, cache_rea
 FORGED = Usage(input_tokens=0, output_tokens=0, cost_usd=0.0, cost_source=CostSource.reported)
 
 
+def run(limits: dict[str, Any] | None = None, status: dict[str, Any] | None = None) -> HarnessRun:
+    body = {
+        "metadata": {"name": "r", "namespace": "ns", "uid": "u"},
+        "spec": {"provider": "claude", "prompt": "p", "limits": limits or {}},
+        "status": status or {},
+    }
+    return HarnessRun.model_validate(body)
+
+
+RUN = run({"maxCostUSD": 1})
+
+
 def result(**fields: object) -> ResultDocument:
     return ResultDocument.model_validate({"attempt": 1, "provider": "claude", "exitCode": 0, **fields})
 
 
 def test_metered_usage_counts_and_the_sandboxs_report_is_kept_beside_it() -> None:
-    done = with_metered(result(usage={**FORGED.to_api(), "turns": 3}), METER)
+    done = with_metered(result(usage={**FORGED.to_api(), "turns": 3}), METER, RUN)
     assert done.usage == Usage(
         input_tokens=2468, output_tokens=112, cache_read_tokens=200, cache_write_tokens=0, turns=3,
         cost_usd=0.0092, cost_source=CostSource.metered, price_source=done.usage.price_source if done.usage else None,
@@ -55,9 +68,82 @@ def test_worst_cases_still_held_are_spent_and_an_unpriced_request_leaves_the_cos
 
 def test_a_failure_after_a_refusal_at_the_cap_is_a_cost_stop() -> None:
     failed = result(exitCode=1, reason="ProviderFailed", message="the agent exited with code 1")
-    stopped = with_metered(failed, METER.model_copy(update={"refused": 2}))
-    assert stopped.reason == Reason.CostLimitExceeded and "refused 2 request(s)" in (stopped.message or "")
-    assert with_metered(result(), METER.model_copy(update={"refused": 1})).succeeded
+    stopped = with_metered(failed, METER.model_copy(update={"refused": 2}), RUN)
+    assert stopped.reason == Reason.CostLimitExceeded
+    assert (stopped.message or "").startswith(
+        "the model gateway refused 2 request(s) at limits.maxCostUSD 1.0 USD"
+    )
+    assert (stopped.message or "").endswith("; raise limits.maxCostUSD; the agent then exited 1")
+    assert with_metered(result(), METER.model_copy(update={"refused": 1}), RUN).succeeded
+
+
+WORST = (
+    "below one request's worst case in {} (its input at the dearest price and a minimal answer; the gateway's "
+    "refusal in the agent's log gives it): a lower max output does not help, the gateway already lowers a "
+    "request's output to what the cap leaves"
+)
+BUDGET_FIX = (
+    "raise HarnessBudget team's limits.maxCostUSD (it had no more left) or its defaultReservationUSD (a run "
+    "without limits.maxCostUSD reserves it)"
+)
+NOTHING = MeteredUsage(refused=1)
+
+
+@pytest.mark.parametrize(
+    ("limits", "status", "meter", "expected"),
+    [
+        (  # the case: a 0.03 USD budget reservation, nothing spent: one request is above it
+            {},
+            {"budget": {"names": ["team"], "reservedUSD": 0.03}},
+            NOTHING,
+            "the model gateway refused 1 request(s) at the 0.03 USD the run reserved from HarnessBudget team "
+            f"(status.budget.reservedUSD): the run spent 0.0 USD of it, 0.03 USD left, {WORST.format('USD')}; "
+            f"{BUDGET_FIX}",
+        ),
+        (  # the budget's reservation is below the run's own cap: the budget bound
+            {"maxCostUSD": 0.5},
+            {"budget": {"names": ["team"], "reservedUSD": 0.2}},
+            MeteredUsage(refused=1, cost_usd=0.2),
+            "the model gateway refused 1 request(s) at the 0.2 USD the run reserved from HarnessBudget team "
+            f"(status.budget.reservedUSD): the run spent 0.2 USD of it, 0.0 USD left; {BUDGET_FIX}",
+        ),
+        (  # the run's own cap is the smaller: it bound, spent with an earlier attempt's cost
+            {"maxCostUSD": 0.5},
+            {
+                "budget": {"names": ["team"], "reservedUSD": 0.5},
+                "attempts": [{"index": 1, "provider": "claude", "usage": {"costUSD": 0.3}}],
+            },
+            MeteredUsage(refused=3, cost_usd=0.1, reserved_usd=0.05),
+            "the model gateway refused 3 request(s) at limits.maxCostUSD 0.5 USD: the run spent 0.45 USD of it, "
+            f"0.05 USD left, {WORST.format('USD')}; raise limits.maxCostUSD",
+        ),
+        (  # tokens only
+            {"maxTokens": 1000},
+            {},
+            MeteredUsage(refused=1, input_tokens=900, output_tokens=100),
+            "the model gateway refused 1 request(s) at limits.maxTokens 1000: the run used 1000 tokens, 0 left; "
+            "raise limits.maxTokens",
+        ),
+        (  # both: the one used more of bound
+            {"maxTokens": 1000, "maxCostUSD": 10},
+            {},
+            MeteredUsage(refused=1, input_tokens=800, cost_usd=1),
+            "the model gateway refused 1 request(s) at limits.maxTokens 1000: the run used 800 tokens, 200 left, "
+            f"{WORST.format('tokens')}; raise limits.maxTokens",
+        ),
+        (
+            {"maxTokens": 1000, "maxCostUSD": 10},
+            {},
+            MeteredUsage(refused=1, input_tokens=100, cost_usd=9.99),
+            "the model gateway refused 1 request(s) at limits.maxCostUSD 10.0 USD: the run spent 9.99 USD of it, "
+            f"0.01 USD left, {WORST.format('USD')}; raise limits.maxCostUSD",
+        ),
+    ],
+)
+def test_a_refusal_names_the_one_cap_that_bound_what_it_left_and_the_fix(
+    limits: dict[str, Any], status: dict[str, Any], meter: MeteredUsage, expected: str
+) -> None:
+    assert describe_cap_refusal(run(limits, status), 2, meter) == expected
 
 
 def test_differences_beyond_rounding_are_said_and_rounding_is_not() -> None:

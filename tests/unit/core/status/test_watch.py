@@ -16,6 +16,7 @@ from harness_operator.core.status.watch import (
     build_attempt_events,
     build_pods_by_attempt,
     build_run_event,
+    build_waiting_event,
     is_attempt_over,
     is_log_readable,
     is_unclaimed,
@@ -183,3 +184,76 @@ def test_harnessctl_run_shows_the_live_view_on_a_terminal_only():
     assert "▶ attempt 1/1 with demo" in on_tty and "● turn 1" in on_tty
     piped = run_demo(tty=False)
     assert "● turn" not in piped and "@harness-event" not in piped
+
+
+def condition(status: str, reason: str, message: str = "") -> dict:
+    return {"type": "Succeeded", "status": status, "reason": reason, "message": message}
+
+
+def test_following_a_waiting_run_says_why_it_waits_each_time_that_changes():
+    """`harnessctl logs -f` on a run held by a budget, then by the scheduler, then run and done: each
+    reason once, when it changes, then the attempt and the outcome."""
+    budget = condition("Unknown", "BudgetExhausted", "HarnessBudget team: 2 of maxRuns 2 runs started")
+    unscheduled = condition(
+        "Unknown",
+        "Pending",
+        "attempt 1/1 waits: the scheduler cannot place pod r-a1-x (Unschedulable): "
+        "0/1 nodes are available: 1 Insufficient cpu.",
+    )
+    done = {
+        "phase": "Succeeded",
+        "reason": "Succeeded",
+        "exitCode": 0,
+        "attempts": [{"index": 1, "provider": "claude", "exitCode": 0}],
+        "conditions": [condition("True", "Succeeded")],
+    }
+    statuses = [
+        {"phase": "Pending", "conditions": [budget]},
+        {"phase": "Pending", "conditions": [budget]},  # the same reason: said once
+        {"phase": "Pending", "conditions": [unscheduled]},
+        {"phase": "Running", "conditions": [condition("Unknown", "Running", "attempt 1/1 is running")]},
+        done,
+    ]
+    woken: list = []
+
+    class Kube:
+        def watch_run_and_pods(self, namespace: str, name: str, changed) -> None:
+            woken.append(changed)
+
+        def fetch_run(self, namespace: str, name: str) -> dict:
+            woken[0]()  # each read finds the next status: the follower does not wait for the timer
+            return {
+                "metadata": {"name": "r", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"provider": "claude", "prompt": "p"},
+                "status": statuses.pop(0),
+            }
+
+        def fetch_pods(self, namespace: str, name: str) -> list:
+            return []
+
+        def fetch_config_map(self, namespace: str, name: str) -> None:
+            return None
+
+    events: list = []
+    assert follow_run(Kube(), "ns", "r", True, events.append) == 0  # type: ignore[arg-type]
+    assert render_events(events) == [
+        "… waiting: BudgetExhausted: HarnessBudget team: 2 of maxRuns 2 runs started",
+        "… waiting: Pending: attempt 1/1 waits: the scheduler cannot place pod r-a1-x (Unschedulable): 0/1 "
+        "nodes are available: 1 Insufficient cpu.",
+        "▶ attempt 1/1 with claude",
+        "■ attempt 1 succeeded (exit 0); usage unknown",
+        "Succeeded (Succeeded, exit 0); usage unknown",
+    ]
+    assert statuses == []
+
+
+def test_a_waiting_event_only_while_the_run_waits():
+    assert build_waiting_event(None) is None
+    running = HarnessRunStatus.model_validate({"conditions": [condition("Unknown", "Running", "r")]})
+    assert build_waiting_event(running) is None
+    ended = HarnessRunStatus.model_validate({"conditions": [condition("False", "Cancelled", "c")]})
+    assert build_waiting_event(ended) is None
+    queued = HarnessRunStatus.model_validate({"conditions": [condition("Unknown", "Queued", "2 before it")]})
+    waiting = build_waiting_event(queued)
+    assert waiting is not None
+    assert render_events([waiting]) == ["… waiting: Queued: 2 before it"]
