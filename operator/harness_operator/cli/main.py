@@ -50,7 +50,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        config = OperatorConfig.from_env(env)
+        try:
+            config = OperatorConfig.from_env(env)
+        except ValueError as exc:
+            print(f"harnessctl: {args.operator}: {exc}", file=sys.stderr)
+            return 2
     lookup = _run_lookup(args) if args.cluster else None
     findings = validate_documents(
         docs, load_builtin_catalog(), strict=args.strict, lookup=lookup, config=config

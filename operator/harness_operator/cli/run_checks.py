@@ -48,7 +48,7 @@ IMAGELESS_BUILTINS = [
 def find_run_references(spec: HarnessRunSpec) -> list[tuple[str, str]]:
     """(field, run name) for every other run this run names: spec.after, each runOutput, resumeFrom and
     workspace.from (the run waits for each to exist and succeed)."""
-    found = compute_dependencies(spec)
+    found = [(f"{f}.name" if f.endswith(".runOutput") else f, name) for f, name in compute_dependencies(spec)]
     if spec.workspace and spec.workspace.from_:
         found.append(("spec.workspace.from.run", spec.workspace.from_.run))
     return found
@@ -83,7 +83,7 @@ def find_option_typos(entry: ChainEntry, definition: HarnessDefinitionSpec) -> l
     known = sorted(set(definition.known_options or []) | set(definition.option_flags))
     found = []
     for key, _ in find_unknown_options(entry.provider, definition, entry.options):
-        guess = difflib.get_close_matches(key.replace("_", "-"), known, n=1)
+        guess = difflib.get_close_matches(key.replace("_", "-"), known, n=1, cutoff=0.75)
         fix = f"did you mean `{guess[0]}`? Rename it" if guess else "its definition's knownOptions list them"
         found.append(
             (

@@ -204,8 +204,8 @@ def describe_schema_error(model: type[BaseModel], error: ErrorDetails) -> tuple[
     if kind in ("enum", "literal_error"):
         allowed = _expected(error)
         guess = closest(str(given), allowed)
-        fix = f"did you mean `{guess}`?" if guess else f"write one of {', '.join(allowed)}"
-        return field, f"{given!r} is not one of {', '.join(allowed)}; {fix}"
+        fix = f"did you mean `{guess}`?" if guess else "write one of them"
+        return field, f"{given!r} is not one of {', '.join(allowed)}: {fix}"
     if kind == "list_type":
         items = _as_list(get_args(here)[0] if get_origin(here) is list else None, given)
         fix = f": write `{key}: {flow(items)}`" if items is not None else ""
