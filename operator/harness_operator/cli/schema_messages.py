@@ -218,10 +218,8 @@ def describe_schema_error(model: type[BaseModel], error: ErrorDetails) -> tuple[
         return field, f"a mapping{fields} is expected, not {_what(given)}"
     if kind in ("string_type", "str_type"):
         if isinstance(given, (int, float, bool)):
-            return (
-                field,
-                f"a string is expected, not {_what(given)}: quote it, `{key}: {json.dumps(str(given))}`",
-            )
+            text = json.dumps(str(given))
+            return field, f"a string is expected, not {_what(given)}: quote it, write `{key}: {text}`"
         return (
             field,
             f"a string is expected, not {_what(given)}; for several lines write `{key}: |` and the lines "

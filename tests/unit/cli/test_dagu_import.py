@@ -535,7 +535,9 @@ def test_fixture_dags_import_into_manifests_validate_accepts(name: str) -> None:
     errors = [f for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
     # Dagu's examples pass options the pinned CLIs no longer take (codex full-auto, copilot bare): the
     # attempt would fail, and validate says so; nothing else is refused.
-    unknown = {(f.field.rsplit(".", 1)[-1], f.message.split('"')[1]) for f in errors if "has no option" in f.message}
+    unknown = {
+        (f.field.rsplit(".", 1)[-1], f.message.split('"')[1]) for f in errors if "has no option" in f.message
+    }
     assert [f.render() for f in errors if "has no option" not in f.message] == []
     assert unknown <= {("full-auto", "codex"), ("bare", "copilot")}
 
