@@ -35,7 +35,7 @@ Problem = tuple[str, str]
 
 # A `$(scope.name)` another tool substitutes (Tekton's params, a template's run.name) that a prompt
 # keeps as it is: only `$(inputs.NAME)` is replaced there (the CEL rule checks those).
-_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_-]*)\.([A-Za-z_][A-Za-z0-9_-]{0,63})\)")
+_VARIABLE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_-]*)\.([A-Za-z_][A-Za-z0-9_.-]{0,63})\)")
 
 # The built-ins no image of ours ships (their ClusterHarnessDefinitions are not Ready: NoImage).
 IMAGELESS_BUILTINS = [
@@ -60,7 +60,8 @@ def find_literal_variables(spec: HarnessRunSpec) -> list[Problem]:
     found = []
     for field, text in (("spec.prompt", spec.prompt), ("spec.stdin", spec.stdin)):
         for match in _VARIABLE.finditer(text or ""):
-            scope, name = match.groups()
+            scope, variable = match.groups()
+            name = variable.replace(".", "_")  # an input's name has no dots
             if scope == "inputs":
                 continue
             declared = ", ".join(names) or "none"

@@ -175,3 +175,61 @@ def test_a_number_beyond_64_bits_is_a_finding_not_a_crash(tmp_path: Path) -> Non
     result = harnessctl("validate", str(tmp_path / "big.yaml"))
     assert (result.returncode, "Traceback" in result.stderr) == (1, False), result.stderr
     assert "HarnessRun/big: spec: a number does not fit in a 64-bit integer" in result.stdout, result.stdout
+
+
+RUN = """apiVersion: agentharness.dev/v1alpha1
+kind: HarnessRun
+metadata: {name: implement, namespace: team-a}
+spec:
+  provider: claude
+  prompt: Implement the plan.
+  workspace: {workingDir: /w}
+"""
+
+
+def test_a_with_typo_that_would_fail_the_attempt_fails_validate(tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text(RUN + "  with: {modle: opus}\n")
+    result = harnessctl("validate", str(tmp_path / "run.yaml"))
+    assert result.returncode == 1, result.stdout
+    assert 'spec.with.modle: provider "claude" has no option --modle' in result.stdout
+    assert "did you mean `model`?" in result.stdout
+
+
+def test_a_run_in_another_file_warns_and_strict_makes_it_an_error(tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text(RUN + "  after: [plan]\n")
+    relaxed = harnessctl("validate", str(tmp_path / "run.yaml"))
+    assert relaxed.returncode == 0, relaxed.stdout
+    assert 'spec.after[0]: warning: HarnessRun "plan" is not among the given manifests' in relaxed.stdout
+    strict = harnessctl("validate", "--strict", str(tmp_path / "run.yaml"))
+    assert strict.returncode == 1
+    assert 'spec.after[0]: HarnessRun "plan" is not among the given manifests' in strict.stdout
+
+
+def operator_deployment(env: dict[str, str]) -> str:
+    variables = "".join(f"        - {{name: {k}, value: {v!r}}}\n" for k, v in env.items())
+    return (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: harness-operator}\nspec:\n  template:\n"
+        "    spec:\n      containers:\n      - name: operator\n        env:\n" + variables
+    )
+
+
+GATEWAY = {
+    "HARNESS_MODEL_GATEWAY_SERVICE": "model-gateway.harness-system.svc",
+    "HARNESS_MODEL_GATEWAY_NAMESPACE": "harness-system",
+    "HARNESS_MODEL_GATEWAY_KEY": "from-a-secret",
+}
+
+
+def test_the_operator_file_says_whether_the_vendor_key_is_the_teams(tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text(RUN)
+    routed = tmp_path / "routed.yaml"
+    routed.write_text(operator_deployment({**GATEWAY, "HARNESS_MODEL_GATEWAY_VENDORS": "anthropic,openai"}))
+    result = harnessctl("validate", "--operator", str(routed), str(tmp_path / "run.yaml"))
+    assert (result.returncode, result.stdout) == (0, "")
+    unrouted = tmp_path / "unrouted.yaml"
+    unrouted.write_text(operator_deployment({**GATEWAY, "HARNESS_MODEL_GATEWAY_VENDORS": "openai"}))
+    result = harnessctl("validate", "--operator", str(unrouted), str(tmp_path / "run.yaml"))
+    assert "this operator does not route anthropic through the model gateway" in result.stdout, result.stdout
+    assert "create that Secret in namespace team-a" in result.stdout
+    result = harnessctl("validate", "--operator", str(tmp_path / "run.yaml"), str(tmp_path / "run.yaml"))
+    assert result.returncode == 2 and "holds no Deployment with an `operator` container" in result.stderr
