@@ -32,6 +32,8 @@ def _run_lookup(args: argparse.Namespace) -> RunLookup:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from kubernetes.config import ConfigException
+
     from harness_operator.cli.render import read_operator_env
     from harness_operator.core.config import OperatorConfig
 
@@ -55,7 +57,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"harnessctl: {args.operator}: {exc}", file=sys.stderr)
             return 2
-    lookup = _run_lookup(args) if args.cluster else None
+    try:
+        lookup = _run_lookup(args) if args.cluster else None
+    except ConfigException as exc:
+        print(f"harnessctl: --cluster: cannot use the kubeconfig: {exc}", file=sys.stderr)
+        return 2
     findings = validate_documents(
         docs, load_builtin_catalog(), strict=args.strict, lookup=lookup, config=config
     )

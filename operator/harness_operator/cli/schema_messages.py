@@ -145,8 +145,7 @@ def _what(value: Any) -> str:
 
 
 def _as_object(model: type[BaseModel], value: Any) -> Any:
-    """`value` as an object of `model`: a bare word becomes its only required field, a {K: V} map of a
-    name/value model becomes name/value items."""
+    """`value` as an object of `model`: a bare word becomes its only required field."""
     required = _required(model)
     if isinstance(value, str) and len(required) == 1:
         return {required[0]: value}
@@ -154,6 +153,7 @@ def _as_object(model: type[BaseModel], value: Any) -> Any:
 
 
 def _as_list(item: Any, value: Any) -> list[Any] | None:
+    """`value` as a list of `item`: a {K: V} map of a name/value model becomes name/value items."""
     if _is_model(item):
         names = field_names(item)
         if isinstance(value, dict) and {"name", "value"} <= set(names):

@@ -1,4 +1,5 @@
-"""Offline checks of manifests: schema, the CRDs' CEL rules, cross-references, warnings (pure)."""
+"""Checks of manifests: schema, the CRDs' CEL rules, cross-references, warnings (pure; a run named but
+not given is looked up only through the lookup the caller passes)."""
 
 from __future__ import annotations
 
