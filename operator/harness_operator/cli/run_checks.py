@@ -17,7 +17,7 @@ from harness_operator.api.v1alpha1 import (
     ToolEnforcement,
 )
 from harness_operator.catalog import load_builtin_catalog
-from harness_operator.core.access.model_route import compute_model_route
+from harness_operator.core.access.model_route import compute_model_route, find_own_route_settings
 from harness_operator.core.access.tool_policy import compute_tool_policy, compute_tool_policy_warning
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.plan.invocation import find_unknown_options, flag_token, merge_options
@@ -174,6 +174,12 @@ def credential_advice(
     create = f"create that Secret in namespace {namespace} or add a spec.credentials grant"
     if route is None:
         return f'provider "{entry.provider}" reads {keys}; no Secret given here provides it: {create}'
+    own = find_own_route_settings(run, route)
+    if config is not None and own:
+        return (
+            f'provider "{entry.provider}" is not routed through the model gateway because the run sets '
+            f"{', '.join(own)} itself, so it reads {keys}: {create}, or drop those settings"
+        )
     if config is not None:
         return (
             f'provider "{entry.provider}" reads {keys}, and this operator does not route {route.vendor} '

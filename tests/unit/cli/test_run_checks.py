@@ -116,6 +116,14 @@ def test_without_the_operator_the_advice_names_the_gateway_first_and_the_secret_
     assert "Secret anthropic-api-key, key api-key" in message
 
 
+def test_a_run_that_sets_the_route_itself_is_told_why_it_needs_the_key() -> None:
+    own = run(env=[{"name": "ANTHROPIC_BASE_URL", "value": "https://proxy.internal"}])
+    [(_, _, message)] = about(check(own, config=ROUTED), "spec.provider")
+    assert message.startswith(
+        'provider "claude" is not routed through the model gateway because the run sets ANTHROPIC_BASE_URL'
+    )
+
+
 def test_an_operator_that_routes_another_vendor_asks_for_the_key_or_the_route() -> None:
     config = OperatorConfig(**{**ROUTED.__dict__, "model_gateway_vendors": ("openai",)})
     [(_, _, message)] = about(check(run(), config=config), "spec.provider")
