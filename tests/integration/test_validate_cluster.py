@@ -62,10 +62,10 @@ def test_cluster_lookup_finds_the_run_that_exists_and_fails_on_the_one_that_does
     lookups = [line for line in found.stdout.splitlines() if 'HarnessRun "' in line]
     assert lookups == [
         f'{manifests}: HarnessRun/review: spec.workspace.from.run: HarnessRun "ghost" is neither among the '
-        f"given manifests nor on the cluster (the context's namespace): this run would wait for it forever; "
+        f"given manifests nor on the cluster (the namespace -n or the context gives): this run would wait for it forever; "
         "create it, or correct the name"
     ], found.stdout
 
     elsewhere = validate("--cluster", "--kubeconfig", kubeconfig_path, "-n", "default", str(manifests))
     missing = [line.split(": ")[2] for line in elsewhere.stdout.splitlines() if "neither among" in line]
-    assert missing == ["spec.workspace.from.run", "spec.promptFrom.runOutput.name"], elsewhere.stdout
+    assert missing == ["spec.promptFrom.runOutput.name", "spec.workspace.from.run"], elsewhere.stdout

@@ -182,7 +182,7 @@ def _reference_findings(
         elif lookup is not None:
             explicit = (doc.obj.get("metadata") or {}).get("namespace")
             if not lookup(explicit, name):
-                where = f"namespace {explicit}" if explicit else "the context's namespace"
+                where = f"namespace {explicit}" if explicit else "the namespace -n or the context gives"
                 message = (
                     f'HarnessRun "{name}" is neither among the given manifests nor on the cluster '
                     f"({where}): this run would wait for it forever; create it, or correct the name"
