@@ -1,9 +1,10 @@
-"""Offline checks of manifests: schema, the CRDs' CEL rules, cross-references, warnings (pure)."""
+"""Checks of manifests: schema, the CRDs' CEL rules, cross-references, warnings (pure; a run named but
+not given is looked up only through the lookup the caller passes)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,26 +19,25 @@ from harness_operator.api.v1alpha1 import (
     KINDS,
     WITH_VALUES_CHECK,
     WITH_VALUES_MESSAGE,
-    AcpTransport,
     ClusterHarnessDefinition,
     HarnessDefinitionSpec,
     HarnessRun,
-    NetworkPolicyMode,
-    ToolEnforcement,
     rule,
     validations,
 )
-from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import Document
+from harness_operator.cli.run_checks import (
+    find_literal_variables,
+    find_option_typos,
+    find_run_references,
+    find_run_warnings,
+)
+from harness_operator.cli.schema_messages import describe_schema_error
 from harness_operator.contract.structured_output import output_schema_problem
-from harness_operator.core.access.tool_policy import compute_tool_policy, compute_tool_policy_warning
+from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.cel import check_rules
-from harness_operator.core.plan.invocation import find_unknown_options, merge_options
-from harness_operator.core.plan.planning import PlanError, check_arguments
-from harness_operator.core.plan.pricing import PRICE_TABLE, find_vendor, is_priced_by_table
-from harness_operator.core.resolve.inputs import DependencyCycle, compute_dependencies, compute_run_order
+from harness_operator.core.resolve.inputs import DependencyCycle, compute_run_order
 from harness_operator.core.resolve.resolution import (
-    ChainEntry,
     Rejection,
     check_mcp,
     check_tool_policy,
@@ -68,52 +68,13 @@ class Finding:
         )
 
 
-def _loc(loc: Iterable[Any]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-
-
-def _seconds(text: str) -> int | None:
-    """A Go-style duration ("30m", "1h30m", "45s") as seconds, else None."""
-    match = _DURATION.match(text.strip())
-    if not text.strip() or match is None:
-        return None
-    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
-
-
-def _schema_message(error: Any) -> str:
-    kind, msg, given = error["type"], error["msg"], error.get("input")
-    if kind == "extra_forbidden":
-        return "unknown field; remove it (kubectl explain shows the fields)"
-    if kind == "missing":
-        return "required field is missing"
-    if kind == "list_type":
-        return f"a list is expected, not {type(given).__name__} {given!r}: write [{given}]"
-    if kind in ("int_parsing", "int_type", "int_from_float"):
-        seconds = _seconds(given) if isinstance(given, str) else None
-        if seconds is not None and str(error["loc"][-1]).endswith("Seconds"):
-            return f"a whole number of seconds is expected, not a duration: write {seconds} for {given}"
-        return f"a whole number is expected, not {given!r}"
-    if kind in ("bool_parsing", "bool_type"):
-        return f"true or false is expected, not {given!r}"
-    return str(msg)
-
-
 def schema_findings(doc: Document) -> list[Finding]:
     """The document against the pydantic model of its kind."""
     model = KINDS[doc.kind]
     try:
         model.model_validate(doc.obj)
     except ValidationError as exc:
-        return [
-            Finding(doc.path, doc.kind, doc.name, _loc(e["loc"]), _schema_message(e)) for e in exc.errors()
-        ]
+        return [Finding(doc.path, doc.kind, doc.name, *describe_schema_error(model, e)) for e in exc.errors()]
     return []
 
 
@@ -202,34 +163,38 @@ def _provider_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list
     return found
 
 
-def _run_output_findings(doc: Document, run: HarnessRun, runs: set[tuple[str, str]]) -> list[Finding]:
-    found = []
-    for field, source in (("spec.promptFrom", run.spec.prompt_from), ("spec.stdinFrom", run.spec.stdin_from)):
-        if source and source.run_output and (doc.namespace, source.run_output.name) not in runs:
-            found.append(
-                Finding(
-                    doc.path,
-                    doc.kind,
-                    doc.name,
-                    f"{field}.runOutput.name",
-                    f'HarnessRun "{source.run_output.name}" is not among the given manifests',
-                )
-            )
-    return found
+# Looks a run up on the cluster: (namespace as the manifest gives it, else None; name) -> it exists.
+RunLookup = Callable[[str | None, str], bool]
 
 
-def _dependency_findings(doc: Document, run: HarnessRun, runs: set[tuple[str, str]]) -> list[Finding]:
-    """spec.after and spec.inputs[].runOutput name runs of the given manifests (promptFrom/stdinFrom are
-    checked above), never the run itself."""
+def _reference_findings(
+    doc: Document, run: HarnessRun, runs: set[tuple[str, str]], strict: bool, lookup: RunLookup | None
+) -> list[Finding]:
+    """Every other run this run names is among the given manifests, or (with `lookup`) on the cluster;
+    one in neither is a warning, an error with `strict` or `lookup`; the run itself is always an error."""
     found = []
-    for field, name in compute_dependencies(run.spec):
-        if field.startswith(("spec.promptFrom", "spec.stdinFrom")):
-            continue
+    for field, name in find_run_references(run.spec):
         if name == doc.name:
-            found.append(Finding(doc.path, doc.kind, doc.name, field, "names this run itself"))
-        elif (doc.namespace, name) not in runs:
-            message = f'HarnessRun "{name}" is not among the given manifests'
+            message = "names this run itself, which would wait for itself forever: name another run"
             found.append(Finding(doc.path, doc.kind, doc.name, field, message))
+        elif (doc.namespace, name) in runs:
+            continue
+        elif lookup is not None:
+            explicit = (doc.obj.get("metadata") or {}).get("namespace")
+            if not lookup(explicit, name):
+                where = f"namespace {explicit}" if explicit else "the namespace -n or the context gives"
+                message = (
+                    f'HarnessRun "{name}" is neither among the given manifests nor on the cluster '
+                    f"({where}): this run would wait for it forever; create it, or correct the name"
+                )
+                found.append(Finding(doc.path, doc.kind, doc.name, field, message))
+        else:
+            message = (
+                f'HarnessRun "{name}" is not among the given manifests: unless it is on the cluster, this '
+                "run waits for it (WaitingForRunOutput); `validate --cluster` looks it up, `--strict` makes "
+                "this an error"
+            )
+            found.append(Finding(doc.path, doc.kind, doc.name, field, message, ERROR if strict else WARNING))
     return found
 
 
@@ -243,7 +208,7 @@ def _cycle_findings(docs: Sequence[Document]) -> list[Finding]:
         spec = HarnessRun.model_validate(doc.obj).spec
         label = f"{doc.namespace}/{doc.name}"
         graph[label] = [
-            f"{doc.namespace}/{name}" for _, name in compute_dependencies(spec) if name != doc.name
+            f"{doc.namespace}/{name}" for _, name in find_run_references(spec) if name != doc.name
         ]
         where[label] = doc
     try:
@@ -254,103 +219,15 @@ def _cycle_findings(docs: Sequence[Document]) -> list[Finding]:
     return []
 
 
-def _argument_problem(
-    run: HarnessRun, definition: HarnessDefinitionSpec, entry: ChainEntry
-) -> PlanError | None:
-    """What the operator would refuse when it plans this provider (inline prompt and stdin only)."""
-    spec = run.spec
-    stdin = spec.stdin if spec.stdin_from is None else None
-    try:
-        check_arguments(
-            run, definition, entry.provider, entry.options_field, entry.options, spec.prompt or "", stdin
-        )
-    except PlanError as exc:
-        return exc
-    return None
-
-
-# The built-ins no image of ours ships (their ClusterHarnessDefinitions are not Ready: NoImage).
-IMAGELESS_BUILTINS = [
-    e.spec
-    for e in load_builtin_catalog()
-    if e.spec.image is None and e.spec.transport in (None, AcpTransport.stdio)
-]
-
-
-def _warnings(
-    doc: Document, run: HarnessRun, catalog: Catalog, secrets: set[tuple[str, str]]
-) -> list[Finding]:
-    def warn(field: str, message: str) -> Finding:
-        return Finding(doc.path, doc.kind, doc.name, field, message, WARNING)
-
-    spec = run.spec
-    found = []
-    if not (spec.workspace and spec.workspace.working_dir):
-        found.append(
-            warn("spec.workspace.workingDir", "not set; the agent runs in the sandbox's default directory")
-        )
-    sandbox = spec.sandbox
-    if sandbox and sandbox.network_policy == NetworkPolicyMode.unrestricted:
-        found.append(warn("spec.sandbox.networkPolicy", "unrestricted: the agent may reach any address"))
-    if sandbox and sandbox.egress and sandbox.network_policy != NetworkPolicyMode.allowlist:
-        found.append(warn("spec.sandbox.egress", "ignored unless spec.sandbox.networkPolicy is allowlist"))
-    granted_by_run = {c.env for c in spec.credentials}
-    for index, entry in enumerate(compute_provider_chain(spec), start=1):
-        field, name = entry.field, entry.provider
-        definition = resolve_definition(catalog, doc.namespace, name)
-        if definition is None:
-            continue
-        if definition in IMAGELESS_BUILTINS and not (sandbox and sandbox.image):
-            found.append(
-                warn(
-                    field,
-                    f"no sandbox image ships {definition.binary}: the built-in {name} is a recipe; the run "
-                    "ends BinaryNotFound unless spec.sandbox.image names an image with the CLI",
-                )
-            )
-        problem = _argument_problem(run, definition, entry)
-        if problem is not None:
-            found.append(
-                warn("spec.prompt" if problem.reason == Reason.PromptTooLarge else field, problem.message)
-            )
-        for key, why in find_unknown_options(name, definition, entry.options):
-            found.append(warn(f"{entry.options_field}.{key}", why))
-        policy = compute_tool_policy(spec.tools, definition)
-        unheld = compute_tool_policy_warning(policy, index, name, definition)
-        if unheld is not None and policy is not None and policy.enforcement == ToolEnforcement.advisory:
-            found.append(warn("spec.tools", unheld))  # a strict one is an error (_provider_findings)
-        caps = definition.capabilities
-        model = merge_options(definition, entry.options).get("model")
-        if isinstance(model, str) and model:
-            table_knows = is_priced_by_table(definition, model)
-        else:  # the CLI picks its model: the runner prices it if the vendor's table has it
-            table_knows = find_vendor(definition, None) is not None
-        can_cost = caps.cost_reporting or (caps.usage_reporting and (bool(definition.pricing) or table_knows))
-        if spec.limits and spec.limits.max_cost_usd is not None and not can_cost:
-            found.append(
-                warn(
-                    "spec.limits.maxCostUSD",
-                    f'provider "{name}" reports no cost and neither its pricing nor the price table '
-                    f"({PRICE_TABLE}) knows model {model or '(the CLI default)'!r}, so the cost limit cannot "
-                    "be enforced; request a model the table prices, or add pricing (and usageReporting) to "
-                    "its definition",
-                )
-            )
-        missing = [
-            c
-            for c in definition.credentials
-            if c.env not in granted_by_run and (doc.namespace, c.secret_key_ref.name) not in secrets
-        ]
-        if definition.credentials and len(missing) == len(definition.credentials):
-            envs = ", ".join(f"{c.env} (Secret {c.secret_key_ref.name})" for c in missing)
-            found.append(
-                warn(
-                    field,
-                    f'provider "{name}" reads {envs}; no Secret given here provides it and spec.credentials '
-                    "grants nothing for it: create the Secret or add a spec.credentials grant",
-                )
-            )
-    return found
+def _run_findings(doc: Document, run: HarnessRun, catalog: Catalog) -> list[Finding]:
+    """What the operator or the attempt would refuse in a run the API server takes: a variable its
+    prompt would keep literally, an option its provider's CLI does not take."""
+    problems = find_literal_variables(run.spec)
+    for entry in compute_provider_chain(run.spec):
+        definition = resolve_definition(catalog, doc.namespace, entry.provider)
+        if definition is not None:
+            problems += find_option_typos(entry, definition)
+    return [Finding(doc.path, doc.kind, doc.name, field, message) for field, message in problems]
 
 
 def output_schema_findings(doc: Document) -> list[Finding]:
@@ -380,9 +257,16 @@ def schedule_findings(doc: Document) -> list[Finding]:
 
 
 def validate_documents(
-    docs: Sequence[Document], builtins: Iterable[ClusterHarnessDefinition]
+    docs: Sequence[Document],
+    builtins: Iterable[ClusterHarnessDefinition],
+    *,
+    strict: bool = False,
+    lookup: RunLookup | None = None,
+    config: OperatorConfig | None = None,
 ) -> list[Finding]:
-    """All findings for a set of manifests, in document order."""
+    """All findings for a set of manifests, in document order. A run named but not given is a warning
+    unless `strict`; `lookup` looks it up on the cluster instead. `config`, the operator's, says which
+    vendors the model gateway routes."""
     catalog = build_catalog(docs, builtins)
     runs = {(d.namespace, d.name) for d in docs if d.kind == "HarnessRun"}
     secrets = {(d.namespace, d.name) for d in docs if d.kind == "Secret"}
@@ -428,7 +312,9 @@ def validate_documents(
                     "with a letter or digit, at most 253 characters), as the API server requires",
                 )
             )
-        refused = schema_findings(doc) + cel_findings(doc)
+        schema = schema_findings(doc)
+        taken = {f.field for f in schema}  # a field of the wrong shape gets no CEL message on top
+        refused = schema + [f for f in cel_findings(doc) if f.field not in taken]
         if doc.kind == "HarnessRun":
             refused += with_findings(doc)
         if doc.kind in ("HarnessRun", "HarnessSchedule") and not refused:
@@ -440,7 +326,10 @@ def validate_documents(
             continue  # what the API server refuses gets no cross-reference checks or warnings on top
         run = HarnessRun.model_validate(doc.obj)
         found += _provider_findings(doc, run, catalog)
-        found += _run_output_findings(doc, run, runs)
-        found += _dependency_findings(doc, run, runs)
-        found += _warnings(doc, run, catalog, secrets)
+        found += _reference_findings(doc, run, runs, strict, lookup)
+        found += _run_findings(doc, run, catalog)
+        found += [
+            Finding(doc.path, doc.kind, doc.name, field, message, WARNING)
+            for field, message in find_run_warnings(run, doc.namespace, catalog, secrets, config)
+        ]
     return found + _cycle_findings(docs)

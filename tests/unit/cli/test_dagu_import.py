@@ -532,8 +532,14 @@ def test_timeout_sec_becomes_the_timeout_limit() -> None:
 def test_fixture_dags_import_into_manifests_validate_accepts(name: str) -> None:
     manifests = import_fixture(name)
     docs = parse_documents(yaml.safe_dump_all(manifests), name)
-    errors = [f.render() for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
-    assert errors == []
+    errors = [f for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
+    # Dagu's examples pass options the pinned CLIs no longer take (codex full-auto, copilot bare): the
+    # attempt would fail, and validate says so; nothing else is refused.
+    unknown = {
+        (f.field.rsplit(".", 1)[-1], f.message.split('"')[1]) for f in errors if "has no option" in f.message
+    }
+    assert [f.render() for f in errors if "has no option" not in f.message] == []
+    assert unknown <= {("full-auto", "codex"), ("bare", "copilot")}
 
 
 def test_imported_manifests_validate() -> None:

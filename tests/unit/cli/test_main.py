@@ -76,7 +76,8 @@ WITH_VALUES = (
     "line",
     [
         f"{RUNS}: HarnessRun/no-prompt: spec.prompt: spec.prompt is required (or set spec.promptFrom)",
-        f"{RUNS}: HarnessRun/no-provider: spec.provider: required field is missing",
+        f"{RUNS}: HarnessRun/no-provider: spec.provider: required field is missing: add `provider:` (Provider "
+        "name: a HarnessDefinition in this namespace, else a ClusterHarnessDefinition)",
         f"{RUNS}: HarnessRun/inline-binary: spec.with: with.binary is not supported; define a HarnessDefinition "
         "and reference it via spec.provider",
         f"{RUNS}: HarnessRun/inline-prompt-args: spec.with: with.prompt_args is not supported; define a "
@@ -90,10 +91,12 @@ WITH_VALUES = (
         f'{RUNS}: HarnessRun/unknown-provider: spec.provider: unknown provider "no-such-agent"; known here: {KNOWN}',
         f"{RUNS}: HarnessRun/unknown-fallback: spec.fallback[0].provider: unknown fallback provider "
         f'"no-such-fallback"; known here: {KNOWN}',
-        f'{RUNS}: HarnessRun/missing-run-output: spec.promptFrom.runOutput.name: HarnessRun "never-created" is '
-        "not among the given manifests",
-        f"{RUNS}: HarnessRun/typo-field: spec.limits.timeoutSecs: unknown field; remove it (kubectl explain "
-        "shows the fields)",
+        f"{RUNS}: HarnessRun/missing-run-output: spec.promptFrom.runOutput.name: warning: HarnessRun "
+        '"never-created" is not among the given manifests: unless it is on the cluster, this run waits for it '
+        "(WaitingForRunOutput); `validate --cluster` looks it up, `--strict` makes this an error",
+        f"{RUNS}: HarnessRun/typo-field: spec.limits.timeoutSecs: unknown field 'timeoutSecs'; did you mean "
+        "`timeoutSeconds`? Rename it (spec.limits takes timeoutSeconds, maxCostUSD, maxTurns, maxTokens, "
+        "maxOutputBytes, gracePeriodSeconds)",
         f"{RUNS}: HarnessRun/secret-name-with-slash: spec.promptFrom.secretKeyRef.name: must be a valid Secret "
         f"name {NAME}",
         f"{RUNS}: HarnessRun/run-output-name-with-slash: spec.stdinFrom.runOutput.name: must be a valid "
@@ -113,7 +116,7 @@ WITH_VALUES = (
         "which spec.inputs does not declare; add an input of that name or correct the reference",
         f"{RUNS}: HarnessRun/input-with-two-sources: spec.inputs[0]: set exactly one of value, configMapKeyRef, "
         "secretKeyRef or runOutput",
-        f"{RUNS}: HarnessRun/too-many-retries: spec.retry.limit: Input should be less than or equal to 5",
+        f"{RUNS}: HarnessRun/too-many-retries: spec.retry.limit: must be at most 5, not 9",
         f"{RUNS}: HarnessRun/output-schema-not-a-schema: spec.outputSchema.type: not a valid JSON Schema "
         "(2020-12): 'objekt' is not valid under any of the given schemas",
         f"{SCHEDULES}: HarnessSchedule/bad-cron: spec.schedule: '61 * * * *' is not a valid cron schedule: Bad "
@@ -122,8 +125,8 @@ WITH_VALUES = (
         "(e.g. Europe/Berlin, America/New_York)",
         f"{SCHEDULES}: HarnessSchedule/time-zone-in-the-schedule: spec.schedule: spec.schedule: set the time "
         "zone in spec.timeZone, not with TZ= or CRON_TZ=",
-        f"{SCHEDULES}: HarnessSchedule/long-history: spec.successfulRunsHistoryLimit: Input should be less than "
-        "or equal to 100",
+        f"{SCHEDULES}: HarnessSchedule/long-history: spec.successfulRunsHistoryLimit: must be at most 100, not "
+        "101",
         f"{SCHEDULES}: HarnessSchedule/template-without-prompt: spec.runTemplate.spec.prompt: spec.prompt is "
         "required (or set spec.promptFrom)",
         f"{ADMISSION}: HarnessRun/nul-in-with: spec.with: {WITH_VALUES}",
@@ -132,7 +135,8 @@ WITH_VALUES = (
         f"{ADMISSION}: HarnessRun/long-list-in-fallback-with: spec.fallback[0].with: {WITH_VALUES}",
         f"{DEFS}: HarnessDefinition/no-binary: spec.binary: spec.binary is required for protocol cli and for "
         "acp over stdio",
-        f"{DEFS}: HarnessDefinition/bad-prompt-mode: spec.promptMode: Input should be 'arg', 'flag' or 'stdin'",
+        f"{DEFS}: HarnessDefinition/bad-prompt-mode: spec.promptMode: 'positional' is not one of "
+        "arg, flag, stdin: write one of them",
         f"{DEFS}: HarnessDefinition/flag-mode-without-flag: spec.promptFlag: spec.promptFlag is required when "
         "spec.promptMode is flag, and only then",
         f"{DEFS}: HarnessDefinition/flag-without-flag-mode: spec.promptFlag: spec.promptFlag is required when "
@@ -171,3 +175,61 @@ def test_a_number_beyond_64_bits_is_a_finding_not_a_crash(tmp_path: Path) -> Non
     result = harnessctl("validate", str(tmp_path / "big.yaml"))
     assert (result.returncode, "Traceback" in result.stderr) == (1, False), result.stderr
     assert "HarnessRun/big: spec: a number does not fit in a 64-bit integer" in result.stdout, result.stdout
+
+
+RUN = """apiVersion: agentharness.dev/v1alpha1
+kind: HarnessRun
+metadata: {name: implement, namespace: team-a}
+spec:
+  provider: claude
+  prompt: Implement the plan.
+  workspace: {workingDir: /w}
+"""
+
+
+def test_a_with_typo_that_would_fail_the_attempt_fails_validate(tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text(RUN + "  with: {modle: opus}\n")
+    result = harnessctl("validate", str(tmp_path / "run.yaml"))
+    assert result.returncode == 1, result.stdout
+    assert 'spec.with.modle: provider "claude" has no option --modle' in result.stdout
+    assert "did you mean `model`?" in result.stdout
+
+
+def test_a_run_in_another_file_warns_and_strict_makes_it_an_error(tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text(RUN + "  after: [plan]\n")
+    relaxed = harnessctl("validate", str(tmp_path / "run.yaml"))
+    assert relaxed.returncode == 0, relaxed.stdout
+    assert 'spec.after[0]: warning: HarnessRun "plan" is not among the given manifests' in relaxed.stdout
+    strict = harnessctl("validate", "--strict", str(tmp_path / "run.yaml"))
+    assert strict.returncode == 1
+    assert 'spec.after[0]: HarnessRun "plan" is not among the given manifests' in strict.stdout
+
+
+def operator_deployment(env: dict[str, str]) -> str:
+    variables = "".join(f"        - {{name: {k}, value: {v!r}}}\n" for k, v in env.items())
+    return (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: harness-operator}\nspec:\n  template:\n"
+        "    spec:\n      containers:\n      - name: operator\n        env:\n" + variables
+    )
+
+
+GATEWAY = {
+    "HARNESS_MODEL_GATEWAY_SERVICE": "model-gateway.harness-system.svc",
+    "HARNESS_MODEL_GATEWAY_NAMESPACE": "harness-system",
+    "HARNESS_MODEL_GATEWAY_KEY": "from-a-secret",
+}
+
+
+def test_the_operator_file_says_whether_the_vendor_key_is_the_teams(tmp_path: Path) -> None:
+    (tmp_path / "run.yaml").write_text(RUN)
+    routed = tmp_path / "routed.yaml"
+    routed.write_text(operator_deployment({**GATEWAY, "HARNESS_MODEL_GATEWAY_VENDORS": "anthropic,openai"}))
+    result = harnessctl("validate", "--operator", str(routed), str(tmp_path / "run.yaml"))
+    assert (result.returncode, result.stdout) == (0, "")
+    unrouted = tmp_path / "unrouted.yaml"
+    unrouted.write_text(operator_deployment({**GATEWAY, "HARNESS_MODEL_GATEWAY_VENDORS": "openai"}))
+    result = harnessctl("validate", "--operator", str(unrouted), str(tmp_path / "run.yaml"))
+    assert "this operator does not route anthropic through the model gateway" in result.stdout, result.stdout
+    assert "create that Secret in namespace team-a" in result.stdout
+    result = harnessctl("validate", "--operator", str(tmp_path / "run.yaml"), str(tmp_path / "run.yaml"))
+    assert result.returncode == 2 and "holds no Deployment with an `operator` container" in result.stderr

@@ -132,8 +132,8 @@ spec:
 def test_ungranted_credential_warns_and_a_run_grant_silences_it() -> None:
     found = check(run_doc(GOOD))
     assert messages(found, WARNING) == [
-        'spec.provider: provider "vendor" reads VENDOR_KEY (Secret vendor-key); no Secret given here provides '
-        "it and spec.credentials grants nothing for it: create the Secret or add a spec.credentials grant"
+        'spec.provider: provider "vendor" reads VENDOR_KEY (Secret vendor-key, key k); no Secret given here '
+        "provides it: create that Secret in namespace ns or add a spec.credentials grant"
     ]
     granted = GOOD + "  credentials: [{env: VENDOR_KEY, secretKeyRef: {name: mine, key: k}}]\n"
     assert check(run_doc(granted)) == []
@@ -366,17 +366,20 @@ def test_a_name_the_api_server_refuses_is_an_error(name: str) -> None:
 @pytest.mark.parametrize(
     ("field", "message"),
     [
-        ("  fallback: codex\n", "spec.fallback: a list is expected, not str 'codex': write [codex]"),
+        (
+            "  fallback: codex\n",
+            "spec.fallback: a list is expected, not the string 'codex': write `fallback: [{provider: codex}]`",
+        ),
         (
             "  limits: {timeoutSeconds: 1h30m}\n",
-            "spec.limits.timeoutSeconds: a whole number of seconds is expected, not a duration: write 5400 "
-            "for 1h30m",
+            "spec.limits.timeoutSeconds: a whole number of seconds is expected, not a duration: write "
+            "`timeoutSeconds: 5400` for 1h30m",
         ),
         (
             "  limits: {timeoutSeconds: soon}\n",
-            "spec.limits.timeoutSeconds: a whole number is expected, not 'soon'",
+            "spec.limits.timeoutSeconds: a whole number is expected, not the string 'soon'",
         ),
-        ("  cancel: maybe\n", "spec.cancel: true or false is expected, not 'maybe'"),
+        ("  cancel: maybe\n", "spec.cancel: true or false is expected, not the string 'maybe'"),
     ],
 )
 def test_a_value_of_the_wrong_shape_says_what_to_write(field: str, message: str) -> None:
@@ -422,12 +425,10 @@ def test_an_option_that_loosens_the_tool_policy_is_an_error_on_its_field() -> No
 
 
 def test_resume_from_names_a_run_of_the_given_manifests_and_never_itself() -> None:
-    found = check(run_doc(GOOD + "  resumeFrom: {run: review}\n", SECRET))
-    assert messages(found, ERROR) == [
-        'spec.resumeFrom.run: HarnessRun "review" is not among the given manifests'
-    ]
     found = check(run_doc(GOOD + "  resumeFrom: {run: r}\n", SECRET))
-    assert messages(found, ERROR) == ["spec.resumeFrom.run: names this run itself"]
+    assert messages(found, ERROR) == [
+        "spec.resumeFrom.run: names this run itself, which would wait for itself forever: name another run"
+    ]
 
 
 def test_an_mcp_server_needs_exactly_one_of_url_and_command() -> None:

@@ -112,7 +112,7 @@ def findings(*runs: dict[str, Any]) -> list[tuple[str, str, str]]:
         for n, s in runs
     ]
     parsed = parse_documents(yaml.safe_dump_all(docs), "runs.yaml")
-    found = validate_documents(parsed, load_builtin_catalog())
+    found = validate_documents(parsed, load_builtin_catalog(), strict=True)
     return [(f.name, f.field, f.message) for f in found if f.severity == ERROR]
 
 
@@ -198,8 +198,17 @@ def test_validate_checks_dependencies_among_the_manifests() -> None:
         ("a", run_spec(after=["b", "a", "ghost"])),
         ("b", run_spec(inputs=[{"name": "x", "runOutput": {"name": "a"}}])),
     ) == [
-        ("a", "spec.after[1]", "names this run itself"),
-        ("a", "spec.after[2]", 'HarnessRun "ghost" is not among the given manifests'),
+        (
+            "a",
+            "spec.after[1]",
+            "names this run itself, which would wait for itself forever: name another run",
+        ),
+        (
+            "a",
+            "spec.after[2]",
+            'HarnessRun "ghost" is not among the given manifests: unless it is on the cluster, this run waits '
+            "for it (WaitingForRunOutput); `validate --cluster` looks it up, `--strict` makes this an error",
+        ),
         ("a", "spec.after", "dependency cycle: default/a -> default/b -> default/a"),
     ]
 
