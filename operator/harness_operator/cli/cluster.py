@@ -169,8 +169,13 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """RUN and kubectl's connection flags, meaning what they mean to kubectl."""
+    """RUN and kubectl's connection flags."""
     parser.add_argument("run", metavar="RUN", help="the HarnessRun's name")
+    add_connection_arguments(parser)
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """kubectl's connection flags, meaning what they mean to kubectl."""
     parser.add_argument("-n", "--namespace", help="namespace (default: the context's, else default)")
     parser.add_argument("--context", help="kubeconfig context to use (default: current-context)")
     parser.add_argument(

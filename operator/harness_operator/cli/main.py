@@ -19,10 +19,12 @@ from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.cluster import (
     EXIT_CODES,
     add_cluster_arguments,
+    add_connection_arguments,
     cmd_cancel,
     cmd_describe,
     cmd_logs,
     cmd_rerun,
+    connect,
     run_cluster_command,
 )
 from harness_operator.cli.dagu_import import dns_name, import_dagu
@@ -33,16 +35,11 @@ from harness_operator.cli.validation import ERROR, RunLookup, validate_documents
 def _run_lookup(args: argparse.Namespace) -> RunLookup:
     """Whether a HarnessRun exists on the cluster of --kubeconfig/--context, in the manifest's namespace,
     else -n, else the context's."""
-    from harness_operator.controller.kube import Kube
-
-    kube, context_namespace = Kube.from_kubeconfig(args.kubeconfig, args.context)
-    default = args.namespace or context_namespace
+    kube, default = connect(args)
     return lambda namespace, name: kube.fetch_run(namespace or default, name) is not None
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from kubernetes.config import ConfigException
-
     from harness_operator.cli.render import read_operator_env
     from harness_operator.core.config import OperatorConfig
 
@@ -66,11 +63,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"harnessctl: {args.operator}: {exc}", file=sys.stderr)
             return 2
-    try:
-        lookup = _run_lookup(args) if args.cluster else None
-    except ConfigException as exc:
-        print(f"harnessctl: --cluster: cannot use the kubeconfig: {exc}", file=sys.stderr)
-        return 2
+    lookup = _run_lookup(args) if args.cluster else None
     findings = validate_documents(
         docs, load_builtin_catalog(), strict=args.strict, lookup=lookup, config=config
     )
@@ -204,16 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="look runs named but not in the files up on the cluster (--kubeconfig, --context, -n); a "
         "missing one is an error",
     )
-    validate.add_argument("-n", "--namespace", help="with --cluster: namespace of manifests that name none")
-    validate.add_argument("--context", help="with --cluster: kubeconfig context to use")
-    validate.add_argument("--kubeconfig", help="with --cluster: kubeconfig file (default: $KUBECONFIG)")
+    add_connection_arguments(validate)  # with --cluster; -n: the namespace of manifests that name none
     validate.add_argument(
         "--operator",
         metavar="FILE",
         help="the operator Deployment (`helm template` of the chart, or `kubectl get deployment -o yaml`): "
         "tells which vendors the model gateway routes, so no key is asked of those runs",
     )
-    validate.set_defaults(func=cmd_validate)
+    validate.set_defaults(func=cmd_validate)  # --cluster sets args.cluster: main() prints kubectl's errors
 
     run = sub.add_parser("run", help="execute each HarnessRun in the files locally, with no cluster")
     run.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
