@@ -1,0 +1,104 @@
+"""Where a run's repository lives: the pull request's repository and API root for each forge's usual
+layout, and the host:ports the clone and the publisher reach (pure).
+
+A forge served under a sub-path (`https://host/git/acme/payments.git`) has its API under that path too
+(`https://host/git/api/v1`); the repository is the URL's path without it. GitHub and Gitea repositories are
+always `owner/name`, so what comes before those two segments is the sub-path. GitLab nests groups, so its
+sub-path is known only from an explicit apiURL (whose path ends in /api/v4); an apiURL's path, with the
+forge's API suffix taken off, is the sub-path for every forge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from harness_operator.api.v1alpha1 import Forge, HarnessRun
+
+API_SUFFIX = {Forge.github: "/api/v3", Forge.gitea: "/api/v1", Forge.gitlab: "/api/v4"}
+GITHUB_HOST = "github.com"
+GITHUB_API = "https://api.github.com"
+DEFAULT_PORTS = {"https": 443, "http": 80, "ssh": 22, "git": 9418}
+
+
+@dataclass(frozen=True)
+class GitLocation:
+    """A git URL taken apart: scheme (`ssh` for scp-like), lowercase host, port (the scheme's default when
+    the URL names none) and the path without its slashes."""
+
+    scheme: str
+    host: str
+    port: int | None
+    path: str
+
+
+def parse_git_url(url: str) -> GitLocation:
+    """A git URL of any form git accepts for a remote: scheme://, scp-like `user@host:path`, a local path."""
+    if "://" not in url:
+        if ":" in url.split("/", 1)[0]:  # git@host:owner/name.git (a colon before any slash)
+            login, path = url.split(":", 1)
+            return GitLocation("ssh", login.rpartition("@")[2].lower(), DEFAULT_PORTS["ssh"], path.strip("/"))
+        return GitLocation("file", "", None, url.strip("/"))
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or DEFAULT_PORTS.get(scheme)
+    return GitLocation(scheme, (parts.hostname or "").lower(), port, parts.path.strip("/"))
+
+
+def compute_repository(forge: str, url: str, api_url: str | None = None) -> str:
+    """The pull request's repository for a git URL: its path without the forge's sub-path and `.git`."""
+    path = parse_git_url(url).path.removesuffix(".git").strip("/")
+    prefix = _api_prefix(forge, api_url) if api_url else None
+    if prefix is not None:
+        return path[len(prefix) :].strip("/") if path.startswith(f"{prefix}/") else path
+    if forge == Forge.gitlab:
+        return path  # nested groups: the whole path is the project
+    return "/".join(path.split("/")[-2:])
+
+
+def compute_api_url(forge: str, url: str) -> str:
+    """The forge's API root for a repository URL (no apiURL given): api.github.com for github.com, else
+    the URL's host (its port under http(s)) and sub-path with the forge's API suffix."""
+    where = parse_git_url(url)
+    if forge == Forge.github and where.host == GITHUB_HOST:
+        return GITHUB_API
+    web = where.scheme in ("http", "https")
+    scheme = where.scheme if web else "https"  # ssh or git: the forge answers https on the same host
+    port = f":{where.port}" if web and where.port != DEFAULT_PORTS[where.scheme] else ""
+    segments = where.path.removesuffix(".git").split("/")
+    prefix = "" if forge == Forge.gitlab else "".join(f"/{s}" for s in segments[:-2] if s)
+    return f"{scheme}://{where.host}{port}{prefix}{API_SUFFIX[Forge(forge)]}"
+
+
+def _api_prefix(forge: str, api_url: str) -> str:
+    """The sub-path an apiURL names: its path without the forge's API suffix (none on api.github.com)."""
+    path = urlsplit(api_url).path.rstrip("/")
+    return path.removesuffix(API_SUFFIX[Forge(forge)]).strip("/")
+
+
+@dataclass(frozen=True)
+class GitDestinations:
+    """Where the clone and the publisher connect: `proxied` host:ports (http(s), which an HTTP proxy
+    carries) and `direct` (host, port, URL) of ssh and git:// remotes, which no HTTP proxy carries."""
+
+    proxied: list[str]
+    direct: list[tuple[str, int, str]]
+
+
+def compute_git_destinations(run: HarnessRun) -> GitDestinations:
+    """The run's own destinations: its git URL's host and, when it opens a pull request, the API's."""
+    workspace = run.spec.workspace
+    git = workspace.git if workspace else None
+    if git is None:
+        return GitDestinations([], [])
+    proxied, direct = set(), []
+    where = parse_git_url(git.url)
+    if where.scheme in ("http", "https"):
+        proxied.add(f"{where.host}:{where.port}")
+    elif where.scheme in ("ssh", "git") and where.host:
+        direct.append((where.host, where.port or DEFAULT_PORTS[where.scheme], git.url))
+    pr = workspace.publish.pull_request if workspace and workspace.publish else None
+    if pr is not None:
+        api = parse_git_url(pr.api_url or compute_api_url(pr.forge, git.url))
+        proxied.add(f"{api.host}:{api.port}")
+    return GitDestinations(sorted(proxied), direct)
