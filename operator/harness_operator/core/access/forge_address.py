@@ -76,29 +76,45 @@ def _api_prefix(forge: str, api_url: str) -> str:
     return path.removesuffix(API_SUFFIX[Forge(forge)]).strip("/")
 
 
+GIT_URL_FIELD = "spec.workspace.git.url"
+PULL_REQUEST_FIELD = "spec.workspace.publish.pullRequest"
+
+
 @dataclass(frozen=True)
-class GitDestinations:
-    """Where the clone and the publisher connect: `proxied` host:ports (http(s), which an HTTP proxy
-    carries) and `direct` (host, port, URL) of ssh and git:// remotes, which no HTTP proxy carries."""
+class GitDestination:
+    """One place the clone or the publisher connects to: which field names it, how (scheme), where."""
 
-    proxied: list[str]
-    direct: list[tuple[str, int, str]]
+    field: str
+    scheme: str
+    host: str
+    port: int
+    url: str
+
+    @property
+    def proxied(self) -> bool:
+        """http(s), which an HTTP proxy (the egress gateway) carries; ssh and git:// it cannot."""
+        return self.scheme in ("http", "https")
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
 
-def compute_git_destinations(run: HarnessRun) -> GitDestinations:
-    """The run's own destinations: its git URL's host and, when it opens a pull request, the API's."""
+def compute_git_destinations(run: HarnessRun) -> list[GitDestination]:
+    """The run's own destinations: its git URL's host (none for a local path) and, when it opens a pull
+    request, the forge API's."""
     workspace = run.spec.workspace
     git = workspace.git if workspace else None
     if git is None:
-        return GitDestinations([], [])
-    proxied, direct = set(), []
+        return []
+    found = []
     where = parse_git_url(git.url)
-    if where.scheme in ("http", "https"):
-        proxied.add(f"{where.host}:{where.port}")
-    elif where.scheme in ("ssh", "git") and where.host:
-        direct.append((where.host, where.port or DEFAULT_PORTS[where.scheme], git.url))
+    if where.scheme in DEFAULT_PORTS and where.host and where.port:
+        found.append(GitDestination(GIT_URL_FIELD, where.scheme, where.host, where.port, git.url))
     pr = workspace.publish.pull_request if workspace and workspace.publish else None
     if pr is not None:
-        api = parse_git_url(pr.api_url or compute_api_url(pr.forge, git.url))
-        proxied.add(f"{api.host}:{api.port}")
-    return GitDestinations(sorted(proxied), direct)
+        api_url = pr.api_url or compute_api_url(pr.forge, git.url)
+        api = parse_git_url(api_url)
+        if api.port:
+            found.append(GitDestination(PULL_REQUEST_FIELD, api.scheme, api.host, api.port, api_url))
+    return found

@@ -8,7 +8,7 @@ import pytest
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.contract.changes import PullRequestPlan
 from harness_operator.core.access.forge_address import (
-    GitDestinations,
+    GitDestination,
     GitLocation,
     compute_api_url,
     compute_git_destinations,
@@ -70,7 +70,13 @@ LAYOUTS = [
         "acme/payments",
         "https://host.corp/git/api/v1",
     ),
-    ("gitea", "ssh://git@host.corp:2222/acme/payments.git", None, "acme/payments", "https://host.corp/api/v1"),
+    (
+        "gitea",
+        "ssh://git@host.corp:2222/acme/payments.git",
+        None,
+        "acme/payments",
+        "https://host.corp/api/v1",
+    ),
     # GitLab: nested groups are the project's path; its sub-path only from an apiURL ending /api/v4
     ("gitlab", "https://gitlab.com/g/sub/proj.git", None, "g/sub/proj", "https://gitlab.com/api/v4"),
     ("gitlab", "git@gitlab.corp:g/sub/proj.git", None, "g/sub/proj", "https://gitlab.corp/api/v4"),
@@ -122,49 +128,76 @@ def test_an_explicit_repository_wins() -> None:
     assert plan.pull_request.repository == "x/y"
 
 
+G, P = "spec.workspace.git.url", "spec.workspace.publish.pullRequest"
+
+
 @pytest.mark.parametrize(
     ("url", "pull_request", "destinations"),
     [
-        ("https://github.com/acme/w.git", None, GitDestinations(["github.com:443"], [])),
+        (
+            "https://github.com/acme/w.git",
+            None,
+            [GitDestination(G, "https", "github.com", 443, "https://github.com/acme/w.git")],
+        ),
         (
             "https://github.com/acme/w.git",
             {"forge": "github"},
-            GitDestinations(["api.github.com:443", "github.com:443"], []),
+            [
+                GitDestination(G, "https", "github.com", 443, "https://github.com/acme/w.git"),
+                GitDestination(P, "https", "api.github.com", 443, "https://api.github.com"),
+            ],
         ),
         (
             "http://10.0.0.5:3000/git/o/r.git",
             {"forge": "gitea"},
-            GitDestinations(["10.0.0.5:3000"], []),
+            [
+                GitDestination(G, "http", "10.0.0.5", 3000, "http://10.0.0.5:3000/git/o/r.git"),
+                GitDestination(P, "http", "10.0.0.5", 3000, "http://10.0.0.5:3000/git/api/v1"),
+            ],
         ),
         (
             "https://git.corp/o/r.git",
             {"forge": "gitea", "apiURL": "http://forge.corp:8080/api/v1"},
-            GitDestinations(["forge.corp:8080", "git.corp:443"], []),
+            [
+                GitDestination(G, "https", "git.corp", 443, "https://git.corp/o/r.git"),
+                GitDestination(P, "http", "forge.corp", 8080, "http://forge.corp:8080/api/v1"),
+            ],
         ),
         (
             "git@github.com:acme/w.git",
             {"forge": "github"},
-            GitDestinations(["api.github.com:443"], [("github.com", 22, "git@github.com:acme/w.git")]),
+            [
+                GitDestination(G, "ssh", "github.com", 22, "git@github.com:acme/w.git"),
+                GitDestination(P, "https", "api.github.com", 443, "https://api.github.com"),
+            ],
         ),
         (
             "git://172.18.0.1:9500/r.git",
             None,
-            GitDestinations([], [("172.18.0.1", 9500, "git://172.18.0.1:9500/r.git")]),
+            [GitDestination(G, "git", "172.18.0.1", 9500, "git://172.18.0.1:9500/r.git")],
         ),
-        ("/srv/git/r.git", None, GitDestinations([], [])),
+        ("/srv/git/r.git", None, []),
+        ("file:///srv/git/r.git", None, []),
     ],
 )
 def test_the_clone_and_publisher_destinations(
-    url: str, pull_request: dict[str, Any] | None, destinations: GitDestinations
+    url: str, pull_request: dict[str, Any] | None, destinations: list[GitDestination]
 ) -> None:
     assert compute_git_destinations(make_run(url, pull_request)) == destinations
+
+
+@pytest.mark.parametrize(
+    ("scheme", "proxied"), [("https", True), ("http", True), ("ssh", False), ("git", False)]
+)
+def test_only_http_destinations_go_through_a_proxy(scheme: str, proxied: bool) -> None:
+    assert GitDestination(G, scheme, "h", 1, "u").proxied is proxied
 
 
 def test_a_run_without_git_has_no_destinations() -> None:
     run = HarnessRun.model_validate(
         {"metadata": {"name": "r", "namespace": "n"}, "spec": {"provider": "claude", "prompt": "Go."}}
     )
-    assert compute_git_destinations(run) == GitDestinations([], [])
+    assert compute_git_destinations(run) == []
 
 
 def make_run(url: str, pull_request: dict[str, Any] | None) -> HarnessRun:
