@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,9 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.changes import ChangesReport, PublishPlan, PullRequestPlan
 from harness_operator.core.access.forge_address import compute_api_url, compute_repository
+from harness_operator.core.access.git_egress import find_git_egress_problem
+from harness_operator.core.attempt import Attempt
+from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.naming import changes_config_map_name
 from harness_operator.core.resolve.resolution import Reader, Rejection, require_succeeded
 
@@ -31,6 +34,16 @@ PATCH_KEY = "changes.patch"
 FROM_FIELD = "spec.workspace.from.run"
 # What git check-ref-format refuses in a branch name (git-check-ref-format(1), rules 1-10).
 _BAD_REF = re.compile(r"(^|/)\.|\.\.|[\x00-\x20\x7f~^:?*\[\\]|@\{|\.lock($|/)|//|/$|^/|\.$|^@$|^-")
+
+
+def check_git_egress(run: HarnessRun, attempts: Sequence[Attempt], config: OperatorConfig) -> None:
+    """Rejection (InvalidSpec) when an attempt's clone or publisher could not reach the run's git host or
+    forge API (git_egress.find_git_egress_problem), naming the rule that fixes it."""
+    for attempt in attempts:
+        problem = find_git_egress_problem(run, attempt.egress, attempt.route, config)
+        if problem is not None:
+            where = f" (attempt {attempt.index}, provider {attempt.provider})" if len(attempts) > 1 else ""
+            raise Rejection(Reason.InvalidSpec, problem + where)
 
 
 def render_run_template(text: str, run: HarnessRun) -> str:
