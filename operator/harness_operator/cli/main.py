@@ -18,7 +18,7 @@ from harness_operator.api.crd import build_crds, render_crd_yaml
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.dagu_import import dns_name, import_dagu
 from harness_operator.cli.manifests import load_documents
-from harness_operator.cli.validation import ERROR, validate_documents
+from harness_operator.cli.validation import ERROR, WARNING, validate_documents
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -30,7 +30,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for finding in findings:
         print(finding.render())
     errors = sum(1 for f in findings if f.severity == ERROR)
-    warnings = len(findings) - errors
+    warnings = sum(1 for f in findings if f.severity == WARNING)
     print(f"{len(docs)} manifests: {errors} errors, {warnings} warnings", file=sys.stderr)
     return 1 if errors else 0
 

@@ -30,6 +30,7 @@ from harness_operator.api.v1alpha1 import (
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.manifests import Document
 from harness_operator.contract.structured_output import output_schema_problem
+from harness_operator.core.access.git_egress import describe_publish
 from harness_operator.core.access.tool_policy import compute_tool_policy, compute_tool_policy_warning
 from harness_operator.core.objects.cel import check_rules
 from harness_operator.core.plan.invocation import find_unknown_options, merge_options
@@ -48,6 +49,7 @@ from harness_operator.core.schedule import InvalidSchedule, parse_cron
 
 ERROR = "error"
 WARNING = "warning"
+NOTE = "note"  # what the run will do, worth knowing before it does
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class Finding:
     severity: str = ERROR
 
     def render(self) -> str:
-        label = "warning: " if self.severity == WARNING else ""
+        label = {WARNING: "warning: ", NOTE: "note: "}.get(self.severity, "")
         return (
             f"{self.path}: {self.kind or '?'}/{self.name or '?'}: {self.field or '-'}: {label}{self.message}"
         )
@@ -443,4 +445,11 @@ def validate_documents(
         found += _run_output_findings(doc, run, runs)
         found += _dependency_findings(doc, run, runs)
         found += _warnings(doc, run, catalog, secrets)
+        definitions = [
+            resolve_definition(catalog, doc.namespace, e.provider) for e in compute_provider_chain(run.spec)
+        ]
+        found += [
+            Finding(doc.path, doc.kind, doc.name, field, message, WARNING if warn else NOTE)
+            for field, message, warn in describe_publish(run, [d for d in definitions if d is not None])
+        ]
     return found + _cycle_findings(docs)

@@ -70,6 +70,21 @@ def compute_api_url(forge: str, url: str) -> str:
     return f"{scheme}://{where.host}{port}{prefix}{API_SUFFIX[Forge(forge)]}"
 
 
+def describe_pull_request(run: HarnessRun) -> str | None:
+    """What `validate` says of the pull request: where it will be opened, as the publisher will."""
+    workspace = run.spec.workspace
+    git = workspace.git if workspace else None
+    pr = workspace.publish.pull_request if workspace and workspace.publish and git else None
+    if pr is None or git is None:
+        return None
+    repository = pr.repository or compute_repository(pr.forge, git.url, pr.api_url)
+    api_url = pr.api_url or compute_api_url(pr.forge, git.url)
+    said = f"opens a pull request on {pr.forge} repository {repository} through {api_url}"
+    if pr.forge == Forge.gitlab and not pr.api_url and not pr.repository:
+        said += "; a GitLab under a sub-path needs apiURL (its .../api/v4 root) to take the prefix off"
+    return said
+
+
 def _api_prefix(forge: str, api_url: str) -> str:
     """The sub-path an apiURL names: its path without the forge's API suffix (none on api.github.com)."""
     path = urlsplit(api_url).path.rstrip("/")

@@ -11,9 +11,15 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 
-from harness_operator.api.v1alpha1 import EgressRule, HarnessRun, NetworkPolicyMode
-from harness_operator.core.access.egress import ROUTE_CILIUM, ROUTE_PUBLIC
-from harness_operator.core.access.forge_address import GitDestination, compute_git_destinations
+from harness_operator.api.v1alpha1 import EgressRule, HarnessDefinitionSpec, HarnessRun, NetworkPolicyMode
+from harness_operator.core.access.egress import ROUTE_CILIUM, ROUTE_PUBLIC, compute_egress_rules
+from harness_operator.core.access.forge_address import (
+    PULL_REQUEST_FIELD,
+    GitDestination,
+    compute_git_destinations,
+    describe_pull_request,
+)
+from harness_operator.core.access.mcp import compute_mcp_servers
 from harness_operator.core.config import OperatorConfig
 
 RESTRICTED = (NetworkPolicyMode.provider, NetworkPolicyMode.allowlist)
@@ -77,7 +83,7 @@ def find_git_egress_problem(
             continue
         if dest.proxied:
             return (
-                f"{dest.field}: the clone and the publisher must reach {dest.address} ({dest.url}), which "
+                f"{dest.field}: {_who(run)} must reach {dest.address} ({dest.url}), which "
                 f"the attempt's egress does not open: add {_host_rule(dest)} to spec.sandbox.egress "
                 f"(networkPolicy: allowlist) or to the definition's egress, {GATEWAY_FIX}"
             )
@@ -89,35 +95,59 @@ def find_git_egress_problem(
     return None
 
 
-def describe_git_egress(run: HarnessRun, rules_by_provider: Sequence[Sequence[EgressRule]]) -> list[str]:
+# What validate says: (field, message, whether it is a warning rather than a note).
+Said = tuple[str, str, bool]
+
+
+def describe_git_egress(run: HarnessRun, rules_by_provider: Sequence[Sequence[EgressRule]]) -> list[Said]:
     """What `validate` says of the clone's and the publisher's way out, offline (it cannot know whether
     the cluster has an egress gateway): one sentence per destination; `rules_by_provider` is each
-    attempt's declared egress."""
+    attempt's declared egress (at least one)."""
+    if not rules_by_provider:
+        return []
     mode = network_mode(run)
     said = []
+    seen = set()
     for dest in compute_git_destinations(run):
-        where = f"{dest.field}: the clone and the publisher reach {dest.address}"
+        if dest.address in seen:  # the forge's API on the git host: said once
+            continue
+        seen.add(dest.address)
+        where = f"{_who(run)} {'reach' if _publishes(run) else 'reaches'} {dest.address}"
         if mode == NetworkPolicyMode.unrestricted:
-            said.append(f"{where} directly (networkPolicy unrestricted)")
+            said.append((dest.field, f"{where} directly (networkPolicy unrestricted)", False))
         elif mode == NetworkPolicyMode.none:
-            said.append(f"{where} not at all: networkPolicy none lets nothing out; use provider or allowlist")
+            why = "networkPolicy none lets nothing out; use provider or allowlist"
+            said.append((dest.field, f"{where} not at all: {why}", True))
         elif all(is_opened_by_address(rules, dest.host, dest.port) for rules in rules_by_provider):
-            said.append(f"{where} directly (a cidr rule opens it)")
+            said.append((dest.field, f"{where} directly (a cidr rule opens it)", False))
         elif dest.proxied:
-            said.append(
-                f"{where} through the egress gateway, which opens it for them only; without a gateway the "
-                f"operator refuses the run unless its egress opens it: {_host_rule(dest)}"
+            message = (
+                f"{where} through the egress gateway, which opens it for no other container; without a "
+                "gateway the "
+                f"operator refuses the run unless its egress opens it ({_host_rule(dest)} in "
+                "spec.sandbox.egress, networkPolicy: allowlist)"
             )
+            said.append((dest.field, message, False))
         elif all(_is_opened(rules, "", dest) for rules in rules_by_provider):
-            said.append(f"{where} directly over {dest.scheme} (a cidr rule opens it)")
+            said.append((dest.field, f"{where} directly over {dest.scheme} (a cidr rule opens it)", False))
         else:
-            said.append(
+            message = (
                 f"{where} over {dest.scheme}, which the egress gateway (an HTTP proxy) cannot carry: the "
                 f"operator refuses the run unless its egress opens it: add {_cidr_rule(dest)} to "
                 f"spec.sandbox.egress (networkPolicy: allowlist; without a gateway {_host_rule(dest)} also "
                 "does), or use the repository's https URL"
             )
+            said.append((dest.field, message, True))
     return said
+
+
+def describe_publish(run: HarnessRun, definitions: Sequence[HarnessDefinitionSpec]) -> list[Said]:
+    """Everything `validate` says of a run's repository: where its pull request goes, and the way out of
+    the clone and the publisher with the declared egress of each provider's `definitions`."""
+    pull_request = describe_pull_request(run)
+    said: list[Said] = [(PULL_REQUEST_FIELD, pull_request, False)] if pull_request else []
+    rules = [compute_egress_rules(run, d, compute_mcp_servers(run, d)) for d in definitions]
+    return said + describe_git_egress(run, rules)
 
 
 def _is_opened(rules: Sequence[EgressRule], route: str, dest: GitDestination) -> bool:
@@ -137,6 +167,14 @@ def _is_opened(rules: Sequence[EgressRule], route: str, dest: GitDestination) ->
         elif route in (ROUTE_PUBLIC, ROUTE_CILIUM) and (rule.host or "").lower().rstrip(".") == dest.host:
             return True
     return False
+
+
+def _publishes(run: HarnessRun) -> bool:
+    return run.spec.workspace is not None and run.spec.workspace.publish is not None
+
+
+def _who(run: HarnessRun) -> str:
+    return "the clone and the publisher" if _publishes(run) else "the clone"
 
 
 def _port_ok(rule: EgressRule, port: int) -> bool:

@@ -13,6 +13,7 @@ from harness_operator.core.access.egress import ROUTE_NONE
 from harness_operator.core.access.git_egress import (
     compute_git_grants,
     describe_git_egress,
+    describe_publish,
     find_git_egress_problem,
 )
 from harness_operator.core.attempt import decide_attempt, decide_attempts
@@ -294,68 +295,97 @@ def rules(*egress: dict[str, Any]) -> list[EgressRule]:
     return [EgressRule.model_validate(e) for e in egress]
 
 
+R = "the clone reaches"
+
+
 @pytest.mark.parametrize(
-    ("url", "sandbox", "by_provider", "said"),
+    ("url", "sandbox", "by_provider", "message", "warn"),
     [
         (
             GIT,
             {},
             [[]],
-            [
-                "spec.workspace.git.url: the clone and the publisher reach git.example.com:443 through the egress gateway, which opens it for them only; without a gateway the operator refuses the run unless its egress opens it: {host: git.example.com, ports: [443]}"
-            ],
+            f"{R} git.example.com:443 through the egress gateway, which opens it for no other container; "
+            "without a gateway the operator refuses the run unless its egress opens it ({host: git.example.com, ports: "
+            "[443]} in spec.sandbox.egress, networkPolicy: allowlist)",
+            False,
         ),
         (
             GIT,
             {"networkPolicy": "unrestricted"},
             [[]],
-            [
-                "spec.workspace.git.url: the clone and the publisher reach git.example.com:443 directly (networkPolicy unrestricted)"
-            ],
+            f"{R} git.example.com:443 directly (networkPolicy unrestricted)",
+            False,
         ),
         (
             GIT,
             {"networkPolicy": "none"},
             [[]],
-            [
-                "spec.workspace.git.url: the clone and the publisher reach git.example.com:443 not at all: networkPolicy none lets nothing out; use provider or allowlist"
-            ],
+            f"{R} git.example.com:443 not at all: networkPolicy none lets nothing out; use provider or allowlist",
+            True,
         ),
         (
             "http://10.1.2.3:80/a/b.git",
             {},
             [rules({"cidr": "10.1.2.0/24"})],
-            [
-                "spec.workspace.git.url: the clone and the publisher reach 10.1.2.3:80 directly (a cidr rule opens it)"
-            ],
+            f"{R} 10.1.2.3:80 directly (a cidr rule opens it)",
+            False,
+        ),
+        # a cidr rule holding the address opens it only if every provider's egress has one
+        (
+            "http://10.1.2.3:80/a/b.git",
+            {},
+            [rules({"cidr": "10.1.2.0/24"}), []],
+            f"{R} 10.1.2.3:80 through the egress gateway",
+            False,
         ),
         (
             "git://10.1.2.3/b.git",
             {},
             [rules({"cidr": "10.1.2.0/24", "ports": [9418]})],
-            [
-                "spec.workspace.git.url: the clone and the publisher reach 10.1.2.3:9418 directly (a cidr rule opens it)"
-            ],
+            f"{R} 10.1.2.3:9418 directly (a cidr rule opens it)",
+            False,
         ),
         (
             "git@h.example:a/b.git",
             {},
             [rules({"cidr": "10.0.0.0/8", "ports": [22]})],
-            [
-                "spec.workspace.git.url: the clone and the publisher reach h.example:22 directly over ssh (a cidr rule opens it)"
-            ],
+            f"{R} h.example:22 directly over ssh (a cidr rule opens it)",
+            False,
         ),
         (
             "git@h.example:a/b.git",
             {},
             [rules({"host": "h.example", "ports": [22]})],
-            [
-                "spec.workspace.git.url: the clone and the publisher reach h.example:22 over ssh, which the egress gateway (an HTTP proxy) cannot carry: the operator refuses the run unless its egress opens it: add {cidr: <h.example's address>/32, ports: [22]} to spec.sandbox.egress (networkPolicy: allowlist; without a gateway {host: h.example, ports: [22]} also does), or use the repository's https URL"
-            ],
+            f"{R} h.example:22 over ssh, which the egress gateway (an HTTP proxy) cannot carry: the operator "
+            "refuses the run unless its egress opens it: add {cidr: <h.example's address>/32, ports: [22]} to "
+            "spec.sandbox.egress (networkPolicy: allowlist; without a gateway {host: h.example, ports: [22]} "
+            "also does), or use the repository's https URL",
+            True,
         ),
     ],
 )
 def test_validate_describes_the_way_out(
-    url: str, sandbox: dict[str, Any], by_provider: list[list[EgressRule]], said: list[str]
+    url: str, sandbox: dict[str, Any], by_provider: list[list[EgressRule]], message: str, warn: bool
 ) -> None:
-    assert describe_git_egress(make_run(sandbox, workspace={"git": {"url": url}}), by_provider) == said
+    [(field, said, warned)] = describe_git_egress(
+        make_run(sandbox, workspace={"git": {"url": url}}), by_provider
+    )
+    assert field == "spec.workspace.git.url" and said.startswith(message) and warned is warn, said
+
+
+def test_validate_says_where_the_pull_request_goes_and_each_address_once() -> None:
+    said = describe_publish(publishing(), [NO_EGRESS])
+    assert said == [
+        (
+            "spec.workspace.publish.pullRequest",
+            "opens a pull request on gitea repository acme/payments through https://git.example.com/git/api/v1",
+            False,
+        ),
+        ("spec.workspace.git.url", said[1][1], False),  # the API on the git host is not said twice
+    ]
+    gitlab = describe_publish(publishing(pr={"forge": "gitlab"}), [NO_EGRESS])
+    assert gitlab[0][1].endswith(
+        "a GitLab under a sub-path needs apiURL (its .../api/v4 root) to take the prefix off"
+    )
+    assert describe_publish(publishing(), []) == [said[0]]  # no provider known: nothing said of egress
