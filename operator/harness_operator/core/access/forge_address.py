@@ -3,9 +3,9 @@ layout, and the host:ports the clone and the publisher reach (pure).
 
 A forge served under a sub-path (`https://host/git/acme/payments.git`) has its API under that path too
 (`https://host/git/api/v1`); the repository is the URL's path without it. GitHub and Gitea repositories are
-always `owner/name`, so what comes before those two segments is the sub-path. GitLab nests groups, so its
-sub-path is known only from an explicit apiURL (whose path ends in /api/v4); an apiURL's path, with the
-forge's API suffix taken off, is the sub-path for every forge.
+always `owner/name`, so what comes before those two segments is the sub-path (the git host may be another
+than the API's, as a mirror or a proxy in front of it). GitLab nests groups, so its sub-path is known only
+from an explicit apiURL: its path, without /api/v4, is taken off the URL's.
 """
 
 from __future__ import annotations
@@ -48,12 +48,10 @@ def parse_git_url(url: str) -> GitLocation:
 def compute_repository(forge: str, url: str, api_url: str | None = None) -> str:
     """The pull request's repository for a git URL: its path without the forge's sub-path and `.git`."""
     path = parse_git_url(url).path.removesuffix(".git").strip("/")
-    prefix = _api_prefix(forge, api_url) if api_url else None
-    if prefix is not None:
-        return path[len(prefix) :].strip("/") if path.startswith(f"{prefix}/") else path
-    if forge == Forge.gitlab:
-        return path  # nested groups: the whole path is the project
-    return "/".join(path.split("/")[-2:])
+    if forge != Forge.gitlab:
+        return "/".join(path.split("/")[-2:])  # owner/name, whatever serves it under which prefix
+    prefix = _api_prefix(forge, api_url) if api_url else ""
+    return path[len(prefix) :].strip("/") if prefix and path.startswith(f"{prefix}/") else path
 
 
 def compute_api_url(forge: str, url: str) -> str:

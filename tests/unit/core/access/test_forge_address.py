@@ -96,6 +96,10 @@ LAYOUTS = [
     ),
     # An apiURL whose path is not the URL's prefix leaves the path whole
     ("gitea", "https://h.corp/acme/payments.git", "https://api.h.corp/x/api/v1", "acme/payments", None),
+    ("gitlab", "https://h.corp/g/p.git", "https://h.corp/other/api/v4", "g/p", None),
+    # The git host in front of the forge (a mirror, a proxy) under its own prefix: owner/name still
+    ("github", "http://mirror:8080/git/acme/w.git", "http://forge:9000", "acme/w", None),
+    ("gitea", "http://mirror:8080/git/acme/w.git", "http://forge:9000/api/v1", "acme/w", None),
 ]
 
 
