@@ -27,6 +27,8 @@ from harness_operator.core.pod.egress_grant import (
 )
 from harness_operator.core.pod.job import build_job
 from harness_operator.core.pod.network_policy import build_network_policy
+from harness_operator.core.pod.publish import check_git_egress
+from harness_operator.core.resolve.resolution import Rejection
 from harness_operator.gateway.helper import answer
 from harness_operator.gateway.rules import is_authentic, is_granted, parse_grant
 
@@ -389,3 +391,19 @@ def test_validate_says_where_the_pull_request_goes_and_each_address_once() -> No
         "a GitLab under a sub-path needs apiURL (its .../api/v4 root) to take the prefix off"
     )
     assert describe_publish(publishing(), []) == [said[0]]  # no provider known: nothing said of egress
+
+
+def test_admission_names_the_attempt_whose_egress_misses_the_git_host() -> None:
+    """Fallback providers have their own egress (provider mode): the one that cannot reach is named."""
+    opened = HarnessDefinitionSpec.model_validate(
+        {"binary": "claude", "egress": [{"host": "git.example.com", "ports": [443]}]}
+    )
+    run = publishing()
+    attempts = decide_attempts(run, [target(1, opened), target(2, NO_EGRESS)], PLAIN)
+    with pytest.raises(Rejection) as raised:
+        check_git_egress(run, attempts, PLAIN)
+    assert raised.value.reason == "InvalidSpec"
+    assert raised.value.message.startswith("spec.workspace.git.url: the clone and the publisher must reach")
+    assert raised.value.message.endswith("(attempt 2, provider claude)")
+    check_git_egress(run, decide_attempts(run, [target(1, opened)], PLAIN), PLAIN)  # admitted
+    check_git_egress(run, attempts, GATEWAY)  # the gateway opens it for both
