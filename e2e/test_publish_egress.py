@@ -45,12 +45,14 @@ def test_a_pull_request_from_an_ordinary_git_url_with_no_hand_written_egress(
 ) -> None:
     git_server.create_repo(OWNER_REPO, {"README.md": "hello\n"})
     url = f"http://{STUB_NAME}:{git_server.port}/git/{OWNER_REPO}.git"
-    probe = f"GIT_TERMINAL_PROMPT=0 timeout 60 git ls-remote {url} 2>&1 | tail -n 1"
+    # As the agent would: directly, then through the gateway without a credential of its own.
+    proxied = f"git -c http.proxy={GATEWAY}"
     command = " && ".join(
         [
             "printf 'hello, world\\n' > README.md",
-            f"(({probe}) || true) > agent-direct.txt",
-            f"(({probe.replace('git ls-remote', f'git -c http.proxy={GATEWAY} ls-remote')}) || true)"
+            f"(GIT_TERMINAL_PROMPT=0 timeout 30 git ls-remote {url} 2>&1 || true) | tail -n 1"
+            " > agent-direct.txt",
+            f"(GIT_TERMINAL_PROMPT=0 timeout 30 {proxied} ls-remote {url} 2>&1 || true) | tail -n 1"
             " > agent-proxied.txt",
         ]
     )
@@ -75,6 +77,10 @@ def test_a_pull_request_from_an_ordinary_git_url_with_no_hand_written_egress(
 
     assert status["phase"] == "Succeeded" and "changes" in status, runs.describe("ordinary")
     changes = status["changes"]
+    assert changes.get("branch") == "harness/ordinary" and changes["files"] == 3, (
+        changes,
+        runs.describe("ordinary"),
+    )
     assert git_server.branches(OWNER_REPO)["harness/ordinary"] == changes["commit"]
     assert git_server.read(OWNER_REPO, "harness/ordinary", "README.md") == b"hello, world\n"
     # The pull request reached Gitea's endpoint for acme/widgets (not git/acme/widgets), with the token.
