@@ -29,7 +29,7 @@ from harness_operator.cli.cluster import (
 )
 from harness_operator.cli.dagu_import import dns_name, import_dagu
 from harness_operator.cli.manifests import load_documents
-from harness_operator.cli.validation import ERROR, RunLookup, validate_documents
+from harness_operator.cli.validation import ERROR, WARNING, RunLookup, validate_documents
 
 
 def _run_lookup(args: argparse.Namespace) -> RunLookup:
@@ -70,7 +70,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for finding in findings:
         print(finding.render())
     errors = sum(1 for f in findings if f.severity == ERROR)
-    warnings = len(findings) - errors
+    warnings = sum(1 for f in findings if f.severity == WARNING)
     print(f"{len(docs)} manifests: {errors} errors, {warnings} warnings", file=sys.stderr)
     return 1 if errors else 0
 

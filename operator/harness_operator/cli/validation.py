@@ -34,6 +34,7 @@ from harness_operator.cli.run_checks import (
 )
 from harness_operator.cli.schema_messages import describe_schema_error
 from harness_operator.contract.structured_output import output_schema_problem
+from harness_operator.core.access.git_egress import describe_publish
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.cel import check_rules
 from harness_operator.core.resolve.inputs import DependencyCycle, compute_run_order
@@ -48,6 +49,7 @@ from harness_operator.core.schedule import InvalidSchedule, parse_cron
 
 ERROR = "error"
 WARNING = "warning"
+NOTE = "note"  # what the run will do, worth knowing before it does
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class Finding:
     severity: str = ERROR
 
     def render(self) -> str:
-        label = "warning: " if self.severity == WARNING else ""
+        label = {WARNING: "warning: ", NOTE: "note: "}.get(self.severity, "")
         return (
             f"{self.path}: {self.kind or '?'}/{self.name or '?'}: {self.field or '-'}: {label}{self.message}"
         )
@@ -331,5 +333,12 @@ def validate_documents(
         found += [
             Finding(doc.path, doc.kind, doc.name, field, message, WARNING)
             for field, message in find_run_warnings(run, doc.namespace, catalog, secrets, config)
+        ]
+        definitions = [
+            resolve_definition(catalog, doc.namespace, e.provider) for e in compute_provider_chain(run.spec)
+        ]
+        found += [
+            Finding(doc.path, doc.kind, doc.name, field, message, WARNING if warn else NOTE)
+            for field, message, warn in describe_publish(run, [d for d in definitions if d is not None])
         ]
     return found + _cycle_findings(docs)

@@ -36,7 +36,7 @@ from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.conditions import is_finished, is_running
 from harness_operator.core.objects.naming import job_name
 from harness_operator.core.pod.job import grace_period
-from harness_operator.core.pod.publish import check_publish
+from harness_operator.core.pod.publish import check_git_egress, check_publish
 from harness_operator.core.resolve.resolution import (
     DefinitionReader,
     Rejection,
@@ -305,7 +305,9 @@ class Reconciler:
         problem = find_mcp_destinations_problem(run, targets, self.config)
         if problem is not None:
             raise Rejection(Reason.McpUnsupported, problem)
-        return decide_attempts(run, targets, self.config)
+        attempts = decide_attempts(run, targets, self.config)
+        check_git_egress(run, attempts, self.config)
+        return attempts
 
 
 def wire_reconciler(

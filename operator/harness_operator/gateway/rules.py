@@ -1,8 +1,9 @@
 """The gateway's decisions: who a proxy user is, what its grant opens, what an access-log line says (pure).
 
 A grant is the JSON the operator writes (`egress.build_egress_grant`), keyed here by its ConfigMap's name;
-a proxy user is `<grant name>.<attempt>` and its password the attempt's token, of which the grant holds
-only the sha256.
+a proxy user is `<grant name>.<slot>` (the attempt, or `<attempt>-git` for the clone and the publisher,
+which opens only the run's git host and forge API) and its password the slot's token, of which the grant
+holds only the sha256.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 Grants = Mapping[str, Mapping[str, Any]]
+_SLOT = re.compile(r"[0-9]+(-git)?")
 # The Squid logformat the exporter reads (gateway/squid.conf): user, method, host, port, status, action.
 LOGFORMAT_FIELDS = ("user", "method", "host", "port", "status", "action")
 VERDICT_ALLOWED = "allowed"
@@ -23,9 +26,10 @@ VERDICT_UNAUTHENTICATED = "unauthenticated"
 
 
 def split_user(user: str) -> tuple[str, str] | None:
-    """(grant name, attempt) of a proxy user name, or None when it is not one of ours."""
-    name, dot, attempt = user.rpartition(".")
-    return (name, attempt) if dot and name and attempt.isdigit() else None
+    """(grant name, slot) of a proxy user name, or None when it is not one of ours. The slot is an
+    attempt (the sandbox's credential) or `<attempt>-git` (the clone's and the publisher's)."""
+    name, dot, slot = user.rpartition(".")
+    return (name, slot) if dot and name and _SLOT.fullmatch(slot) else None
 
 
 def find_attempt(grants: Grants, user: str) -> Mapping[str, Any] | None:

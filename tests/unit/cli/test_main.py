@@ -42,7 +42,7 @@ def test_examples_pass() -> None:
     result = harnessctl("validate", "examples")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 errors" in result.stderr
-    assert all(": warning: " in line for line in result.stdout.splitlines())
+    assert all(": warning: " in line or ": note: " in line for line in result.stdout.splitlines())
 
 
 @pytest.fixture(scope="module")
@@ -233,3 +233,42 @@ def test_the_operator_file_says_whether_the_vendor_key_is_the_teams(tmp_path: Pa
     assert "create that Secret in namespace team-a" in result.stdout
     result = harnessctl("validate", "--operator", str(tmp_path / "run.yaml"), str(tmp_path / "run.yaml"))
     assert result.returncode == 2 and "holds no Deployment with an `operator` container" in result.stderr
+
+
+PUBLISHING = """\
+apiVersion: agentharness.dev/v1alpha1
+kind: HarnessRun
+metadata: {name: fix, namespace: team-a}
+spec:
+  provider: claude
+  prompt: Fix it.
+  credentials: [{env: ANTHROPIC_API_KEY, secretKeyRef: {name: anthropic, key: api-key}}]
+  workspace:
+    workingDir: /workspace/repo
+    git: {url: "https://host.example.com/git/acme/payments.git", ref: main}
+    publish:
+      credentialsSecretRef: {name: forge, key: token}
+      pullRequest: {forge: gitea}
+"""
+
+
+def test_validate_says_where_the_pull_request_goes_and_how_the_publisher_gets_there() -> None:
+    """The issue's trial: a Gitea under /git; validate names the repository and the API the publisher
+    will call, and the way out the clone and the publisher get, without failing the manifest."""
+    result = harnessctl("validate", "-", stdin=PUBLISHING)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        "<stdin>: HarnessRun/fix: spec.workspace.publish.pullRequest: note: opens a pull request on gitea "
+        "repository acme/payments through https://host.example.com/git/api/v1",
+        "<stdin>: HarnessRun/fix: spec.workspace.git.url: note: the clone and the publisher reach "
+        "host.example.com:443 through the egress gateway, which opens it for no other container; without a "
+        "gateway the operator refuses the run unless its egress opens it ({host: host.example.com, ports: "
+        "[443]} in spec.sandbox.egress, networkPolicy: allowlist)",
+    ]
+    assert "0 errors, 0 warnings" in result.stderr
+    ssh = PUBLISHING.replace("https://host.example.com/git/", "git@host.example.com:")
+    said = harnessctl("validate", "-", stdin=ssh).stdout
+    assert (
+        "spec.workspace.git.url: warning: the clone and the publisher reach host.example.com:22 over ssh"
+        in said
+    )

@@ -352,3 +352,29 @@ def test_without_retry_a_lost_attempt_falls_back_as_before() -> None:
         "FallingBack",
         "harness: attempt 1/2 with claude failed; trying fallback 2/2 with codex",
     ) in api.events
+
+
+def publishing_run(name: str) -> HarnessRun:
+    """The README's publish example: an ordinary git URL and a pull request, no hand-written egress."""
+    workspace = {
+        "git": {"url": "https://git.example.com/git/acme/payments.git", "ref": "main"},
+        "publish": {"pullRequest": {"forge": "gitea"}},
+    }
+    return HarnessRun.model_validate(
+        {
+            "metadata": {"name": name, "namespace": "ns", "uid": name, "creationTimestamp": "07:00"},
+            "spec": {"provider": "claude", "prompt": "p", "workspace": workspace},
+        }
+    )
+
+
+def test_without_an_egress_gateway_a_run_whose_git_host_is_closed_is_refused_naming_the_rule() -> None:
+    api = ApiServer([], [], publishing_run("pub"))
+    reconciler(api, [], [], config=OperatorConfig(fqdn_policy="none")).reconcile("ns", "pub")
+    status = api.status("pub")
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec"), status
+    assert status["message"].startswith(
+        "spec.workspace.git.url: the clone and the publisher must reach git.example.com:443"
+    )
+    assert "add {host: git.example.com, ports: [443]} to spec.sandbox.egress" in status["message"]
+    assert not [c for c in api.created if c.startswith("Job")]

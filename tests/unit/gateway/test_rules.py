@@ -54,6 +54,10 @@ OTHER_TOKEN = build_proxy_token("k3y", "uid-9", 1)
     [
         ("team-a.review.1", ("team-a.review", "1")),
         ("team-a.run.v2.12", ("team-a.run.v2", "12")),
+        ("team-a.review.1-git", ("team-a.review", "1-git")),  # the clone's and the publisher's
+        ("team-a.review.1-gitx", None),
+        ("team-a.review.-git", None),
+        ("team-a.review.git", None),
         ("team-a.review", None),
         ("review.x", None),
         (".1", None),

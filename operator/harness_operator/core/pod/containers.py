@@ -20,6 +20,7 @@ from harness_operator.contract.changes import (
 from harness_operator.contract.plan import CONFINEMENT_ENV, SESSION_DIR
 from harness_operator.core.access.credentials import merge_grants
 from harness_operator.core.access.egress import ROUTE_GATEWAY
+from harness_operator.core.access.git_egress import compute_git_no_proxy
 from harness_operator.core.attempt import Attempt
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.naming import (
@@ -29,7 +30,16 @@ from harness_operator.core.objects.naming import (
     RUNNER_CONTAINER,
     plan_secret_name,
 )
-from harness_operator.core.pod.egress_grant import NO_PROXY_ENVS, build_no_proxy, build_proxy_env
+from harness_operator.core.pod.egress_grant import (
+    NO_PROXY_ENVS,
+    PROXY_URL_ENVS,
+    SANDBOX_PROXY_ENV,
+    build_no_proxy,
+    build_proxy_env,
+    git_slot,
+    has_git_credential,
+    proxy_url_key,
+)
 from harness_operator.core.pod.model_grant import build_model_env
 from harness_operator.core.pod.publish import WorkspaceStart, build_publish_plan
 from harness_operator.core.pod.workspace import working_dir, workspace_mount_path
@@ -168,11 +178,7 @@ def build_clone_container(
             env.append({"name": "PATCH_SHA256", "value": start.patch_sha256})
     if probe:
         env.append({"name": CONFINEMENT_ENV, "value": probe.model_dump_json(by_alias=True)})
-    if target.route == ROUTE_GATEWAY:
-        # The clone, too, reaches a named host only through the gateway (git reads these variables).
-        env += build_proxy_env(plan_secret_name(run.metadata["name"]), target.index)
-        no_proxy = build_no_proxy(target.egress)
-        env += [{"name": name, "value": no_proxy} for name in NO_PROXY_ENVS]
+    env += build_git_proxy_env(run, target, config)
     config_entries = [("core.hooksPath", "/dev/null"), ("core.fsmonitor", "false")]
     if git.credentials_secret_ref:
         env.append(_secret_env(CLONE_TOKEN_ENV, git.credentials_secret_ref))
@@ -223,6 +229,13 @@ def build_publish_container(
     if publish is None or git is None:
         return None
     env = [e for e in build_credential_env(run, target) if e["name"] != "HOME"]
+    proxy = build_git_proxy_env(run, target, config)
+    if proxy:  # its own way out, in place of the sandbox's
+        env = [e for e in env if e["name"] not in PROXY_URL_ENVS] + proxy
+    if has_git_credential(run, target, config) and target.route == ROUTE_GATEWAY:
+        # The sandbox's proxy URL only to refuse a change that holds it.
+        sandbox = {"name": plan_secret_name(run.metadata["name"]), "key": proxy_url_key(target.index)}
+        env.append({"name": SANDBOX_PROXY_ENV, "valueFrom": {"secretKeyRef": sandbox}})
     secrets = [e["name"] for e in env if "valueFrom" in e]
     tokens = (
         (CLONE_TOKEN_ENV, git.credentials_secret_ref),
@@ -232,9 +245,6 @@ def build_publish_container(
         if ref is not None:
             env.append(_secret_env(name, ref))
             secrets.append(name)
-    if target.route == ROUTE_GATEWAY:
-        no_proxy = build_no_proxy(target.egress)
-        env += [{"name": name, "value": no_proxy} for name in NO_PROXY_ENVS]
     plan = build_publish_plan(run, working_dir(run), secrets, config.publish_timeout_seconds)
     assert plan is not None
     # `$$` is the kubelet's escape for `$`: a template's $(NAME) must not become another variable's value.
@@ -257,6 +267,23 @@ def build_publish_container(
             {"name": "verdict", "mountPath": VERDICT_DIR, "readOnly": True},
         ],
     }
+
+
+def build_git_proxy_env(run: HarnessRun, target: Attempt, config: OperatorConfig) -> list[dict[str, Any]]:
+    """The clone's and the publisher's way to the run's git host and forge API through the gateway: the
+    attempt's git credential (egress_grant.git_slot), which no other container holds; else, where the
+    attempt goes through the gateway, the sandbox's (a git:// or ssh remote goes direct either way)."""
+    secret = plan_secret_name(run.metadata["name"])
+    if has_git_credential(run, target, config):
+        proxy = build_proxy_env(secret, git_slot(target.index))
+    elif target.route == ROUTE_GATEWAY:
+        proxy = build_proxy_env(secret, target.index)
+    else:
+        return []
+    # What the attempt's rules open by address goes direct, as the policy lets it.
+    direct = compute_git_no_proxy(run, target.egress)
+    no_proxy = ",".join([build_no_proxy(target.egress), *direct])
+    return proxy + [{"name": name, "value": no_proxy} for name in NO_PROXY_ENVS]
 
 
 def isolated_python(module: str, *args: str) -> list[str]:

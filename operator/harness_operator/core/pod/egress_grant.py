@@ -1,8 +1,11 @@
-"""An attempt's way through the egress gateway: its grant in the gateway's namespace, its proxy credential
+"""An attempt's way through the egress gateway: its grant in the gateway's namespace, its proxy credentials
 and the sandbox's proxy environment (pure).
 
-Its proxy credential is derived from the operator's key and the run's UID; the gateway learns which
-host:ports that credential opens from the run's grant ConfigMap in its own namespace.
+Its proxy credentials are derived from the operator's key and the run's UID; the gateway learns which
+host:ports each opens from the run's grant ConfigMap in its own namespace. An attempt has two: the
+sandbox's (its egress rules) and the git one (`<attempt>-git`), which opens only the run's own git host
+and forge API and which only the clone and the publisher hold, so the agent never reaches the repository's
+host by the run's say-so alone.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from harness_operator.api.v1alpha1 import GROUP, EgressRule, EnvVar, HarnessRun
 from harness_operator.contract.plan import AttemptPlan
 from harness_operator.core.access.egress import ROUTE_GATEWAY
+from harness_operator.core.access.git_egress import compute_git_grants
 from harness_operator.core.attempt import Attempt
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.naming import fit_name, label_value, run_labels
@@ -31,6 +35,10 @@ LABEL_RUN_NAMESPACE = f"{GROUP}/run-namespace"
 GRANT_KEY = "grant.json"
 # Squid keeps at most 128 bytes of a user name; ours is the grant's name, a dot and the attempt.
 MAX_GRANT_NAME = 100
+# The git credential's slot in the grant: `<attempt>-git` (gateway/rules.py reads the same shape).
+GIT_SLOT_SUFFIX = "-git"
+# The sandbox's proxy URL as the publisher holds it: not to use, only to refuse a change that holds it.
+SANDBOX_PROXY_ENV = "HARNESS_SANDBOX_PROXY_URL"
 
 
 def compute_host_grants(rules: Sequence[EgressRule]) -> list[str]:
@@ -49,48 +57,66 @@ def grant_name(namespace: str, run_name: str) -> str:
     return fit_name(f"{namespace}.{run_name}", "", MAX_GRANT_NAME)
 
 
-def proxy_user(run: HarnessRun, attempt: int) -> str:
-    return f"{grant_name(run.metadata['namespace'], run.metadata['name'])}.{attempt}"
+def proxy_user(run: HarnessRun, slot: int | str) -> str:
+    """The proxy user of one credential: the grant's name, a dot and its slot (attempt, or git_slot)."""
+    return f"{grant_name(run.metadata['namespace'], run.metadata['name'])}.{slot}"
 
 
-def build_proxy_token(key: str, run_uid: str, attempt: int) -> str:
-    """The attempt's proxy password: an HMAC of the run's UID, so a restarted operator derives the same
+def git_slot(attempt: int) -> str:
+    """The slot of the attempt's git credential (the clone's and the publisher's)."""
+    return f"{attempt}{GIT_SLOT_SUFFIX}"
+
+
+def build_proxy_token(key: str, run_uid: str, slot: int | str) -> str:
+    """A proxy password: an HMAC of the run's UID and the slot, so a restarted operator derives the same
     one (the plan Secret is immutable) and a run recreated under the same name gets another."""
-    return hmac.new(key.encode(), f"{run_uid}/{attempt}".encode(), hashlib.sha256).hexdigest()
+    return hmac.new(key.encode(), f"{run_uid}/{slot}".encode(), hashlib.sha256).hexdigest()
 
 
-def proxy_url_key(attempt: int) -> str:
-    """The plan Secret's key holding the attempt's proxy URL (with its credential)."""
-    return f"proxy-url-{attempt}"
+def proxy_url_key(slot: int | str) -> str:
+    """The plan Secret's key holding one credential's proxy URL."""
+    return f"proxy-url-{slot}"
+
+
+def has_git_credential(run: HarnessRun, attempt: Attempt, config: OperatorConfig) -> bool:
+    """Whether the attempt's clone and publisher reach one of the run's git destinations through the
+    gateway on the git credential (git_egress.compute_git_grants)."""
+    return bool(compute_git_grants(run, attempt.egress, config))
+
+
+def _slots(run: HarnessRun, attempt: Attempt, config: OperatorConfig) -> list[tuple[str, list[str]]]:
+    """(slot, host:ports granted) of each credential the attempt has at the gateway."""
+    slots = []
+    if attempt.route == ROUTE_GATEWAY:
+        slots.append((str(attempt.index), compute_host_grants(attempt.egress)))
+    git = compute_git_grants(run, attempt.egress, config)
+    if git:
+        slots.append((git_slot(attempt.index), git))
+    return slots
 
 
 def build_proxy_urls(run: HarnessRun, attempts: Sequence[Attempt], config: OperatorConfig) -> dict[str, str]:
-    """Plan Secret entries: the proxy URL of each attempt that goes through the gateway."""
+    """Plan Secret entries: the proxy URL of each credential an attempt has at the gateway."""
     urls = {}
+    address = f"{config.egress_gateway_service}:{config.egress_gateway_port}"
     for target in attempts:
-        if target.route != ROUTE_GATEWAY:
-            continue
-        token = build_proxy_token(config.egress_gateway_key, run.metadata["uid"], target.index)
-        address = f"{config.egress_gateway_service}:{config.egress_gateway_port}"
-        urls[proxy_url_key(target.index)] = f"http://{proxy_user(run, target.index)}:{token}@{address}"
+        for slot, _ in _slots(run, target, config):
+            token = build_proxy_token(config.egress_gateway_key, run.metadata["uid"], slot)
+            urls[proxy_url_key(slot)] = f"http://{proxy_user(run, slot)}:{token}@{address}"
     return urls
 
 
 def build_egress_grant(
     run: HarnessRun, attempts: Sequence[Attempt], config: OperatorConfig
 ) -> dict[str, Any] | None:
-    """The gateway's grant for the run: per attempt, the hash of its proxy password and the host:ports
-    it opens. In the gateway's namespace (no owner reference can cross namespaces): the operator deletes
-    it when the run ends. None when no attempt goes through the gateway."""
+    """The gateway's grant for the run: per credential (slot), the hash of its proxy password and the
+    host:ports it opens. In the gateway's namespace (no owner reference can cross namespaces): the
+    operator deletes it when the run ends. None when no attempt goes through the gateway."""
     granted = {}
     for attempt in attempts:
-        if attempt.route != ROUTE_GATEWAY:
-            continue
-        token = build_proxy_token(config.egress_gateway_key, run.metadata["uid"], attempt.index)
-        granted[str(attempt.index)] = {
-            "tokenSha256": hashlib.sha256(token.encode()).hexdigest(),
-            "hosts": compute_host_grants(attempt.egress),
-        }
+        for slot, hosts in _slots(run, attempt, config):
+            token = build_proxy_token(config.egress_gateway_key, run.metadata["uid"], slot)
+            granted[slot] = {"tokenSha256": hashlib.sha256(token.encode()).hexdigest(), "hosts": hosts}
     if not granted:
         return None
     ns, name = run.metadata["namespace"], run.metadata["name"]
@@ -129,7 +155,7 @@ def with_gateway(plan: AttemptPlan, rules: Sequence[EgressRule]) -> AttemptPlan:
     )
 
 
-def build_proxy_env(secret_name: str, attempt: int) -> list[dict[str, Any]]:
+def build_proxy_env(secret_name: str, slot: int | str) -> list[dict[str, Any]]:
     """The Job's proxy variables, each from the plan Secret: the credential never shows in the pod."""
-    ref = {"name": secret_name, "key": proxy_url_key(attempt)}
+    ref = {"name": secret_name, "key": proxy_url_key(slot)}
     return [{"name": name, "valueFrom": {"secretKeyRef": dict(ref)}} for name in PROXY_URL_ENVS]

@@ -21,6 +21,7 @@ from harness_operator.core.objects.naming import (
     run_labels,
 )
 from harness_operator.core.objects.ownership import build_child_meta
+from harness_operator.core.pod.egress_grant import has_git_credential
 
 # Egress to a named host cannot be expressed in a NetworkPolicy; it is allowed on the host's ports to
 # public addresses only, so a sandbox can never reach the cluster, the node or a metadata service.
@@ -69,7 +70,8 @@ def build_network_policy(run: HarnessRun, attempt: Attempt, config: OperatorConf
         if route in (ROUTE_GATEWAY, ROUTE_CILIUM):  # names are enforced there, not by address here
             rules = [r for r in rules if not r.host]
         egress = [build_dns_rule(config), *(build_egress_rule(r) for r in rules)]
-        if route == ROUTE_GATEWAY:
+        if route == ROUTE_GATEWAY or has_git_credential(run, attempt, config):
+            # The clone and the publisher reach the run's git host and forge API through it, too.
             egress.insert(1, build_gateway_egress_rule(config))
         if attempt.model_route is not None:
             egress.insert(1, build_gateway_peer_rule(config))

@@ -1,29 +1,32 @@
 """Publishing a run's change (spec.workspace.publish) and starting from one (spec.workspace.from) (pure).
 
 The publisher's plan with the run's templates rendered, the branch name checked as git checks it, the
-forge's API root and repository found from the git URL, the change an earlier run left resolved into
-where a workspace starts, and the report of the publishing container turned into status.changes.
+forge's API root and repository found from the git URL (access/forge_address.py), the change an earlier
+run left resolved into where a workspace starts, and the report of the publishing container turned into
+status.changes.
 """
 
 from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
     PATCH_LIMIT_BYTES,
     ChangesStatus,
-    Forge,
     HarnessRun,
     PublishBranch,
     WorkspacePublish,
 )
 from harness_operator.contract.changes import ChangesReport, PublishPlan, PullRequestPlan
+from harness_operator.core.access.forge_address import compute_api_url, compute_repository
+from harness_operator.core.access.git_egress import find_git_egress_problem
+from harness_operator.core.attempt import Attempt
+from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.naming import changes_config_map_name
 from harness_operator.core.resolve.resolution import Reader, Rejection, require_succeeded
 
@@ -31,6 +34,16 @@ PATCH_KEY = "changes.patch"
 FROM_FIELD = "spec.workspace.from.run"
 # What git check-ref-format refuses in a branch name (git-check-ref-format(1), rules 1-10).
 _BAD_REF = re.compile(r"(^|/)\.|\.\.|[\x00-\x20\x7f~^:?*\[\\]|@\{|\.lock($|/)|//|/$|^/|\.$|^@$|^-")
+
+
+def check_git_egress(run: HarnessRun, attempts: Sequence[Attempt], config: OperatorConfig) -> None:
+    """Rejection (InvalidSpec) when an attempt's clone or publisher could not reach the run's git host or
+    forge API (git_egress.find_git_egress_problem), naming the rule that fixes it."""
+    for attempt in attempts:
+        problem = find_git_egress_problem(run, attempt.egress, attempt.route, config)
+        if problem is not None:
+            where = f" (attempt {attempt.index}, provider {attempt.provider})" if len(attempts) > 1 else ""
+            raise Rejection(Reason.InvalidSpec, problem + where)
 
 
 def render_run_template(text: str, run: HarnessRun) -> str:
@@ -66,27 +79,6 @@ def check_publish(run: HarnessRun) -> None:
         raise Rejection(Reason.InvalidSpec, f"spec.workspace.publish.branch.name: {problem}; pick another")
 
 
-def repository_path(url: str) -> str:
-    """owner/name from a git URL (https, ssh or scp-like), without .git."""
-    scp_like = "://" not in url and ":" in url  # git@host:owner/name.git
-    path = url.split(":", 1)[1] if scp_like else urlsplit(url).path
-    return path.strip("/").removesuffix(".git")
-
-
-def default_api_url(forge: str, url: str) -> str:
-    """The forge's API root for a repository URL: api.github.com for github.com, else the host's own."""
-    if "://" in url:
-        parts = urlsplit(url)
-        scheme, host = ("http" if parts.scheme == "http" else "https"), parts.hostname or ""
-        port = f":{parts.port}" if parts.port and parts.scheme in ("http", "https") else ""
-    else:  # scp-like: the forge answers https on the same host
-        scheme, host, port = "https", url.split("@")[-1].split(":", 1)[0], ""
-    if forge == Forge.github and host == "github.com":
-        return "https://api.github.com"
-    suffix = {Forge.github: "/api/v3", Forge.gitea: "/api/v1", Forge.gitlab: "/api/v4"}[Forge(forge)]
-    return f"{scheme}://{host}{port}{suffix}"
-
-
 def build_publish_plan(
     run: HarnessRun, working_dir: str, secret_envs: list[str], timeout_seconds: int
 ) -> PublishPlan | None:
@@ -100,8 +92,8 @@ def build_publish_plan(
         pr = publish.pull_request
         request = PullRequestPlan(
             forge=pr.forge,
-            api_url=pr.api_url or default_api_url(pr.forge, git.url),
-            repository=pr.repository or repository_path(git.url),
+            api_url=pr.api_url or compute_api_url(pr.forge, git.url),
+            repository=pr.repository or compute_repository(pr.forge, git.url, pr.api_url),
             base=pr.base or git.ref,
             title=render_run_template(pr.title, run),
             body=render_run_template(pr.body, run),

@@ -242,13 +242,16 @@ def test_config_reads_the_gateway_from_env() -> None:
     assert "k3y-value" not in repr(config)
 
 
-def test_the_git_clone_goes_through_the_gateway_too() -> None:
+def test_the_git_clone_goes_through_the_gateway_with_the_git_credential() -> None:
     run = make_run(workspace={"git": {"url": "https://git.example.internal/a.git"}})
     init = build_job(run, decide_attempt(run, target(), GATEWAY), GATEWAY)["spec"]["template"]["spec"][
         "initContainers"
     ][0]
     env = {e["name"]: e for e in init["env"]}
-    assert env["https_proxy"]["valueFrom"]["secretKeyRef"] == {"name": "review-plan", "key": "proxy-url-1"}
+    assert env["https_proxy"]["valueFrom"]["secretKeyRef"] == {
+        "name": "review-plan",
+        "key": "proxy-url-1-git",
+    }
     assert env["NO_PROXY"]["value"] == "localhost,127.0.0.1,::1,10.20.0.0/16"
     direct = build_job(run, decide_attempt(run, target(), PLAIN), PLAIN)["spec"]["template"]["spec"][
         "initContainers"

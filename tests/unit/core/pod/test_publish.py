@@ -24,9 +24,7 @@ from harness_operator.core.pod.publish import (
     build_publish_plan,
     check_publish,
     compute_changes,
-    default_api_url,
     lost_publish,
-    repository_path,
     resolve_start,
 )
 from harness_operator.core.pod.run_data import build_changes_config_map
@@ -88,37 +86,6 @@ def make_run(workspace: dict[str, Any] | None = None, name: str = "fix-1") -> Ha
 )
 def test_branch_names_as_git_checks_them(name: str, valid: bool) -> None:
     assert (branch_problem(name) is None) == valid
-
-
-@pytest.mark.parametrize(
-    ("url", "path", "github", "gitea"),
-    [
-        (
-            "https://github.com/acme/widgets.git",
-            "acme/widgets",
-            "https://api.github.com",
-            "https://github.com/api/v1",
-        ),
-        (
-            "git@github.com:acme/widgets.git",
-            "acme/widgets",
-            "https://api.github.com",
-            "https://github.com/api/v1",
-        ),
-        ("http://10.0.0.5:3000/o/r", "o/r", "http://10.0.0.5:3000/api/v3", "http://10.0.0.5:3000/api/v1"),
-        (
-            "https://ghe.corp.internal/a/b/c.git",
-            "a/b/c",
-            "https://ghe.corp.internal/api/v3",
-            "https://ghe.corp.internal/api/v1",
-        ),
-    ],
-)
-def test_forge_defaults_come_from_the_git_url(url: str, path: str, github: str, gitea: str) -> None:
-    assert repository_path(url) == path
-    assert default_api_url("github", url) == github
-    assert default_api_url("gitea", url) == gitea
-    assert default_api_url("gitlab", url).endswith("/api/v4")
 
 
 def test_the_plan_renders_the_run_and_leaves_the_output_to_the_publisher() -> None:
