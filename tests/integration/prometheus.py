@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ..lib import processes
 from .conftest import wait_until
 from .operator_env import free_port
 
@@ -64,17 +65,12 @@ def prometheus(folder: Path, targets: list[str], rules: Path | None = None) -> I
         config["rule_files"] = [str(rules)]
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
-    log = (folder / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={folder / 'prometheus.yml'}",
-            f"--storage.tsdb.path={folder / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    argv = [
+        binary,
+        f"--config.file={folder / 'prometheus.yml'}",
+        f"--storage.tsdb.path={folder / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
     prom = Prometheus(port)
 
     def scraping() -> bool:
@@ -84,10 +80,7 @@ def prometheus(folder: Path, targets: list[str], rules: Path | None = None) -> I
             return False
         return len(active) == len(targets) and all(t["health"] == "up" for t in active)
 
-    try:
-        wait_until(scraping, timeout=60, what=f"Prometheus to scrape {targets}")
-        yield prom
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    with (folder / "prometheus.log").open("wb") as log:
+        with processes.running(argv, grace=30, stdout=log, stderr=subprocess.STDOUT):
+            wait_until(scraping, timeout=60, what=f"Prometheus to scrape {targets}")
+            yield prom
