@@ -76,7 +76,9 @@ def refuse_foreign_releases(bin_dir: Path, kubeconfig: str) -> None:
     the suite touches the CRDs or the release, not after an operator that cannot become ready."""
     found = foreign_releases(bin_dir, kubeconfig)
     if found:
-        raise RuntimeError("the cluster holds a release of the chart the tests would break:\n" + "\n".join(found))
+        raise RuntimeError(
+            "the cluster holds a release of the chart the tests would break:\n" + "\n".join(found)
+        )
 
 
 def helm_install(bin_dir: Path, kubeconfig: str, *settings: str) -> None:

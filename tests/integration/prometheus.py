@@ -80,7 +80,9 @@ def prometheus(folder: Path, targets: list[str], rules: Path | None = None) -> I
             return False
         return len(active) == len(targets) and all(t["health"] == "up" for t in active)
 
-    with (folder / "prometheus.log").open("wb") as log:
-        with processes.running(argv, grace=30, stdout=log, stderr=subprocess.STDOUT):
-            wait_until(scraping, timeout=60, what=f"Prometheus to scrape {targets}")
-            yield prom
+    with (
+        (folder / "prometheus.log").open("wb") as log,
+        processes.running(argv, grace=30, stdout=log, stderr=subprocess.STDOUT),
+    ):
+        wait_until(scraping, timeout=60, what=f"Prometheus to scrape {targets}")
+        yield prom

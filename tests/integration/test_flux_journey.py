@@ -79,9 +79,15 @@ def flux(
             ],
             "kustomize-controller": [],
         }.items():
-            args = [f"--metrics-addr=127.0.0.1:{free_port()}", f"--health-addr=127.0.0.1:{free_port()}", *extra]
+            args = [
+                f"--metrics-addr=127.0.0.1:{free_port()}",
+                f"--health-addr=127.0.0.1:{free_port()}",
+                *extra,
+            ]
             with (folder / f"{name}.log").open("ab") as log:
-                procs.append(processes.start([str(flux_dir / "bin" / name), *args], env=env, stdout=log, stderr=log))
+                procs.append(
+                    processes.start([str(flux_dir / "bin" / name), *args], env=env, stdout=log, stderr=log)
+                )
         yield
     finally:
         for proc in procs:

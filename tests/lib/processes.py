@@ -24,13 +24,17 @@ _started: dict[int, subprocess.Popen[Any]] = {}
 _handlers_installed = False
 
 
-def start(argv: Sequence[str], *, env: Mapping[str, str] | None = None, **popen: Any) -> subprocess.Popen[Any]:
+def start(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, **popen: Any
+) -> subprocess.Popen[Any]:
     """`argv` in a new session (its own process group), killed by the kernel if the thread that started it
     dies (setpriv's PR_SET_PDEATHSIG: pytest SIGKILLed leaves no orphan), and stopped at exit if still
     running. `env` (default: this process's) gains OWNER_ENV; `popen` are Popen's other arguments."""
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        raise RuntimeError("setpriv (util-linux) is needed to start test processes: apt-get install util-linux")
+        raise RuntimeError(
+            "setpriv (util-linux) is needed to start test processes: apt-get install util-linux"
+        )
     _stop_on_signals()
     proc = subprocess.Popen(
         [setpriv, "--pdeathsig", "KILL", "--", *argv],
@@ -92,10 +96,8 @@ def leftovers(match: str) -> list[str]:
     found = []
     for environ in Path("/proc").glob("[0-9]*/environ"):
         with contextlib.suppress(OSError, ValueError):
-            owner = next(
-                (v for k, _, v in (e.partition("=") for e in environ.read_text().split("\0")) if k == OWNER_ENV),
-                None,
-            )
+            variables = dict(e.partition("=")[::2] for e in environ.read_text().split("\0"))
+            owner = variables.get(OWNER_ENV)
             if owner is None or Path(f"/proc/{int(owner)}").exists():
                 continue
             cmdline = (environ.parent / "cmdline").read_text().replace("\0", " ").strip()

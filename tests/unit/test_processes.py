@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import time
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from tests.integration.operator_env import OperatorProcess
 from tests.lib import processes
 
@@ -34,7 +34,9 @@ def silent_api_server(tmp_path: Path) -> Iterator[str]:
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
-                    "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+                    "clusters": [
+                        {"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}
+                    ],
                     "users": [{"name": "u", "user": {"token": "t"}}],
                     "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
                     "current-context": "c",
@@ -88,14 +90,24 @@ def test_held():
 """
 
 
-def held_session(tmp_path: Path) -> tuple[processes.subprocess.Popen[bytes], list[int]]:
+def held_session(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
     """A pytest session running HELD, once its shell and the shell's child run: (session, their pids)."""
     pidfile = tmp_path / "pids"
     test = tmp_path / "held" / "test_held.py"
     test.parent.mkdir()
     test.write_text(textwrap.dedent(HELD.format(pidfile=str(pidfile))))
     session = processes.start(
-        [sys.executable, "-m", "pytest", str(test), "-q", "-p", "no:cacheprovider", "--rootdir", str(test.parent)],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(test),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(test.parent),
+        ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -116,7 +128,9 @@ def test_an_interrupted_pytest_stops_what_its_tests_started(tmp_path: Path, sig:
         processes.stop(session, grace=5)
 
 
-def test_a_killed_pytest_takes_its_child_along_and_the_next_session_names_what_is_left(tmp_path: Path) -> None:
+def test_a_killed_pytest_takes_its_child_along_and_the_next_session_names_what_is_left(
+    tmp_path: Path,
+) -> None:
     """SIGKILL leaves pytest no say: the kernel kills its direct child (PR_SET_PDEATHSIG); a grandchild
     survives, and `leftovers` names it by its dead starter."""
     session, (shell, grandchild) = held_session(tmp_path)
