@@ -21,7 +21,6 @@ from typing import Any
 OWNER_ENV = "HARNESS_TEST_OWNER"
 
 _started: dict[int, subprocess.Popen[Any]] = {}
-_handlers_installed = False
 
 
 def start(
@@ -35,7 +34,6 @@ def start(
         raise RuntimeError(
             "setpriv (util-linux) is needed to start test processes: apt-get install util-linux"
         )
-    _stop_on_signals()
     proc = subprocess.Popen(
         [setpriv, "--pdeathsig", "KILL", "--", *argv],
         env={**(os.environ if env is None else env), OWNER_ENV: str(os.getpid())},
@@ -118,20 +116,6 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
-def _stop_on_signals() -> None:
-    """Once, on the first start: SIGTERM and SIGHUP interrupt (where nothing else handles them), and what is
-    left is stopped at exit."""
-    global _handlers_installed
-    if _handlers_installed:
-        return
-    _handlers_installed = True
-    atexit.register(stop_all)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) == signal.SIG_DFL:
-            with contextlib.suppress(ValueError):  # not the main thread: its default stays
-                signal.signal(sig, _interrupt)
-
-
 def wait_gone(pids: Sequence[int], timeout: float = 10.0) -> list[int]:
     """Wait up to `timeout` seconds for `pids` to end; those still alive (not zombies)."""
     deadline = time.monotonic() + timeout
@@ -148,3 +132,13 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+# On import (a conftest imports this at collection): SIGTERM and SIGHUP interrupt where nothing else handles
+# them, also before the first start (a fixture's half-done setup is undone too), and what is left is
+# stopped at exit.
+atexit.register(stop_all)
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    if signal.getsignal(_sig) == signal.SIG_DFL:
+        with contextlib.suppress(ValueError):  # imported outside the main thread: the default stays
+            signal.signal(_sig, _interrupt)
