@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+from tests.lib import processes
 from tests.stubs.run_cli import stub_class
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
@@ -148,7 +149,7 @@ def git_repo(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], tuple[str, i
             sock.bind((STUB_HOST, 0))
             port = int(sock.getsockname()[1])
         daemons.append(
-            subprocess.Popen(
+            processes.start(
                 [
                     "git",
                     "daemon",
@@ -163,10 +164,11 @@ def git_repo(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], tuple[str, i
         )
         return f"git://{STUB_HOST}:{port}/{name}", port
 
-    yield make
-    for daemon in daemons:
-        daemon.terminate()
-        daemon.wait()
+    try:
+        yield make
+    finally:
+        for daemon in daemons:
+            processes.stop(daemon)
 
 
 @pytest.fixture

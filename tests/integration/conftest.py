@@ -33,6 +33,7 @@ from .operator_env import (
     OperatorProcess,
     definition_body,
     install_chart_rbac_and_catalog,
+    refuse_foreign_releases,
     service_account_kubeconfig,
 )
 
@@ -107,12 +108,18 @@ def _cluster_up() -> str:
 
 
 @pytest.fixture(scope="session")
-def kubeconfig_path() -> str:
-    """Admin kubeconfig of the test cluster (``KUBECONFIG`` if it answers, else ``tests/cluster/up``)."""
+def kubeconfig_path(cluster_bin_dir: Path) -> str:
+    """Admin kubeconfig of the test cluster (``KUBECONFIG`` if it answers, else ``tests/cluster/up``).
+    The session ends at once, saying what to remove, on a cluster holding a release of the chart the suite
+    would break (before any test replaces the CRDs that release keeps)."""
     env = os.environ.get("KUBECONFIG")
-    if env and ":" not in env and _reachable(env):
-        return env
-    return _cluster_up()
+    path = env if env and ":" not in env and _reachable(env) else _cluster_up()
+    if (cluster_bin_dir / "helm").exists():  # absent when KUBECONFIG names another cluster
+        try:
+            refuse_foreign_releases(cluster_bin_dir, path)
+        except RuntimeError as refused:
+            pytest.exit(str(refused), returncode=pytest.ExitCode.USAGE_ERROR)
+    return path
 
 
 @pytest.fixture(scope="session")

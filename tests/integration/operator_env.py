@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 from kubernetes import client
+
+from ..lib import processes
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "harness-operator"
@@ -31,9 +33,58 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def foreign_releases(bin_dir: Path, kubeconfig: str) -> list[str]:
+    """The releases of the chart that are not this suite's own (release harness-operator in
+    harness-system, installed with crds.enabled=false), each as a line saying what it would do to the
+    suite and the command that removes it."""
+    helm = (str(bin_dir / "helm"), "--kubeconfig", kubeconfig)
+    listed = subprocess.run(
+        [*helm, "list", "--all-namespaces", "--all", "--output", "json"], capture_output=True, text=True
+    )
+    if listed.returncode:
+        raise RuntimeError(f"helm list failed: {listed.stderr}")
+    found = []
+    for release in json.loads(listed.stdout or "[]"):
+        name, namespace, chart = release["name"], release["namespace"], release["chart"]
+        if not chart.startswith("harness-operator-"):
+            continue
+        remove = f"remove it first: helm uninstall {name} -n {namespace}"
+        if (name, namespace) != (RELEASE, RELEASE_NAMESPACE):
+            found.append(
+                f'release "{name}" in "{namespace}" ({chart}): its operator reconciles every namespace '
+                f"beside the one the tests start; {remove}"
+            )
+            continue
+        values = subprocess.run(
+            [*helm, "get", "values", name, "--namespace", namespace, "--output", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        if (json.loads(values.stdout or "{}") or {}).get("crds", {}).get("enabled") is not False:
+            found.append(
+                f'release "{name}" in "{namespace}" ({chart}) installs the CRDs, as e2e and a user\'s '
+                "install do: replacing them from this tree drops their keep policy, and the suite's "
+                "upgrade of the release (crds.enabled=false, replicaCount=0) then deletes them, with every "
+                f"run, definition and budget, and no operator becomes ready; {remove}"
+            )
+    return found
+
+
+def refuse_foreign_releases(bin_dir: Path, kubeconfig: str) -> None:
+    """Raise, naming them, when releases of the chart other than the suite's own are installed: before
+    the suite touches the CRDs or the release, not after an operator that cannot become ready."""
+    found = foreign_releases(bin_dir, kubeconfig)
+    if found:
+        raise RuntimeError(
+            "the cluster holds a release of the chart the tests would break:\n" + "\n".join(found)
+        )
+
+
 def helm_install(bin_dir: Path, kubeconfig: str, *settings: str) -> None:
     """`helm upgrade --install` the chart as release harness-operator, without its CRDs (the tests
     replace them from this tree themselves, `apply_crds`); helm's own error on failure."""
+    refuse_foreign_releases(bin_dir, kubeconfig)
     result = subprocess.run(
         [
             str(bin_dir / "helm"),
@@ -80,7 +131,9 @@ def helm_uninstall(bin_dir: Path, kubeconfig: str) -> None:
 def apply_crds(bin_dir: Path, kubeconfig: str) -> None:
     """This tree's CRDs, each replaced whole (created when missing): a server-side apply by another field
     manager would keep fields (defaults) the old schema had, so a cluster that outlives a change to the
-    API would otherwise keep them."""
+    API would otherwise keep them. Refused while another release of the chart is installed: a replace
+    drops the keep policy its CRDs carry."""
+    refuse_foreign_releases(bin_dir, kubeconfig)
     kubectl = (str(bin_dir / "kubectl"), "--kubeconfig", kubeconfig)
     for crd in sorted((ROOT / "crds").glob("*.yaml")):
         replaced = subprocess.run([*kubectl, "replace", "-f", str(crd)], capture_output=True, text=True)
@@ -165,18 +218,30 @@ class OperatorProcess:
     metrics_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
-        """Start the operator and wait until it is healthy. A port taken between its choice and the
-        operator's bind (the operator then exits, and another process may answer on that port) is not
-        the operator's fault: it starts again on fresh ports, twice at most."""
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the operator and wait up to `timeout` seconds until it is healthy; a start that fails
+        stops what it started before it raises. A port taken between its choice and the operator's bind
+        (the operator then exits, and another process may answer on that port) is not the operator's
+        fault: it starts again on fresh ports, twice at most."""
+        left = processes.leftovers("-m harness_operator")
+        if left:
+            raise RuntimeError(
+                "an operator an earlier test session started still runs (its session was killed), and "
+                "reconciles beside the one this test starts; stop it (`kill -- -PID`):\n" + "\n".join(left)
+            )
         for attempt in range(3):
-            if self._start_once():
+            try:
+                started = self._start_once(timeout)
+            except BaseException:  # a timeout, its own error, Ctrl-C: nothing of it stays behind
+                self.kill()
+                raise
+            if started:
                 return
             if attempt < 2:
                 self.health_port, self.metrics_port = free_port(), free_port()
         raise RuntimeError(f"operator could not bind its ports three times; log: {self.log_path}")
 
-    def _start_once(self) -> bool:
+    def _start_once(self, timeout: float) -> bool:
         env = {
             **os.environ,
             # The admin kubeconfig names 127.0.0.1, which pods cannot reach: the `kubernetes` Service.
@@ -186,15 +251,14 @@ class OperatorProcess:
             "HARNESS_HEALTH_PORT": str(self.health_port),
             "HARNESS_METRICS_PORT": str(self.metrics_port),
         }
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness_operator", "--log-level", "INFO"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 60
+        with self.log_path.open("ab") as log:
+            self.proc = processes.start(
+                [sys.executable, "-m", "harness_operator", "--log-level", "INFO"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return self._port_was_taken()
@@ -205,7 +269,7 @@ class OperatorProcess:
             except OSError:
                 time.sleep(0.2)
         else:
-            raise RuntimeError(f"operator not healthy within 60s; log: {self.log_path}")
+            raise RuntimeError(f"operator not healthy within {timeout:g}s; log: {self.log_path}")
         if listens_on(self.proc.pid, self.health_port):
             return True
         # What answered was not ours: the operator's own bind failed, and it ends.
@@ -220,18 +284,14 @@ class OperatorProcess:
         raise RuntimeError(f"operator exited {self.proc.returncode}; log: {self.log_path}")
 
     def kill(self) -> None:
-        """SIGKILL: no cleanup at all, as when a node dies under it."""
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        """SIGKILL to its process group: no cleanup at all, as when a node dies under it."""
+        if self.proc:
+            processes.kill(self.proc)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        """SIGTERM (the operator hands its work over), SIGKILL after 20 s; its group too."""
+        if self.proc:
+            processes.stop(self.proc)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
@@ -284,23 +344,18 @@ def serve_git(tmp_path: Path, files: dict[str, str]) -> Iterator[tuple[str, int]
     subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repo)], check=True)
     port = free_port()
-    daemon = subprocess.Popen(
-        [
-            "git",
-            "daemon",
-            "--export-all",
-            f"--base-path={tmp_path}",
-            f"--listen={NODE_ADDRESS}",
-            f"--port={port}",
-            "--reuseaddr",
-            str(tmp_path),
-        ]
-    )
-    try:
+    argv = [
+        "git",
+        "daemon",
+        "--export-all",
+        f"--base-path={tmp_path}",
+        f"--listen={NODE_ADDRESS}",
+        f"--port={port}",
+        "--reuseaddr",
+        str(tmp_path),
+    ]
+    with processes.running(argv):
         yield f"git://{NODE_ADDRESS}:{port}/repo.git", port
-    finally:
-        daemon.terminate()
-        daemon.wait()
 
 
 def git_run_spec(provider: str, url: str, port: int) -> dict[str, Any]:

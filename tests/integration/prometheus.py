@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ..lib import processes
 from .conftest import wait_until
 from .operator_env import free_port
 
@@ -78,17 +79,12 @@ def prometheus(
         config["rule_files"] = [str(r) for r in rules]
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
-    log = (folder / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={folder / 'prometheus.yml'}",
-            f"--storage.tsdb.path={folder / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    argv = [
+        binary,
+        f"--config.file={folder / 'prometheus.yml'}",
+        f"--storage.tsdb.path={folder / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
     prom = Prometheus(port)
 
     def scraping() -> bool:
@@ -99,10 +95,9 @@ def prometheus(
         count = sum(len(targets) for targets in jobs.values())
         return len(active) == count and all(t["health"] == "up" for t in active)
 
-    try:
+    with (
+        (folder / "prometheus.log").open("wb") as log,
+        processes.running(argv, grace=30, stdout=log, stderr=subprocess.STDOUT),
+    ):
         wait_until(scraping, timeout=60, what=f"Prometheus to scrape {jobs}")
         yield prom
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()

@@ -23,6 +23,7 @@ import yaml
 
 from harness_operator.controller.retention import compute_expiry, is_applied_by_a_tool
 
+from ..lib import processes
 from .conftest import Api, wait_until
 from .operator_env import definition_body, free_port, run_body
 
@@ -69,22 +70,29 @@ def flux(
     (folder / "storage").mkdir()
     env = {**os.environ, "KUBECONFIG": kubeconfig_path, "RUNTIME_NAMESPACE": "default"}
     procs = []
-    for name, extra in {
-        "source-controller": [
-            f"--storage-path={folder / 'storage'}",
-            f"--storage-addr=127.0.0.1:{storage}",
-            f"--storage-adv-addr=127.0.0.1:{storage}",
-        ],
-        "kustomize-controller": [],
-    }.items():
-        args = [f"--metrics-addr=127.0.0.1:{free_port()}", f"--health-addr=127.0.0.1:{free_port()}", *extra]
-        log = (folder / f"{name}.log").open("ab")
-        procs.append(subprocess.Popen([str(flux_dir / "bin" / name), *args], env=env, stdout=log, stderr=log))
-    yield
-    for proc in procs:
-        proc.terminate()
-        proc.wait(timeout=30)
-    print(f"flux logs: {folder}")
+    try:
+        for name, extra in {
+            "source-controller": [
+                f"--storage-path={folder / 'storage'}",
+                f"--storage-addr=127.0.0.1:{storage}",
+                f"--storage-adv-addr=127.0.0.1:{storage}",
+            ],
+            "kustomize-controller": [],
+        }.items():
+            args = [
+                f"--metrics-addr=127.0.0.1:{free_port()}",
+                f"--health-addr=127.0.0.1:{free_port()}",
+                *extra,
+            ]
+            with (folder / f"{name}.log").open("ab") as log:
+                procs.append(
+                    processes.start([str(flux_dir / "bin" / name), *args], env=env, stdout=log, stderr=log)
+                )
+        yield
+    finally:
+        for proc in procs:
+            processes.stop(proc, grace=30)
+        print(f"flux logs: {folder}")
 
 
 class GitHttpBackend(BaseHTTPRequestHandler):

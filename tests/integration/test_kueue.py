@@ -43,10 +43,13 @@ PLENTY = [{"name": "cpu", "nominalQuota": "10"}, {"name": "memory", "nominalQuot
 @pytest.fixture(scope="module", autouse=True)
 def kueue(kubeconfig_path: str) -> Iterator[None]:
     """Kueue installed before the operator starts (it then watches Workloads from its start), removed
-    after: while installed its Job webhook sees every Job of the cluster."""
-    subprocess.run([str(CLUSTER_DIR / "kueue"), "start"], check=True)
-    yield
-    subprocess.run([str(CLUSTER_DIR / "kueue"), "stop"], check=True)
+    after, also when its start failed half-way: while installed its Job webhook sees every Job of the
+    cluster."""
+    try:
+        subprocess.run([str(CLUSTER_DIR / "kueue"), "start"], check=True)
+        yield
+    finally:
+        subprocess.run([str(CLUSTER_DIR / "kueue"), "stop"], check=True)
 
 
 @pytest.fixture

@@ -65,6 +65,7 @@ from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.gemini import GeminiStub
 from tests.stubs.openai import OpenAIStub
 
+from ..lib import processes
 from .conftest import wait_until
 from .operator_env import (
     RELEASE_NAMESPACE,
@@ -155,7 +156,7 @@ def env(
     folder = tmp_path_factory.mktemp("model-gateway")
     sa_config = service_account_kubeconfig(kube, kubeconfig_path, folder / "kubeconfig", SERVICE_ACCOUNT)
     redis_port = free_port()
-    redis = subprocess.Popen(
+    redis = processes.start(
         ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--requirepass", "store-pw", "--dir", str(folder)],
         stdout=subprocess.DEVNULL,
@@ -163,6 +164,7 @@ def env(
     stubs = {"anthropic": AnthropicStub(mode="ok").start(), "openai": OpenAIStub(mode="ok").start(),
              "gemini": GeminiStub(mode="ok").start()}  # fmt: skip
     gateways: list[Gateway] = []
+    started: list[subprocess.Popen[bytes]] = [redis]  # stopped after, also one whose start failed
 
     def start(**settings: str) -> Gateway:
         """A gateway process; `settings`: environment variables of its own (an upstream, a limit)."""
@@ -182,10 +184,11 @@ def env(
             **{f"HARNESS_UPSTREAM_{v.upper()}": s.base_url for v, s in stubs.items()},
             **settings,
         }
-        log = (folder / f"gateway-{len(gateways)}.log").open("wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "harness_operator.modelgateway"], env=environ, stdout=log, stderr=log
-        )
+        with (folder / f"gateway-{len(gateways)}.log").open("wb") as log:
+            proc = processes.start(
+                [sys.executable, "-m", "harness_operator.modelgateway"], env=environ, stdout=log, stderr=log
+            )
+        started.append(proc)
         gateway = Gateway(proc, port, admin)
 
         def ready() -> bool:
@@ -207,14 +210,10 @@ def env(
         start(), start()
         yield Env(kube, config, gateways, stubs, start)
     finally:
-        for gateway in gateways:
-            if gateway.proc.poll() is None:
-                gateway.proc.send_signal(signal.SIGTERM)
-                gateway.proc.wait(timeout=30)
+        for proc in reversed(started):  # the gateways, then their store
+            processes.stop(proc, grace=30)
         for stub in stubs.values():
             stub.stop()
-        redis.terminate()
-        redis.wait()
         core = client.CoreV1Api(kube)
         for item in core.list_namespaced_config_map(
             RELEASE_NAMESPACE, label_selector="agentharness.dev/model-grant=true"

@@ -18,6 +18,7 @@ from typing import Any
 
 from kubernetes import watch
 
+from ..lib import processes
 from .conftest import Api, wait_until
 from .operator_env import OperatorProcess, run_body
 
@@ -42,7 +43,7 @@ class Follower:
         self.api, self.run = api, run
         self.lines: list[tuple[str, str]] = []
         argv = [str(BIN / "harnessctl"), "logs", run, "-f", "-n", api.ns, "--kubeconfig", kubeconfig]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = processes.start(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 

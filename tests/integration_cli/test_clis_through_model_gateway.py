@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from tests.fixtures.cli.capture import CASES, HERE, Case
+from tests.lib import processes
 from tests.stubs.run_cli import run, stub_class
 
 pytestmark = pytest.mark.cli
@@ -53,7 +54,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("the model gateway's store is Debian's Redis: apt-get install redis-server")
     port = _free_port()
     folder = tmp_path_factory.mktemp("redis")
-    redis = subprocess.Popen(
+    redis = processes.start(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--dir", str(folder)],
         stdout=subprocess.DEVNULL,
@@ -61,8 +62,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        redis.terminate()
-        redis.wait()
+        processes.stop(redis)
 
 
 def _free_port() -> int:
@@ -91,7 +91,7 @@ def test_the_cli_case_ends_as_recorded_through_the_gateway_under_a_cap(
         options["command"] = case.command  # type: ignore[assignment]
     port, log = _free_port(), tmp_path / "gateway.log"
     with stub_class(case.stub)(mode=case.mode, **options) as stub, log.open("w") as errors:
-        gateway = subprocess.Popen(
+        gateway = processes.start(
             [sys.executable, "-m", "tests.integration_cli.static_gateway", str(port), redis_url,
              json.dumps({case.stub: stub.base_url}), json.dumps({"capped": capped_grant(case.stub)})],
             stdout=subprocess.PIPE, stderr=errors,
@@ -106,8 +106,7 @@ def test_the_cli_case_ends_as_recorded_through_the_gateway_under_a_cap(
                 case.argv, env, min(case.timeout, 120), case.stdin, setup_home=case.setup_home,
             )  # fmt: skip
         finally:
-            gateway.kill()
-            gateway.wait()
+            processes.kill(gateway)
     refused = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     assert refused == [], refused
     expected = int((Path(HERE) / cli / f"{case.name}.exit").read_text())

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from tests.integration_cli.test_clis_through_model_gateway import _free_port
+from tests.lib import processes
 from tests.stubs.anthropic import AnthropicStub
 from tests.stubs.gemini import GeminiStub
 from tests.stubs.openai import OpenAIStub
@@ -89,7 +90,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     if shutil.which("redis-server") is None:
         pytest.skip("the model gateway's store is Debian's Redis: apt-get install redis-server")
     folder, redis_port, port = tmp_path_factory.mktemp("attacks"), _free_port(), _free_port()
-    redis = subprocess.Popen(
+    redis = processes.start(
         ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--dir", str(folder)],
         stdout=subprocess.DEVNULL,
@@ -104,7 +105,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         grants[f"capped-{vendor}"] = _grant(f"capped-{vendor}", _token(f"capped-{vendor}"), vendor, 0.05)
         grants[f"free-{vendor}"] = _grant(f"free-{vendor}", _token(f"free-{vendor}"), vendor, None)
     with (folder / "gateway.log").open("w") as log:
-        proc = subprocess.Popen(
+        proc = processes.start(
             [sys.executable, "-m", "tests.integration_cli.static_gateway", str(port),
              f"redis://127.0.0.1:{redis_port}/0", json.dumps({v: s.base_url for v, s in stubs.items()}),
              json.dumps(grants)],
@@ -114,12 +115,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
         yield Gateway(proc, port, stubs)
     finally:
-        proc.kill()
-        proc.wait()
+        processes.kill(proc)
         for stub in stubs.values():
             stub.stop()
-        redis.terminate()
-        redis.wait()
+        processes.stop(redis)
 
 
 def _seen(stub: Any, before: int) -> list[str]:

@@ -28,6 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..lib import processes
+
 USER = "x-access-token"
 # A repository name: path segments of safe characters (``owner/repo`` works), ``.git`` added by the server.
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
@@ -115,7 +117,7 @@ class GitHttpServer:
             conf.write_text(self._config())
             error_log.unlink(missing_ok=True)
             with open(self.root / "lighttpd.out", "ab") as out:
-                self._proc = subprocess.Popen(
+                self._proc = processes.start(
                     [lighttpd, "-D", "-f", str(conf)],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -143,14 +145,8 @@ class GitHttpServer:
 
     def _terminate(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            processes.stop(proc, grace=10)
 
     def _wait_ready(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

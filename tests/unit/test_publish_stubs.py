@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.lib import processes
 from tests.stubs.anthropic import TEXT, AnthropicStub
 from tests.stubs.github import GitHubStub
 
@@ -194,16 +195,19 @@ def test_anthropic_bash_mode_runs_its_command_once_when_bash_is_offered():
 
 
 def test_anthropic_command_line_takes_the_bash_command():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.stubs.anthropic", "--mode", "bash", "--command", "touch x", "--quiet"],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    try:
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.stubs.anthropic",
+        "--mode",
+        "bash",
+        "--command",
+        "touch x",
+        "--quiet",
+    ]
+    with processes.running(
+        argv, grace=10, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2]
+    ) as proc:
         assert proc.stdout is not None
         answer = _messages(proc.stdout.readline().strip(), ["Bash"])
         assert answer["content"][0]["input"]["command"] == "touch x"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
