@@ -136,7 +136,14 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "a `with` value, prompt or env value has a NUL byte, or an argument is over the kernel's limit",
     ),
     Reason.InvalidSpec: ("Accepted", "False", "`harnessctl run` only: the run cannot be planned"),
-    Reason.Pending: ("Succeeded", "Unknown", "the attempt's Job exists; its pod has not started"),
+    Reason.Pending: (
+        "Succeeded",
+        "Unknown",
+        "the attempt's Job exists; its pod has not started. A pod the scheduler cannot place, or whose "
+        "container cannot start (ErrImagePull, ImagePullBackOff, CreateContainerConfigError), says why in the "
+        "message (`the scheduler cannot place pod ... (Unschedulable): 0/1 nodes are available: 1 "
+        "Insufficient cpu.`)",
+    ),
     Reason.Queued: (
         "Succeeded",
         "Unknown",
@@ -176,7 +183,8 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     Reason.ProviderUnavailable: (
         "Succeeded",
         "False",
-        "the vendor API was overloaded or unavailable (HTTP 500, 502, 503, 504 or 529)",
+        "the vendor API was overloaded or unavailable (HTTP 500, 502, 503, 504 or 529), or a destination the "
+        "agent needs did not answer before it started (named)",
     ),
     Reason.MaxTurns: ("Succeeded", "False", "the agent reached maxTurns"),
     Reason.PermissionDenied: (
@@ -190,7 +198,9 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     Reason.CostLimitExceeded: (
         "Succeeded",
         "False",
-        "cost crossed maxCostUSD; the agent was stopped, no fallback",
+        "cost crossed maxCostUSD; the agent was stopped, no fallback. When the model gateway refused a request "
+        "at a cap, the message names the one cap (limits.maxCostUSD, limits.maxTokens or a HarnessBudget's "
+        "reservation), what the run spent, what was left and the fix",
     ),
     Reason.BinaryNotFound: (
         "Succeeded",
