@@ -140,8 +140,8 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Succeeded",
         "Unknown",
         "the attempt's Job exists; its pod has not started. A pod the scheduler cannot place, or whose "
-        "container cannot start (ErrImagePull, ImagePullBackOff, CreateContainerConfigError), says why in the "
-        "message (`the scheduler cannot place pod ... (Unschedulable): 0/1 nodes are available: 1 "
+        "container cannot start (ErrImagePull, ImagePullBackOff, CreateContainerConfigError), says why in "
+        "the message (`the scheduler cannot place pod ... (Unschedulable): 0/1 nodes are available: 1 "
         "Insufficient cpu.`)",
     ),
     Reason.Queued: (
@@ -198,9 +198,9 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     Reason.CostLimitExceeded: (
         "Succeeded",
         "False",
-        "cost crossed maxCostUSD; the agent was stopped, no fallback. When the model gateway refused a request "
-        "at a cap, the message names the one cap (limits.maxCostUSD, limits.maxTokens or a HarnessBudget's "
-        "reservation), what the run spent, what was left and the fix",
+        "cost crossed maxCostUSD; the agent was stopped, no fallback. When the model gateway refused a "
+        "request at a cap, the message names the one cap (limits.maxCostUSD, limits.maxTokens or a "
+        "HarnessBudget's reservation), what the run spent, what was left and the fix",
     ),
     Reason.BinaryNotFound: (
         "Succeeded",
