@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -20,18 +19,12 @@ from tests.stubs.github import GitHubStub
 
 from .conftest import RELEASE, RELEASE_NAMESPACE, STUB_HOST, Runs
 from .test_agents import REPO, ROUTES, agent_run
+from .test_publish import WRITE_TOKEN, git_server  # noqa: F401  (the token-guarded git server fixture)
 
 # A name the test cluster's CoreDNS answers with the node's address, where the servers listen.
 STUB_NAME = "node.harness.test"
-WRITE_TOKEN = "gta_e2e-publisher-write-token-57"
 OWNER_REPO = "acme/widgets"
 GATEWAY = f"http://{RELEASE}-egress.{RELEASE_NAMESPACE}.svc:3128"
-
-
-@pytest.fixture
-def git_server(tmp_path: Path) -> Iterator[GitHttpServer]:
-    with GitHttpServer(tmp_path / "git", host=STUB_HOST, token=WRITE_TOKEN) as server:
-        yield server
 
 
 @pytest.fixture
@@ -41,7 +34,10 @@ def forge() -> Iterator[GitHubStub]:
 
 
 def test_a_pull_request_from_an_ordinary_git_url_with_no_hand_written_egress(
-    runs: Runs, git_server: GitHttpServer, forge: GitHubStub, kube: client.ApiClient
+    runs: Runs,
+    git_server: GitHttpServer,  # noqa: F811
+    forge: GitHubStub,
+    kube: client.ApiClient,
 ) -> None:
     git_server.create_repo(OWNER_REPO, {"README.md": "hello\n"})
     url = f"http://{STUB_NAME}:{git_server.port}/git/{OWNER_REPO}.git"

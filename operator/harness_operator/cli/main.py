@@ -39,8 +39,23 @@ def _run_lookup(args: argparse.Namespace) -> RunLookup:
     return lambda namespace, name: kube.fetch_run(namespace or default, name) is not None
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
+def load_operator_env(path: str) -> dict[str, str] | None:
+    """The environment of the `operator` container of the Deployment in `path`, or None after saying why
+    not (validate's and render's --operator)."""
     from harness_operator.cli.render import read_operator_env
+
+    env = read_operator_env(load_documents([path]))
+    if not env:
+        print(
+            f"harnessctl: {path} holds no Deployment with an `operator` container: give the chart as "
+            "`helm template` renders it, or `kubectl get deployment -o yaml` of the installed one",
+            file=sys.stderr,
+        )
+        return None
+    return env
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
     from harness_operator.core.config import OperatorConfig
 
     docs = load_documents(args.paths)
@@ -49,14 +64,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return 1
     config = None
     if args.operator:
-        env = read_operator_env(load_documents([args.operator]))
-        if not env:
-            print(
-                f"harnessctl: {args.operator} holds no Deployment with an `operator` container: give the "
-                "chart as `helm template` renders it, or `kubectl get deployment -o yaml` of the installed "
-                "one",
-                file=sys.stderr,
-            )
+        env = load_operator_env(args.operator)
+        if env is None:
             return 2
         try:
             config = OperatorConfig.from_env(env)
@@ -133,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from harness_operator.cli.render import build_rendered_objects, read_operator_env
+    from harness_operator.cli.render import build_rendered_objects
     from harness_operator.core.config import OperatorConfig
 
     docs = load_documents(args.paths)
@@ -144,14 +153,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         return 1
     env = None
     if args.operator:
-        env = read_operator_env(load_documents([args.operator]))
-        if not env:
-            print(
-                f"harnessctl: {args.operator} holds no Deployment with an `operator` container: give "
-                "the chart as `helm template` renders it, or `kubectl get deployment -o yaml` of the "
-                "installed one",
-                file=sys.stderr,
-            )
+        env = load_operator_env(args.operator)
+        if env is None:
             return 2
     if env is None:
         print(
