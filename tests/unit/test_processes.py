@@ -96,17 +96,15 @@ def held_session(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
     test = tmp_path / "held" / "test_held.py"
     test.parent.mkdir()
     test.write_text(textwrap.dedent(HELD.format(pidfile=str(pidfile))))
+    # pytest as a terminal runs it: a background job of a non-interactive shell (CI's tier without the
+    # cluster) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler for it.
+    argv = [str(test), "-q", "-p", "no:cacheprovider", "--rootdir", str(test.parent)]
     session = processes.start(
         [
             sys.executable,
-            "-m",
-            "pytest",
-            str(test),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(test.parent),
+            "-c",
+            "import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            f"sys.exit(pytest.main({argv!r}))",
         ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
