@@ -263,12 +263,12 @@ def test_a_refused_platform_key_is_final_for_the_cli_and_names_its_secret(env: E
     key itself never shows, and the refused request costs nothing."""
     refusing = {"anthropic": AnthropicStub(mode="unauthorized").start(),
                 "openai": OpenAIStub(mode="unauthorized").start()}  # fmt: skip
+    gateway = env.start(
+        HARNESS_UPSTREAM_ANTHROPIC=refusing["anthropic"].base_url,
+        HARNESS_UPSTREAM_OPENAI=refusing["openai"].base_url,
+        HARNESS_KEY_SECRET_ANTHROPIC="anthropic-api-key",
+    )
     try:
-        gateway = env.start(
-            HARNESS_UPSTREAM_ANTHROPIC=refusing["anthropic"].base_url,
-            HARNESS_UPSTREAM_OPENAI=refusing["openai"].base_url,
-            HARNESS_KEY_SECRET_ANTHROPIC="anthropic-api-key",
-        )
         run = env.run("refused", "uid-refused")
         token, attempt = env.attempt(run, 1)
         openai_token, _ = env.attempt(run, 2)
@@ -296,6 +296,9 @@ def test_a_refused_platform_key_is_final_for_the_cli_and_names_its_secret(env: E
         assert len(refusing["anthropic"].model_calls()) == 2  # each request went once, none retried here
         assert env.meter(gateway, "uid-refused", 1).cost_usd == 0.0
     finally:
+        # Not one of the module's two replicas: the later tests take env.gateways[0] and [1].
+        env.gateways.remove(gateway)
+        processes.stop(gateway.proc, grace=30)
         for stub in refusing.values():
             stub.stop()
 
@@ -602,7 +605,8 @@ def test_spend_through_an_attempt_that_never_ran_is_counted_in_the_runs_cost(
     stub: AnthropicStub = env.stubs["anthropic"]
     before = len(stub.requests)
     grants.admit(run, targets, 1)
-    assert len(spend(url, tokens["model-env-1-ANTHROPIC_API_KEY"], times=2)[0]) == 2
+    spent, statuses = spend(url, tokens["model-env-1-ANTHROPIC_API_KEY"], times=2)
+    assert len(spent) == 2, statuses
     grants.revoke_attempt(run, 1)
     reader = MeterReader(config)
     first = build_metered_usage(reader.read(run.metadata["uid"], 1), None)  # attempt 1's reading
