@@ -205,6 +205,12 @@ class AttemptPlan(Model):
     confinement: ConfinementProbe | None = Field(
         default=None, description="Wait for the network policy before starting the agent (operator-set)."
     )
+    model_destinations: list[str] = Field(
+        default_factory=list,
+        description="Where the agent's model calls go, whether its CLI reads them from env, options or a "
+        "file: the model gateway's base URL of a routed attempt (operator-set). The runner waits until "
+        "each accepts a connection before it starts the agent.",
+    )
 
     @model_validator(mode="after")
     def _has_something_to_start(self) -> AttemptPlan:

@@ -153,7 +153,8 @@ def run_attempt(args: argparse.Namespace, cancel: threading.Event, spawn: Spawn)
         print(line, file=sys.stderr, flush=True)
         if not found.confined and plan.confinement.required and not cancel.is_set():
             return AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, NETWORK_NOT_CONFINED, line)
-    destinations = find_destinations({**{e.name: e.value for e in plan.env}, **credentials})
+    env = {**{e.name: e.value for e in plan.env}, **credentials}
+    destinations = find_destinations(env, plan.model_destinations)
     if destinations:
         reached = await_destinations(destinations, cancel=cancel)
         line = describe_reached(destinations, reached)

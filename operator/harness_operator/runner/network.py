@@ -4,8 +4,9 @@
 A new pod's network is programmed after it starts (the enforcer's rules, the node's routes): a CLI whose
 first connection is dropped then may wait minutes on its own connect and retry timeouts before it says
 anything. So the runner connects first to where the agent will: the proxy it is given (HTTPS_PROXY), else
-each base URL of its plan's environment (`*_BASE_URL`, `*_API_BASE`: the model gateway's, or a run's own
-endpoint), retrying briefly, and fails the attempt naming the destination when one never answers.
+each base URL of its plan's environment (`*_BASE_URL`, `*_API_BASE`: a run's own endpoint) and each of the
+plan's model destinations (the model gateway's, which Codex, OpenCode and Pi read from options or files),
+retrying briefly, and fails the attempt naming the destination when one never answers.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ RETRY_SECONDS = 0.2
 PROXY_ENVS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
 NO_PROXY_ENVS = ("NO_PROXY", "no_proxy")
 BASE_URL_SUFFIXES = ("_BASE_URL", "_API_BASE")
+MODEL_DESTINATION = "model destination"  # what names a destination of the plan's model_destinations
 
 
 @dataclass(frozen=True)
 class Destination:
     host: str
     port: int
-    named_by: str  # the variable that names it (its value may hold a credential: never shown)
+    named_by: str  # the variable or plan field that names it (its value may hold a credential: never shown)
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port} ({self.named_by})"
@@ -45,14 +47,15 @@ class Reached:
     tries: int
 
 
-def find_destinations(env: Mapping[str, str]) -> list[Destination]:
-    """Where the agent's first connections go, from its environment: the proxy when one is set (and the
-    base URLs NO_PROXY sends around it), else every base URL."""
+def find_destinations(env: Mapping[str, str], model_destinations: Sequence[str] = ()) -> list[Destination]:
+    """Where the agent's first connections go, from its environment and its plan's model destinations: the
+    proxy when one is set (and the URLs NO_PROXY sends around it), else every base URL and destination."""
     proxy = next((parse(env[n], n) for n in PROXY_ENVS if env.get(n)), None)
     bypass = [e.strip() for n in NO_PROXY_ENVS for e in env.get(n, "").split(",") if e.strip()]
     found = [proxy] if proxy else []
-    for name in sorted(env):
-        target = parse(env[name], name) if name.endswith(BASE_URL_SUFFIXES) else None
+    named = [(env[n], n) for n in sorted(env) if n.endswith(BASE_URL_SUFFIXES)]
+    for url, name in named + [(url, MODEL_DESTINATION) for url in model_destinations]:
+        target = parse(url, name)
         if target is not None and (proxy is None or is_bypassed(target.host, bypass)):
             found.append(target)
     unique: dict[tuple[str, int], Destination] = {}

@@ -244,12 +244,18 @@ def test_an_unenforced_policy_fails_the_attempt_before_the_agent_or_warns(tmp_pa
         assert doc.exit_code == 0 and output == b"answer from agent.py: hi"
 
 
-def test_the_agent_starts_only_once_its_first_destination_answers(tmp_path):
+@pytest.mark.parametrize("named_by", ["ANTHROPIC_BASE_URL", "model destination"])
+def test_the_agent_starts_only_once_its_first_destination_answers(tmp_path, named_by):
     """The pod's network not ready at start (the model's address refusing for a second): the runner waits,
-    then starts the agent, which finds it ready."""
+    then starts the agent, which finds it ready. The address named by the agent's environment (Claude
+    Code's base URL) or only by the plan's model destinations (Codex's, OpenCode's, Pi's: in options or a
+    file); what a URL may hold besides its host and port is never shown."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}/anthropic"
-    plan = write_plan(tmp_path, "ok", env=[{"name": "ANTHROPIC_BASE_URL", "value": url}])
+    url = f"http://user:s3cret@127.0.0.1:{port}/anthropic?key=s3cret"
+    if named_by == "ANTHROPIC_BASE_URL":
+        plan = write_plan(tmp_path, "ok", env=[{"name": "ANTHROPIC_BASE_URL", "value": url}])
+    else:
+        plan = write_plan(tmp_path, "ok", model_destinations=[url])
     proc = start_runner(tmp_path, plan)
     assert proc.stdout is not None
     first = proc.stdout.readline()  # the runner has started: its wait is next
@@ -258,9 +264,10 @@ def test_the_agent_starts_only_once_its_first_destination_answers(tmp_path):
     log = first + rest
     assert proc.returncode == 0, log
     ready = re.search(
-        rf"network ready: 127.0.0.1:{port} \(ANTHROPIC_BASE_URL\) answered after ([0-9.]+) s", log.decode()
+        rf"network ready: 127.0.0.1:{port} \({named_by}\) answered after ([0-9.]+) s", log.decode()
     )
     assert ready and float(ready.group(1)) >= 0.9, log
+    assert b"s3cret" not in log
     doc = parse_termination_message((tmp_path / "termination-log").read_text())
     assert isinstance(doc, ResultDocument) and doc.exit_code == 0
 

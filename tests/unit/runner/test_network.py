@@ -109,3 +109,23 @@ def test_the_destinations_are_the_proxy_or_the_base_urls() -> None:
         == []
     )
     assert find_destinations({}) == []
+
+
+def test_the_plans_model_destinations_are_waited_for_as_base_urls_are() -> None:
+    """Codex, OpenCode and Pi read the gateway's URL from options or files: the plan names it."""
+    gateway = "http://harness-operator-model.harness-system.svc:8080/openai"
+    named = Destination("harness-operator-model.harness-system.svc", 8080, "model destination")
+    assert find_destinations({"OPENAI_API_KEY": "token"}, [gateway]) == [named]
+    # Named by the environment too (Claude Code): once, by its variable.
+    both = find_destinations({"ANTHROPIC_BASE_URL": gateway.replace("openai", "anthropic")}, [gateway])
+    assert both == [Destination(named.host, 8080, "ANTHROPIC_BASE_URL")]
+    # Behind a proxy, only where NO_PROXY sends it around the proxy.
+    proxy = {"HTTPS_PROXY": "http://egress.harness-system.svc:3128"}
+    assert find_destinations(proxy, [gateway]) == [
+        Destination("egress.harness-system.svc", 3128, "HTTPS_PROXY")
+    ]
+    assert find_destinations({**proxy, "NO_PROXY": ".svc"}, [gateway])[1:] == [named]
+    # Its userinfo and query are never kept; what is not an http(s) URL is no destination.
+    found = find_destinations({}, ["https://user:s3cret@gw.example/v1?key=s3cret", "ftp://gw.example/"])
+    assert found == [Destination("gw.example", 443, "model destination")]
+    assert "s3cret" not in str(found[0])

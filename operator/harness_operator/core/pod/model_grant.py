@@ -127,7 +127,8 @@ def _expand_url(value: Any, base: str) -> Any:
 def with_model_route(plan: AttemptPlan, route: ModelRoute, config: OperatorConfig) -> AttemptPlan:
     """The plan of a routed attempt: the route's plain variables (the gateway's URL in them) as env (a
     JSON configuration merged over the plan's of the same name), those carrying the token as credentials
-    the runner passes through and redacts, its home files (merged likewise)."""
+    the runner passes through and redacts, its home files (merged likewise), and the gateway's URL as its
+    model destination (the runner waits for it, wherever the CLI reads it from)."""
     base = model_base_url(config, route.vendor)
     secret = {e.name for e in route.env if MODEL_GATEWAY_TOKEN in e.value}
     given = {e.name: e.value for e in plan.env}
@@ -146,6 +147,7 @@ def with_model_route(plan: AttemptPlan, route: ModelRoute, config: OperatorConfi
             "home_files": merge_each(
                 plan.home_files, {path: _expand_url(text, base) for path, text in route.home_files.items()}
             ),
+            "model_destinations": [base],
         }
     )
 
