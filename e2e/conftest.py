@@ -52,6 +52,35 @@ def wait_until(predicate: Callable[[], T | None], timeout: float, what: str) -> 
         time.sleep(0.5)
 
 
+def readme_blocks(section: str, lang: str) -> list[str]:
+    """The fenced `lang` blocks of the README's section whose heading is `section` (`### 4. A pull
+    request`), in order: its own text, up to the next heading of any level."""
+    blocks: list[str] = []
+    inside, fence, block = False, None, []
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if fence is not None:
+            if line.strip() == "```":
+                if fence == lang:
+                    blocks.append("\n".join(block) + "\n")
+                fence, block = None, []
+            else:
+                block.append(line)
+        elif line.startswith("```") and inside:
+            fence = line[3:].strip()
+        elif line.startswith("#"):
+            if inside:
+                break
+            inside = line == section
+    assert inside, f"the README has no section {section!r}"
+    assert blocks, f"the README's section {section!r} has no {lang} block"
+    return blocks
+
+
+def readme_commands(block: str) -> list[str]:
+    """The commands of an sh block, continuation lines joined."""
+    return [c.strip() for c in block.replace("\\\n", " ").splitlines() if c.strip()]
+
+
 def tool(name: str) -> str:
     """kubectl or helm: from PATH, else the local test cluster's build."""
     found = shutil.which(name)

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import RELEASE_NAMESPACE, ROOT, Runs, install_chart, tool
+from .conftest import RELEASE_NAMESPACE, ROOT, Runs, install_chart, readme_blocks, readme_commands, tool
 
 REGISTRY = os.environ.get("E2E_REGISTRY", "127.0.0.1:5000")
 README_REGISTRY = "registry.example.com/harness"
@@ -33,11 +33,7 @@ VALUES = "charts/harness-operator/examples/platform-values.yaml"
 
 def quickstart_commands() -> list[str]:
     """The commands of the README's quick-start block, continuation lines joined."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Quick start on a real cluster") :]
-    block = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert block, "the quick start has no sh block"
-    return [c.strip() for c in block.group(1).replace("\\\n", " ").splitlines() if c.strip()]
+    return readme_commands(readme_blocks("## Quick start on a real cluster", "sh")[0])
 
 
 def registry_up() -> bool:
