@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -133,6 +134,12 @@ def test_routed_builtin_reaches_its_vendor_only_through_the_gateway(
     )
     warnings = [r for t, r, _ in runs.events("routed") if t == "Warning"]
     assert "ModelKeyInSandbox" not in warnings
+    # The runner waited for the gateway before it started the agent, wherever the CLI reads its URL from
+    # (env; Codex's options, OpenCode's JSON variable, Pi's file: the plan's model destination).
+    log = runs.core.read_namespaced_pod_log(pod.metadata.name, runs.ns, container="runner")
+    ready = re.search(rf"network ready: \S+\.{RELEASE_NAMESPACE}\.svc:\d+ \(([^)]+)\) answered after", log)
+    assert ready, log[-3000:]
+    assert ready.group(1).endswith(("_BASE_URL", "_API_BASE")) or ready.group(1) == "model destination", log
 
 
 # The agent of the forgery test: it spends tokens through the gateway, looks for the vendor's key in
