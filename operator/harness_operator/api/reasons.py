@@ -434,8 +434,8 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     Reason.BranchMoved: (
         "Succeeded",
         "False",
-        "publish.branch.ifExists FastForward: someone pushed to the branch after the workspace cloned it, "
-        "so the change is not pushed (never forced); the patch is kept",
+        "publish.branch.ifExists FastForward: the branch moved on the origin (a push, or deleted) after the "
+        "workspace cloned it, so nothing is pushed (never forced); the patch is kept when it fits",
     ),
     Reason.PullRequestFailed: ("Succeeded", "False", "the forge's API refused to open the pull request"),
     Reason.PublishLost: (
