@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness_operator.api.v1alpha1 import (
@@ -62,6 +62,7 @@ class TriggerRun:
     finished: bool
     branch: str | None  # status.changes.branch: the branch it pushed
     succeeded: bool = False
+    commit: str | None = None  # status.changes.commit: the commit it pushed
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ def build_trigger_run(body: Mapping[str, Any]) -> TriggerRun:
         finished=succeeded in (TRUE, FALSE),
         branch=(status.get("changes") or {}).get("branch"),
         succeeded=succeeded == TRUE,
+        commit=(status.get("changes") or {}).get("commit"),
     )
 
 
@@ -115,6 +117,13 @@ def decide_delivery(
             REFUSED, f"{event.author or 'an unknown author'} is not allowed by spec.authors to trigger runs"
         )
     ours = [r for r in runs if r.labels.get(LABEL_TRIGGER) == label_value(name)]
+    if kind == TriggerEventType.CheckFailed and not event.number:
+        number = _pull_request_of_commit(ours, event)
+        if number is None:
+            return TriggerDecision(
+                IGNORED, f"commit {event.head_sha} was not pushed by a run of trigger {name}"
+            )
+        event = replace(event, number=number)
     previous = None
     if event.is_pull_request:
         opened = _runs_of_pull_request(ours, event)
@@ -137,6 +146,16 @@ def decide_delivery(
     return TriggerDecision(CREATED, f"created run {run_name} for {_thread(event)}", run, delete)
 
 
+def _pull_request_of_commit(runs: Sequence[TriggerRun], event: ForgeEvent) -> int | None:
+    """The pull request a run of the trigger pushed the event's commit to (a commit status names none)."""
+    for run in sorted(runs, key=lambda r: (r.creation_timestamp, r.name), reverse=True):
+        number = run.labels.get(LABEL_PULL_REQUEST, "")
+        pushed = event.head_sha and run.commit == event.head_sha
+        if number.isdigit() and _same_repository(run, event) and pushed:
+            return int(number)
+    return None
+
+
 def _thread(event: ForgeEvent) -> str:
     return f"{'pull request' if event.is_pull_request else 'issue'} #{event.number} of {event.repository}"
 
@@ -145,8 +164,9 @@ def _match(trigger: HarnessTrigger, event: ForgeEvent) -> tuple[TriggerEventType
     """(the spec's event type it is, $(event.comment)), or why the delivery is not one of spec.events."""
     wanted = {e.type: e for e in trigger.spec.events}
     if event.kind == TriggerEventType.IssueLabeled:
-        labels = {e.label.casefold() for e in trigger.spec.events if e.label}
-        if (event.label or "").casefold() in labels:
+        wanted_labels = {e.label.casefold() for e in trigger.spec.events if e.label}
+        given = {label.casefold() for label in (*event.labels, event.label or "")}
+        if wanted_labels & given:
             return TriggerEventType.IssueLabeled, ""
         return "the issue's label is not one of spec.events' labels"
     if event.kind == TriggerEventType.CheckFailed:
