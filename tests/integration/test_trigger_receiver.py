@@ -94,9 +94,11 @@ class Env:
         return [(e.type, e.reason, e.message) for e in listed.items]
 
     def deliver(self, body: bytes, *, trigger: str = TRIGGER, secret: str = SECRET, replica: int = 0,
-                event: str = "issues") -> tuple[int, dict[str, Any]]:  # fmt: skip
+                event: str = "issue_label") -> tuple[int, dict[str, Any]]:  # fmt: skip
         signature = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-        headers = {"Content-Type": "application/json", "X-Gitea-Event": event, "X-Gitea-Signature": signature}
+        # Gitea 1.27 names the event and its precise type (an issue's labels: issues / issue_label).
+        headers = {"Content-Type": "application/json", "X-Gitea-Signature": signature,
+                   "X-Gitea-Event": {"issue_label": "issues"}.get(event, event), "X-Gitea-Event-Type": event}  # fmt: skip
         return self.receivers[replica].post(f"/hooks/{self.ns}/{trigger}", body, headers)
 
 
@@ -265,7 +267,7 @@ def test_a_signed_labelled_issue_creates_one_run_as_the_triggers_service_account
     last = env.custom.get_namespaced_custom_object(GROUP, VERSION, env.ns, "harnesstriggers", TRIGGER)
     assert last["status"]["lastDelivery"] | {"time": None} == {
         "time": None,
-        "event": "issues",
+        "event": "issue_label",
         "result": "created",
         "reason": answer["reason"],
         "run": answer["run"],
@@ -294,7 +296,11 @@ def test_a_bad_signature_is_refused_counted_and_starts_nothing(env: Env) -> None
     assert len(env.runs()) == runs
     assert env.receivers[0].deliveries(env.ns, TRIGGER)["bad_signature"] == before + 1
     assert ("Warning", "BadSignature") in {(t, r) for t, r, _ in env.events()}
-    unsigned = env.receivers[0].post(f"/hooks/{env.ns}/{TRIGGER}", labelled(7), {"X-Gitea-Event": "issues"})
+    unsigned = env.receivers[0].post(
+        f"/hooks/{env.ns}/{TRIGGER}",
+        labelled(7),
+        {"X-Gitea-Event": "issues", "X-Gitea-Event-Type": "issue_label"},
+    )
     assert unsigned[0] == 401
 
 

@@ -200,7 +200,7 @@ class Receiver:
         log.info(
             "Delivery",
             trigger=f"{namespace}/{name}",
-            event=event,
+            forge_event=event,
             result=outcome.result,
             run=outcome.run,
             reason=outcome.reason,
