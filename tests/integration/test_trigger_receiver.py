@@ -8,8 +8,6 @@ the objects the receiver made. (The whole loop against a real Gitea is e2e's.)""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import sys
@@ -29,6 +27,7 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.core.forge.triggering import LABEL_THREAD, LABEL_TRIGGER
 
 from ..lib import processes
+from ..lib.forge_deliveries import commented, gitea_headers, labelled, trigger_body
 from .conftest import _namespace_name, wait_until
 from .operator_env import RELEASE_NAMESPACE, apply_crds, free_port, helm_install, service_account_kubeconfig
 
@@ -36,7 +35,6 @@ RECEIVER_SA = "harness-operator-receiver"  # the chart's, for release harness-op
 AGENT_SA = "agent-trigger"
 SECRET = "gitea-webhook-secret-0123456789"
 TRIGGER = "payments-agent"
-REPO = {"full_name": "acme/payments", "html_url": "http://gitea.test:3000/acme/payments"}
 
 
 @dataclass
@@ -95,58 +93,8 @@ class Env:
 
     def deliver(self, body: bytes, *, trigger: str = TRIGGER, secret: str = SECRET, replica: int = 0,
                 event: str = "issue_label") -> tuple[int, dict[str, Any]]:  # fmt: skip
-        signature = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-        # Gitea 1.27 names the event and its precise type (an issue's labels: issues / issue_label).
-        headers = {"Content-Type": "application/json", "X-Gitea-Signature": signature,
-                   "X-Gitea-Event": {"issue_label": "issues"}.get(event, event), "X-Gitea-Event-Type": event}  # fmt: skip
+        headers = gitea_headers(body, secret.encode(), event)
         return self.receivers[replica].post(f"/hooks/{self.ns}/{trigger}", body, headers)
-
-
-def labelled(number: int, labeller: str = "alice") -> bytes:
-    """Gitea 1.27's delivery for an issue given a label (X-Gitea-Event: issues, action label_updated)."""
-    issue = {
-        "id": 1000 + number,
-        "number": number,
-        "title": f"Rename helper {number}",
-        "body": "The helper's name is misleading.",
-        "html_url": f"http://gitea.test:3000/acme/payments/issues/{number}",
-        "user": {"login": "alice"},
-        "labels": [{"id": 2, "name": "agent"}],
-        "pull_request": None,
-    }
-    payload = {"action": "label_updated", "number": number, "issue": issue, "repository": REPO,
-               "sender": {"login": labeller}}  # fmt: skip
-    return json.dumps(payload).encode()
-
-
-def commented(number: int, author: str, text: str) -> bytes:
-    """Gitea 1.27's delivery for a new issue comment (X-Gitea-Event: issue_comment)."""
-    issue = {"id": 1000 + number, "number": number, "title": "Rename helper", "body": "", "user": {"login": author},
-             "html_url": f"http://gitea.test:3000/acme/payments/issues/{number}", "labels": [], "pull_request": None}  # fmt: skip
-    comment = {"id": 7000 + number, "body": text, "user": {"login": author}}
-    payload = {"action": "created", "issue": issue, "comment": comment, "repository": REPO,
-               "sender": {"login": author}, "is_pull": False}  # fmt: skip
-    return json.dumps(payload).encode()
-
-
-def trigger_body(name: str, account: str, secret_name: str = "forge-webhook") -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "HarnessTrigger",
-        "metadata": {"name": name},
-        "spec": {
-            "forge": {
-                "type": "gitea",
-                "url": "http://gitea.test:3000",
-                "webhookSecretRef": {"name": secret_name, "key": "secret"},
-            },
-            "repositories": ["acme/payments"],
-            "serviceAccountName": account,
-            "events": [{"type": "IssueLabeled", "label": "agent"}, {"type": "Command", "command": "/agent"}],
-            "authors": {"users": ["alice"]},
-            "runTemplate": {"spec": {"provider": "claude", "prompt": "Fix #$(event.number): $(event.title)"}},
-        },
-    }
 
 
 def grant(

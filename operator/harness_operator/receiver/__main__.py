@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 
+import structlog
 from aiohttp import web
 
 from harness_operator.receiver.kube import ReceiverKube, load_api_client
@@ -22,6 +23,15 @@ from harness_operator.receiver.server import DEFAULT_MAX_DELIVERY_BYTES, Receive
 
 
 async def serve() -> None:
+    # One JSON line per delivery, as the operator logs (never the body, never a secret).
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ]
+    )
     receiver = Receiver(
         kube=ReceiverKube(load_api_client()),
         max_delivery_bytes=int(os.environ.get("HARNESS_MAX_DELIVERY_BYTES") or DEFAULT_MAX_DELIVERY_BYTES),
