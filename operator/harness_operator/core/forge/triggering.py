@@ -132,6 +132,11 @@ def decide_delivery(
                 IGNORED, f"pull request #{event.number} was not opened by a run of trigger {name}"
             )
         previous = max(opened, key=lambda r: (r.succeeded, r.creation_timestamp, r.name))
+        if not (previous.branch or event.head_branch):
+            return TriggerDecision(
+                IGNORED,
+                f"the branch of pull request #{event.number} is unknown: run {previous.name} reported none",
+            )
     run_name = trigger_run_name(name, event.number, event.delivery_key)
     if any(r.name == run_name for r in runs):
         return TriggerDecision(DUPLICATE, f"run {run_name} exists: this delivery was received before")
@@ -314,13 +319,15 @@ def build_trigger_run_manifest(
 
 def _follow_up(spec: dict[str, Any], previous: TriggerRun, event: ForgeEvent) -> dict[str, Any]:
     """The spec continuing `previous`: its conversation, from its branch's head, onto the same branch
-    fast-forward only (the publisher refuses the push if the branch moved since the clone)."""
+    fast-forward only (the publisher refuses the push if the branch moved since the clone); a template's
+    workspace.from is dropped, as FastForward requires."""
     branch = previous.branch or event.head_branch
     spec = {**spec, "resumeFrom": {"run": previous.name}}
     workspace = dict(spec.get("workspace") or {})
-    if branch and "git" in workspace:
+    workspace.pop("from", None)  # the earlier change is on the branch already
+    if "git" in workspace:
         workspace["git"] = {**workspace["git"], "ref": branch}
-    if branch and "publish" in workspace:
+    if "publish" in workspace:
         publish = dict(workspace["publish"])
         publish["branch"] = {**(publish.get("branch") or {}), "name": branch, "ifExists": "FastForward"}
         workspace["publish"] = publish
