@@ -14,6 +14,7 @@ from harness_operator.core.forge.events import ForgeEvent
 from harness_operator.core.forge.triggering import (
     ANNOTATION_COMMENT_ID,
     ANNOTATION_DELIVERY,
+    ANNOTATION_EVENT,
     ANNOTATION_HEAD,
     ANNOTATION_REPOSITORY,
     ANNOTATION_THREAD_KIND,
@@ -147,7 +148,9 @@ def test_a_labelled_issue_creates_the_template_run_as_a_valid_harness_run() -> N
         ANNOTATION_REPOSITORY: "acme/payments",
         ANNOTATION_THREAD_KIND: "issue",
         ANNOTATION_DELIVERY: KEY,
+        ANNOTATION_EVENT: "IssueLabeled",
     }
+    assert type(made["metadata"]["annotations"][ANNOTATION_EVENT]) is str
     assert "ownerReferences" not in made["metadata"]
     assert made["spec"]["prompt"] == (
         "Fix issue #3 of acme/payments: Rename helper\n\nThe helper's name is misleading.\n"
@@ -350,6 +353,31 @@ def test_a_failed_commit_status_finds_its_pull_request_by_the_pushed_commit() ->
     assert stray.reason == f"commit {'d' * 40} was not pushed by a run of trigger payments-agent"
     other_repo = opener(commit="d" * 40, annotations={ANNOTATION_REPOSITORY: "acme/other"})
     assert decide_delivery(trigger(), status, [other_repo]).result == "ignored"
+
+
+def test_a_failed_check_on_an_older_commit_or_after_a_check_follow_up_starts_nothing() -> None:
+    """A failing CI would otherwise start runs without end: one follow-up per failure in a row."""
+    check = event(kind="CheckFailed", number=4, is_pull_request=True, head_sha="d" * 40, check="ci")
+    assert decide_delivery(trigger(), check, [opener(commit="d" * 40)]).result == "created"
+    old = decide_delivery(trigger(), check, [opener(commit="e" * 40)])
+    assert (old.result, old.reason) == (
+        "ignored",
+        f"the check ran on {'d' * 40}, not on the head run payments-agent-3-aaaaaaaaaa pushed",
+    )
+    answered = opener(commit="d" * 40, annotations={ANNOTATION_EVENT: "CheckFailed"})
+    again = decide_delivery(trigger(), check, [answered])
+    assert (again.result, again.reason) == (
+        "ignored",
+        "run payments-agent-3-aaaaaaaaaa answered a failed check already; a comment starts the next follow-up",
+    )
+    comment = event(kind="Command", comment="/agent try again", number=4, is_pull_request=True)
+    made = decide_delivery(trigger(), comment, [answered]).create
+    assert made is not None and made["metadata"]["annotations"][ANNOTATION_EVENT] == "Command"
+
+
+def test_an_issue_label_without_issue_labeled_in_spec_events() -> None:
+    commands = trigger(events=[{"type": "Command", "command": "/agent"}])
+    assert decide_delivery(commands, event(), []).reason == "spec.events has no IssueLabeled"
 
 
 def test_runs_of_other_triggers_are_not_followed_up() -> None:
