@@ -19,6 +19,8 @@ Modes:
   ok        as above
   down      every call answers 503
   redirect  every call answers 302 to `redirect_to` (a client must not follow it with its token)
+
+What the token makes is made by `login`, whom GET {api}/user names.
 """
 
 from __future__ import annotations
@@ -59,9 +61,11 @@ class ForgeThreadsStub(StubServer):
     name = "forge_threads"
     modes = ("ok", "down", "redirect")
 
-    def __init__(self, *args: Any, token: str = "forge-token", redirect_to: str = "", **kwargs: Any):
+    def __init__(
+        self, *args: Any, token: str = "forge-token", login: str = "bot", redirect_to: str = "", **kwargs: Any
+    ):
         super().__init__(*args, **kwargs)
-        self.token = token
+        self.token, self.login = token, login
         self.redirect_to = redirect_to
         self._ids = itertools.count(101)
         self._threads: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
@@ -120,11 +124,13 @@ class ForgeThreadsStub(StubServer):
 
     def _route(self, forge: str, req: RecordedRequest, body: dict[str, Any]) -> Response:
         path, method = req.path, req.method
+        if re.fullmatch(r"(?:/api/v[134])?/user", path) and method == "GET":
+            return Response(200, {"username" if forge == "gitlab" else "login": self.login, "id": 1})
         if forge == "gitlab":
             return self._gitlab(req, body)
         if (m := _COMMENTS.match(path)) and method == "POST":
             return Response(
-                201, self._add(forge, m[1], "issues", int(m[2]), str(body.get("body") or ""), "bot")
+                201, self._add(forge, m[1], "issues", int(m[2]), str(body.get("body") or ""), self.login)
             )
         if (m := _COMMENTS.match(path)) and method == "GET":
             since = (req.query.get("since") or [""])[0]
@@ -141,7 +147,9 @@ class ForgeThreadsStub(StubServer):
     def _gitlab(self, req: RecordedRequest, body: dict[str, Any]) -> Response:
         path, method = req.path, req.method
         if (m := _NOTES.match(path)) and method == "POST":
-            note = self._add("gitlab", unquote(m[1]), m[2], int(m[3]), str(body.get("body") or ""), "bot")
+            note = self._add(
+                "gitlab", unquote(m[1]), m[2], int(m[3]), str(body.get("body") or ""), self.login
+            )
             return Response(201, note)
         if (m := _NOTES.match(path)) and method == "GET":
             held = self._threads.get(("gitlab", unquote(m[1]), m[2], int(m[3])), [])

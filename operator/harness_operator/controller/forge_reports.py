@@ -12,6 +12,7 @@ Warning Event; a missing trigger or Secret is an Event at once. The token is in 
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,9 +42,11 @@ from harness_operator.core.forge.report_calls import (
     build_find_comment_call,
     build_forge_target,
     build_status_call,
+    build_whoami_call,
     describe_failure,
     find_marked_comment,
     read_comment_id,
+    read_login,
 )
 
 log = structlog.get_logger("harness_operator")
@@ -116,6 +119,7 @@ class ForgeReporter:
         self._lock = threading.Lock()
         self._tries: dict[Key, int] = {}
         self._given_up: dict[Key, str] = {}  # the stage given up on, per run: not tried again
+        self._logins: dict[tuple[str, str], str] = {}  # (API root, sha256 of a token): the token's user
 
     def lead(self) -> None:
         """This replica leads: every run with a report due is reported."""
@@ -209,7 +213,7 @@ class ForgeReporter:
         if comment_id is None:
             since = str(run["metadata"].get("creationTimestamp") or "")
             listed = self._send(build_find_comment_call(target, reported, since, token))
-            comment_id = find_marked_comment(listed, reported.marker)
+            comment_id = find_marked_comment(listed, reported.marker, self._login(target, token))
         if comment_id is not None:
             call = build_comment_call(target, reported, body, token, comment_id)
             status, answer = self.client.send(call)
@@ -221,6 +225,19 @@ class ForgeReporter:
         if created is None:
             raise ReportFailed("the forge created the comment without saying its id")
         return created
+
+    def _login(self, target: ForgeTarget, token: str) -> str:
+        """The token's user (asked once per forge and token): only its comments can be the run's."""
+        key = (target.api_url, hashlib.sha256(token.encode()).hexdigest())
+        with self._lock:
+            known = self._logins.get(key)
+        if known is None:
+            known = read_login(self._send(build_whoami_call(target, token)))
+            if known is None:
+                raise ReportFailed(f"{target.api_url}/user did not say whose the reporting token is")
+            with self._lock:
+                self._logins[key] = known
+        return known
 
     def _send(self, call: ForgeCall) -> bytes:
         status, answer = self.client.send(call)

@@ -133,22 +133,44 @@ def build_find_comment_call(target: ForgeTarget, report: ReportedRun, since: str
     )
 
 
-def find_marked_comment(answer: bytes, marker: str) -> str | None:
-    """The id of the oldest listed comment whose body starts with the run's marker (a copy someone made
-    of ours comes after it), or None."""
+def find_marked_comment(answer: bytes, marker: str, login: str) -> str | None:
+    """The id of the oldest listed comment made by `login` (the token's own user) whose body starts with
+    the run's marker, or None: a comment by anyone else is never taken for the run's, whatever it says."""
     try:
         listed = json.loads(answer or b"[]")
     except ValueError:
         return None
     found = [
         (str(c.get("created_at") or ""), c["id"])
-        for c in listed
-        if isinstance(listed, list)
-        and isinstance(c, dict)
-        and str(c.get("body") or "").startswith(marker)
+        for c in (listed if isinstance(listed, list) else [])
+        if isinstance(c, dict)
         and isinstance(c.get("id"), int)
+        and _author(c) == login.lower()
+        and str(c.get("body") or "").startswith(marker)
     ]
     return str(min(found)[1]) if found else None
+
+
+def _author(comment: Mapping[str, Any]) -> str | None:
+    """A comment's author: GitHub's and Gitea's user.login, GitLab's author.username."""
+    who = comment.get("user") or comment.get("author")
+    name = who.get("login") or who.get("username") if isinstance(who, dict) else None
+    return name.lower() if isinstance(name, str) and name else None
+
+
+def build_whoami_call(target: ForgeTarget, token: str) -> ForgeCall:
+    """Ask who the token is: {api}/user on all three forges."""
+    return ForgeCall("GET", f"{target.api_url}/user", _headers(target.forge, token), None)
+
+
+def read_login(answer: bytes) -> str | None:
+    """The token's user name: GitHub's and Gitea's `login`, GitLab's `username`."""
+    try:
+        parsed = json.loads(answer or b"{}")
+    except ValueError:
+        return None
+    name = (parsed.get("login") or parsed.get("username")) if isinstance(parsed, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def read_comment_id(answer: bytes) -> str | None:

@@ -15,10 +15,12 @@ from harness_operator.core.forge.report_calls import (
     build_find_comment_call,
     build_forge_target,
     build_status_call,
+    build_whoami_call,
     compute_api_root,
     describe_failure,
     find_marked_comment,
     read_comment_id,
+    read_login,
 )
 
 TOKEN = "s3cret-token"
@@ -158,17 +160,43 @@ def test_the_find_call_lists_the_threads_recent_comments(target: ForgeTarget, ur
 MARKER = "<!-- harness-run ns/r u -->"
 
 
-def test_the_oldest_comment_starting_with_the_marker_is_the_runs() -> None:
+def comment(
+    id_: int, body: str, second: int, login: str = "harness-bot", gitlab: bool = False
+) -> dict[str, Any]:
+    author = {"author": {"username": login}} if gitlab else {"user": {"login": login}}
+    return {"id": id_, "body": body, "created_at": f"2026-01-01T00:00:{second:02}Z", **author}
+
+
+def test_the_runs_comment_is_the_oldest_of_the_tokens_user_starting_with_the_marker() -> None:
     listed = [
-        {"id": 5, "body": "a human's comment", "created_at": "2026-01-01T00:00:01Z"},
-        {"id": 9, "body": f"{MARKER}\ncopied later", "created_at": "2026-01-01T00:00:09Z"},
-        {"id": 7, "body": f"{MARKER}\nours", "created_at": "2026-01-01T00:00:07Z"},
-        {"id": 3, "body": f"quoting: {MARKER}", "created_at": "2026-01-01T00:00:00Z"},
+        comment(2, f"{MARKER}\nforged by someone who read ours", 1, login="mallory"),
+        comment(5, "a human's comment", 1, login="alice"),
+        comment(9, f"{MARKER}\nours again", 9),
+        comment(7, f"{MARKER}\nours", 7, login="Harness-Bot"),
+        comment(3, f"quoting: {MARKER}", 0),
     ]
-    assert find_marked_comment(json.dumps(listed).encode(), MARKER) == "7"
-    assert find_marked_comment(b"[]", MARKER) is None
-    assert find_marked_comment(b"not json", MARKER) is None
-    assert find_marked_comment(b'{"message": "x"}', MARKER) is None
+    assert find_marked_comment(json.dumps(listed).encode(), MARKER, "harness-bot") == "7"
+    gitlab = [comment(4, f"{MARKER}\nnote", 4, gitlab=True)]
+    assert find_marked_comment(json.dumps(gitlab).encode(), MARKER, "harness-bot") == "4"
+    assert find_marked_comment(json.dumps(listed).encode(), MARKER, "nobody") is None
+    assert find_marked_comment(b"[]", MARKER, "harness-bot") is None
+    assert find_marked_comment(b"not json", MARKER, "harness-bot") is None
+    assert find_marked_comment(b'{"message": "x"}', MARKER, "harness-bot") is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "login"),
+    [
+        (b'{"login": "bot", "id": 1}', "bot"),
+        (b'{"username": "bot"}', "bot"),
+        (b'{"login": ""}', None),
+        (b"[]", None),
+    ],
+)
+def test_the_tokens_user(answer: bytes, login: str | None) -> None:
+    assert read_login(answer) == login
+    call = build_whoami_call(gitea(), TOKEN)
+    assert (call.method, call.url) == ("GET", "http://g:3000/api/v1/user")
 
 
 @pytest.mark.parametrize(
