@@ -62,6 +62,7 @@ def test_names_short_names_and_category() -> None:
     assert names["ClusterHarnessDefinition"]["shortNames"] == ["chdef"]
     assert names["HarnessBudget"]["shortNames"] == ["hbudget"]
     assert names["HarnessSchedule"]["shortNames"] == ["hsched"]
+    assert names["HarnessTrigger"]["shortNames"] == ["htrigger"]
     assert all(n["categories"] == ["harness"] for n in names.values())
     scopes = {c["spec"]["names"]["kind"]: c["spec"]["scope"] for c in CRDS.values()}
     assert scopes == {
@@ -70,6 +71,7 @@ def test_names_short_names_and_category() -> None:
         "ClusterHarnessDefinition": "Cluster",
         "HarnessBudget": "Namespaced",
         "HarnessSchedule": "Namespaced",
+        "HarnessTrigger": "Namespaced",
     }
 
 
@@ -82,13 +84,33 @@ def test_schedule_has_status_subresource_and_cronjob_like_columns() -> None:
     assert wide == ["Active", "Policy"]
 
 
+def test_trigger_has_status_subresource_and_columns() -> None:
+    version = CRDS["agentharness.dev_harnesstriggers.yaml"]["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
+    assert columns == ["Forge", "Repositories", "Last Delivery", "Age"]
+    wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority")]
+    assert wide == ["Last Run", "Policy"]
+
+
 def test_run_has_status_subresource_and_printer_columns() -> None:
     version = CRDS["agentharness.dev_harnessruns.yaml"]["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
     assert columns == ["Provider", "Ran", "Phase", "Reason", "Cost", "Age"]
     wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority") == 1]
-    assert wide == ["Exit", "Turns", "Tokens", "Charged", "Duration", "Tool", "Files", "Branch", "PR"]
+    assert wide == [
+        "Exit",
+        "Turns",
+        "Tokens",
+        "Charged",
+        "Duration",
+        "Tool",
+        "Files",
+        "Branch",
+        "PR",
+        "Checks",
+    ]
     # Cost moves while the run is in flight: it reads the progress, which ends as the run's total.
     cost = next(c for c in version["additionalPrinterColumns"] if c["name"] == "Cost")
     assert cost["jsonPath"] == ".status.progress.costUSD"

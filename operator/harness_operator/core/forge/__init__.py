@@ -1,1 +1,2 @@
-"""The forge loop's pure core: deliveries read and verified, what they start, what the forge is told."""
+"""Forge deliveries (pure): read and verify a webhook delivery, decide the run it starts, and what the
+reporting step writes back on the forge."""
