@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from harness_operator.api.reasons import Reason
+from harness_operator.api.v1alpha1 import HarnessTrigger
 from harness_operator.controller import metrics
 from harness_operator.controller.due import DueQueue
 from harness_operator.controller.errors import Temporary, classify
@@ -180,10 +181,15 @@ class ForgeReporter:
     def _write(self, run: dict[str, Any], reported: ReportedRun) -> str | None:
         """The comment written (its id returned) and the commit status set, as the trigger asks."""
         namespace = reported.namespace
-        trigger = self.kube.fetch_trigger(namespace, reported.trigger)
-        if trigger is None:
+        found = self.kube.fetch_trigger(namespace, reported.trigger)
+        if found is None:
             raise ReportRefused(f"HarnessTrigger {namespace}/{reported.trigger} does not exist")
-        target = build_forge_target(trigger)
+        try:
+            target = build_forge_target(HarnessTrigger.model_validate(found))
+        except ValueError as exc:
+            raise ReportRefused(
+                f"HarnessTrigger {namespace}/{reported.trigger} does not parse: {exc}"
+            ) from None
         if target.token_secret is None:
             return reported.comment_id  # the trigger reports nothing: the stage is recorded all the same
         secret, key = target.token_secret

@@ -22,11 +22,8 @@ from tests.stubs.forge_threads import ForgeThreadsStub
 from harness_operator.controller import metrics
 from harness_operator.controller.forge_client import ForgeClient
 from harness_operator.controller.forge_reports import ForgeReporter
-from harness_operator.core.forge.report import (
-    ANNOTATION_COMMENT_ID,
-    ANNOTATION_REPORTED,
-    LABEL_PULL_REQUEST,
-)
+from harness_operator.core.forge.report import ANNOTATION_REPORTED
+from harness_operator.core.forge.triggering import ANNOTATION_COMMENT_ID, LABEL_PULL_REQUEST
 
 TOKEN = "gta_report_0123456789abcdef"
 NS, NAME = "team-a", "fixer-7-0123456789"
@@ -107,8 +104,23 @@ def context_of(status: dict[str, Any]) -> str:
 
 
 def trigger(side: ForgeSide, **report: bool) -> dict[str, Any]:
-    forge = {"type": side.forge, "url": side.url, "tokenSecretRef": {"name": "report-token", "key": "token"}}
-    return {"metadata": {"name": "fixer", "namespace": NS}, "spec": {"forge": forge, "report": report}}
+    """HarnessTrigger fixer as stored (its reporting fields matter here)."""
+    forge = {
+        "type": side.forge,
+        "url": side.url,
+        "webhookSecretRef": {"name": "hook", "key": "secret"},
+        "tokenSecretRef": {"name": "report-token", "key": "token"},
+    }
+    spec = {
+        "forge": forge,
+        "repositories": [side.repository],
+        "serviceAccountName": "agent-trigger",
+        "events": [{"type": "IssueLabeled", "label": "agent"}],
+        "authors": {"users": ["alice"]},
+        "report": report,
+        "runTemplate": {"spec": {"provider": "claude", "prompt": "Fix #$(event.number)"}},
+    }
+    return {"metadata": {"name": "fixer", "namespace": NS}, "spec": spec}
 
 
 def triggered_run(

@@ -17,14 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness_operator.api.v1alpha1 import GROUP
+from harness_operator.core.forge.triggering import (
+    ANNOTATION_COMMENT_ID,
+    ANNOTATION_HEAD,
+    ANNOTATION_REPOSITORY,
+    ANNOTATION_THREAD_KIND,
+    LABEL_PULL_REQUEST,
+    LABEL_THREAD,
+    LABEL_TRIGGER,
+    THREAD_PULL,
+)
 
-LABEL_TRIGGER = f"{GROUP}/trigger"
-LABEL_THREAD = f"{GROUP}/forge-thread"
-LABEL_PULL_REQUEST = f"{GROUP}/pull-request"
-ANNOTATION_REPOSITORY = f"{GROUP}/forge-repository"
-ANNOTATION_THREAD_KIND = f"{GROUP}/forge-thread-kind"
-ANNOTATION_HEAD = f"{GROUP}/forge-head"
-ANNOTATION_COMMENT_ID = f"{GROUP}/forge-comment-id"
 ANNOTATION_REPORTED = f"{GROUP}/forge-reported"  # the stage last reported
 
 WORKING, WORKING_PR, FINISHED, FINISHED_PR = "working", "working+pr", "finished", "finished+pr"
@@ -158,7 +161,7 @@ def build_reported_run(run: Mapping[str, Any]) -> ReportedRun | None:
         trigger=trigger,
         repository=repository,
         number=int(number),
-        is_pull_request=annotations.get(ANNOTATION_THREAD_KIND) == "pull",
+        is_pull_request=annotations.get(ANNOTATION_THREAD_KIND) == THREAD_PULL,
         stage=compute_report_stage(outcome, pr_url),
         reported=annotations.get(ANNOTATION_REPORTED),
         comment_id=comment_id if isinstance(comment_id, str) and _NUMBER.fullmatch(comment_id) else None,

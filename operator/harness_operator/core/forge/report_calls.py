@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from harness_operator.api.v1alpha1 import Forge
+from harness_operator.api.v1alpha1 import Forge, HarnessTrigger
 from harness_operator.core.forge.report import CommitStatus, ReportedRun
 
 API_SUFFIX = {Forge.github: "/api/v3", Forge.gitea: "/api/v1", Forge.gitlab: "/api/v4"}
@@ -60,20 +60,17 @@ def compute_api_root(forge: str, url: str, api_url: str | None) -> str:
     return url.rstrip("/") + API_SUFFIX[Forge(forge)]
 
 
-def build_forge_target(trigger: Mapping[str, Any]) -> ForgeTarget:
-    """The reporting side of a HarnessTrigger (as stored): its forge, API root, what it reports, and its
-    token's Secret (none: nothing is reported)."""
-    spec = trigger.get("spec") or {}
-    forge = spec.get("forge") or {}
-    report = spec.get("report") or {}
-    ref = forge.get("tokenSecretRef") or {}
-    kind = str(forge.get("type") or "")
+def build_forge_target(trigger: HarnessTrigger) -> ForgeTarget:
+    """The reporting side of a HarnessTrigger: its forge, API root, what it reports, and its token's
+    Secret (none: nothing is reported)."""
+    forge, report = trigger.spec.forge, trigger.spec.report
+    ref = forge.token_secret_ref
     return ForgeTarget(
-        forge=kind,
-        api_url=compute_api_root(kind, str(forge.get("url") or ""), forge.get("apiURL")),
-        comment=report.get("comment", True) is not False,
-        commit_status=report.get("commitStatus", True) is not False,
-        token_secret=(str(ref["name"]), str(ref.get("key") or "token")) if ref.get("name") else None,
+        forge=str(forge.type),
+        api_url=compute_api_root(str(forge.type), forge.url, forge.api_url),
+        comment=report.comment,
+        commit_status=report.commit_status,
+        token_secret=(ref.name, ref.key) if ref is not None else None,
     )
 
 

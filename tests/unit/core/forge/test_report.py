@@ -9,13 +9,10 @@ import pytest
 from markdown_it import MarkdownIt
 
 from harness_operator.core.forge.report import (
-    ANNOTATION_COMMENT_ID,
-    ANNOTATION_HEAD,
     ANNOTATION_REPORTED,
     DESCRIPTION_CHARS,
     FINISHED,
     FINISHED_PR,
-    LABEL_PULL_REQUEST,
     SUMMARY_CHARS,
     SUMMARY_LINES,
     WORKING,
@@ -28,6 +25,7 @@ from harness_operator.core.forge.report import (
     compute_outcome,
     is_report_due,
 )
+from harness_operator.core.forge.triggering import ANNOTATION_COMMENT_ID, ANNOTATION_HEAD, LABEL_PULL_REQUEST
 
 SHA = "a" * 40
 HEAD = "b" * 40

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from harness_operator.api.v1alpha1 import HarnessTrigger
 from harness_operator.core.forge.report import CommitStatus, build_reported_run
 from harness_operator.core.forge.report_calls import (
     ForgeTarget,
@@ -26,9 +27,20 @@ from harness_operator.core.forge.report_calls import (
 TOKEN = "s3cret-token"
 
 
-def trigger(forge: str, url: str, **extra: Any) -> dict[str, Any]:
-    ref = {"tokenSecretRef": {"name": "report-token", "key": "token"}}
-    return {"spec": {"forge": {"type": forge, "url": url, **ref, **extra.pop("forge", {})}, **extra}}
+def trigger(forge: str, url: str, token: bool = True, **spec: Any) -> HarnessTrigger:
+    """A valid HarnessTrigger of `forge` at `url`."""
+    refs = {"webhookSecretRef": {"name": "hook", "key": "secret"}}
+    if token:
+        refs["tokenSecretRef"] = {"name": "report-token", "key": "token"}
+    base = {
+        "forge": {"type": forge, "url": url, **refs},
+        "repositories": ["acme/app"],
+        "serviceAccountName": "agent-trigger",
+        "events": [{"type": "Command", "command": "/agent"}],
+        "authors": {"users": ["alice"]},
+        "runTemplate": {"spec": {"provider": "claude", "prompt": "Fix #$(event.number)"}},
+    }
+    return HarnessTrigger.model_validate({"metadata": {"name": "t", "namespace": "ns"}, "spec": base | spec})
 
 
 def reported(kind: str = "issue", repository: str = "acme/app", number: int = 7):
@@ -69,7 +81,7 @@ def test_the_api_root(forge: str, url: str, api_url: str | None, root: str) -> N
 def test_the_target_reads_the_triggers_forge_and_report() -> None:
     target = build_forge_target(trigger("gitea", "http://g:3000", report={"commitStatus": False}))
     assert target == ForgeTarget("gitea", "http://g:3000/api/v1", True, False, ("report-token", "token"))
-    bare = build_forge_target({"spec": {"forge": {"type": "github", "url": "https://github.com"}}})
+    bare = build_forge_target(trigger("github", "https://github.com", token=False))
     assert bare.token_secret is None and bare.comment and bare.commit_status
 
 
