@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import GROUP
 from harness_operator.core.forge.triggering import (
     ANNOTATION_COMMENT_ID,
@@ -103,7 +104,7 @@ def compute_outcome(status: Mapping[str, Any]) -> str:
     if state == "True":
         return "succeeded"
     if state == "False":
-        return "cancelled" if reason == "Cancelled" else "failed"
+        return "cancelled" if reason == Reason.Cancelled else "failed"
     return "working"
 
 
