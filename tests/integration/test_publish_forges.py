@@ -1,7 +1,8 @@
 """The publisher (runner/publish.py) over the wire: it pushes to a real git HTTP server that demands a
 token (tests/servers/git_http.py) and opens the pull request on the forge stub (tests/stubs/github.py).
 
-Needs no cluster: lighttpd, git and the stubs run on loopback.
+Needs no cluster: lighttpd, git and the stubs run on loopback. GitHub and GitLab stay on the stub because
+no real GitHub or GitLab can run here; Gitea's path also runs against a real Gitea (tests/forge).
 """
 
 from __future__ import annotations
