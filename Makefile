@@ -80,9 +80,10 @@ flux-test: venv
 kueue-test: venv
 	HARNESS_KUEUE=1 $(PY) -m pytest tests/integration/test_kueue.py -q
 
-## a real Gitea on the test cluster's node address (tests/cluster/gitea: built from the Go module proxy on first
-## use, GITEA_COLD_BUILD cold on 2 cores; cached), the publisher and the forge loop against it (tests/forge); Gitea
-## keeps running afterwards (tests/cluster/gitea stop; `tests/cluster/down` stops it too)
+## a real Gitea on the test cluster's node address (tests/cluster/gitea), then the publisher and the forge loop
+## against it (tests/forge); Gitea is built from the Go module proxy on first use (about 11 CPU-minutes: 31 minutes
+## measured on the shared 2 cores, an estimated 6-7 on idle ones; cached) and keeps running afterwards
+## (tests/cluster/gitea stop; `tests/cluster/down` stops it too)
 forge-test: venv
 	tests/cluster/gitea start
 	HARNESS_FORGE=1 $(PY) -m pytest tests/forge -q
