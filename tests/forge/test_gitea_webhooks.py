@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.lib.gitea import Gitea, User
+from tests.lib.gitea import Gitea, GiteaError, User
 
 SECRET = "webhook-secret-" + secrets.token_hex(8)
 
@@ -178,18 +178,24 @@ def test_a_review_comment_on_a_pull_request(
     pull = open_pull_request(gitea, owner, hooked)
     reviewer = gitea.create_user(f"reviewer-{secrets.token_hex(4)}")
     gitea.add_collaborator(hooked, reviewer.name, "write")
-    gitea.as_user(reviewer.name).review_comment(hooked, pull["number"], "app.py", 2, "Return 2 instead.")
+    gitea.as_user(reviewer.name).review_comment(
+        hooked, pull["number"], "app.py", 2, "Return 2 instead.", summary="/agent keep it at 1"
+    )
 
     delivery = receiver.wait("pull_request_review_comment")
     assert_signed(delivery)
     assert delivery.kind == ("pull_request_comment", "pull_request_review_comment")
+    # Gitea also sends GitHub's event header, with a value GitHub never sends: the forge is the trigger's
+    # forge.type, never guessed from the headers.
+    assert delivery.headers["x-github-event"] == "pull_request_comment"
     payload = delivery.payload
     assert payload["action"] == "reviewed"
     assert payload["pull_request"]["number"] == pull["number"]
     assert payload["pull_request"]["head"]["ref"] == "feature"
     assert payload["sender"]["login"] == reviewer.name
-    # The review's own text is in review.content; the line comment's body is not in the payload.
-    assert payload["review"]["type"] == "pull_request_review_comment"
+    # The review's own text is review.content; its line comments' text is not in the delivery at all.
+    assert payload["review"] == {"type": "pull_request_review_comment", "content": "/agent keep it at 1"}
+    assert b"Return 2 instead." not in delivery.body
 
 
 def test_a_failed_commit_status(gitea: Gitea, owner: User, hooked: str, receiver: Receiver) -> None:
@@ -204,9 +210,16 @@ def test_a_failed_commit_status(gitea: Gitea, owner: User, hooked: str, receiver
     assert (payload["sha"], payload["state"], payload["context"]) == (sha, "failure", "ci/tests")
     assert payload["description"] == "2 tests failed"
     assert payload["repository"]["full_name"] == hooked
-    # The status names a commit, not a pull request: the receiver finds the PR from its head.
-    assert "pull_request" not in payload
-    assert [b["name"] for b in payload.get("branches") or []] in ([], ["feature"])
+    # The status names a commit, no pull request and no branch: the receiver finds the PR from its head.
+    assert "pull_request" not in payload and "branches" not in payload
+    # Gitea's /commits/{sha}/pull finds no pull request from its head commit (it answers 404 here); the open
+    # pull requests' head.sha does.
+    with pytest.raises(GiteaError) as refused:
+        gitea.call("GET", f"/repos/{hooked}/commits/{sha}/pull")
+    assert refused.value.status == 404
+    assert [p["number"] for p in gitea.pull_requests(hooked, "open") if p["head"]["sha"] == sha] == [
+        pull["number"]
+    ]
     combined = gitea.combined_status(hooked, sha)
     assert combined["state"] == "failure"
 

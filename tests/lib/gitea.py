@@ -248,13 +248,13 @@ class Gitea:
         body = {"head": head, "base": base, "title": title}
         return dict(self.call("POST", f"/repos/{repository}/pulls", body))
 
-    def review_comment(self, repository: str, number: int, path: str, line: int, body: str) -> None:
-        """A review of pull request `number` with one comment on `path` at new line `line`."""
-        review = {
-            "event": "COMMENT",
-            "body": "",
-            "comments": [{"path": path, "body": body, "new_position": line}],
-        }
+    def review_comment(
+        self, repository: str, number: int, path: str, line: int, body: str, summary: str = ""
+    ) -> None:
+        """A review of pull request `number` (its text `summary`) with one comment `body` on `path` at new
+        line `line`."""
+        comment = {"path": path, "body": body, "new_position": line}
+        review = {"event": "COMMENT", "body": summary, "comments": [comment]}
         self.call("POST", f"/repos/{repository}/pulls/{number}/reviews", review)
 
     def statuses(self, repository: str, sha: str) -> list[dict[str, Any]]:
