@@ -20,7 +20,8 @@ Modes:
   down      every call answers 503
   redirect  every call answers 302 to `redirect_to` (a client must not follow it with its token)
 
-What the token makes is made by `login`, whom GET {api}/user names.
+What the token makes is made by `login`, whom GET {api}/user names (`whoami=False`: 403, as Gitea answers
+a token without read:user).
 """
 
 from __future__ import annotations
@@ -62,10 +63,16 @@ class ForgeThreadsStub(StubServer):
     modes = ("ok", "down", "redirect")
 
     def __init__(
-        self, *args: Any, token: str = "forge-token", login: str = "bot", redirect_to: str = "", **kwargs: Any
+        self,
+        *args: Any,
+        token: str = "forge-token",
+        login: str = "bot",
+        whoami: bool = True,
+        redirect_to: str = "",
+        **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
-        self.token, self.login = token, login
+        self.token, self.login, self.whoami = token, login, whoami
         self.redirect_to = redirect_to
         self._ids = itertools.count(101)
         self._threads: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
@@ -125,6 +132,10 @@ class ForgeThreadsStub(StubServer):
     def _route(self, forge: str, req: RecordedRequest, body: dict[str, Any]) -> Response:
         path, method = req.path, req.method
         if re.fullmatch(r"(?:/api/v[134])?/user", path) and method == "GET":
+            if not self.whoami:  # Gitea, for a token without read:user
+                return Response(
+                    403, {"message": "token does not have at least one of required scope(s): [read:user]"}
+                )
             return Response(200, {"username" if forge == "gitlab" else "login": self.login, "id": 1})
         if forge == "gitlab":
             return self._gitlab(req, body)

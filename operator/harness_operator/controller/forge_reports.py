@@ -45,9 +45,10 @@ from harness_operator.core.forge.report_calls import (
     build_status_call,
     build_whoami_call,
     describe_failure,
-    find_marked_comment,
+    pick_marked_comment,
     read_comment_id,
     read_login,
+    read_marked_comments,
 )
 
 log = structlog.get_logger("harness_operator")
@@ -219,7 +220,9 @@ class ForgeReporter:
         if comment_id is None:
             since = str(run["metadata"].get("creationTimestamp") or "")
             listed = self._send(build_find_comment_call(target, reported, since, token))
-            comment_id = find_marked_comment(listed, reported.marker, self._login(target, token))
+            marked = read_marked_comments(listed, reported.marker)
+            login = self._login(target, token) if marked else None
+            comment_id = pick_marked_comment(marked, login) if login else None
         if comment_id is not None:
             call = build_comment_call(target, reported, body, token, comment_id)
             status, answer = self.client.send(call)
@@ -232,13 +235,25 @@ class ForgeReporter:
             raise ReportFailed("the forge created the comment without saying its id")
         return created
 
-    def _login(self, target: ForgeTarget, token: str) -> str:
-        """The token's user (asked once per forge and token): only its comments can be the run's."""
+    def _login(self, target: ForgeTarget, token: str) -> str | None:
+        """The token's user (asked once per forge and token): only its comments can be the run's. None
+        when the token may not say (Gitea asks for read:user): a new comment is made rather than one
+        taken on trust."""
         key = (target.api_url, hashlib.sha256(token.encode()).hexdigest())
         with self._lock:
             known = self._logins.get(key)
         if known is None:
-            known = read_login(self._send(build_whoami_call(target, token)))
+            call = build_whoami_call(target, token)
+            status, answer = self.client.send(call)
+            if status in (401, 403):
+                log.info(
+                    "The reporting token may not say whose it is",
+                    error=describe_failure(call, status, answer),
+                )
+                return None
+            if not 200 <= status < 300:
+                raise ReportFailed(describe_failure(call, status, answer))
+            known = read_login(answer)
             if known is None:
                 raise ReportFailed(f"{target.api_url}/user did not say whose the reporting token is")
             with self._lock:

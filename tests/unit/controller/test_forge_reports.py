@@ -244,6 +244,21 @@ def test_a_comment_whose_id_was_lost_is_found_not_made_twice(stub: ForgeThreadsS
     assert "someone else's, with our marker" in comments[0]["body"]  # never taken for the run's
 
 
+def test_a_token_that_may_not_say_whose_it_is_makes_a_new_comment(stub: ForgeThreadsStub) -> None:
+    """Without read:user (Gitea), a marked comment cannot be told the run's from a copy: a new one is made,
+    never someone else's edited."""
+    side = stub_side(stub, "gitea")
+    api, reporter = setup(side)
+    stub.whoami = False
+    copy = f"<!-- harness-run {NS}/{NAME} uid-1 --> someone else's"
+    stub.add_comment("gitea", "acme/app", 7, copy, author="bot")
+    api.runs[NAME] = triggered_run(side)
+    assert reporter.report(NS, NAME) is None
+    comments = side.comments(7)
+    assert [c["body"] == copy for c in comments] == [True, False]
+    assert api.runs[NAME]["metadata"]["annotations"][ANNOTATION_COMMENT_ID] == str(comments[1]["id"])
+
+
 def test_an_unreachable_forge_is_retried_then_given_up_with_events() -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))  # a port nothing listens on

@@ -130,22 +130,26 @@ def build_find_comment_call(target: ForgeTarget, report: ReportedRun, since: str
     )
 
 
-def find_marked_comment(answer: bytes, marker: str, login: str) -> str | None:
-    """The id of the oldest listed comment made by `login` (the token's own user) whose body starts with
-    the run's marker, or None: a comment by anyone else is never taken for the run's, whatever it says."""
+def read_marked_comments(answer: bytes, marker: str) -> list[tuple[str, int, str | None]]:
+    """The listed comments whose body starts with the run's marker: (created, id, author lowercased)."""
     try:
         listed = json.loads(answer or b"[]")
     except ValueError:
-        return None
-    found = [
-        (str(c.get("created_at") or ""), c["id"])
+        return []
+    return [
+        (str(c.get("created_at") or ""), c["id"], _author(c))
         for c in (listed if isinstance(listed, list) else [])
         if isinstance(c, dict)
         and isinstance(c.get("id"), int)
-        and _author(c) == login.lower()
         and str(c.get("body") or "").startswith(marker)
     ]
-    return str(min(found)[1]) if found else None
+
+
+def pick_marked_comment(marked: list[tuple[str, int, str | None]], login: str) -> str | None:
+    """The oldest of the marked comments made by `login` (the token's own user), or None: a comment by
+    anyone else is never taken for the run's, whatever it says."""
+    ours = [(created, id_) for created, id_, author in marked if author == login.lower()]
+    return str(min(ours)[1]) if ours else None
 
 
 def _author(comment: Mapping[str, Any]) -> str | None:

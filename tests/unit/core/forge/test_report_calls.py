@@ -19,9 +19,10 @@ from harness_operator.core.forge.report_calls import (
     build_whoami_call,
     compute_api_root,
     describe_failure,
-    find_marked_comment,
+    pick_marked_comment,
     read_comment_id,
     read_login,
+    read_marked_comments,
 )
 
 TOKEN = "s3cret-token"
@@ -187,13 +188,19 @@ def test_the_runs_comment_is_the_oldest_of_the_tokens_user_starting_with_the_mar
         comment(7, f"{MARKER}\nours", 7, login="Harness-Bot"),
         comment(3, f"quoting: {MARKER}", 0),
     ]
-    assert find_marked_comment(json.dumps(listed).encode(), MARKER, "harness-bot") == "7"
-    gitlab = [comment(4, f"{MARKER}\nnote", 4, gitlab=True)]
-    assert find_marked_comment(json.dumps(gitlab).encode(), MARKER, "harness-bot") == "4"
-    assert find_marked_comment(json.dumps(listed).encode(), MARKER, "nobody") is None
-    assert find_marked_comment(b"[]", MARKER, "harness-bot") is None
-    assert find_marked_comment(b"not json", MARKER, "harness-bot") is None
-    assert find_marked_comment(b'{"message": "x"}', MARKER, "harness-bot") is None
+    marked = read_marked_comments(json.dumps(listed).encode(), MARKER)
+    assert sorted(id_ for _, id_, _ in marked) == [2, 7, 9]
+    assert pick_marked_comment(marked, "harness-bot") == "7"
+    assert pick_marked_comment(marked, "nobody") is None
+    gitlab = read_marked_comments(
+        json.dumps([comment(4, f"{MARKER}\nnote", 4, gitlab=True)]).encode(), MARKER
+    )
+    assert pick_marked_comment(gitlab, "Harness-Bot") == "4"
+    # Go's encoder writes < and > as \u003c and \u003e (Gitea): the marker is read from the JSON, not the bytes.
+    escaped = json.dumps([comment(5, f"{MARKER}x", 5)]).replace("<", "\\u003c").replace(">", "\\u003e")
+    assert pick_marked_comment(read_marked_comments(escaped.encode(), MARKER), "harness-bot") == "5"
+    for answer in (b"[]", b"not json", b'{"message": "x"}'):
+        assert read_marked_comments(answer, MARKER) == []
 
 
 @pytest.mark.parametrize(
