@@ -143,13 +143,14 @@ def triggered_run(
     }
 
 
-def finish(run: dict[str, Any], side: ForgeSide) -> None:
+def finish(run: dict[str, Any], side: ForgeSide, number: int = 12, commit: str = SHA) -> None:
+    """The run succeeded and opened pull request `number` with `commit` as its head."""
     run["status"] = {
         "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded"}],
         "changes": {
-            "commit": SHA,
+            "commit": commit,
             "branch": "harness/fix",
-            "pullRequestURL": f"{side.url}/acme/app/pulls/12",
+            "pullRequestURL": f"{side.url}/{side.repository}/pulls/{number}",
         },
         "usage": {"inputTokens": 900, "outputTokens": 100, "costUSD": 0.0421, "costSource": "metered"},
         "output": {"excerpt": "Renamed the function.\n@everyone done\n"},
@@ -159,7 +160,9 @@ def finish(run: dict[str, Any], side: ForgeSide) -> None:
 def setup(side: ForgeSide, delays: tuple[float, ...] = (0.0,)) -> tuple[ApiServer, ForgeReporter]:
     api = ApiServer()
     api.triggers["fixer"] = trigger(side)
-    api.secrets[("report-token", "token")] = TOKEN + "\n"  # as `kubectl create secret --from-file` keeps it
+    api.secrets[("report-token", "token")] = (
+        side.token + "\n"
+    )  # as `kubectl create secret --from-file` keeps it
     reporter = ForgeReporter(api, ForgeClient(timeout=2), delays)  # type: ignore[arg-type]
     reporter._leading.set()  # the tests drive report() themselves; test_watch_events leads for real
     return api, reporter
