@@ -1,9 +1,9 @@
 """The reporting step (controller/forge_reports.py) against a real Gitea: the walk of
-tests/unit/controller/test_forge_reports.py, with a token of only the scopes the step needs (write:issue
-for the comment, write:repository for the commit status; read:user to find a comment whose id a crash lost):
-one comment on the issue while the run works,
-edited in place when it ends with its pull request, and the status on the pull request's head; a
-follow-up on the pull request marks the head its event saw. The API server is that test's fake."""
+tests/unit/controller/test_forge_reports.py with a token of only the scopes the step needs (write:issue for
+the comment, write:repository for the commit status, read:user to find a comment whose id a crash lost):
+one comment on the issue while the run works, edited in place when it ends with its pull request, and the
+status on the pull request's head; a follow-up on the pull request marks the head its event saw. The API
+server is that test's fake."""
 
 from __future__ import annotations
 
