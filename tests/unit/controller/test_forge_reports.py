@@ -3,8 +3,9 @@
 The forge here is tests/stubs/forge_threads.py, which keeps what it is sent and serves it back through the
 forges' own GET routes: the tests read the forge (`ForgeSide`), not a log of calls. GitHub and GitLab can
 only be stubs here (no real server of theirs runs on this machine); the same walk runs against the real
-Gitea of tests/cluster/gitea in tests/forge/test_reports_gitea.py, with a ForgeSide over tests/lib/gitea.py. The API server is a fake
-that keeps runs, triggers and Secrets and applies metadata patches as a merge patch would."""
+Gitea of tests/cluster/gitea in tests/forge/test_reports_gitea.py, with a ForgeSide over tests/lib/gitea.py.
+The API server is a fake that keeps runs, triggers and Secrets and applies metadata patches as a merge
+patch would."""
 
 from __future__ import annotations
 
