@@ -149,6 +149,8 @@ class ForgeReporter:
         if not self._leading.is_set():
             return None
         key = (namespace, name)
+        run: dict[str, Any] | None = None
+        reported: ReportedRun | None = None
         try:
             run = self.kube.fetch_run(namespace, name)
             reported = build_reported_run(run) if run is not None else None
@@ -186,7 +188,9 @@ class ForgeReporter:
         if found is None:
             raise ReportRefused(f"HarnessTrigger {namespace}/{reported.trigger} does not exist")
         try:
-            target = build_forge_target(HarnessTrigger.model_validate(found))
+            # Its spec only: the status is the receiver's to write, and nothing here reads it.
+            spec = {"metadata": found.get("metadata") or {}, "spec": found.get("spec") or {}}
+            target = build_forge_target(HarnessTrigger.model_validate(spec))
         except ValueError as exc:
             raise ReportRefused(
                 f"HarnessTrigger {namespace}/{reported.trigger} does not parse: {exc}"

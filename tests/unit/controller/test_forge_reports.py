@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 from tests.stubs.forge_threads import ForgeThreadsStub
 
 from harness_operator.controller import metrics
@@ -41,8 +42,12 @@ class ApiServer:
         self.secrets: dict[tuple[str, str], str] = {}
         self.events: list[tuple[str, str, str]] = []
         self.patches = 0
+        self.unavailable = 0  # how many reads answer 503 first
 
     def fetch_run(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if self.unavailable:
+            self.unavailable -= 1
+            raise ApiException(status=503, reason="Service Unavailable")
         found = self.runs.get(name)
         return copy.deepcopy(found) if found is not None else None
 
@@ -207,6 +212,20 @@ def test_a_run_is_reported_while_it_works_and_when_it_ends(stub: ForgeThreadsStu
     assert meta["labels"][LABEL_PULL_REQUEST] == "12"
     assert meta["annotations"][ANNOTATION_REPORTED] == "finished+pr"
     assert api.events == [] and counted("reported") == before + 2
+
+
+def test_an_api_server_that_does_not_answer_is_asked_again(stub: ForgeThreadsStub) -> None:
+    side = stub_side(stub, "gitea")
+    api, reporter = setup(side, delays=(0.5,))
+    api.runs[NAME] = triggered_run(side)
+    api.triggers["fixer"]["status"] = {
+        "lastDelivery": {"result": "created", "later": "a field of a newer receiver"}
+    }
+    api.unavailable = 1
+    assert reporter.report(NS, NAME) == 0.5
+    assert stub.requests == []
+    assert reporter.report(NS, NAME) is None
+    assert len(side.comments(7)) == 1  # the trigger's status is not read: a newer receiver's fields pass
 
 
 def test_a_pull_requests_run_marks_the_head_the_event_saw(stub: ForgeThreadsStub) -> None:
