@@ -8,6 +8,9 @@ The pull request: an ordinary git URL, no hand-written egress at all (the run na
 and the forge's API are opened for the clone and the publishing container only, on a credential the
 agent's containers never hold. The budget: one request's worst case above what it leaves, and the run's
 status names the cap that bound and what it was charged.
+
+The forge is a stub of GitHub Enterprise's API: no real GitHub can run here (tests/forge/ runs the
+publisher against a real Gitea).
 """
 
 from __future__ import annotations

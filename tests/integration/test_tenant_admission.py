@@ -3,7 +3,8 @@ HarnessRuns and read ConfigMaps, but not get Secrets, tries to have the operator
 place or replace its sandbox, to set loader variables, and to crash the runner with NUL bytes and
 oversized prompts. The chart's ValidatingAdmissionPolicies and the CRD's CEL refuse each, naming the field;
 a refused run does not exist, so nothing can run it. A HarnessSchedule's runs are created by the operator,
-so its run template is judged for the schedule's author in the same way."""
+so its run template is judged for the schedule's author in the same way; a HarnessTrigger's token is sent
+by the operator to the trigger's forge, so its Secrets are judged for the trigger's author."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ PLURALS = {
     "HarnessRun": "harnessruns",
     "HarnessDefinition": "harnessdefinitions",
     "HarnessSchedule": "harnessschedules",
+    "HarnessTrigger": "harnesstriggers",
 }
 
 
@@ -133,7 +135,7 @@ def tenant(
     rules = [
         client.V1PolicyRule(
             api_groups=[GROUP],
-            resources=["harnessruns", "harnessdefinitions", "harnessschedules"],
+            resources=["harnessruns", "harnessdefinitions", "harnessschedules", "harnesstriggers"],
             verbs=["create", "get", "list", "patch"],
         ),
         client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["get", "list"]),
@@ -810,3 +812,57 @@ def test_an_oversized_prompt_is_refused_at_apply(
     assert applied.returncode != 0
     assert message in applied.stderr, applied.stderr
     assert not exists(kube, namespace, run_body("big", {}))
+
+
+def trigger_body(name: str, token: str, webhook: str) -> dict[str, Any]:
+    """A trigger whose reporting token the operator would send to a forge of its author's choosing."""
+    forge = {
+        "type": "gitea",
+        "url": "http://collector.example:3000",
+        "webhookSecretRef": {"name": webhook, "key": "k"},
+        "tokenSecretRef": {"name": token, "key": "k"},
+    }
+    return {
+        "apiVersion": "agentharness.dev/v1alpha1",
+        "kind": "HarnessTrigger",
+        "metadata": {"name": name},
+        "spec": {
+            "forge": forge,
+            "repositories": ["acme/app"],
+            "serviceAccountName": "agent-trigger",
+            "events": [{"type": "IssueLabeled", "label": "agent"}],
+            "authors": {"users": ["alice"]},
+            "runTemplate": {"spec": {"provider": "claude", "prompt": "Fix #$(event.number)"}},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "token", "webhook"),
+    [
+        ("spec.forge.tokenSecretRef", "victim", "own-key"),
+        ("spec.forge.webhookSecretRef", "own-key", "victim"),
+    ],
+)
+def test_a_trigger_may_name_only_secrets_its_author_may_get(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str, field: str, token: str, webhook: str
+) -> None:
+    wait_allowed(kube, namespace, "create", "harnesstriggers", GROUP)
+    body = trigger_body("steal", token, webhook)
+    status, message = refusal(tenant, namespace, body)
+    assert status == 403
+    user = f"system:serviceaccount:{namespace}:{TENANT}"
+    hint = (
+        "ask for get on it: the operator sends this token to spec.forge.url"
+        if token == "victim"
+        else ("ask for get on it")
+    )
+    assert message.endswith(
+        denial(
+            "triggers",
+            f'{field}: user "{user}" may not get Secret "victim" in namespace "{namespace}"; {hint}',
+        )
+    ), message
+    assert not exists(kube, namespace, body)
+    create(tenant, namespace, trigger_body("own", "own-key", "own-key"))
+    assert exists(kube, namespace, trigger_body("own", "own-key", "own-key"))

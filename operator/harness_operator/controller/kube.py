@@ -18,6 +18,7 @@ from harness_operator.controller.kube_streams import KubeStreams
 from harness_operator.core.queue.kueue import KUEUE_GROUP, KUEUE_VERSION
 
 SCHEDULES = "harnessschedules"
+TRIGGERS = "harnesstriggers"
 log = structlog.get_logger("harness_operator")
 
 
@@ -35,6 +36,11 @@ class Kube(KubeStreams):
     def fetch_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
         return none_if_missing(
             lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, SCHEDULES, name)
+        )
+
+    def fetch_trigger(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return none_if_missing(
+            lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, TRIGGERS, name)
         )
 
     def fetch_definition_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -245,6 +251,20 @@ class Kube(KubeStreams):
         ns = body["metadata"]["namespace"]
         created: Any = self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, RUNS, body)
         return dict(created)
+
+    def patch_run_metadata(self, namespace: str, name: str, uid: str, patch: dict[str, Any]) -> bool:
+        """Merge-patch the run's labels and annotations (the forge report's), only while it is still the
+        run of `uid`; False when it is gone or re-created under its name."""
+        metadata = {**patch["metadata"], "uid": uid}  # a uid that differs fails the patch: 409
+        try:
+            self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, RUNS, name, {**patch, "metadata": metadata}
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
 
     def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the run's status through the status subresource (spec is never touched)."""

@@ -130,13 +130,21 @@ def test_policies_are_bound_and_never_match_the_status_subresource() -> None:
     assert sorted(objects) == [
         f"{kind}/{name}"
         for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-        for name in ("definitions", "mcp-servers", "operator-pods", "run-user", "runs", "schedules")
+        for name in (
+            "definitions",
+            "mcp-servers",
+            "operator-pods",
+            "run-user",
+            "runs",
+            "schedules",
+            "triggers",
+        )
     ]
     for name in ("mcp-servers", "operator-pods", "run-user"):
         assert objects[f"ValidatingAdmissionPolicy/{name}"]["spec"]["failurePolicy"] == "Fail"
         binding = objects[f"ValidatingAdmissionPolicyBinding/{name}"]["spec"]
         assert binding == {"policyName": f"r-harness-operator-{name}", "validationActions": ["Deny"]}
-    for name in ("runs", "definitions", "schedules"):
+    for name in ("runs", "definitions", "schedules", "triggers"):
         policy = objects[f"ValidatingAdmissionPolicy/{name}"]["spec"]
         assert policy["failurePolicy"] == "Fail"
         assert [r["resources"] for r in policy["matchConstraints"]["resourceRules"]] == [[f"harness{name}"]]
@@ -145,6 +153,19 @@ def test_policies_are_bound_and_never_match_the_status_subresource() -> None:
         ]
         binding = objects[f"ValidatingAdmissionPolicyBinding/{name}"]["spec"]
         assert binding == {"policyName": f"r-harness-operator-{name}", "validationActions": ["Deny"]}
+
+
+def test_a_triggers_secrets_are_judged_for_its_author() -> None:
+    """The operator sends spec.forge.tokenSecretRef's value to spec.forge.url: the trigger's author must
+    be allowed to get it (and the webhook Secret), or a trigger would carry any Secret to any host."""
+    policy = render_policies()["ValidatingAdmissionPolicy/triggers"]
+    reads = variable(policy, "reads")
+    assert (
+        "'field': 'spec.forge.tokenSecretRef'" in reads and "object.spec.forge.?tokenSecretRef.?name" in reads
+    )
+    assert "'field': 'spec.forge.webhookSecretRef'" in reads
+    checks = [v["expression"] for v in policy["spec"]["validations"]]
+    assert sum("check('get').allowed()" in c for c in checks) == 2
 
 
 def test_admission_can_be_switched_off() -> None:

@@ -386,6 +386,7 @@ def test_admission_bindings_cover_only_the_watched_namespaces() -> None:
         "harness-operator-run-user",
         "harness-operator-runs",
         "harness-operator-schedules",
+        "harness-operator-triggers",
     ]
     for binding in scoped:
         selector = binding["spec"]["matchResources"]["namespaceSelector"]
