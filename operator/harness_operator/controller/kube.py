@@ -18,6 +18,7 @@ from harness_operator.controller.kube_streams import KubeStreams
 from harness_operator.core.queue.kueue import KUEUE_GROUP, KUEUE_VERSION
 
 SCHEDULES = "harnessschedules"
+TRIGGERS = "harnesstriggers"
 log = structlog.get_logger("harness_operator")
 
 
@@ -35,6 +36,11 @@ class Kube(KubeStreams):
     def fetch_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
         return none_if_missing(
             lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, SCHEDULES, name)
+        )
+
+    def fetch_trigger(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return none_if_missing(
+            lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, TRIGGERS, name)
         )
 
     def fetch_definition_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
