@@ -16,6 +16,7 @@ from harness_operator.api.v1alpha1 import (
     HarnessDefinition,
     HarnessRun,
     HarnessSchedule,
+    HarnessTrigger,
     Model,
 )
 
@@ -140,6 +141,23 @@ KIND_SPECS = [
             {"name": "Next", "type": "string", "jsonPath": ".status.nextScheduleTime"},
             _AGE,
             {"name": "Active", "type": "string", "jsonPath": ".status.active[*].name", "priority": 1},
+            {"name": "Policy", "type": "string", "jsonPath": ".spec.concurrencyPolicy", "priority": 1},
+        ],
+    ),
+    KindSpec(
+        model=HarnessTrigger,
+        kind="HarnessTrigger",
+        plural="harnesstriggers",
+        singular="harnesstrigger",
+        short_names=["htrigger"],
+        scope="Namespaced",
+        status_subresource=True,
+        printer_columns=[
+            {"name": "Forge", "type": "string", "jsonPath": ".spec.forge.type"},
+            {"name": "Repositories", "type": "string", "jsonPath": ".spec.repositories"},
+            {"name": "Last Delivery", "type": "string", "jsonPath": ".status.lastDelivery.result"},
+            _AGE,
+            {"name": "Last Run", "type": "string", "jsonPath": ".status.lastDelivery.run", "priority": 1},
             {"name": "Policy", "type": "string", "jsonPath": ".spec.concurrencyPolicy", "priority": 1},
         ],
     ),

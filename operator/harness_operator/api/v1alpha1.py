@@ -391,6 +391,36 @@ from harness_operator.api.tools import (
 from harness_operator.api.tools import (
     ToolRules as ToolRules,
 )
+from harness_operator.api.trigger import (
+    AuthorAssociation as AuthorAssociation,
+)
+from harness_operator.api.trigger import (
+    HarnessTrigger as HarnessTrigger,
+)
+from harness_operator.api.trigger import (
+    HarnessTriggerSpec as HarnessTriggerSpec,
+)
+from harness_operator.api.trigger import (
+    HarnessTriggerStatus as HarnessTriggerStatus,
+)
+from harness_operator.api.trigger import (
+    TriggerAuthors as TriggerAuthors,
+)
+from harness_operator.api.trigger import (
+    TriggerDelivery as TriggerDelivery,
+)
+from harness_operator.api.trigger import (
+    TriggerEvent as TriggerEvent,
+)
+from harness_operator.api.trigger import (
+    TriggerEventType as TriggerEventType,
+)
+from harness_operator.api.trigger import (
+    TriggerForge as TriggerForge,
+)
+from harness_operator.api.trigger import (
+    TriggerReport as TriggerReport,
+)
 
 KINDS: dict[
     str,
@@ -398,11 +428,13 @@ KINDS: dict[
     | type[HarnessDefinition]
     | type[ClusterHarnessDefinition]
     | type[HarnessBudget]
-    | type[HarnessSchedule],
+    | type[HarnessSchedule]
+    | type[HarnessTrigger],
 ] = {
     "HarnessRun": HarnessRun,
     "HarnessDefinition": HarnessDefinition,
     "ClusterHarnessDefinition": ClusterHarnessDefinition,
     "HarnessBudget": HarnessBudget,
     "HarnessSchedule": HarnessSchedule,
+    "HarnessTrigger": HarnessTrigger,
 }

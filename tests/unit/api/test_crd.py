@@ -62,6 +62,7 @@ def test_names_short_names_and_category() -> None:
     assert names["ClusterHarnessDefinition"]["shortNames"] == ["chdef"]
     assert names["HarnessBudget"]["shortNames"] == ["hbudget"]
     assert names["HarnessSchedule"]["shortNames"] == ["hsched"]
+    assert names["HarnessTrigger"]["shortNames"] == ["htrigger"]
     assert all(n["categories"] == ["harness"] for n in names.values())
     scopes = {c["spec"]["names"]["kind"]: c["spec"]["scope"] for c in CRDS.values()}
     assert scopes == {
@@ -70,6 +71,7 @@ def test_names_short_names_and_category() -> None:
         "ClusterHarnessDefinition": "Cluster",
         "HarnessBudget": "Namespaced",
         "HarnessSchedule": "Namespaced",
+        "HarnessTrigger": "Namespaced",
     }
 
 
@@ -80,6 +82,15 @@ def test_schedule_has_status_subresource_and_cronjob_like_columns() -> None:
     assert columns == ["Schedule", "Timezone", "Suspend", "Ready", "Last Schedule", "Next", "Age"]
     wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority")]
     assert wide == ["Active", "Policy"]
+
+
+def test_trigger_has_status_subresource_and_columns() -> None:
+    version = CRDS["agentharness.dev_harnesstriggers.yaml"]["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
+    assert columns == ["Forge", "Repositories", "Last Delivery", "Age"]
+    wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority")]
+    assert wide == ["Last Run", "Policy"]
 
 
 def test_run_has_status_subresource_and_printer_columns() -> None:
