@@ -28,6 +28,7 @@ PLURALS = {
     "HarnessDefinition": "harnessdefinitions",
     "ClusterHarnessDefinition": "clusterharnessdefinitions",
     "HarnessSchedule": "harnessschedules",
+    "HarnessTrigger": "harnesstriggers",
 }
 # Cross-reference checks (a provider or run that exists or not) are not single-object rules, nor is
 # reading a cron expression, a time zone or a JSON Schema: the API server stores those objects and the
