@@ -88,6 +88,7 @@ class Reason(StrEnum):
     ChangeTouchesCI = "ChangeTouchesCI"
     PatchTooLarge = "PatchTooLarge"
     PushRejected = "PushRejected"
+    BranchMoved = "BranchMoved"
     PullRequestFailed = "PullRequestFailed"
     PublishLost = "PublishLost"
     Updated = "Updated"
@@ -430,6 +431,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "the patch is larger than a ConfigMap holds and no branch was asked for to keep it",
     ),
     Reason.PushRejected: ("Succeeded", "False", "the origin refused the push of the run's branch"),
+    Reason.BranchMoved: (
+        "Succeeded",
+        "False",
+        "publish.branch.ifExists FastForward: someone pushed to the branch after the workspace cloned it, "
+        "so the change is not pushed (never forced); the patch is kept",
+    ),
     Reason.PullRequestFailed: ("Succeeded", "False", "the forge's API refused to open the pull request"),
     Reason.PublishLost: (
         "Succeeded",

@@ -115,7 +115,15 @@ class ChangesStatus(Model):
         default=None, description="ConfigMap holding the patch (key changes.patch), when it fits in one."
     )
     pull_request_url: str | None = Field(
-        default=None, alias="pullRequestURL", description="The pull request opened."
+        default=None, alias="pullRequestURL", description="The pull request opened (or found open)."
+    )
+    pull_request_number: int | None = Field(
+        default=None, description="The pull request's number (GitLab: the merge request's iid)."
+    )
+    checks: str | None = Field(
+        default=None,
+        description="The combined state of the checks on the branch's head as last seen: pending, "
+        "success, failure or error.",
     )
 
 

@@ -105,15 +105,31 @@ class Forge(StrEnum):
     gitlab = "gitlab"
 
 
+class BranchIfExists(StrEnum):
+    """What the push does when the run's branch exists on the origin."""
+
+    fail = "Fail"
+    fast_forward = "FastForward"
+
+
 class PublishBranch(Model):
-    """The commit pushed to the origin: a new branch, never forced, never another ref."""
+    """The commit pushed to the origin: a new branch, or one commit on the branch the workspace cloned;
+    never forced, never another ref."""
 
     name: str = Field(
         default=DEFAULT_BRANCH,
         min_length=1,
         max_length=200,
         description="Branch name; $(run.name) and $(run.namespace) are replaced (default "
-        f"{DEFAULT_BRANCH}). The push fails if the branch exists.",
+        f"{DEFAULT_BRANCH}). The push fails if the branch exists, unless ifExists is FastForward.",
+    )
+    if_exists: BranchIfExists = Field(
+        default=BranchIfExists.fail,
+        description="Fail (the default): the branch must not exist. FastForward: the branch may exist, "
+        "and then the change is one commit on the commit the workspace cloned from it (workspace.git.ref "
+        "must be the branch's name), pushed without force; if someone pushed to the branch meanwhile, "
+        "nothing is pushed and the run fails BranchMoved. An open pull request from the branch is "
+        "reported, not opened again.",
     )
 
 
@@ -208,6 +224,12 @@ class WorkspaceFrom(Model):
     )
 
 
+_FAST_FORWARD = (
+    "has(self.publish) && has(self.publish.branch) && has(self.publish.branch.ifExists) && "
+    "self.publish.branch.ifExists == 'FastForward'"
+)
+
+
 class Workspace(Model):
     """The agent's working directory and the volume behind it."""
 
@@ -241,6 +263,20 @@ class Workspace(Model):
                 "!has(self.from) || has(self.git)",
                 "from needs git: the repository the earlier run changed",
                 field_path=".from",
+            ),
+            rule(
+                f"!({_FAST_FORWARD}) || (has(self.git) && has(self.git.ref) && "
+                "(!has(self.publish.branch.name) || self.publish.branch.name.contains('$(') || "
+                "self.publish.branch.name == self.git.ref))",
+                "publish.branch.ifExists FastForward adds a commit to the branch the workspace cloned: set "
+                "git.ref to the branch's name",
+                field_path=".publish.branch.ifExists",
+            ),
+            rule(
+                f"!({_FAST_FORWARD}) || !has(self.from)",
+                "publish.branch.ifExists FastForward takes the change against the branch's head, not another "
+                "run's change: drop from (resumeFrom continues a run's conversation)",
+                field_path=".publish.branch.ifExists",
             ),
         )
     )

@@ -296,6 +296,9 @@ from harness_operator.api.sandbox import (
     PATCH_LIMIT_BYTES as PATCH_LIMIT_BYTES,
 )
 from harness_operator.api.sandbox import (
+    BranchIfExists as BranchIfExists,
+)
+from harness_operator.api.sandbox import (
     EmptyDir as EmptyDir,
 )
 from harness_operator.api.sandbox import (

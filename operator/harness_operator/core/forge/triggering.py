@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness_operator.api.v1alpha1 import (
+    API_VERSION,
     GROUP,
+    ConcurrencyPolicy,
     HarnessTrigger,
-    TriggerEvent,
     TriggerEventType,
 )
 from harness_operator.core.forge.events import ForgeEvent
 from harness_operator.core.objects.conditions import FALSE, SUCCEEDED, TRUE
+from harness_operator.core.objects.naming import (
+    LABEL_MANAGED_BY,
+    LABEL_USER,
+    MANAGED_BY,
+    encode_user_label,
+    label_value,
+)
 
 LABEL_TRIGGER = f"{GROUP}/trigger"
 LABEL_THREAD = f"{GROUP}/forge-thread"
@@ -54,6 +62,7 @@ class TriggerRun:
     finished: bool
     branch: str | None  # status.changes.branch: the branch it pushed
     succeeded: bool = False
+    commit: str | None = None  # status.changes.commit: the commit it pushed
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,7 @@ def build_trigger_run(body: Mapping[str, Any]) -> TriggerRun:
         finished=succeeded in (TRUE, FALSE),
         branch=(status.get("changes") or {}).get("branch"),
         succeeded=succeeded == TRUE,
+        commit=(status.get("changes") or {}).get("commit"),
     )
 
 
@@ -92,9 +102,228 @@ def trigger_run_name(trigger: str, number: int, delivery_key: str) -> str:
 def decide_delivery(
     trigger: HarnessTrigger, event: ForgeEvent, runs: Sequence[TriggerRun]
 ) -> TriggerDecision:
-    """What a verified delivery does, given the runs of this trigger in its namespace."""
-    return TriggerDecision(IGNORED, "not decided yet")
+    """What a verified delivery does, given the runs of this trigger in its namespace: ignored (not this
+    trigger's repository or event), refused (an author not allowed), duplicate (its run exists), skipped
+    (Forbid and the thread's run is unfinished), or created (after deleting the thread's runs: Replace)."""
+    spec, name = trigger.spec, str(trigger.metadata.get("name", ""))
+    if event.repository.casefold() not in {r.casefold() for r in spec.repositories}:
+        return TriggerDecision(IGNORED, f"repository {event.repository} is not in spec.repositories")
+    matched = _match(trigger, event)
+    if isinstance(matched, str):
+        return TriggerDecision(IGNORED, matched)
+    kind, comment = matched
+    if kind != TriggerEventType.CheckFailed and not _allowed(trigger, event):
+        return TriggerDecision(
+            REFUSED, f"{event.author or 'an unknown author'} is not allowed by spec.authors to trigger runs"
+        )
+    ours = [r for r in runs if r.labels.get(LABEL_TRIGGER) == label_value(name)]
+    if kind == TriggerEventType.CheckFailed and not event.number:
+        number = _pull_request_of_commit(ours, event)
+        if number is None:
+            return TriggerDecision(
+                IGNORED, f"commit {event.head_sha} was not pushed by a run of trigger {name}"
+            )
+        event = replace(event, number=number)
+    previous = None
+    if event.is_pull_request:
+        opened = _runs_of_pull_request(ours, event)
+        if not opened:
+            return TriggerDecision(
+                IGNORED, f"pull request #{event.number} was not opened by a run of trigger {name}"
+            )
+        previous = max(opened, key=lambda r: (r.succeeded, r.creation_timestamp, r.name))
+    run_name = trigger_run_name(name, event.number, event.delivery_key)
+    if any(r.name == run_name for r in runs):
+        return TriggerDecision(DUPLICATE, f"run {run_name} exists: this delivery was received before")
+    active = [r.name for r in _runs_of_thread(ours, event) if not r.finished]
+    if active and spec.concurrency_policy == ConcurrencyPolicy.Forbid:
+        return TriggerDecision(
+            SKIPPED,
+            f"run {active[0]} of {_thread(event)} is unfinished and spec.concurrencyPolicy is Forbid",
+        )
+    delete = tuple(active) if spec.concurrency_policy == ConcurrencyPolicy.Replace else ()
+    run = build_trigger_run_manifest(trigger, event, comment, run_name, previous)
+    return TriggerDecision(CREATED, f"created run {run_name} for {_thread(event)}", run, delete)
 
 
-def _matching_event(trigger: HarnessTrigger, event: ForgeEvent) -> TriggerEvent | None:
-    return next((e for e in trigger.spec.events if e.type == TriggerEventType(event.kind)), None)
+def _pull_request_of_commit(runs: Sequence[TriggerRun], event: ForgeEvent) -> int | None:
+    """The pull request a run of the trigger pushed the event's commit to (a commit status names none)."""
+    for run in sorted(runs, key=lambda r: (r.creation_timestamp, r.name), reverse=True):
+        number = run.labels.get(LABEL_PULL_REQUEST, "")
+        pushed = event.head_sha and run.commit == event.head_sha
+        if number.isdigit() and _same_repository(run, event) and pushed:
+            return int(number)
+    return None
+
+
+def _thread(event: ForgeEvent) -> str:
+    return f"{'pull request' if event.is_pull_request else 'issue'} #{event.number} of {event.repository}"
+
+
+def _match(trigger: HarnessTrigger, event: ForgeEvent) -> tuple[TriggerEventType, str] | str:
+    """(the spec's event type it is, $(event.comment)), or why the delivery is not one of spec.events."""
+    wanted = {e.type: e for e in trigger.spec.events}
+    if event.kind == TriggerEventType.IssueLabeled:
+        wanted_labels = {e.label.casefold() for e in trigger.spec.events if e.label}
+        given = {label.casefold() for label in (*event.labels, event.label or "")}
+        if wanted_labels & given:
+            return TriggerEventType.IssueLabeled, ""
+        return "the issue's label is not one of spec.events' labels"
+    if event.kind == TriggerEventType.CheckFailed:
+        if TriggerEventType.CheckFailed in wanted:
+            return TriggerEventType.CheckFailed, ""
+        return "spec.events has no CheckFailed"
+    commands = [e.command for e in trigger.spec.events if e.command]
+    rest = next((r for c in commands if (r := _after_command(event.comment, c)) is not None), None)
+    if event.kind == TriggerEventType.ReviewComment and TriggerEventType.ReviewComment in wanted:
+        return TriggerEventType.ReviewComment, event.comment if rest is None else rest
+    if event.kind in (TriggerEventType.Command, TriggerEventType.ReviewComment) and rest is not None:
+        return TriggerEventType.Command, rest
+    if event.kind in (TriggerEventType.Command, TriggerEventType.ReviewComment):
+        return "the comment does not start with a command of spec.events"
+    return f"{event.kind} is not a trigger event"
+
+
+def _after_command(comment: str, command: str) -> str | None:
+    """The comment after `command` when the comment starts with it as a word, else None."""
+    text = comment.lstrip()
+    if not text.startswith(command):
+        return None
+    rest = text[len(command) :]
+    if rest and not rest[0].isspace():
+        return None  # /agentx is not /agent
+    return rest.strip()
+
+
+def _allowed(trigger: HarnessTrigger, event: ForgeEvent) -> bool:
+    authors = trigger.spec.authors
+    if event.author and event.author.casefold() in {u.casefold() for u in authors.users}:
+        return True
+    return (
+        trigger.spec.forge.type == "github"
+        and event.association is not None
+        and event.association in set(authors.associations)
+    )
+
+
+def _same_repository(run: TriggerRun, event: ForgeEvent) -> bool:
+    return run.annotations.get(ANNOTATION_REPOSITORY, "").casefold() == event.repository.casefold()
+
+
+def _runs_of_pull_request(runs: Sequence[TriggerRun], event: ForgeEvent) -> list[TriggerRun]:
+    """The runs that opened or continued this pull request."""
+    return [
+        r
+        for r in runs
+        if r.labels.get(LABEL_PULL_REQUEST) == str(event.number) and _same_repository(r, event)
+    ]
+
+
+def _runs_of_thread(runs: Sequence[TriggerRun], event: ForgeEvent) -> list[TriggerRun]:
+    """The runs of this issue or pull request (a pull request's include the run that opened it)."""
+    kind = THREAD_PULL if event.is_pull_request else THREAD_ISSUE
+    thread = [
+        r
+        for r in runs
+        if r.labels.get(LABEL_THREAD) == str(event.number)
+        and r.annotations.get(ANNOTATION_THREAD_KIND) == kind
+        and _same_repository(r, event)
+    ]
+    opened = _runs_of_pull_request(runs, event) if event.is_pull_request else []
+    return thread + [r for r in opened if r not in thread]
+
+
+def build_event_parameters(event: ForgeEvent, comment: str) -> dict[str, str]:
+    """The values of $(event.NAME), as the template may use them."""
+    return {
+        "repository": event.repository,
+        "number": str(event.number),
+        "title": event.title,
+        "body": event.body,
+        "comment": comment,
+        "author": event.author,
+        "headBranch": event.head_branch or "",
+        "check": event.check or "",
+        "url": event.url,
+    }
+
+
+def substitute(value: Any, parameters: Mapping[str, str]) -> Any:
+    """`value` with $(event.NAME) replaced in every string, in one pass: a replacement is never read
+    again, so a body holding "$(event.title)" stays literal; an unknown NAME stays as written."""
+    if isinstance(value, str):
+        return _PARAMETER.sub(lambda m: parameters.get(m.group(1), m.group(0)), value)
+    if isinstance(value, dict):
+        return {k: substitute(v, parameters) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, parameters) for v in value]
+    return value
+
+
+def build_trigger_run_manifest(
+    trigger: HarnessTrigger,
+    event: ForgeEvent,
+    comment: str,
+    run_name: str,
+    previous: TriggerRun | None,
+) -> dict[str, Any]:
+    """The HarnessRun a delivery creates: the template's spec with the event's parameters, its labels and
+    annotations with ours last; a follow-up (`previous` set) resumes `previous` on its branch."""
+    meta = trigger.metadata
+    template = trigger.spec.run_template
+    spec = substitute(template.spec.to_api(), build_event_parameters(event, comment))
+    labels = dict(template.metadata.labels if template.metadata else {})
+    annotations = dict(template.metadata.annotations if template.metadata else {})
+    labels.pop(LABEL_USER, None)
+    # The run's author is the trigger's ServiceAccount (the receiver creates it so); admission checks it.
+    user = encode_user_label(f"system:serviceaccount:{meta['namespace']}:{trigger.spec.service_account_name}")
+    labels.update(
+        {
+            LABEL_TRIGGER: label_value(meta["name"]),
+            LABEL_THREAD: str(event.number),
+            LABEL_MANAGED_BY: MANAGED_BY,
+            **({LABEL_USER: user} if user else {}),
+        }
+    )
+    annotations.update(
+        {
+            ANNOTATION_REPOSITORY: event.repository,
+            ANNOTATION_THREAD_KIND: THREAD_PULL if event.is_pull_request else THREAD_ISSUE,
+            ANNOTATION_DELIVERY: event.delivery_key,
+            **({ANNOTATION_HEAD: event.head_sha} if event.head_sha else {}),
+        }
+    )
+    for key in (ANNOTATION_COMMENT_ID, LABEL_PULL_REQUEST):
+        annotations.pop(key, None)
+        labels.pop(key, None)
+    if previous is not None:
+        labels[LABEL_PULL_REQUEST] = str(event.number)
+        spec = _follow_up(spec, previous, event)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "HarnessRun",
+        "metadata": {
+            "name": run_name,
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }
+
+
+def _follow_up(spec: dict[str, Any], previous: TriggerRun, event: ForgeEvent) -> dict[str, Any]:
+    """The spec continuing `previous`: its conversation, from its branch's head, onto the same branch
+    fast-forward only (the publisher refuses the push if the branch moved since the clone)."""
+    branch = previous.branch or event.head_branch
+    spec = {**spec, "resumeFrom": {"run": previous.name}}
+    workspace = dict(spec.get("workspace") or {})
+    if branch and "git" in workspace:
+        workspace["git"] = {**workspace["git"], "ref": branch}
+    if branch and "publish" in workspace:
+        publish = dict(workspace["publish"])
+        publish["branch"] = {**(publish.get("branch") or {}), "name": branch, "ifExists": "FastForward"}
+        workspace["publish"] = publish
+    if workspace:
+        spec["workspace"] = workspace
+    return spec
