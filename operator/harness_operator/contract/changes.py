@@ -14,7 +14,7 @@ import json
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from harness_operator.api.v1alpha1 import Forge, Model
+from harness_operator.api.v1alpha1 import BranchIfExists, Forge, Model
 
 PUBLISH_PLAN_ENV = "HARNESS_PUBLISH_PLAN"
 # The write credential (spec.workspace.publish.credentialsSecretRef): only the publisher's container has it.
@@ -65,6 +65,8 @@ class PublishPlan(Model):
     working_dir: str
     patch_limit: int
     branch: str | None = None
+    # FastForward: the branch may exist at the cloned commit (the base); the change is pushed onto it.
+    if_exists: BranchIfExists = BranchIfExists.fail
     commit_message: str = ""
     author_name: str = "harness-operator"
     author_email: str = "harness-operator@users.noreply.invalid"
@@ -108,6 +110,7 @@ class ChangesReport(Model):
     patch_bytes: int | None = None
     patch_sha256: str | None = Field(default=None, alias="patchSHA256")
     pull_request_url: str | None = Field(default=None, alias="pullRequestURL")
+    pull_request_number: int | None = None
 
     def render(self) -> str:
         """The termination message: the message is cut until the whole fits in 4 KiB."""

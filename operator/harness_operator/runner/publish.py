@@ -12,10 +12,11 @@ helper: the files are read as the bytes the agent wrote (runner/worktree.py: no 
 encoding or configuration of the workspace's, no nested repository entered) and written as one commit on
 that base by `git fast-import`. A change holding a granted credential's value, reaching into a submodule,
 or editing CI configuration the run does not allow is refused. The patch goes to this container's log,
-framed; the commit is pushed to the run's branch only if it does not exist yet (never forced, never
-onto an existing branch) with the write credential, which only this container holds; the pull request
-is opened through the forge's API. What happened is the termination message (ChangesReport); the exit
-code is 0 unless the publisher itself broke.
+framed; the commit is pushed to the run's branch with the write credential, which only this container
+holds, never forced: only if the branch does not exist yet, or (publish.branch.ifExists FastForward)
+onto the branch when it is still at the commit the workspace cloned from it; the pull request is found
+or opened through the forge's API (runner/pull_request.py). What happened is the termination message
+(ChangesReport); the exit code is 0 unless the publisher itself broke.
 """
 
 from __future__ import annotations
@@ -27,20 +28,17 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from itertools import chain
 from pathlib import Path
 from types import FrameType
 
 from harness_operator.api.reasons import Reason
+from harness_operator.api.v1alpha1 import BranchIfExists
 from harness_operator.contract.changes import (
     BASE_FILE,
-    BODY_OUTPUT_CHARS,
     CLONE_TOKEN_ENV,
     PUBLISH_DIR,
     PUBLISH_PLAN_ENV,
@@ -52,161 +50,15 @@ from harness_operator.contract.changes import (
     is_ci_path,
 )
 from harness_operator.contract.frame import encode_frame
-from harness_operator.runner.forges import build_pull_request, read_pull_request_url
+from harness_operator.runner.publish_git import Git, PublishError, describe_push_failure, last_lines
+from harness_operator.runner.pull_request import find_pull_request, open_pull_request
 from harness_operator.runner.redact import Redactor
 from harness_operator.runner.worktree import NestedRepository, fast_import_commit, parse_tree, take_entries
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
-# The variables git may read from this container's environment: the egress gateway's proxy, if any.
-PASSED_ENV = ("PATH", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
 # The ref of the taken change in the publisher's repository.
 CHANGE_REF = "refs/harness/change"
 COMMIT = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
-GIT_LINES = 3
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is an answer, not followed: urllib would send the token on to wherever it points."""
-
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-class PublishError(Exception):
-    """A step failed: `reason` (a Reason) and a message that names the fix."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-
-
-class Git:
-    """git in the publisher's own bare repository, with nothing of the pod's configuration: every setting
-    is ours, given on the command line's level. Two environments: `remote` (fetch, push, ls-remote) holds
-    the credential and never names the working tree; `local` (the steps that list the working tree and
-    build the commit) holds no token and no credential helper, and only `untracked` names the tree."""
-
-    def __init__(self, state: Path, workdir: str, password: str, redactor: Redactor, deadline: float):
-        self.redactor = redactor
-        self.deadline = deadline
-        home = state / "home"
-        home.mkdir(parents=True, exist_ok=True)
-        (state / "tmp").mkdir(exist_ok=True)
-        (state / "template").mkdir(exist_ok=True)
-        settings = [
-            ("core.hooksPath", "/dev/null"),
-            ("core.fsmonitor", "false"),
-            ("core.autocrlf", "false"),
-            ("core.untrackedCache", "false"),
-            ("safe.directory", "*"),
-            ("credential.helper", ""),
-            ("http.followRedirects", "false"),
-            ("init.templateDir", str(state / "template")),
-        ]
-        base = {k: v for k, v in os.environ.items() if k in PASSED_ENV}
-        base |= {
-            "HOME": str(home),
-            "TMPDIR": str(state / "tmp"),
-            "LANG": "C",
-            "GIT_DIR": str(state / "repo.git"),
-            "GIT_INDEX_FILE": str(state / "index"),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": "/dev/null",
-            "GIT_ATTR_NOSYSTEM": "1",
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_OPTIONAL_LOCKS": "0",
-        }
-        helper = '!f() { echo username=x-access-token; echo "password=$HARNESS_GIT_PASSWORD"; }; f'
-        self.local = base | _config_env(settings)
-        self.remote = base | _config_env([*settings, ("credential.helper", helper)])
-        self.remote["HARNESS_GIT_PASSWORD"] = password
-        self.state = str(state)
-        self.workdir = workdir
-
-    def init(self) -> None:
-        """The publisher's repository: bare, from an empty template (no hooks)."""
-        env = {k: v for k, v in self.local.items() if k not in ("GIT_DIR", "GIT_INDEX_FILE")}
-        self.run("init", "-q", "--bare", self.local["GIT_DIR"], env=env)
-
-    def untracked(self) -> list[bytes]:
-        """The working tree's paths that are not in the index and that its `.gitignore` files do not
-        exclude; the one git command that sees the working tree, and it reads no file's content."""
-        env = self.local | {"GIT_WORK_TREE": self.workdir}
-        listing = self.run("ls-files", "--others", "--exclude-standard", "-z", env=env, cwd=self.workdir)
-        return [path for path in listing.split(b"\0") if path]
-
-    def run(
-        self,
-        *args: str,
-        stdin: bytes | Iterator[bytes] | None = None,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> bytes:
-        """git's stdout, by default in the local environment outside the working tree; a failure raises
-        CalledProcessError with its (redacted) stderr. An iterator as stdin is streamed."""
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise subprocess.TimeoutExpired(["git", *args], 0)
-        with (
-            tempfile.TemporaryFile(dir=self.local["TMPDIR"]) as out,
-            tempfile.TemporaryFile(dir=self.local["TMPDIR"]) as err,
-        ):
-            process = subprocess.Popen(
-                ["git", *args],
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=err,
-                env=self.local if env is None else env,
-                cwd=cwd or self.state,
-            )
-            assert process.stdin is not None
-            try:
-                for chunk in [stdin] if isinstance(stdin, bytes) else stdin or []:
-                    process.stdin.write(chunk)
-                    if time.monotonic() > self.deadline:
-                        raise subprocess.TimeoutExpired(["git", *args], left)
-                process.stdin.close()
-                code = process.wait(timeout=max(self.deadline - time.monotonic(), 0.001))
-            except BrokenPipeError:
-                code = process.wait(timeout=max(self.deadline - time.monotonic(), 0.001))
-            except BaseException:
-                process.kill()
-                process.wait()
-                raise
-            out.seek(0)
-            err.seek(0)
-            if code != 0:
-                said = self.redactor.bytes(err.read()).decode("utf-8", "replace")
-                raise subprocess.CalledProcessError(code, ["git", args[0]], output=b"", stderr=said)
-            return out.read()
-
-    def text(self, *args: str) -> str:
-        return self.run(*args).decode("utf-8", "replace").strip()
-
-    def remote_run(self, *args: str) -> bytes:
-        """git with the credential: never in, nor naming, the working tree."""
-        return self.run(*args, env=self.remote)
-
-
-def _config_env(settings: list[tuple[str, str]]) -> dict[str, str]:
-    env = {"GIT_CONFIG_COUNT": str(len(settings))}
-    for i, (key, value) in enumerate(settings):
-        env[f"GIT_CONFIG_KEY_{i}"] = key
-        env[f"GIT_CONFIG_VALUE_{i}"] = value
-    return env
-
-
-def last_lines(error: subprocess.CalledProcessError | subprocess.TimeoutExpired) -> str:
-    """git's own words, its last lines, on one line."""
-    if isinstance(error, subprocess.TimeoutExpired):
-        return "timed out (publish.timeoutSeconds of the operator)"
-    lines = [line.strip() for line in str(error.stderr or "").splitlines()]
-    lines = [line for line in lines if line and not line.startswith("hint:")]
-    return " / ".join(lines[-GIT_LINES:]) or f"git {error.cmd[-1]} exited {error.returncode}"
 
 
 def read_verdict(path: str) -> Verdict | None:
@@ -297,56 +149,6 @@ def find_ci_path(git: Git, base: str, commit: str) -> str | None:
     )
 
 
-def render_template(text: str, output: str) -> str:
-    return text.replace("$(output)", output[:BODY_OUTPUT_CHARS])
-
-
-def describe_push_failure(said: str, branch: str) -> str:
-    lower = said.lower()
-    if any(
-        s in lower for s in ("already exists", "stale info", "non-fast-forward", "fetch first", "rejected")
-    ):
-        fix = f"branch {branch} exists on the origin: delete it, or set publish.branch.name to a new one"
-    elif any(s in lower for s in ("401", "403", "authentication", "permission", "denied", "could not read")):
-        fix = "the token in publish.credentialsSecretRef may not push to the repository: give it write access"
-    else:
-        fix = "check the origin and the token in publish.credentialsSecretRef"
-    return f"the origin refused the push of branch {branch}: {said}; {fix}"
-
-
-def open_pull_request(
-    plan: PublishPlan, branch: str, base: str, output: str, token: str, redactor: Redactor
-) -> str:
-    request = plan.pull_request
-    assert request is not None
-    title = render_template(request.title, output.splitlines()[0] if output.strip() else "").strip()
-    rendered = request.model_copy(
-        update={"title": title[:256] or branch, "body": render_template(request.body, output)}
-    )
-    call = build_pull_request(rendered, branch, base, token)
-    req = urllib.request.Request(call.url, data=call.body, headers=call.headers, method=call.method)
-    try:
-        with _OPENER.open(req, timeout=60) as answer:
-            status, body = answer.status, answer.read()
-    except urllib.error.HTTPError as exc:
-        status, body = exc.code, exc.read()
-    except (urllib.error.URLError, OSError) as exc:
-        raise PublishError(
-            Reason.PullRequestFailed,
-            f"the forge's API at {request.api_url} cannot be reached ({exc}); check "
-            "publish.pullRequest.apiURL and that the run's network policy allows its host",
-        ) from None
-    url, problem = read_pull_request_url(request.forge, status, body)
-    if url is None:
-        said = redactor.text(problem or "")
-        raise PublishError(
-            Reason.PullRequestFailed,
-            f"the forge refused to open the pull request from {branch} into {base}: {said}; check "
-            "publish.pullRequest (repository, base) and that the token may open pull requests",
-        )
-    return url
-
-
 def origin_head(git: Git, url: str) -> str:
     """The origin's default branch (its HEAD), for a pull request that names no base."""
     heads = git.remote_run("ls-remote", "--symref", url, "HEAD").decode("utf-8", "replace")
@@ -356,6 +158,56 @@ def origin_head(git: Git, url: str) -> str:
     raise PublishError(
         Reason.PullRequestFailed, "the origin names no default branch: set publish.pullRequest.base"
     )
+
+
+def remote_branch_head(git: Git, url: str, branch: str) -> str | None:
+    """The commit the origin's branch is at, or None when it has no such branch."""
+    ref = f"refs/heads/{branch}"
+    for line in git.remote_run("ls-remote", url, ref).decode("utf-8", "replace").splitlines():
+        commit, _, name = line.partition("\t")
+        if name == ref:  # ls-remote's pattern also matches longer refs ending in it
+            return commit
+    return None
+
+
+def branch_moved(branch: str, base: str, found: str | None) -> PublishError:
+    now = f"is now at {found}" if found else "is gone (deleted)"
+    return PublishError(
+        Reason.BranchMoved,
+        f"branch {branch} moved on the origin after the workspace cloned it: it was at {base} and {now}; "
+        "the change is not pushed (never forced) and its patch is kept in status.changes when it fits; "
+        "start a new run, which clones the branch's new head",
+    )
+
+
+def push_branch(git: Git, plan: PublishPlan, branch: str, base: str, commit: str) -> None:
+    """`commit` (whose parent is `base`) pushed to `branch`, never forced. Fail: the branch is created,
+    an existing one refused. FastForward: the branch must still be at `base`, which the origin reports
+    first so that the reason is exact; the push is then a plain one, which the origin takes only as a
+    fast-forward, so a push that slipped in between is refused all the same."""
+    ref = f"refs/heads/{branch}"
+    fast_forward = plan.if_exists == BranchIfExists.fast_forward
+    try:
+        if fast_forward:
+            found = remote_branch_head(git, plan.url, branch)
+            if found != base:
+                raise branch_moved(branch, base, found)
+            git.remote_run("push", "-q", "--no-verify", plan.url, f"{commit}:{ref}")
+        else:
+            # Create-only: the lease expects no such branch, so an existing one (main too) is refused.
+            git.remote_run(
+                "push", "-q", "--no-verify", f"--force-with-lease={ref}:", plan.url, f"{commit}:{ref}"
+            )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        said = last_lines(exc)
+        if fast_forward:
+            try:
+                found = remote_branch_head(git, plan.url, branch)
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+                found = base
+            if found != base:
+                raise branch_moved(branch, base, found) from None
+        raise PublishError(Reason.PushRejected, describe_push_failure(said, branch, fast_forward)) from None
 
 
 def publish(
@@ -453,27 +305,26 @@ def publish(
                 "it is not pushed or opened; set spec.workspace.publish.allowCIChanges: true to publish such "
                 "changes",
             )
-        try:
-            # Create-only: the lease expects no such branch, so an existing one (main too) is refused.
-            ref = f"refs/heads/{plan.branch}"
-            git.remote_run(
-                "push", "-q", "--no-verify", f"--force-with-lease={ref}:", plan.url, f"{commit}:{ref}"
-            )
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            raise PublishError(
-                Reason.PushRejected, describe_push_failure(last_lines(exc), plan.branch)
-            ) from None
+        push_branch(git, plan, plan.branch, base, commit)
         report = report.model_copy(update={"commit": commit, "branch": plan.branch})
         if plan.pull_request is None:
             return report
+        if plan.if_exists == BranchIfExists.fast_forward:
+            found = find_pull_request(plan.pull_request, plan.branch, token, redactor)
+            if found is not None:
+                return report.model_copy(
+                    update={"pull_request_url": found.url, "pull_request_number": found.number}
+                )
         try:
             target = plan.pull_request.base or origin_head(git, plan.url)
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             raise PublishError(
                 Reason.PullRequestFailed, f"reading the origin's default branch failed: {last_lines(exc)}"
             ) from None
-        url = open_pull_request(plan, plan.branch, target, verdict.output, token, redactor)
-        return report.model_copy(update={"pull_request_url": url})
+        opened = open_pull_request(plan, plan.branch, target, verdict.output, token, redactor)
+        return report.model_copy(
+            update={"pull_request_url": opened.url, "pull_request_number": opened.number}
+        )
     except PublishError as exc:
         return report.model_copy(update={"reason": exc.reason, "message": redactor.text(exc.message)})
 

@@ -34,7 +34,9 @@ def git(*args: str, cwd: Path | None = None) -> str:
     return done.stdout.strip()
 
 
-def clone_as_the_pod_does(origin: Path, workdir: Path, base_file: Path, home: Path) -> None:
+def clone_as_the_pod_does(
+    origin: Path, workdir: Path, base_file: Path, home: Path, ref: str = "main"
+) -> None:
     """The git-clone init container's own script and environment (core/desired.py), run here: the
     origin is a local path, the read token a literal, and the base recorded in `base_file`."""
     run = HarnessRun.model_validate(
@@ -47,7 +49,7 @@ def clone_as_the_pod_does(origin: Path, workdir: Path, base_file: Path, home: Pa
                     "workingDir": "/workspace/repo",
                     "git": {
                         "url": "https://git.example.invalid/acme/widgets.git",
-                        "ref": "main",
+                        "ref": ref,
                         "credentialsSecretRef": {"name": "read", "key": "token"},
                     },
                     "publish": {"credentialsSecretRef": {"name": "write", "key": "token"}},
@@ -102,8 +104,8 @@ class Pod:
         self.clone()
         return self
 
-    def clone(self) -> None:
-        clone_as_the_pod_does(self.origin, self.workdir, self.tmp / "base", self.tmp / "home")
+    def clone(self, ref: str = "main") -> None:
+        clone_as_the_pod_does(self.origin, self.workdir, self.tmp / "base", self.tmp / "home", ref)
         self.base = git("rev-parse", "HEAD", cwd=self.workdir)
 
     def plan(self, **changes: object) -> PublishPlan:
@@ -530,3 +532,84 @@ def test_a_shared_claim_runs_nothing_the_last_agent_left(pod: Pod, tmp_path: Pat
     report = pod.publish(pod.plan())
     assert report.reason is None, report.message
     assert not marker.exists()
+
+
+def push_to_origin(pod: Pod, branch: str, text: str) -> str:
+    """Someone else's commit on `branch` of the origin (from its current head, or main's), its SHA."""
+    other = pod.tmp / f"other-{len(list(pod.tmp.glob('other-*')))}"
+    git("clone", "-q", str(pod.origin), str(other))
+    start = branch if branch in pod.branches() else "main"
+    git("checkout", "-q", "-B", branch, f"origin/{start}", cwd=other)
+    (other / "README.md").write_text(text)
+    git("commit", "-q", "-am", "someone else's", cwd=other)
+    git("push", "-q", "origin", f"HEAD:refs/heads/{branch}", cwd=other)
+    return git("rev-parse", "HEAD", cwd=other)
+
+
+FOLLOW_UP = "harness/fix-1"
+
+
+@pytest.fixture
+def follow_up(pod: Pod) -> Pod:
+    """A pull request's branch with a first commit on it, cloned as a follow-up run clones it."""
+    push_to_origin(pod, FOLLOW_UP, "the first run's change\n")
+    subprocess.run(["rm", "-rf", str(pod.workdir)], check=True)
+    pod.clone(FOLLOW_UP)
+    return pod
+
+
+def test_fast_forward_adds_one_commit_onto_the_branch_as_cloned(follow_up: Pod) -> None:
+    pod = follow_up
+    head = pod.branches()[FOLLOW_UP]
+    assert pod.base == head and (pod.workdir / "README.md").read_text() == "the first run's change\n"
+    main = pod.branches()["main"]
+    (pod.workdir / "README.md").write_text("the reviewer's rename\n")
+
+    report = pod.publish(pod.plan(branch=FOLLOW_UP, if_exists="FastForward"))
+
+    assert report.reason is None, report.message
+    assert (report.base, report.branch, report.files) == (head, FOLLOW_UP, 1)
+    assert pod.branches() == {"main": main, FOLLOW_UP: report.commit}
+    assert git("rev-list", "--count", f"{head}..{report.commit}", cwd=pod.origin) == "1"
+    assert git("rev-parse", f"{report.commit}^", cwd=pod.origin) == head
+    assert git("show", f"{report.commit}:README.md", cwd=pod.origin) == "the reviewer's rename"
+
+
+def test_fast_forward_is_refused_when_someone_pushed_meanwhile(follow_up: Pod) -> None:
+    pod = follow_up
+    (pod.workdir / "README.md").write_text("the agent's change\n")
+    theirs = push_to_origin(pod, FOLLOW_UP, "a reviewer's own commit\n")
+
+    report = pod.publish(pod.plan(branch=FOLLOW_UP, if_exists="FastForward"))
+
+    assert report.reason == Reason.BranchMoved, report
+    message = report.message or ""
+    assert f"branch {FOLLOW_UP} moved" in message and pod.base in message and theirs in message
+    assert "never forced" in message and "start a new run" in message
+    assert pod.branches()[FOLLOW_UP] == theirs  # nothing pushed over it
+    assert report.patch_sha256 and report.commit is None  # the patch is kept all the same
+
+
+def test_fast_forward_onto_a_deleted_branch_is_refused(follow_up: Pod) -> None:
+    pod = follow_up
+    git("update-ref", "-d", f"refs/heads/{FOLLOW_UP}", cwd=pod.origin)
+    (pod.workdir / "README.md").write_text("the agent's change\n")
+
+    report = pod.publish(pod.plan(branch=FOLLOW_UP, if_exists="FastForward"))
+
+    assert report.reason == Reason.BranchMoved, report
+    assert "is gone (deleted)" in (report.message or "")
+    assert FOLLOW_UP not in pod.branches()
+
+
+def test_fail_still_refuses_the_branch_a_fast_forward_takes(follow_up: Pod) -> None:
+    """The same workspace and branch without FastForward: today's create-only refusal."""
+    pod = follow_up
+    head = pod.branches()[FOLLOW_UP]
+    (pod.workdir / "README.md").write_text("the agent's change\n")
+
+    report = pod.publish(pod.plan(branch=FOLLOW_UP))
+
+    assert report.reason == Reason.PushRejected, report
+    assert f"branch {FOLLOW_UP} exists" in (report.message or "")
+    assert pod.branches()[FOLLOW_UP] == head

@@ -17,6 +17,7 @@ from typing import Any
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
     PATCH_LIMIT_BYTES,
+    BranchIfExists,
     ChangesStatus,
     HarnessRun,
     PublishBranch,
@@ -71,12 +72,30 @@ def publish_branch(run: HarnessRun) -> str | None:
     return render_run_template((publish.branch or PublishBranch()).name, run)
 
 
+def fast_forwards(run: HarnessRun) -> bool:
+    """Whether the run's push may add its commit to an existing branch (publish.branch.ifExists)."""
+    publish = _publish(run)
+    branch = publish.branch if publish else None
+    return branch is not None and branch.if_exists == BranchIfExists.fast_forward
+
+
 def check_publish(run: HarnessRun) -> None:
-    """Rejection (InvalidSpec) when the branch the run would push is not a valid branch name."""
+    """Rejection (InvalidSpec) when the branch the run would push is not a valid branch name, or when a
+    FastForward push would not go onto the branch the workspace cloned (its name is a template, so the
+    CRD's rule checks only a literal one)."""
     branch = publish_branch(run)
     problem = branch_problem(branch) if branch is not None else None
     if problem is not None:
         raise Rejection(Reason.InvalidSpec, f"spec.workspace.publish.branch.name: {problem}; pick another")
+    git = run.spec.workspace.git if run.spec.workspace else None
+    if fast_forwards(run) and (git is None or git.ref != branch):
+        cloned = f'"{git.ref}"' if git and git.ref else "unset"
+        raise Rejection(
+            Reason.InvalidSpec,
+            f'spec.workspace.publish.branch.ifExists: FastForward adds a commit to the branch "{branch}", '
+            f'so the workspace must clone it: set spec.workspace.git.ref to "{branch}" (it is {cloned}), '
+            "or set ifExists: Fail to push a new branch",
+        )
 
 
 def build_publish_plan(
@@ -94,7 +113,8 @@ def build_publish_plan(
             forge=pr.forge,
             api_url=pr.api_url or compute_api_url(pr.forge, git.url),
             repository=pr.repository or compute_repository(pr.forge, git.url, pr.api_url),
-            base=pr.base or git.ref,
+            # A FastForward run clones the pull request's own branch: its default base is the origin's.
+            base=pr.base or (None if fast_forwards(run) else git.ref),
             title=render_run_template(pr.title, run),
             body=render_run_template(pr.body, run),
             draft=pr.draft,
@@ -104,6 +124,7 @@ def build_publish_plan(
         working_dir=working_dir,
         patch_limit=PATCH_LIMIT_BYTES,
         branch=publish_branch(run),
+        if_exists=BranchIfExists.fast_forward if fast_forwards(run) else BranchIfExists.fail,
         commit_message=render_run_template(publish.commit_message, run),
         pull_request=request,
         secret_envs=sorted(set(secret_envs)),
@@ -168,6 +189,7 @@ def compute_changes(
         patch_sha256=report.patch_sha256 if patch_kept else None,
         patch_config_map_name=changes_config_map_name(run_name) if patch_kept else None,
         pull_request_url=report.pull_request_url,
+        pull_request_number=report.pull_request_number,
     )
     failure = (report.reason, report.message or report.reason) if report.reason else None
     return changes, failure
