@@ -83,6 +83,17 @@ app.kubernetes.io/component: model-store
 {{- printf "%s:%s" $repository (.Values.modelGateway.store.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
+{{/* The trigger receiver: its name and its pods' labels. It runs from the operator's image. */}}
+{{- define "harness-operator.receiverName" -}}
+{{- printf "%s-receiver" (include "harness-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "harness-operator.receiverSelectorLabels" -}}
+app.kubernetes.io/name: harness-trigger-receiver
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: trigger-receiver
+{{- end -}}
+
 {{/* A binding's scope: the namespaces this release watches (watchNamespaces), so another release's
 namespaces keep their own guardrails; every namespace when it watches all. */}}
 {{- define "harness-operator.admissionNamespaces" -}}

@@ -1,0 +1,168 @@
+"""The trigger receiver's API calls (I/O): its own reads, Events and status, and the runs it creates and
+deletes as a trigger's ServiceAccount (impersonated, so admission and RBAC judge them as that account's)."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from harness_operator.api.common import GROUP, VERSION
+
+TRIGGERS = "harnesstriggers"
+RUNS = "harnessruns"
+FIELD_MANAGER = "harness-trigger-receiver"
+# A forge waits about 10 s for an answer: each call gets a few seconds, never the client's default (none).
+TIMEOUT = (3.0, 5.0)
+CONNECTIONS = 16
+
+
+def service_account_user(namespace: str, name: str) -> str:
+    """The username the API server gives a ServiceAccount."""
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+def load_api_client() -> client.ApiClient:
+    """In a pod its ServiceAccount; elsewhere $KUBECONFIG (the integration tests give it one)."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    settings = client.Configuration.get_default_copy()
+    settings.connection_pool_maxsize = CONNECTIONS
+    return client.ApiClient(settings)
+
+
+def as_service_account(namespace: str, name: str) -> dict[str, str]:
+    """The header that makes one request the ServiceAccount's. No Impersonate-Group: the API server gives
+    an impersonated ServiceAccount its own groups (system:serviceaccounts, ...:<namespace>,
+    system:authenticated) itself, while naming them would need a cluster-wide right to impersonate groups."""
+    return {"Impersonate-User": service_account_user(namespace, name)}
+
+
+class ReceiverKube:
+    """Every call the receiver makes; an ApiException propagates for the server to classify."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    # --- as the receiver -----------------------------------------------------------------------------
+
+    def fetch_trigger(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, TRIGGERS, name, _request_timeout=TIMEOUT
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return found
+
+    def fetch_secret_key(self, namespace: str, name: str, key: str) -> bytes | None:
+        """A Secret's value (None: no such Secret or key); 403 propagates (the team did not grant it)."""
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace, _request_timeout=TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        data = secret.data or {}
+        return base64.b64decode(data[key]) if key in data else None
+
+    def list_runs(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        listed = self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, RUNS, label_selector=selector, _request_timeout=TIMEOUT
+        )
+        return list(listed.get("items") or [])
+
+    def ready(self, namespace: str | None) -> None:
+        """Raises unless the API server answers and lets this identity list HarnessTriggers (in
+        `namespace`; None: everywhere)."""
+        if namespace:
+            self.custom.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, TRIGGERS, limit=1, _request_timeout=TIMEOUT
+            )
+        else:
+            self.custom.list_cluster_custom_object(GROUP, VERSION, TRIGGERS, limit=1, _request_timeout=TIMEOUT)
+
+    def create_event(
+        self, trigger: dict[str, Any], type_: str, reason: str, message: str, name: str | None = None
+    ) -> None:
+        """A core/v1 Event on the trigger (`kubectl describe htrigger`); one `name`d is posted once."""
+        meta = trigger["metadata"]
+        now = datetime.now(UTC)
+        names = {"name": name} if name else {"generate_name": f"{meta['name']}."}
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(namespace=meta["namespace"], **names),
+            involved_object=client.V1ObjectReference(
+                api_version=f"{GROUP}/{VERSION}",
+                kind="HarnessTrigger",
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+            ),
+            type=type_,
+            reason=reason,
+            message=message[:1024],
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=client.V1EventSource(component=FIELD_MANAGER),
+            reporting_component=FIELD_MANAGER,
+        )
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body, _request_timeout=TIMEOUT)
+        except ApiException as exc:
+            if not (name and exc.status == 409):
+                raise
+
+    def patch_trigger_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch the trigger's status (its other fields are the operator's)."""
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            TRIGGERS,
+            name,
+            {"status": status},
+            field_manager=FIELD_MANAGER,
+            _request_timeout=TIMEOUT,
+        )
+
+    # --- as the trigger's ServiceAccount ---------------------------------------------------------------
+
+    def create_run_as(self, service_account: str, run: dict[str, Any]) -> None:
+        """Create the run as the ServiceAccount; 409 (the name taken: the same delivery) propagates."""
+        namespace = run["metadata"]["namespace"]
+        self.custom.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            RUNS,
+            run,
+            field_manager=FIELD_MANAGER,
+            _request_timeout=TIMEOUT,
+            _headers=as_service_account(namespace, service_account),
+        )
+
+    def delete_run_as(self, service_account: str, namespace: str, name: str) -> None:
+        """Delete a run as the ServiceAccount (gone already: nothing to do)."""
+        try:
+            self.custom.delete_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                RUNS,
+                name,
+                _request_timeout=TIMEOUT,
+                _headers=as_service_account(namespace, service_account),
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
