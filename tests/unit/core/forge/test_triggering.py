@@ -1,0 +1,407 @@
+"""What a delivery does for a HarnessTrigger (pure): the repository and event filters, who may trigger,
+follow-ups on a pull request a run of the trigger opened, duplicates, concurrency per thread, and the run
+manifest (name from the body's hash, labels and annotations, $(event.*) substituted once), validated as a
+HarnessRun."""
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessTrigger
+from harness_operator.core.forge.events import ForgeEvent
+from harness_operator.core.forge.triggering import (
+    ANNOTATION_COMMENT_ID,
+    ANNOTATION_DELIVERY,
+    ANNOTATION_HEAD,
+    ANNOTATION_REPOSITORY,
+    ANNOTATION_THREAD_KIND,
+    LABEL_PULL_REQUEST,
+    LABEL_THREAD,
+    LABEL_TRIGGER,
+    TriggerRun,
+    build_trigger_run,
+    decide_delivery,
+    substitute,
+    trigger_run_name,
+)
+from harness_operator.core.objects.naming import LABEL_MANAGED_BY, LABEL_USER
+
+KEY = "0123456789abcdef" * 4
+TEMPLATE_SPEC: dict[str, Any] = {
+    "provider": "claude",
+    "prompt": "Fix issue #$(event.number) of $(event.repository): $(event.title)\n\n$(event.body)\n"
+    "Asked by $(event.author): $(event.comment) ($(event.url)) $(event.unknown)",
+    "workspace": {
+        "git": {"url": "http://gitea.test:3000/acme/payments.git"},
+        "publish": {
+            "credentialsSecretRef": {"name": "push", "key": "token"},
+            "branch": {"name": "agent/$(run.name)"},
+            "pullRequest": {"forge": "gitea", "title": "agent: $(event.title)"},
+        },
+    },
+}
+
+
+def trigger(**spec: Any) -> HarnessTrigger:
+    body: dict[str, Any] = {
+        "metadata": {"name": "payments-agent", "namespace": "team-a", "uid": "t-uid"},
+        "spec": {
+            "forge": {
+                "type": "gitea",
+                "url": "http://gitea.test:3000",
+                "webhookSecretRef": {"name": "hook", "key": "secret"},
+            },
+            "repositories": ["acme/payments"],
+            "serviceAccountName": "agent-trigger",
+            "events": [
+                {"type": "IssueLabeled", "label": "agent"},
+                {"type": "Command", "command": "/agent"},
+                {"type": "ReviewComment"},
+                {"type": "CheckFailed"},
+            ],
+            "authors": {"users": ["alice", "Bob"]},
+            "runTemplate": {
+                "metadata": {
+                    "labels": {"team": "a", LABEL_TRIGGER: "forged", LABEL_PULL_REQUEST: "99"},
+                    "annotations": {"note": "kept", ANNOTATION_COMMENT_ID: "1"},
+                },
+                "spec": TEMPLATE_SPEC,
+            },
+            **spec,
+        },
+    }
+    return HarnessTrigger.model_validate(body)
+
+
+def event(**fields: Any) -> ForgeEvent:
+    base: dict[str, Any] = {
+        "forge": "gitea",
+        "kind": "IssueLabeled",
+        "repository": "acme/payments",
+        "number": 3,
+        "is_pull_request": False,
+        "title": "Rename helper",
+        "body": "The helper's name is misleading.",
+        "comment": "",
+        "author": "alice",
+        "association": None,
+        "label": "agent",
+        "head_branch": None,
+        "head_sha": None,
+        "check": None,
+        "url": "http://gitea.test:3000/acme/payments/issues/3",
+        "delivery_key": KEY,
+        "labels": ("agent",),
+    }
+    return ForgeEvent(**{**base, **fields})
+
+
+def run(name: str, **fields: Any) -> TriggerRun:
+    labels = {LABEL_TRIGGER: "payments-agent", LABEL_THREAD: "3", **fields.pop("labels", {})}
+    annotations = {ANNOTATION_REPOSITORY: "acme/payments", ANNOTATION_THREAD_KIND: "issue"}
+    annotations.update(fields.pop("annotations", {}))
+    base: dict[str, Any] = {
+        "creation_timestamp": "2026-12-07T05:00:00Z",
+        "finished": True,
+        "branch": None,
+        "succeeded": True,
+    }
+    return TriggerRun(name=name, labels=labels, annotations=annotations, **{**base, **fields})
+
+
+def opener(**fields: Any) -> TriggerRun:
+    """The run that opened pull request #4 from issue #3 (the reporting step labelled it)."""
+    return run("payments-agent-3-aaaaaaaaaa", labels={LABEL_PULL_REQUEST: "4"}, branch="agent/x", **fields)
+
+
+def test_a_labelled_issue_creates_the_template_run_as_a_valid_harness_run() -> None:
+    decision = decide_delivery(trigger(), event(), [])
+    assert (decision.result, decision.delete) == ("created", ())
+    assert decision.reason == "created run payments-agent-3-0123456789 for issue #3 of acme/payments"
+    made = decision.create
+    assert made is not None
+    HarnessRun.model_validate(made)
+    assert made["metadata"]["name"] == "payments-agent-3-0123456789"
+    assert made["metadata"]["namespace"] == "team-a"
+    assert made["metadata"]["labels"] == {
+        "team": "a",
+        LABEL_TRIGGER: "payments-agent",  # ours win over the template's
+        LABEL_THREAD: "3",
+        LABEL_MANAGED_BY: "harness-operator",
+        LABEL_USER: "system_c_serviceaccount_c_team-a_c_agent-trigger",
+    }
+    assert made["metadata"]["annotations"] == {
+        "note": "kept",
+        ANNOTATION_REPOSITORY: "acme/payments",
+        ANNOTATION_THREAD_KIND: "issue",
+        ANNOTATION_DELIVERY: KEY,
+    }
+    assert "ownerReferences" not in made["metadata"]
+    assert made["spec"]["prompt"] == (
+        "Fix issue #3 of acme/payments: Rename helper\n\nThe helper's name is misleading.\n"
+        "Asked by alice:  (http://gitea.test:3000/acme/payments/issues/3) $(event.unknown)"
+    )
+    publish = made["spec"]["workspace"]["publish"]
+    assert publish["branch"] == {"name": "agent/$(run.name)"}  # the run's own parameters stay
+    assert publish["pullRequest"]["title"] == "agent: Rename helper"
+    assert "resumeFrom" not in made["spec"]
+
+
+def test_the_run_name_is_fixed_by_the_body_so_a_replay_is_a_duplicate() -> None:
+    name = trigger_run_name("payments-agent", 3, KEY)
+    assert decide_delivery(trigger(), event(), [run(name, finished=False)]).result == "duplicate"
+    long = trigger_run_name("a" * 29 + "-" + "b" * 40, 12345, KEY)
+    assert long == "a" * 29 + "-12345-0123456789"  # the name cut to 30, its trailing '-' dropped
+
+
+def test_substitution_is_once_never_recursive() -> None:
+    hostile = event(title="$(event.body)", body="$(event.title) $(run.name) $(event.comment)")
+    made = decide_delivery(trigger(), hostile, []).create
+    assert made is not None
+    assert made["spec"]["prompt"].startswith(
+        "Fix issue #3 of acme/payments: $(event.body)\n\n$(event.title) $(run.name) $(event.comment)\n"
+    )
+    assert substitute(
+        {"a": ["$(event.x)", 1, None, {"b": "$(event.x)$(event.x)"}]}, {"x": "$(event.x)y"}
+    ) == {"a": ["$(event.x)y", 1, None, {"b": "$(event.x)y$(event.x)y"}]}
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"repository": "acme/other"}, "repository acme/other is not in spec.repositories"),
+        ({"labels": ("bug",), "label": "bug"}, "the issue's label is not one of spec.events' labels"),
+        ({"labels": (), "label": None}, "the issue's label is not one of spec.events' labels"),
+        (
+            {"kind": "Command", "comment": "looks good"},
+            "the comment does not start with a command of spec.events",
+        ),
+        (
+            {"kind": "Command", "comment": "/agentx do it"},
+            "the comment does not start with a command of spec.events",
+        ),
+        (
+            {"kind": "Command", "comment": "please /agent fix"},
+            "the comment does not start with a command of spec.events",
+        ),
+    ],
+)
+def test_deliveries_this_trigger_does_not_take_are_ignored(fields: dict[str, Any], reason: str) -> None:
+    decision = decide_delivery(trigger(), event(**fields), [])
+    assert (decision.result, decision.reason, decision.create) == ("ignored", reason, None)
+
+
+def test_repositories_and_labels_compare_case_insensitively() -> None:
+    assert (
+        decide_delivery(trigger(), event(repository="ACME/Payments", labels=("Agent",)), []).result
+        == "created"
+    )
+
+
+def test_an_event_type_not_in_spec_events_is_ignored() -> None:
+    only_labels = trigger(events=[{"type": "IssueLabeled", "label": "agent"}])
+    check = event(kind="CheckFailed", number=4, is_pull_request=True, check="ci")
+    assert decide_delivery(only_labels, check, [opener()]).reason == "spec.events has no CheckFailed"
+    review = event(kind="ReviewComment", number=4, is_pull_request=True, comment="rename it")
+    assert decide_delivery(only_labels, review, [opener()]).result == "ignored"
+
+
+def test_a_stranger_is_refused_named_and_the_comment_not_echoed() -> None:
+    stranger = event(kind="Command", comment="/agent rm -rf / SECRET-PAYLOAD", author="mallory")
+    decision = decide_delivery(trigger(), stranger, [])
+    assert (decision.result, decision.create) == ("refused", None)
+    assert decision.reason == "mallory is not allowed by spec.authors to trigger runs"
+    assert "SECRET" not in decision.reason
+    assert decide_delivery(trigger(), event(author=""), []).reason.startswith("an unknown author")
+    assert decide_delivery(trigger(), event(author="bob"), []).result == "created"  # names fold case
+
+
+def test_an_empty_allowlist_allows_nobody() -> None:
+    assert decide_delivery(trigger(authors={}), event(), []).result == "refused"
+
+
+def test_github_associations_allow_only_on_github() -> None:
+    github = trigger(
+        forge={"type": "github", "url": "https://github.com", "webhookSecretRef": {"name": "h", "key": "s"}},
+        authors={"associations": ["MEMBER", "OWNER"]},
+    )
+    member = event(forge="github", kind="Command", comment="/agent go", author="dave", association="MEMBER")
+    assert decide_delivery(github, member, []).result == "created"
+    outsider = dataclasses.replace(member, association="CONTRIBUTOR")
+    assert decide_delivery(github, outsider, []).result == "refused"
+    # A gitea trigger that somehow holds associations (the CRD refuses them) still does not read them.
+    gitea = trigger(authors={"associations": ["MEMBER"]})
+    assert decide_delivery(gitea, dataclasses.replace(member, forge="gitea"), []).result == "refused"
+
+
+def test_a_command_on_an_issue_passes_the_rest_of_the_comment() -> None:
+    command = event(kind="Command", comment="  /agent   fix the totals\nplease ", labels=(), label=None)
+    made = decide_delivery(trigger(), command, []).create
+    assert made is not None
+    assert "Asked by alice: fix the totals\nplease (" in made["spec"]["prompt"]
+
+
+def test_a_command_on_a_pull_request_no_run_opened_is_ignored() -> None:
+    command = event(kind="Command", comment="/agent go", number=9, is_pull_request=True)
+    decision = decide_delivery(trigger(), command, [opener()])
+    assert decision.result == "ignored"
+    assert decision.reason == "pull request #9 was not opened by a run of trigger payments-agent"
+
+
+def test_a_command_on_the_pull_request_a_run_opened_continues_it_on_its_branch() -> None:
+    command = event(
+        kind="Command",
+        comment="/agent rename the function",
+        number=4,
+        is_pull_request=True,
+        head_branch="agent/x",
+        head_sha="d" * 40,
+        url="http://gitea.test:3000/acme/payments/pulls/4",
+    )
+    decision = decide_delivery(trigger(), command, [opener()])
+    assert decision.result == "created"
+    assert decision.reason == "created run payments-agent-4-0123456789 for pull request #4 of acme/payments"
+    made = decision.create
+    assert made is not None
+    HarnessRun.model_validate(made)
+    spec, meta = made["spec"], made["metadata"]
+    assert spec["resumeFrom"] == {"run": "payments-agent-3-aaaaaaaaaa"}
+    assert spec["workspace"]["git"] == {"url": "http://gitea.test:3000/acme/payments.git", "ref": "agent/x"}
+    assert spec["workspace"]["publish"]["branch"] == {"name": "agent/x", "ifExists": "FastForward"}
+    assert spec["workspace"]["publish"]["pullRequest"]["forge"] == "gitea"
+    assert meta["labels"][LABEL_PULL_REQUEST] == "4" and meta["labels"][LABEL_THREAD] == "4"
+    assert meta["annotations"][ANNOTATION_THREAD_KIND] == "pull"
+    assert meta["annotations"][ANNOTATION_HEAD] == "d" * 40
+    assert "rename the function" in spec["prompt"]
+
+
+def test_a_follow_up_resumes_the_newest_succeeded_run_of_the_pull_request() -> None:
+    later = run(
+        "payments-agent-4-bbbbbbbbbb",
+        labels={LABEL_PULL_REQUEST: "4", LABEL_THREAD: "4"},
+        annotations={ANNOTATION_THREAD_KIND: "pull"},
+        creation_timestamp="2026-12-07T06:00:00Z",
+        branch="agent/x",
+    )
+    failed_latest = dataclasses.replace(
+        later, name="payments-agent-4-cccccccccc", creation_timestamp="2026-12-07T07:00:00Z", succeeded=False
+    )
+    review = event(kind="ReviewComment", comment="add a test", number=4, is_pull_request=True)
+    made = decide_delivery(trigger(), review, [opener(), later, failed_latest]).create
+    assert made is not None and made["spec"]["resumeFrom"] == {"run": "payments-agent-4-bbbbbbbbbb"}
+    # The branch comes from the run's status; without one the event's head branch is used.
+    bare = dataclasses.replace(opener(), branch=None)
+    made = decide_delivery(trigger(), dataclasses.replace(review, head_branch="agent/y"), [bare]).create
+    assert made is not None and made["spec"]["workspace"]["git"]["ref"] == "agent/y"
+
+
+def test_a_review_comment_starting_with_a_command_passes_the_rest() -> None:
+    review = event(kind="ReviewComment", comment="/agent use a set here", number=4, is_pull_request=True)
+    made = decide_delivery(trigger(), review, [opener()]).create
+    assert made is not None and "Asked by alice: use a set here (" in made["spec"]["prompt"]
+    commands_only = trigger(events=[{"type": "Command", "command": "/agent"}])
+    assert decide_delivery(commands_only, review, [opener()]).result == "created"
+    plain = dataclasses.replace(review, comment="nit: spacing")
+    assert decide_delivery(commands_only, plain, [opener()]).result == "ignored"
+
+
+def test_a_failed_check_needs_no_allowed_author_and_names_the_check() -> None:
+    check = event(kind="CheckFailed", number=4, is_pull_request=True, author="ci-bot", check="unit tests")
+    spec = dict(TEMPLATE_SPEC, prompt="Check $(event.check) failed on $(event.headBranch).")
+    made = decide_delivery(
+        trigger(runTemplate={"spec": spec}), dataclasses.replace(check, head_branch="agent/x"), [opener()]
+    ).create
+    assert made is not None and made["spec"]["prompt"] == "Check unit tests failed on agent/x."
+
+
+def test_a_failed_commit_status_finds_its_pull_request_by_the_pushed_commit() -> None:
+    status = event(kind="CheckFailed", number=0, is_pull_request=True, head_sha="d" * 40, check="ci/build")
+    decision = decide_delivery(trigger(), status, [opener(commit="d" * 40)])
+    assert decision.result == "created" and decision.create is not None
+    assert decision.create["metadata"]["name"] == "payments-agent-4-0123456789"
+    stray = decide_delivery(trigger(), status, [opener(commit="e" * 40)])
+    assert stray.reason == f"commit {'d' * 40} was not pushed by a run of trigger payments-agent"
+    other_repo = opener(commit="d" * 40, annotations={ANNOTATION_REPOSITORY: "acme/other"})
+    assert decide_delivery(trigger(), status, [other_repo]).result == "ignored"
+
+
+def test_runs_of_other_triggers_are_not_followed_up() -> None:
+    foreign = dataclasses.replace(opener(), labels={**opener().labels, LABEL_TRIGGER: "someone-else"})
+    review = event(kind="ReviewComment", comment="x", number=4, is_pull_request=True)
+    assert decide_delivery(trigger(), review, [foreign]).result == "ignored"
+
+
+def test_forbid_skips_while_a_run_of_the_thread_is_unfinished() -> None:
+    active = run("payments-agent-3-aaaaaaaaaa", finished=False, succeeded=False)
+    decision = decide_delivery(trigger(), event(), [active])
+    assert (decision.result, decision.create) == ("skipped", None)
+    assert decision.reason == (
+        "run payments-agent-3-aaaaaaaaaa of issue #3 of acme/payments is unfinished and "
+        "spec.concurrencyPolicy is Forbid"
+    )
+    # Another issue's, or a pull request's of the same number, or another repository's run: no matter.
+    others = [
+        run("o1", finished=False, labels={LABEL_THREAD: "5"}),
+        run("o2", finished=False, annotations={ANNOTATION_THREAD_KIND: "pull"}),
+        run("o3", finished=False, annotations={ANNOTATION_REPOSITORY: "acme/other"}),
+    ]
+    assert decide_delivery(trigger(), event(), others).result == "created"
+
+
+def test_a_pull_requests_thread_includes_the_run_that_opened_it() -> None:
+    review = event(kind="ReviewComment", comment="x", number=4, is_pull_request=True)
+    working = opener(finished=False, succeeded=False)
+    assert decide_delivery(trigger(), review, [working]).result == "skipped"
+
+
+def test_replace_deletes_the_threads_unfinished_runs_and_allow_keeps_them() -> None:
+    runs = [run("r1", finished=False), run("r2", finished=True), run("r3", finished=False)]
+    replace = decide_delivery(trigger(concurrencyPolicy="Replace"), event(), runs)
+    assert (replace.result, replace.delete) == ("created", ("r1", "r3"))
+    allow = decide_delivery(trigger(concurrencyPolicy="Allow"), event(), runs)
+    assert (allow.result, allow.delete) == ("created", ())
+
+
+def test_the_order_of_checks_ignored_then_refused_then_duplicate_then_skipped() -> None:
+    name = trigger_run_name("payments-agent", 3, KEY)
+    stranger = event(author="mallory")
+    assert decide_delivery(trigger(), dataclasses.replace(stranger, repository="x/y"), []).result == "ignored"
+    assert decide_delivery(trigger(), stranger, [run(name)]).result == "refused"
+    assert decide_delivery(trigger(), event(), [run(name, finished=False)]).result == "duplicate"
+
+
+def test_a_user_label_that_cannot_name_the_service_account_is_dropped() -> None:
+    long_sa = trigger(serviceAccountName="s" * 60)
+    made = decide_delivery(long_sa, event(), []).create
+    assert made is not None and LABEL_USER not in made["metadata"]["labels"]
+
+
+def test_build_trigger_run_reads_a_harness_run_object() -> None:
+    body = {
+        "metadata": {
+            "name": "r",
+            "labels": {LABEL_TRIGGER: "t"},
+            "annotations": {ANNOTATION_REPOSITORY: "acme/payments"},
+            "creationTimestamp": "2026-12-07T05:00:00Z",
+        },
+        "status": {
+            "conditions": [{"type": "Succeeded", "status": "True"}],
+            "changes": {"branch": "agent/x", "commit": "d" * 40},
+        },
+    }
+    assert build_trigger_run(body) == TriggerRun(
+        "r",
+        {LABEL_TRIGGER: "t"},
+        {ANNOTATION_REPOSITORY: "acme/payments"},
+        "2026-12-07T05:00:00Z",
+        True,
+        "agent/x",
+        True,
+        "d" * 40,
+    )
+    running = build_trigger_run(
+        {"metadata": {"name": "s"}, "status": {"conditions": [{"type": "Succeeded", "status": "Unknown"}]}}
+    )
+    assert (running.finished, running.succeeded, running.branch, running.commit) == (False, False, None, None)
+    assert build_trigger_run({}).name == ""
