@@ -99,7 +99,18 @@ def test_run_has_status_subresource_and_printer_columns() -> None:
     columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
     assert columns == ["Provider", "Ran", "Phase", "Reason", "Cost", "Age"]
     wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority") == 1]
-    assert wide == ["Exit", "Turns", "Tokens", "Charged", "Duration", "Tool", "Files", "Branch", "PR", "Checks"]
+    assert wide == [
+        "Exit",
+        "Turns",
+        "Tokens",
+        "Charged",
+        "Duration",
+        "Tool",
+        "Files",
+        "Branch",
+        "PR",
+        "Checks",
+    ]
     # Cost moves while the run is in flight: it reads the progress, which ends as the run's total.
     cost = next(c for c in version["additionalPrinterColumns"] if c["name"] == "Cost")
     assert cost["jsonPath"] == ".status.progress.costUSD"
