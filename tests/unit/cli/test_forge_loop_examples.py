@@ -5,7 +5,9 @@ create exactly the Secrets and keys the trigger and its template reference."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +20,12 @@ from harness_operator.api.v1alpha1 import HarnessTrigger
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples" / "forge-loop").glob("*.yaml"))
+CLUSTER_HELM = (
+    Path(os.environ.get("HARNESS_CLUSTER_CACHE", "/var/cache/harness-operator/cluster")) / "bin" / "helm"
+)
 RECEIVER = {
     "kind": "ServiceAccount",
-    "name": "harness-operator-trigger-receiver",
+    "name": "harness-operator-receiver",
     "namespace": "harness-system",
 }
 
@@ -136,3 +141,29 @@ def test_the_forge_side_setup_names_the_receivers_path(path: Path) -> None:
     trigger = trigger_of(load(path))
     hook = f"/hooks/{trigger.metadata['namespace']}/{trigger.metadata['name']}"
     assert re.search(rf"https?://<receiver address>{hook}\s", path.read_text())
+
+
+def test_the_receiver_named_is_the_one_the_chart_installs() -> None:
+    """The examples bind the receiver's ServiceAccount as `helm install harness-operator -n harness-system`
+    with triggerReceiver.enabled names it (the real helm, offline)."""
+    helm = CLUSTER_HELM if CLUSTER_HELM.exists() else shutil.which("helm")
+    if helm is None:
+        pytest.skip("helm not built yet: tests/cluster/build-bins builds it (make test does)")
+    chart = str(ROOT / "charts" / "harness-operator")
+    settings = ["--namespace", "harness-system", "--set", "triggerReceiver.enabled=true"]
+    rendered = subprocess.run(
+        [str(helm), "template", "harness-operator", chart, *settings],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    deployment = next(
+        d
+        for d in docs
+        if d["kind"] == "Deployment"
+        and d["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
+        == "trigger-receiver"
+    )
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    assert {"kind": "ServiceAccount", "name": account, "namespace": "harness-system"} == RECEIVER
