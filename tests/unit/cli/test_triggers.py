@@ -66,12 +66,12 @@ def test_deliveries_newest_first_with_counts_and_limit() -> None:
     events = [
         make_event("RunCreated", "created payments-12-aa", "2026-12-07T11:00:00Z"),
         make_event("BadSignature", "refused: signature", "2026-12-07T11:58:00Z", "Warning", count=3),
-        make_event("Duplicate", "payments-12-aa exists", "2026-12-07T11:30:00Z"),
+        make_event("DeliverySkipped", "payments-12-aa exists", "2026-12-07T11:30:00Z"),
     ]
     assert build_delivery_rows(events, NOW, limit=2) == [
         ["Age", "Type", "Reason", "Message"],
         ["2m (x3)", "Warning", "BadSignature", "refused: signature"],
-        ["30m", "Normal", "Duplicate", "payments-12-aa exists"],
+        ["30m", "Normal", "DeliverySkipped", "payments-12-aa exists"],
     ]
 
 
