@@ -24,6 +24,7 @@ from harness_operator.controller import handlers
 from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import KINDS, ChildStore, Watcher
 from harness_operator.controller.definitions import DefinitionReconciler
+from harness_operator.controller.forge_reports import ForgeReporter
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.health import HealthServer, readiness
 from harness_operator.controller.kube import Kube
@@ -48,6 +49,7 @@ from harness_operator.controller.wiring import CachedBudgets, CachedDefinitions,
 from harness_operator.controller.workers import Workers
 from harness_operator.core.access.confinement import find_api_server_address
 from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
+from harness_operator.core.forge.triggering import LABEL_TRIGGER
 from harness_operator.core.leadership import holder_identity
 from harness_operator.core.queue.kueue import KUEUE_GROUP
 
@@ -67,6 +69,7 @@ class Parts:
     workers: Workers
     references: ReferenceStore
     retention: ExpiryQueue
+    reporter: ForgeReporter
 
 
 def compose(kube: Kube, config: OperatorConfig) -> Parts:
@@ -111,7 +114,7 @@ def compose(kube: Kube, config: OperatorConfig) -> Parts:
         budgets=budgets,
         grants=grants,
     )
-    return Parts(controller, children, kueue, workers, references, retention)
+    return Parts(controller, children, kueue, workers, references, retention, ForgeReporter(kube))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         config = dataclasses.replace(config, api_server_address=address)
     parts = compose(kube, config)
     controller, children, kueue, references = parts.controller, parts.children, parts.kueue, parts.references
-    retention = parts.retention
+    retention, reporter = parts.retention, parts.reporter
     namespaces = config.namespaces or (None,)
     watchers: list[Watcher[Any]] = [
         *(Watcher(kube, children, kind, ns, controller.child_changed) for kind in KINDS for ns in namespaces),
@@ -140,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             for ns in namespaces
         ),
         Watcher(kube, references, CLUSTER_DEFINITION_KIND, None, lambda _: None, ""),
+        *(Watcher(kube, reporter.store, RUN_KIND, ns, reporter.changed, LABEL_TRIGGER) for ns in namespaces),
     ]
     for watcher in watchers:
         watcher.start()
@@ -169,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def stop(*_: object) -> None:
         controller.stop()  # at once, not once kopf has shut down: a new leader may be acting already
+        reporter.stop()
         if elector is not None:
             elector.request_stop()
         stopping.set()
@@ -180,10 +185,13 @@ def main(argv: list[str] | None = None) -> int:
         if not elector.wait_to_lead():
             elector.stop()
             return 0
-        threading.Thread(target=stop_when_lost, args=(elector, controller, stopping), daemon=True).start()
+        threading.Thread(
+            target=stop_when_lost, args=(elector, controller, reporter, stopping), daemon=True
+        ).start()
     else:  # the one replica leads: the no-leader alert reads this gauge
         LEADER.set(1)
     controller.lead()
+    reporter.lead()
     # kopf in a thread of its own: it takes the signals only in the main thread, and here they must
     # reach `stop` before kopf begins its shutdown.
     kopf_thread = threading.Thread(
@@ -204,10 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     os._exit(code)
 
 
-def stop_when_lost(elector: LeaderElector, controller: Controller, stopping: threading.Event) -> None:
+def stop_when_lost(
+    elector: LeaderElector, controller: Controller, reporter: ForgeReporter, stopping: threading.Event
+) -> None:
     """Leadership lost: stop acting at once, then stop kopf (the process exits 1)."""
     elector.lost.wait()
     controller.stop()
+    reporter.stop()
     stopping.set()
 
 

@@ -91,6 +91,7 @@ class Reason(StrEnum):
     BranchMoved = "BranchMoved"
     PullRequestFailed = "PullRequestFailed"
     PublishLost = "PublishLost"
+    ForgeReportFailed = "ForgeReportFailed"
     Updated = "Updated"
 
 
@@ -442,6 +443,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Succeeded",
         "False",
         "the publishing container ended without a report (stopped at the pod's grace period, or killed)",
+    ),
+    Reason.ForgeReportFailed: (
+        "Event",
+        "Warning",
+        "a trigger's run could not be reported on the forge (its trigger, token Secret or the forge's API): "
+        "the run goes on, unreported",
     ),
     Reason.Updated: ("Event", "Normal", "the run's status changed without a reason of its own"),
 }

@@ -252,6 +252,20 @@ class Kube(KubeStreams):
         created: Any = self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, RUNS, body)
         return dict(created)
 
+    def patch_run_metadata(self, namespace: str, name: str, uid: str, patch: dict[str, Any]) -> bool:
+        """Merge-patch the run's labels and annotations (the forge report's), only while it is still the
+        run of `uid`; False when it is gone or re-created under its name."""
+        metadata = {**patch["metadata"], "uid": uid}  # a uid that differs fails the patch: 409
+        try:
+            self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, RUNS, name, {**patch, "metadata": metadata}
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
     def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch the run's status through the status subresource (spec is never touched)."""
         self.custom.patch_namespaced_custom_object_status(

@@ -54,6 +54,12 @@ LEADER = Gauge("harness_operator_leader", "1 while this replica holds the leader
 IN_FLIGHT = Gauge(
     "harness_runs_in_flight", "Runs with an attempt Job that has not ended, by namespace.", ["namespace"]
 )
+FORGE_REPORTS = Counter(
+    "harness_forge_reports_total",
+    "Reports of triggers' runs on their forge: reported, retried (a failed try, tried again) or failed "
+    "(given up).",
+    ["result"],
+)
 RECONCILE_ERRORS = Counter("harness_reconcile_errors_total", "Reconciles that failed, by kind.", ["kind"])
 # Per budget: a platform team's few HarnessBudgets, not per run, so their names are a bounded label.
 _BUDGET = ["namespace", "budget"]
