@@ -1,5 +1,7 @@
 """The publisher (runner/publish.py) over the wire: it pushes to a real git HTTP server that demands a
-token (tests/servers/git_http.py) and opens the pull request on the forge stub (tests/stubs/github.py).
+token (tests/servers/git_http.py) and opens or finds the pull request on the forge stub
+(tests/stubs/github.py): GitHub's and GitLab's APIs cannot run here, so their stubs stand in for them;
+Gitea's real server is tests/forge's.
 
 Needs no cluster: lighttpd, git and the stubs run on loopback.
 """
@@ -37,18 +39,21 @@ class Pod:
     """The attempt pod's side: the workspace cloned anonymously from the server, the base recorded, the
     agent's edit made and its verdict written."""
 
-    def __init__(self, tmp: Path, server: GitHttpServer) -> None:
+    def __init__(
+        self, tmp: Path, server: GitHttpServer, ref: str | None = None, edit: str = "hello, world\n"
+    ) -> None:
+        """A new repository, or (`ref`) the existing one's branch, as a follow-up run clones it."""
         self.tmp, self.server = tmp, server
-        self.url = server.create_repo(REPO, {"README.md": "hello\n"})
+        self.url = server.url_for(REPO) if ref else server.create_repo(REPO, {"README.md": "hello\n"})
         self.workdir = tmp / "volume" / "repo"
         self.workdir.parent.mkdir(parents=True)
-        git("clone", "-q", "--depth", "1", self.url, str(self.workdir))
+        git("clone", "-q", "--depth", "1", *(["--branch", ref] if ref else []), self.url, str(self.workdir))
         self.base = git("rev-parse", "HEAD", cwd=self.workdir)
         (tmp / "base").write_text(self.base + "\n")
         (tmp / "verdict.json").write_text(
             Verdict(succeeded=True, output="Greeted the world.\nDetails follow.").model_dump_json()
         )
-        (self.workdir / "README.md").write_text("hello, world\n")
+        (self.workdir / "README.md").write_text(edit)
         self.state = tmp / "state"
         self.state.mkdir()
 
@@ -142,3 +147,74 @@ def test_a_forge_that_cannot_be_reached_is_named(pod: Pod) -> None:
     report = pod.publish(pull_request=pull_request("github", gone, base="main"))
     assert report.reason == Reason.PullRequestFailed
     assert "publish.pullRequest.apiURL" in (report.message or ""), report.message
+
+
+FORGES = [("github", "", "bearer"), ("gitea", "/api/v1", "token"), ("gitlab", "/api/v4", "private-token")]
+
+
+@pytest.mark.parametrize(("forge", "root", "scheme"), FORGES)
+def test_a_follow_up_adds_a_commit_to_the_open_pull_requests_branch(
+    tmp_path: Path, server: GitHttpServer, forge: str, root: str, scheme: str
+) -> None:
+    """The first run opens the pull request; the follow-up clones its branch, pushes one commit onto it
+    and reports the same pull request, found open, not opened twice."""
+    first = Pod(tmp_path / "first", server)
+    with GitHubStub(web_url=f"https://{forge}.example") as stub:
+        request = pull_request(forge, stub.base_url + root, base="main")
+        opened = first.publish(pull_request=request)
+        follow_up = Pod(tmp_path / "second", server, ref="harness/run-1", edit="hello, renamed world\n")
+        report = follow_up.publish(pull_request=request, if_exists="FastForward")
+        creates, listings = stub.pull_requests(), stub.listings()
+
+    assert opened.reason is None and report.reason is None, (opened.message, report.message)
+    assert follow_up.base == opened.commit
+    assert (report.pull_request_url, report.pull_request_number) == (opened.pull_request_url, 1)
+    assert opened.pull_request_number == 1 and len(creates) == 1
+    assert [(c["status"], c["found"], c["auth_scheme"]) for c in listings] == [(200, [1], scheme)]
+    assert server.branches(REPO)["harness/run-1"] == report.commit
+    assert server.read(REPO, "harness/run-1", "README.md") == b"hello, renamed world\n"
+    parent = server._git(server.path_for(REPO), "rev-parse", f"{report.commit}^").decode().strip()
+    assert parent == opened.commit
+    pushes = [(p["ref"], p["old"], p["new"]) for p in server.pushes()]
+    assert pushes == [
+        ("refs/heads/harness/run-1", "0" * 40, opened.commit),
+        ("refs/heads/harness/run-1", opened.commit, report.commit),
+    ]
+
+
+def test_a_follow_up_whose_branch_has_no_open_pull_request_opens_one_into_the_default_branch(
+    tmp_path: Path, server: GitHttpServer
+) -> None:
+    first = Pod(tmp_path / "first", server)
+    assert first.publish().reason is None  # a branch, no pull request
+    follow_up = Pod(tmp_path / "second", server, ref="harness/run-1", edit="again\n")
+    with GitHubStub(web_url="https://github.example") as stub:
+        report = follow_up.publish(
+            pull_request=pull_request("github", stub.base_url), if_exists="FastForward"
+        )
+        [create], [listing] = stub.pull_requests(), stub.listings()
+    assert report.reason is None, report.message
+    assert listing["query"]["head"] == "acme:harness/run-1" and listing["found"] == []
+    assert (create["body"]["head"], create["body"]["base"]) == ("harness/run-1", "main")
+    assert report.pull_request_number == 1
+
+
+def test_a_push_that_slips_in_before_the_follow_ups_is_refused_as_branch_moved(
+    tmp_path: Path, server: GitHttpServer
+) -> None:
+    """The branch is still at the cloned commit when the publisher looks, and moves before its push
+    lands (the origin's pre-receive hook moves it, as a concurrent push would): the plain push is
+    refused, and the reason names the commit found."""
+    first = Pod(tmp_path / "first", server).publish()
+    assert first.reason is None
+    follow_up = Pod(tmp_path / "second", server, ref="harness/run-1", edit="again\n")
+    main = server.branches(REPO)["main"]
+    hook = server.path_for(REPO) / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\nenv -u GIT_QUARANTINE_PATH git update-ref refs/heads/harness/run-1 {main}\n")
+    hook.chmod(0o755)
+
+    report = follow_up.publish(if_exists="FastForward")
+
+    assert report.reason == Reason.BranchMoved, report
+    assert f"it was at {first.commit} and is now at {main}" in (report.message or "")
+    assert server.branches(REPO)["harness/run-1"] == main  # the other push's, not overwritten

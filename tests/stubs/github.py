@@ -7,6 +7,7 @@
         gitlab_api = stub.base_url + "/api/v4" # GitLab: POST {api}/projects/{url-encoded path}/merge_requests
         ...
         stub.pull_requests()   # what each create call sent: forge, repository, body, auth scheme, token sha256
+        stub.listings()        # each list call of open pull requests: forge, repository, query, found
 
     python -m tests.stubs.github --mode ok
 
@@ -14,6 +15,10 @@ Each forge's own credential is required, or the call answers 401 in that forge's
 ``Authorization: Bearer <t>`` (or ``token <t>``), Gitea ``Authorization: token <t>``, GitLab
 ``PRIVATE-TOKEN: <t>``. Pull requests are numbered from 1 in each repository; their web URLs start with
 ``web_url`` (default: the stub's own URL), e.g. ``{web_url}/{owner}/{repo}/pull/1``.
+
+The pull requests a stub opened are listed as each forge lists open ones (GET on the same path): GitHub
+filtered by ``head=owner:branch``, GitLab by ``source_branch``, Gitea unfiltered, ``limit`` a page (and
+``page``), newest first. A listing is answered in every mode but ``unauthorized``.
 
 Modes:
   ok             a create call answers 201 with the forge's pull (merge) request object
@@ -81,6 +86,8 @@ class GitHubStub(StubServer):
         self._web_url = web_url
         self._numbers: dict[tuple[str, str], int] = {}
         self._created: list[dict[str, Any]] = []
+        self._listed: list[dict[str, Any]] = []
+        self._opened: list[tuple[str, str, dict[str, Any]]] = []  # (forge, repository, the pull request)
         self._credential = threading.local()
 
     def start(self) -> GitHubStub:
@@ -103,6 +110,11 @@ class GitHubStub(StubServer):
         """(forge, repository) of a create call, else None."""
         if req.method != "POST":
             return None
+        return GitHubStub._collection(req)
+
+    @staticmethod
+    def _collection(req: RecordedRequest) -> tuple[str, str] | None:
+        """(forge, repository) of a call on the pull requests' collection, else None."""
         if m := _GITEA.match(req.path):
             return "gitea", f"{m[1]}/{m[2]}"
         if m := _GITHUB.match(req.path):
@@ -115,6 +127,9 @@ class GitHubStub(StubServer):
         return self._route(req) is not None
 
     def handle(self, req: RecordedRequest) -> Response:
+        listing = self._collection(req) if req.method == "GET" else None
+        if listing is not None:
+            return self._list(*listing, req)
         route = self._route(req)
         if route is None:
             return Response(404, {"message": "Not Found", "documentation_url": GITHUB_DOCS})
@@ -184,6 +199,38 @@ class GitHubStub(StubServer):
             },
         )
 
+    def _list(self, forge: str, repository: str, req: RecordedRequest) -> Response:
+        credential: tuple[str, str] | None = getattr(self._credential, "value", None)
+        query = {k: v[-1] for k, v in req.query.items() if v}
+        if credential is None or credential[0] not in ACCEPTED_SCHEMES[forge] or self.mode == "unauthorized":
+            resp = self._unauthorized(forge)
+            found: list[Any] = []
+        else:
+            with self._lock:
+                found = [p for f, r, p in reversed(self._opened) if (f, r) == (forge, repository)]
+            if forge == "github":
+                owner, _, branch = query.get("head", "").partition(":")
+                found = [p for p in found if p["head"]["label"] == f"{owner}:{branch}"] if branch else found
+            elif forge == "gitlab":
+                branch = query.get("source_branch", "")
+                found = [p for p in found if p["source_branch"] == branch] if branch else found
+            size = int(query.get("limit") or query.get("per_page") or 30)
+            page = int(query.get("page") or 1)
+            found = found[(page - 1) * size : page * size]
+            resp = Response(200, found)
+        with self._lock:
+            self._listed.append(
+                {
+                    "forge": forge,
+                    "repository": repository,
+                    "query": query,
+                    "auth_scheme": credential[0] if credential else None,
+                    "status": resp.status,
+                    "found": [p.get("iid", p.get("number")) for p in found],
+                }
+            )
+        return resp
+
     def _number(self, forge: str, repository: str) -> int:
         with self._lock:
             n = self._numbers.get((forge, repository), 0) + 1
@@ -233,7 +280,11 @@ class GitHubStub(StubServer):
             "body": body.get("body") or "",
             "draft": bool(body.get("draft", False)),
             "user": {"login": "harness-stub", "id": 1, "type": "Bot"},
-            "head": {"label": f"{head_owner}:{head_ref}", "ref": head_ref, "repo": {"full_name": repository}},
+            "head": {
+                "label": f"{head_owner}:{head_ref}",
+                "ref": head_ref,
+                "repo": {"full_name": f"{head_owner}/{repository.split('/', 1)[1]}"},  # a fork's own
+            },
             "base": {"label": f"{owner}:{base}", "ref": base, "repo": {"full_name": repository}},
             "merged": False,
             "mergeable": None,
@@ -242,6 +293,8 @@ class GitHubStub(StubServer):
         }
         if forge == "github":
             pull["node_id"] = f"PR_stub{n}"
+        with self._lock:
+            self._opened.append((forge, repository, pull))
         return Response(201, pull, headers={"location": url})
 
     def _merge_request(self, project: str, body: dict[str, Any]) -> Response:
@@ -249,25 +302,26 @@ class GitHubStub(StubServer):
         title = str(body["title"])
         draft = bool(re.match(r"^\s*(\[draft\]|\(draft\)|draft:|draft\s-\s)", title, re.IGNORECASE))
         now = _now()
-        return Response(
-            201,
-            {
-                "id": 1000 + iid,
-                "iid": iid,
-                "project_id": 1,
-                "title": title,
-                "description": body.get("description") or "",
-                "state": "opened",
-                "source_branch": body["source_branch"],
-                "target_branch": body["target_branch"],
-                "draft": draft,
-                "work_in_progress": draft,
-                "web_url": f"{self.web_url}/{project}/-/merge_requests/{iid}",
-                "author": {"username": "harness-stub", "id": 1},
-                "created_at": now,
-                "updated_at": now,
-            },
-        )
+        merge_request = {
+            "id": 1000 + iid,
+            "iid": iid,
+            "project_id": 1,
+            "source_project_id": 1,
+            "title": title,
+            "description": body.get("description") or "",
+            "state": "opened",
+            "source_branch": body["source_branch"],
+            "target_branch": body["target_branch"],
+            "draft": draft,
+            "work_in_progress": draft,
+            "web_url": f"{self.web_url}/{project}/-/merge_requests/{iid}",
+            "author": {"username": "harness-stub", "id": 1},
+            "created_at": now,
+            "updated_at": now,
+        }
+        with self._lock:
+            self._opened.append(("gitlab", project, merge_request))
+        return Response(201, merge_request)
 
     # -- helpers ---------------------------------------------------------------------------
     def pull_requests(self) -> list[dict[str, Any]]:
@@ -277,6 +331,12 @@ class GitHubStub(StubServer):
         record) and the ``status`` answered."""
         with self._lock:
             return [dict(c) for c in self._created]
+
+    def listings(self) -> list[dict[str, Any]]:
+        """Every list call of open pull requests, in order: ``forge``, ``repository``, ``query`` (each
+        parameter's last value), ``auth_scheme``, the ``status`` answered and the numbers ``found``."""
+        with self._lock:
+            return [dict(c) for c in self._listed]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -211,3 +211,42 @@ def test_anthropic_command_line_takes_the_bash_command():
         assert proc.stdout is not None
         answer = _messages(proc.stdout.readline().strip(), ["Bash"])
         assert answer["content"][0]["input"]["command"] == "touch x"
+
+
+def _get(url: str, headers: dict[str, str]) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as err:
+        with err:
+            return err.code, json.load(err)
+
+
+def test_open_pull_requests_are_listed_as_each_forge_filters_them():
+    with GitHubStub() as stub:
+        api = stub.base_url
+        _post(f"{api}/repos/acme/widgets/pulls", PULL, GITHUB)
+        _post(f"{api}/repos/acme/widgets/pulls", {**PULL, "head": "fork:harness/run-1"}, GITHUB)
+        _post(f"{api}/api/v1/repos/acme/widgets/pulls", PULL, GITEA)
+        _post(f"{api}/api/v1/repos/acme/widgets/pulls", {**PULL, "head": "other"}, GITEA)
+        mr = {"source_branch": "harness/run-1", "target_branch": "main", "title": "T"}
+        _post(f"{api}/api/v4/projects/acme%2Fwidgets/merge_requests", mr, GITLAB)
+        _post(f"{api}/api/v4/projects/acme%2Fwidgets/merge_requests", {**mr, "source_branch": "x"}, GITLAB)
+
+        status, github = _get(f"{api}/repos/acme/widgets/pulls?head=acme:harness/run-1&state=open", GITHUB)
+        assert status == 200 and [p["number"] for p in github] == [1]
+        assert github[0]["head"]["repo"]["full_name"] == "acme/widgets"
+        _, gitea = _get(f"{api}/api/v1/repos/acme/widgets/pulls?state=open&limit=1&page=2", GITEA)
+        assert [p["number"] for p in gitea] == [1]  # newest first: page 2 of 1 holds the first
+        _, gitlab = _get(f"{api}/api/v4/projects/acme%2Fwidgets/merge_requests?source_branch=x", GITLAB)
+        assert [m["iid"] for m in gitlab] == [2] and gitlab[0]["source_project_id"] == gitlab[0]["project_id"]
+        status, _ = _get(f"{api}/api/v1/repos/acme/widgets/pulls", GITHUB)
+        assert status == 401  # Gitea's own scheme only
+        listed = stub.listings()
+    assert [(c["forge"], c["status"], c["found"]) for c in listed] == [
+        ("github", 200, [1]),
+        ("gitea", 200, [1]),
+        ("gitlab", 200, [2]),
+        ("gitea", 401, []),
+    ]
+    assert len(stub.pull_requests()) == 6  # listings are not create calls

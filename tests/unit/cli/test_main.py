@@ -119,6 +119,12 @@ WITH_VALUES = (
         f"{RUNS}: HarnessRun/too-many-retries: spec.retry.limit: must be at most 5, not 9",
         f"{RUNS}: HarnessRun/output-schema-not-a-schema: spec.outputSchema.type: not a valid JSON Schema "
         "(2020-12): 'objekt' is not valid under any of the given schemas",
+        f"{RUNS}: HarnessRun/fast-forward-without-its-branch: spec.workspace.publish.branch.ifExists: "
+        "publish.branch.ifExists FastForward adds a commit to the branch the workspace cloned: set git.ref to "
+        "the branch's name",
+        f"{RUNS}: HarnessRun/fast-forward-from-a-run: spec.workspace.publish.branch.ifExists: "
+        "publish.branch.ifExists FastForward takes the change against the branch's head, not another run's "
+        "change: drop from (resumeFrom continues a run's conversation)",
         f"{SCHEDULES}: HarnessSchedule/bad-cron: spec.schedule: '61 * * * *' is not a valid cron schedule: Bad "
         "minute",
         f"{SCHEDULES}: HarnessSchedule/bad-time-zone: spec.timeZone: 'Mars/Olympus' is not an IANA time zone "

@@ -130,6 +130,51 @@ def test_an_invalid_branch_template_is_rejected_naming_the_field() -> None:
     check_publish(make_run())  # the default is valid
 
 
+def follow_up(ref: str | None, name: str = "harness/pr-7", extra: dict[str, Any] | None = None) -> HarnessRun:
+    """A follow-up run: it clones `ref` and publishes onto branch `name` with FastForward."""
+    git: dict[str, Any] = {"url": URL, **({"ref": ref} if ref else {})}
+    publish = {
+        "branch": {"name": name, "ifExists": "FastForward"},
+        "pullRequest": {},
+        "credentialsSecretRef": {"name": "write", "key": "token"},
+    }
+    return make_run({"git": git, "publish": publish, **(extra or {})})
+
+
+def test_a_follow_up_clones_the_branch_it_fast_forwards_and_the_pull_request_targets_the_default() -> None:
+    run = follow_up("harness/pr-7")
+    check_publish(run)
+    job = build_job(run, decide_attempt(run, TARGET, CONFIG), CONFIG)
+    by_name = containers(job)
+    clone = {e["name"]: e.get("value") for e in by_name["git-clone"]["env"]}
+    assert clone["GIT_REF"] == "harness/pr-7"
+    publisher = {e["name"]: e for e in by_name[PUBLISH_CONTAINER]["env"]}
+    plan = PublishPlan.model_validate_json(publisher[PUBLISH_PLAN_ENV]["value"].replace("$$", "$"))
+    assert (plan.branch, plan.if_exists) == ("harness/pr-7", "FastForward")
+    # Not git.ref (the pull request's own branch): the origin's default branch, unless base is set.
+    assert plan.pull_request is not None and plan.pull_request.base is None
+    # A new branch (the default) keeps today's plan: created only, into git.ref.
+    plain = build_publish_plan(make_run(), "/workspace", [], 120)
+    assert plain is not None and plain.if_exists == "Fail" and plain.pull_request is not None
+    assert plain.pull_request.base == "main"
+
+
+@pytest.mark.parametrize(
+    ("ref", "name", "said"),
+    [
+        (None, "harness/pr-7", 'set spec.workspace.git.ref to "harness/pr-7" (it is unset)'),
+        ("main", "harness/$(run.name)", 'set spec.workspace.git.ref to "harness/fix-1" (it is "main")'),
+    ],
+)
+def test_fast_forward_needs_the_workspace_to_clone_its_branch(ref: str | None, name: str, said: str) -> None:
+    with pytest.raises(Rejection) as caught:
+        check_publish(follow_up(ref, name))
+    assert caught.value.reason == Reason.InvalidSpec
+    assert caught.value.message.startswith("spec.workspace.publish.branch.ifExists: FastForward")
+    assert said in caught.value.message and "ifExists: Fail" in caught.value.message
+    check_publish(follow_up("harness/fix-1", "harness/$(run.name)"))  # the template renders to the ref
+
+
 class Runs:
     """resolution.Reader's run lookup over whole run objects."""
 
@@ -344,10 +389,12 @@ def test_the_status_names_the_pull_request_or_the_publish_failure_keeping_the_ou
         patch_bytes=200,
         patch_sha256="c" * 64,
         pull_request_url="https://github.com/acme/widgets/pull/7",
+        pull_request_number=7,
     )
     changes, failure = compute_changes(report, True, "fix-1")
     assert failure is None and changes is not None
     assert changes.patch_config_map_name == "fix-1-changes"
+    assert changes.pull_request_number == 7 and changes.to_api()["pullRequestNumber"] == 7
     status = compute_status(
         run, Observed(observed.providers, observed.attempts, b"done", changes=changes), NOW
     )
@@ -374,6 +421,17 @@ def test_the_status_names_the_pull_request_or_the_publish_failure_keeping_the_ou
     assert (status.phase, status.reason, status.exit_code) == (Phase.failed, Reason.PushRejected, 1)
     assert status.output is not None and status.output.bytes == 4  # the agent's output is kept
     assert status.changes is not None and status.changes.patch_sha256 == "c" * 64
+
+    moved = refused.model_copy(update={"reason": Reason.BranchMoved, "message": "branch harness/fix-1 moved"})
+    changes, failure = compute_changes(moved, True, "fix-1")
+    assert failure == (Reason.BranchMoved, "branch harness/fix-1 moved")
+    status = compute_status(
+        run,
+        Observed(observed.providers, observed.attempts, b"done", changes=changes, publish_failed=failure),
+        NOW,
+    )
+    assert (status.phase, status.reason) == (Phase.failed, Reason.BranchMoved)
+    assert status.message is not None and "branch harness/fix-1 moved" in status.message
 
 
 def test_a_publisher_without_a_report_is_lost_and_a_skipped_one_changes_nothing() -> None:
