@@ -34,6 +34,8 @@ def test_import_contracts_hold() -> None:
         # Inside the core: what an attempt may reach never builds on its plan, nor a name on the attempt.
         ("core/access/misplaced.py", "from harness_operator.core.plan import planning\n", "The core's rooms"),
         ("core/objects/misplaced.py", "from harness_operator.core import attempt\n", "The core's rooms"),
+        # Forge deliveries build runs on top of the rest; nothing beneath reads a delivery.
+        ("core/status/misplaced.py", "from harness_operator.core.forge import events\n", "The core's rooms"),
     ],
 )
 def test_a_misplaced_module_breaks_them(tmp_path: Path, module: str, source: str, broken: str) -> None:

@@ -317,6 +317,7 @@ NAMESPACED = {
     "harnessruns",
     "harnessschedules",
     "harnessschedules/status",
+    "harnesstriggers",
     "jobs",
     "pods",
     "secrets",
@@ -480,6 +481,9 @@ def test_the_operator_may_run_schedules_and_make_and_delete_their_runs_but_not_e
     assert verbs(operator, "harnessschedules/status") == {"get", "patch"}
     assert verbs(operator, "harnessruns") == {"get", "list", "watch", "create", "patch", "delete"}
     assert verbs(operator, "harnessruns/status") == {"get", "patch"}
+    # Triggers: read by the reporting step (forge, token Secret's name, what to report); never written.
+    assert verbs(operator, "harnesstriggers") == {"get", "list", "watch"}
+    assert not verbs(operator, "harnesstriggers/status")
 
 
 def test_users_view_roles_read_schedules_and_edit_roles_write_them() -> None:
@@ -497,6 +501,10 @@ def test_users_view_roles_read_schedules_and_edit_roles_write_them() -> None:
     # the operator writes a schedule's status; users of any role do not
     assert not verbs(edit, "harnessschedules/status") | verbs(admin, "harnessschedules/status")
     assert verbs(edit, "harnessruns") == verbs(edit, "harnessschedules")
+    for resource in ("harnesstriggers", "harnesstriggers/status"):
+        assert verbs(view, resource) == {"get", "list", "watch"}, resource
+    assert verbs(edit, "harnesstriggers") == verbs(edit, "harnessschedules")
+    assert not verbs(edit, "harnesstriggers/status") | verbs(admin, "harnesstriggers/status")
 
 
 def test_users_view_roles_read_triggers() -> None:

@@ -65,6 +65,7 @@ KNOWN = (
 DEFS = "tests/fixtures/bad-manifests/definitions.yaml"
 ADMISSION = "tests/fixtures/bad-manifests/admission.yaml"
 SCHEDULES = "tests/fixtures/bad-manifests/schedules.yaml"
+TRIGGERS = "tests/fixtures/bad-manifests/triggers.yaml"
 NAME = "(a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit; no '/')"
 WITH_VALUES = (
     "keys and values must not contain a NUL character (a command-line argument cannot carry one); a key is "
@@ -135,6 +136,16 @@ WITH_VALUES = (
         "101",
         f"{SCHEDULES}: HarnessSchedule/template-without-prompt: spec.runTemplate.spec.prompt: spec.prompt is "
         "required (or set spec.promptFrom)",
+        f"{TRIGGERS}: HarnessTrigger/label-missing: spec.events[0].label: spec.events[].label is required for "
+        "type IssueLabeled: the label that starts a run",
+        f"{TRIGGERS}: HarnessTrigger/command-without-slash: spec.events[0].command: spec.events[].command: "
+        "must start with '/' and hold no space, e.g. /agent",
+        f"{TRIGGERS}: HarnessTrigger/associations-off-github: spec.authors.associations: "
+        "spec.authors.associations: only GitHub's deliveries carry an author association; with gitea or "
+        "gitlab list the allowed users in spec.authors.users",
+        f"{TRIGGERS}: HarnessTrigger/repository-without-owner: spec.repositories[0]: spec.repositories[]: "
+        "must be owner/name, e.g. acme/payments",
+        f"{TRIGGERS}: HarnessTrigger/no-events: spec.events: may not be empty: give a value or remove the field",
         f"{ADMISSION}: HarnessRun/nul-in-with: spec.with: {WITH_VALUES}",
         f"{ADMISSION}: HarnessRun/nul-in-fallback-with-list: spec.fallback[1].with: {WITH_VALUES}",
         f"{ADMISSION}: HarnessRun/long-value-in-with: spec.with: {WITH_VALUES}",

@@ -19,6 +19,8 @@ LABELS_MAX = 64
 NUMBER_MAX = 2**53  # JSON's exact integers
 # C0 controls but tab, newline and carriage return: a NUL is refused in a run's spec, the rest is noise.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# The reporting step's own commit statuses (harness/<trigger>): a failed run's must not start another.
+REPORT_CONTEXT_PREFIX = "harness/"
 FAILED_CHECKS = ("failure", "timed_out")
 FAILED_STATUSES = ("failure", "error")
 
@@ -250,6 +252,8 @@ def _status(
         return Ignored("the commit status names no commit")
     thread = _Thread(0, "", "", _text(payload, "target_url", URL_MAX), True, None, sha)
     context = _text(payload, "context")
+    if context.startswith(REPORT_CONTEXT_PREFIX):
+        return Ignored("a harness report's own commit status starts nothing")
     return _event(forge, "CheckFailed", repository, thread, body, author=sender, check=context)
 
 

@@ -36,6 +36,7 @@ LABEL_PULL_REQUEST = f"{GROUP}/pull-request"
 ANNOTATION_REPOSITORY = f"{GROUP}/forge-repository"
 ANNOTATION_THREAD_KIND = f"{GROUP}/forge-thread-kind"
 ANNOTATION_DELIVERY = f"{GROUP}/forge-delivery"
+ANNOTATION_EVENT = f"{GROUP}/forge-event"
 ANNOTATION_HEAD = f"{GROUP}/forge-head"
 ANNOTATION_COMMENT_ID = f"{GROUP}/forge-comment-id"
 THREAD_ISSUE = "issue"
@@ -132,6 +133,15 @@ def decide_delivery(
                 IGNORED, f"pull request #{event.number} was not opened by a run of trigger {name}"
             )
         previous = max(opened, key=lambda r: (r.succeeded, r.creation_timestamp, r.name))
+        if not (previous.branch or event.head_branch):
+            return TriggerDecision(
+                IGNORED,
+                f"the branch of pull request #{event.number} is unknown: run {previous.name} reported none",
+            )
+        if kind == TriggerEventType.CheckFailed:
+            why = _check_not_followed(previous, event)
+            if why:
+                return TriggerDecision(IGNORED, why)
     run_name = trigger_run_name(name, event.number, event.delivery_key)
     if any(r.name == run_name for r in runs):
         return TriggerDecision(DUPLICATE, f"run {run_name} exists: this delivery was received before")
@@ -142,8 +152,18 @@ def decide_delivery(
             f"run {active[0]} of {_thread(event)} is unfinished and spec.concurrencyPolicy is Forbid",
         )
     delete = tuple(active) if spec.concurrency_policy == ConcurrencyPolicy.Replace else ()
-    run = build_trigger_run_manifest(trigger, event, comment, run_name, previous)
+    run = build_trigger_run_manifest(trigger, event, kind, comment, run_name, previous)
     return TriggerDecision(CREATED, f"created run {run_name} for {_thread(event)}", run, delete)
+
+
+def _check_not_followed(previous: TriggerRun, event: ForgeEvent) -> str | None:
+    """Why a failed check starts no follow-up: it ran on an older commit than the run's, or the run was
+    itself a failed check's follow-up (one fix per failure in a row: a person's comment starts the next)."""
+    if previous.commit and event.head_sha and previous.commit != event.head_sha:
+        return f"the check ran on {event.head_sha}, not on the head run {previous.name} pushed"
+    if previous.annotations.get(ANNOTATION_EVENT) == TriggerEventType.CheckFailed:
+        return f"run {previous.name} answered a failed check already; a comment starts the next follow-up"
+    return None
 
 
 def _pull_request_of_commit(runs: Sequence[TriggerRun], event: ForgeEvent) -> int | None:
@@ -165,6 +185,8 @@ def _match(trigger: HarnessTrigger, event: ForgeEvent) -> tuple[TriggerEventType
     wanted = {e.type: e for e in trigger.spec.events}
     if event.kind == TriggerEventType.IssueLabeled:
         wanted_labels = {e.label.casefold() for e in trigger.spec.events if e.label}
+        if not wanted_labels:
+            return "spec.events has no IssueLabeled"
         given = {label.casefold() for label in (*event.labels, event.label or "")}
         if wanted_labels & given:
             return TriggerEventType.IssueLabeled, ""
@@ -263,6 +285,7 @@ def substitute(value: Any, parameters: Mapping[str, str]) -> Any:
 def build_trigger_run_manifest(
     trigger: HarnessTrigger,
     event: ForgeEvent,
+    kind: TriggerEventType,
     comment: str,
     run_name: str,
     previous: TriggerRun | None,
@@ -290,6 +313,7 @@ def build_trigger_run_manifest(
             ANNOTATION_REPOSITORY: event.repository,
             ANNOTATION_THREAD_KIND: THREAD_PULL if event.is_pull_request else THREAD_ISSUE,
             ANNOTATION_DELIVERY: event.delivery_key,
+            ANNOTATION_EVENT: str(kind),
             **({ANNOTATION_HEAD: event.head_sha} if event.head_sha else {}),
         }
     )
@@ -314,13 +338,15 @@ def build_trigger_run_manifest(
 
 def _follow_up(spec: dict[str, Any], previous: TriggerRun, event: ForgeEvent) -> dict[str, Any]:
     """The spec continuing `previous`: its conversation, from its branch's head, onto the same branch
-    fast-forward only (the publisher refuses the push if the branch moved since the clone)."""
+    fast-forward only (the publisher refuses the push if the branch moved since the clone); a template's
+    workspace.from is dropped, as FastForward requires."""
     branch = previous.branch or event.head_branch
     spec = {**spec, "resumeFrom": {"run": previous.name}}
     workspace = dict(spec.get("workspace") or {})
-    if branch and "git" in workspace:
+    workspace.pop("from", None)  # the earlier change is on the branch already
+    if "git" in workspace:
         workspace["git"] = {**workspace["git"], "ref": branch}
-    if branch and "publish" in workspace:
+    if "publish" in workspace:
         publish = dict(workspace["publish"])
         publish["branch"] = {**(publish.get("branch") or {}), "name": branch, "ifExists": "FastForward"}
         workspace["publish"] = publish

@@ -173,6 +173,9 @@ def test_github_failed_status_names_the_commit_not_the_pull_request() -> None:
     assert (event.kind, event.number, event.head_sha, event.check) == ("CheckFailed", 0, "c" * 40, "ci/lint")
     assert "did not fail" in ignored(*github("status", {**payload, "state": "pending"}))
     assert ignored(*github("status", {**payload, "sha": None})) == "the commit status names no commit"
+    # The reporting step's own status (a failed run's) must not start the run again.
+    own = {**payload, "context": "harness/payments-agent"}
+    assert ignored(*github("status", own)) == "a harness report's own commit status starts nothing"
 
 
 @pytest.mark.parametrize("event", ["push", "pull_request", "ping", "", "star"])
@@ -287,6 +290,8 @@ def test_gitea_approvals_and_failed_statuses() -> None:
     }
     event = parsed(*gitea("status", status))
     assert (event.kind, event.number, event.head_sha, event.check) == ("CheckFailed", 0, "d" * 40, "ci/build")
+    own = {**status, "state": "failure", "context": "harness/payments-agent"}
+    assert ignored(*gitea("status", own)) == "a harness report's own commit status starts nothing"
 
 
 # --- GitLab ---------------------------------------------------------------------------------------

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
+from harness_operator.api.crd import crd_schema_for
 from harness_operator.api.v1alpha1 import HarnessRun, HarnessTrigger
 from harness_operator.core.forge.events import ForgeEvent
 from harness_operator.core.forge.triggering import (
     ANNOTATION_COMMENT_ID,
     ANNOTATION_DELIVERY,
+    ANNOTATION_EVENT,
     ANNOTATION_HEAD,
     ANNOTATION_REPOSITORY,
     ANNOTATION_THREAD_KIND,
@@ -25,6 +27,7 @@ from harness_operator.core.forge.triggering import (
     substitute,
     trigger_run_name,
 )
+from harness_operator.core.objects.cel import check_rules
 from harness_operator.core.objects.naming import LABEL_MANAGED_BY, LABEL_USER
 
 KEY = "0123456789abcdef" * 4
@@ -41,6 +44,17 @@ TEMPLATE_SPEC: dict[str, Any] = {
         },
     },
 }
+
+
+RUN_SCHEMA = crd_schema_for("HarnessRun")
+
+
+def valid_run(manifest: dict[str, Any] | None) -> dict[str, Any]:
+    """The manifest, checked as the API server would: the model, then the CRD's CEL rules."""
+    assert manifest is not None
+    HarnessRun.model_validate(manifest)
+    assert check_rules(RUN_SCHEMA, manifest) == []
+    return manifest
 
 
 def trigger(**spec: Any) -> HarnessTrigger:
@@ -119,9 +133,7 @@ def test_a_labelled_issue_creates_the_template_run_as_a_valid_harness_run() -> N
     decision = decide_delivery(trigger(), event(), [])
     assert (decision.result, decision.delete) == ("created", ())
     assert decision.reason == "created run payments-agent-3-0123456789 for issue #3 of acme/payments"
-    made = decision.create
-    assert made is not None
-    HarnessRun.model_validate(made)
+    made = valid_run(decision.create)
     assert made["metadata"]["name"] == "payments-agent-3-0123456789"
     assert made["metadata"]["namespace"] == "team-a"
     assert made["metadata"]["labels"] == {
@@ -136,7 +148,9 @@ def test_a_labelled_issue_creates_the_template_run_as_a_valid_harness_run() -> N
         ANNOTATION_REPOSITORY: "acme/payments",
         ANNOTATION_THREAD_KIND: "issue",
         ANNOTATION_DELIVERY: KEY,
+        ANNOTATION_EVENT: "IssueLabeled",
     }
+    assert type(made["metadata"]["annotations"][ANNOTATION_EVENT]) is str
     assert "ownerReferences" not in made["metadata"]
     assert made["spec"]["prompt"] == (
         "Fix issue #3 of acme/payments: Rename helper\n\nThe helper's name is misleading.\n"
@@ -262,9 +276,7 @@ def test_a_command_on_the_pull_request_a_run_opened_continues_it_on_its_branch()
     decision = decide_delivery(trigger(), command, [opener()])
     assert decision.result == "created"
     assert decision.reason == "created run payments-agent-4-0123456789 for pull request #4 of acme/payments"
-    made = decision.create
-    assert made is not None
-    HarnessRun.model_validate(made)
+    made = valid_run(decision.create)
     spec, meta = made["spec"], made["metadata"]
     assert spec["resumeFrom"] == {"run": "payments-agent-3-aaaaaaaaaa"}
     assert spec["workspace"]["git"] == {"url": "http://gitea.test:3000/acme/payments.git", "ref": "agent/x"}
@@ -292,8 +304,25 @@ def test_a_follow_up_resumes_the_newest_succeeded_run_of_the_pull_request() -> N
     assert made is not None and made["spec"]["resumeFrom"] == {"run": "payments-agent-4-bbbbbbbbbb"}
     # The branch comes from the run's status; without one the event's head branch is used.
     bare = dataclasses.replace(opener(), branch=None)
-    made = decide_delivery(trigger(), dataclasses.replace(review, head_branch="agent/y"), [bare]).create
-    assert made is not None and made["spec"]["workspace"]["git"]["ref"] == "agent/y"
+    made = valid_run(
+        decide_delivery(trigger(), dataclasses.replace(review, head_branch="agent/y"), [bare]).create
+    )
+    assert made["spec"]["workspace"]["git"]["ref"] == "agent/y"
+    assert made["spec"]["workspace"]["publish"]["branch"]["name"] == "agent/y"
+    unknown = decide_delivery(trigger(), review, [bare])
+    assert (unknown.result, unknown.reason) == (
+        "ignored",
+        "the branch of pull request #4 is unknown: run payments-agent-3-aaaaaaaaaa reported none",
+    )
+
+
+def test_a_follow_up_drops_the_templates_workspace_from() -> None:
+    spec = {**TEMPLATE_SPEC, "workspace": {**TEMPLATE_SPEC["workspace"], "from": {"run": "base-change"}}}
+    review = event(kind="ReviewComment", comment="x", number=4, is_pull_request=True)
+    made = valid_run(decide_delivery(trigger(runTemplate={"spec": spec}), review, [opener()]).create)
+    assert "from" not in made["spec"]["workspace"]
+    first = valid_run(decide_delivery(trigger(runTemplate={"spec": spec}), event(), []).create)
+    assert first["spec"]["workspace"]["from"] == {"run": "base-change"}
 
 
 def test_a_review_comment_starting_with_a_command_passes_the_rest() -> None:
@@ -324,6 +353,31 @@ def test_a_failed_commit_status_finds_its_pull_request_by_the_pushed_commit() ->
     assert stray.reason == f"commit {'d' * 40} was not pushed by a run of trigger payments-agent"
     other_repo = opener(commit="d" * 40, annotations={ANNOTATION_REPOSITORY: "acme/other"})
     assert decide_delivery(trigger(), status, [other_repo]).result == "ignored"
+
+
+def test_a_failed_check_on_an_older_commit_or_after_a_check_follow_up_starts_nothing() -> None:
+    """A failing CI would otherwise start runs without end: one follow-up per failure in a row."""
+    check = event(kind="CheckFailed", number=4, is_pull_request=True, head_sha="d" * 40, check="ci")
+    assert decide_delivery(trigger(), check, [opener(commit="d" * 40)]).result == "created"
+    old = decide_delivery(trigger(), check, [opener(commit="e" * 40)])
+    assert (old.result, old.reason) == (
+        "ignored",
+        f"the check ran on {'d' * 40}, not on the head run payments-agent-3-aaaaaaaaaa pushed",
+    )
+    answered = opener(commit="d" * 40, annotations={ANNOTATION_EVENT: "CheckFailed"})
+    again = decide_delivery(trigger(), check, [answered])
+    assert (again.result, again.reason) == (
+        "ignored",
+        "run payments-agent-3-aaaaaaaaaa answered a failed check already; a comment starts the next follow-up",
+    )
+    comment = event(kind="Command", comment="/agent try again", number=4, is_pull_request=True)
+    made = decide_delivery(trigger(), comment, [answered]).create
+    assert made is not None and made["metadata"]["annotations"][ANNOTATION_EVENT] == "Command"
+
+
+def test_an_issue_label_without_issue_labeled_in_spec_events() -> None:
+    commands = trigger(events=[{"type": "Command", "command": "/agent"}])
+    assert decide_delivery(commands, event(), []).reason == "spec.events has no IssueLabeled"
 
 
 def test_runs_of_other_triggers_are_not_followed_up() -> None:
