@@ -31,6 +31,8 @@ def test_import_contracts_hold() -> None:
         ("contract/misplaced.py", "from harness_operator.core import naming\n", "Layers"),
         ("runner/misplaced.py", "from harness_operator.core import naming\n", "The runner skips the core"),
         ("controller/misplaced.py", "from harness_operator.runner import executor\n", "Layers"),
+        # The trigger receiver is a program of its own: it never leans on the operator's controller.
+        ("receiver/misplaced.py", "from harness_operator.controller import kube\n", "Layers"),
         # Inside the core: what an attempt may reach never builds on its plan, nor a name on the attempt.
         ("core/access/misplaced.py", "from harness_operator.core.plan import planning\n", "The core's rooms"),
         ("core/objects/misplaced.py", "from harness_operator.core import attempt\n", "The core's rooms"),

@@ -17,7 +17,13 @@ from harness_operator.core.forge.triggering import TriggerDecision
 RESULTS = ("created", "duplicate", "skipped", "ignored", "refused", "bad_signature", "error")
 NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-EVENT_HEADERS = {"github": "X-GitHub-Event", "gitea": "X-Gitea-Event", "gitlab": "X-Gitlab-Event"}
+# The headers naming a delivery's event, the most precise first (Gitea's type tells issue_label from
+# issues).
+EVENT_HEADERS = {
+    "github": ("x-github-event",),
+    "gitea": ("x-gitea-event-type", "x-gitea-event"),
+    "gitlab": ("x-gitlab-event",),
+}
 EVENT_NAME_MAX = 64
 
 
@@ -43,10 +49,10 @@ def is_hook_path(namespace: str, name: str) -> bool:
 
 
 def forge_event_name(forge: str, headers: Mapping[str, str]) -> str:
-    """The forge's own name for the delivery (issues, issue_comment, Note Hook...), cut short."""
-    wanted = EVENT_HEADERS.get(forge, "").lower()
-    found = next((v for k, v in headers.items() if k.lower() == wanted), "")
-    return found.strip()[:EVENT_NAME_MAX] or "unknown"
+    """The forge's own name for the delivery (issue_label, issue_comment, Note Hook...), cut short."""
+    given = {k.lower(): v.strip() for k, v in headers.items()}
+    found = next((given[h] for h in EVENT_HEADERS.get(forge, ()) if given.get(h)), "")
+    return found[:EVENT_NAME_MAX] or "unknown"
 
 
 def is_json_document(body: bytes) -> bool:

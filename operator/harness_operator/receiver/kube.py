@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -55,14 +55,14 @@ class ReceiverKube:
 
     def fetch_trigger(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            found: dict[str, Any] = self.custom.get_namespaced_custom_object(
+            found = self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, TRIGGERS, name, _request_timeout=TIMEOUT
             )
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return found
+        return cast(dict[str, Any], found)
 
     def fetch_secret_key(self, namespace: str, name: str, key: str) -> bytes | None:
         """A Secret's value (None: no such Secret or key); 403 propagates (the team did not grant it)."""
@@ -79,7 +79,7 @@ class ReceiverKube:
         listed = self.custom.list_namespaced_custom_object(
             GROUP, VERSION, namespace, RUNS, label_selector=selector, _request_timeout=TIMEOUT
         )
-        return list(listed.get("items") or [])
+        return list(cast(dict[str, Any], listed).get("items") or [])
 
     def ready(self, namespace: str | None) -> None:
         """Raises unless the API server answers and lets this identity list HarnessTriggers (in
@@ -89,7 +89,9 @@ class ReceiverKube:
                 GROUP, VERSION, namespace, TRIGGERS, limit=1, _request_timeout=TIMEOUT
             )
         else:
-            self.custom.list_cluster_custom_object(GROUP, VERSION, TRIGGERS, limit=1, _request_timeout=TIMEOUT)
+            self.custom.list_cluster_custom_object(
+                GROUP, VERSION, TRIGGERS, limit=1, _request_timeout=TIMEOUT
+            )
 
     def create_event(
         self, trigger: dict[str, Any], type_: str, reason: str, message: str, name: str | None = None

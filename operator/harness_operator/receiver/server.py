@@ -128,12 +128,22 @@ class Receiver:
                 outcome = await self._deliver(request, namespace, trigger)
             except Unavailable as exc:
                 outcome = build_unavailable(exc.what)
+            except Exception:  # a bug here still answers, counts and records the delivery
+                log.exception("Delivery failed", trigger=f"{namespace}/{name}")
+                outcome = Outcome(
+                    "error",
+                    500,
+                    "the receiver failed on this delivery (see its log)",
+                    "Warning",
+                    "DeliveryFailed",
+                )
         forge = str(((raw.get("spec") or {}).get("forge") or {}).get("type") or "")
         await self._record(raw, outcome, forge_event_name(forge, request.headers))
         return web.json_response(build_answer(outcome), status=outcome.status)
 
     async def _deliver(self, request: web.Request, namespace: str, trigger: HarnessTrigger) -> Outcome:
         forge = trigger.spec.forge
+        forge_type = str(forge.type)  # the models keep enums' values
         body = await _read_body(request, self.max_delivery_bytes)
         if body is None:
             return build_too_large(self.max_delivery_bytes)
@@ -143,14 +153,18 @@ class Receiver:
                 "reading the webhook secret", self.kube.fetch_secret_key, namespace, ref.name, ref.key
             )
         except ApiException as exc:
-            return build_secret_unreadable(namespace, ref.name, ref.key, api_message(exc.body, str(exc.reason)))
+            return build_secret_unreadable(
+                namespace, ref.name, ref.key, api_message(exc.body, str(exc.reason))
+            )
         if not secret:
-            return build_secret_unreadable(namespace, ref.name, ref.key, "no such Secret, or no such key in it")
-        if not verify_delivery(forge.type.value, request.headers, body, secret):
-            return build_bad_signature(forge.type.value)
+            return build_secret_unreadable(
+                namespace, ref.name, ref.key, "no such Secret, or no such key in it"
+            )
+        if not verify_delivery(forge_type, request.headers, body, secret):
+            return build_bad_signature(forge_type)
         if not is_json_document(body):
             return build_unreadable()
-        event = parse_event(forge.type.value, request.headers, body)
+        event = parse_event(forge_type, request.headers, body)
         if isinstance(event, Ignored):
             return build_ignored(event.reason)
         name = str(trigger.metadata["name"])
@@ -186,7 +200,7 @@ class Receiver:
         log.info(
             "Delivery",
             trigger=f"{namespace}/{name}",
-            event=event,
+            forge_event=event,
             result=outcome.result,
             run=outcome.run,
             reason=outcome.reason,
@@ -205,7 +219,11 @@ class Receiver:
             if outcome.verified:
                 last = build_last_delivery(outcome, event, now)
                 await self._call(
-                    "writing the status", self.kube.patch_trigger_status, namespace, name, {"lastDelivery": last}
+                    "writing the status",
+                    self.kube.patch_trigger_status,
+                    namespace,
+                    name,
+                    {"lastDelivery": last},
                 )
         except (Unavailable, ApiException) as exc:
             log.warning("Delivery not recorded", trigger=f"{namespace}/{name}", error=str(exc))

@@ -150,6 +150,10 @@ def test_only_names_a_trigger_can_have_reach_the_api_server(namespace: str, name
 def test_the_forges_event_name_is_read_from_its_own_header_case_insensitively() -> None:
     assert forge_event_name("github", {"x-github-event": "issue_comment"}) == "issue_comment"
     assert forge_event_name("gitea", {"X-Gitea-Event": "issues"}) == "issues"
+    assert (
+        forge_event_name("gitea", {"X-Gitea-Event": "issues", "X-Gitea-Event-Type": "issue_label"})
+        == "issue_label"
+    )
     assert forge_event_name("gitlab", {"X-Gitlab-Event": "Note Hook"}) == "Note Hook"
     assert forge_event_name("gitea", {"X-GitHub-Event": "issues"}) == "unknown"
     assert len(forge_event_name("github", {"X-GitHub-Event": "x" * 500})) == 64
