@@ -1,7 +1,8 @@
 """A run's change published from the cluster: the real Claude Code edits its workspace (the Anthropic
 stub's bash mode hands it the command), the attempt pod's publishing container pushes the run's branch
 to a git server that demands a write token and opens the pull request on the forge stub; the agent's
-container never holds that token and what it plants in `.git` is never used.
+container never holds that token and what it plants in `.git` is never used. The forge is a stub because no
+real GitHub or GitLab can run here (the publisher meets a real Gitea in tests/forge).
 """
 
 from __future__ import annotations

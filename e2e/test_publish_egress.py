@@ -2,7 +2,8 @@
 and the forge's API, named as a user names them, are opened through the chart's egress gateway for the
 clone and the publishing container only, on a credential the agent's containers never hold. The agent
 tries the git host itself, directly and through the gateway, and is refused both ways; the forge (a Gitea
-API) gets the repository without the git server's `/git/` prefix.
+API) gets the repository without the git server's `/git/` prefix. The forge is a stub because no real GitHub
+or GitLab can run here (the publisher meets a real Gitea in tests/forge).
 """
 
 from __future__ import annotations

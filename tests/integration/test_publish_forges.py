@@ -3,7 +3,8 @@ token (tests/servers/git_http.py) and opens or finds the pull request on the for
 (tests/stubs/github.py): GitHub's and GitLab's APIs cannot run here, so their stubs stand in for them;
 Gitea's real server is tests/forge's.
 
-Needs no cluster: lighttpd, git and the stubs run on loopback.
+Needs no cluster: lighttpd, git and the stubs run on loopback. GitHub and GitLab stay on the stub because
+no real GitHub or GitLab can run here; Gitea's path also runs against a real Gitea (tests/forge).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The stubs publishing is tested with: the forges' pull request API, and the Anthropic stub's bash mode."""
+"""The stubs publishing is tested with: the forges' pull request API, and the Anthropic stub's bash mode.
+The forge stub stands in for GitHub and GitLab because no real GitHub or GitLab can run here (a real Gitea
+does: tests/forge)."""
 
 from __future__ import annotations
 
