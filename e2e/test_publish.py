@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from tests.stubs.github import GitHubStub
 
 from harness_operator.api.v1alpha1 import GROUP
 
-from .conftest import STUB_HOST, Runs
+from .conftest import STUB_HOST, Runs, wait_until
 from .test_agents import FAKE_KEY, REPO, ROUTES, agent_run
 
 WRITE_TOKEN = "ghp_e2e-publisher-write-token-42"
@@ -305,3 +306,97 @@ def test_a_workspace_the_last_agent_left_runs_nothing_with_the_next_runs_token(
     finally:
         runs.core.delete_namespaced_persistent_volume_claim("shared", runs.ns)
         runs.core.delete_persistent_volume(name)
+
+
+def cloned(runs: Runs, name: str) -> bool:
+    """Whether the run's pod has cloned its workspace (its git-clone init container ended well)."""
+    pods = runs.core.list_namespaced_pod(runs.ns, label_selector=f"{GROUP}/run={name}").items
+    return any(
+        s.name == "git-clone" and s.state.terminated is not None and s.state.terminated.exit_code == 0
+        for pod in pods
+        for s in pod.status.init_container_statuses or []
+    )
+
+
+def follow_up_publish(publishing: Publishing, branch: str) -> dict[str, Any]:
+    """A follow-up's workspace: the pull request's branch cloned, one commit pushed onto it."""
+    return {
+        "git": {"url": publishing.url, "ref": branch},
+        "publish": {
+            "branch": {"name": branch, "ifExists": "FastForward"},
+            "credentialsSecretRef": {"name": "forge-write-token", "key": "token"},
+            "pullRequest": {"forge": "github", "apiURL": publishing.forge.base_url, "repository": OWNER_REPO},
+        },
+    }
+
+
+def test_a_follow_up_pushes_a_second_commit_onto_the_open_pull_request(
+    publishing: Publishing, runs: Runs
+) -> None:
+    server, forge = publishing.server, publishing.forge
+    publishing.create("first", "printf 'def greet(): pass\\n' > README.md")
+    first = runs.wait_finished("first")
+    assert first["phase"] == "Succeeded", publishing.describe("first")
+    assert first["changes"]["pullRequestNumber"] == 1, first["changes"]
+
+    publishing.create(
+        "again",
+        "printf 'def welcome(): pass\\n' > README.md",
+        **follow_up_publish(publishing, "harness/first"),
+    )
+    again = runs.wait_finished("again")
+
+    assert again["phase"] == "Succeeded", publishing.describe("again")
+    changes = again["changes"]
+    assert changes["base"] == first["changes"]["commit"] and changes["branch"] == "harness/first"
+    assert (changes["pullRequestURL"], changes["pullRequestNumber"]) == (
+        first["changes"]["pullRequestURL"],
+        1,
+    )
+    assert server.branches(OWNER_REPO)["harness/first"] == changes["commit"]
+    assert server.read(OWNER_REPO, "harness/first", "README.md") == b"def welcome(): pass\n"
+    assert [(p["ref"], p["old"]) for p in server.pushes()] == [
+        ("refs/heads/harness/first", "0" * 40),
+        ("refs/heads/harness/first", first["changes"]["commit"]),  # a fast-forward of the first run's
+    ]
+    assert len(forge.pull_requests()) == 1  # found open, not opened twice
+    assert [listed["found"] for listed in forge.listings()] == [[1]]
+
+
+def test_a_follow_up_whose_branch_moved_meanwhile_fails_branch_moved(
+    publishing: Publishing, runs: Runs, tmp_path: Path
+) -> None:
+    server = publishing.server
+    publishing.create("first", "printf 'def greet(): pass\\n' > README.md")
+    first = runs.wait_finished("first")
+    assert first["phase"] == "Succeeded", publishing.describe("first")
+    # The agent works a while; once its pod runs (the clone is done), a reviewer pushes to the branch.
+    publishing.create(
+        "late",
+        "sleep 20 && printf 'def welcome(): pass\\n' > README.md",
+        **follow_up_publish(publishing, "harness/first"),
+    )
+    wait_until(lambda: cloned(runs, "late"), 120, "the follow-up's clone to finish")
+    reviewer = tmp_path / "reviewer"
+    git_env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+    }
+    identity = ["-c", "user.name=reviewer", "-c", "user.email=reviewer@example.invalid"]
+    for argv in (
+        ["clone", "-q", "--branch", "harness/first", server.push_url_for(OWNER_REPO), str(reviewer)],
+        ["-C", str(reviewer), "commit", "-q", "--allow-empty", "-m", "the reviewer's own commit"],
+        ["-C", str(reviewer), "push", "-q", "origin", "HEAD:refs/heads/harness/first"],
+    ):
+        subprocess.run(["git", *identity, *argv], env=git_env, check=True, capture_output=True)
+    theirs = server.branches(OWNER_REPO)["harness/first"]
+    assert theirs != first["changes"]["commit"]
+
+    late = runs.wait_finished("late")
+
+    assert (late["phase"], late["reason"]) == ("Failed", "BranchMoved"), publishing.describe("late")
+    assert first["changes"]["commit"] in late["message"] and theirs in late["message"]
+    assert server.branches(OWNER_REPO)["harness/first"] == theirs  # never forced
+    assert late["changes"]["patchSHA256"]  # the change is kept as a patch
