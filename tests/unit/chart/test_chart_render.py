@@ -507,19 +507,6 @@ def test_users_view_roles_read_schedules_and_edit_roles_write_them() -> None:
     assert not verbs(edit, "harnesstriggers/status") | verbs(admin, "harnesstriggers/status")
 
 
-def test_users_view_roles_read_triggers() -> None:
-    """`harnessctl triggers` and `kubectl get htrigger` work for whoever may view the namespace; who may
-    create a trigger (it creates runs as a ServiceAccount) is not granted by the built-in roles."""
-    roles = {
-        o["metadata"]["name"].removeprefix("harness-operator-"): o
-        for o in render()
-        if o["kind"] == "ClusterRole"
-    }
-    for resource in ("harnesstriggers", "harnesstriggers/status"):
-        assert verbs(roles["view"], resource) == {"get", "list", "watch"}, resource
-        assert not verbs(roles["edit"], resource) | verbs(roles["admin"], resource), resource
-
-
 def test_each_multikueue_worker_kubeconfig_is_mounted_where_the_operator_setting_names_it() -> None:
     docs = render(
         *EVERY_KNOB, "multiKueue.workers[1].name=worker.b", "multiKueue.workers[1].kubeconfigSecret=b"
