@@ -81,7 +81,10 @@ def test_triggers_lists_and_shows_deliveries_and_runs(
             "metadata": {
                 "name": name,
                 "labels": labels,
-                "annotations": {"agentharness.dev/forge-thread-kind": kind},
+                "annotations": {
+                    "agentharness.dev/forge-thread-kind": kind,
+                    "agentharness.dev/forge-event": "IssueLabeled",
+                },
             },
             "spec": {"provider": "claude", "prompt": "Fix issue 12."},
         }
@@ -117,11 +120,12 @@ def test_triggers_lists_and_shows_deliveries_and_runs(
     ]  # newest first
     assert deliveries[1].split()[:2] == ["1m", "Warning"]
     runs = lines[lines.index("Runs:") + 1 :]
-    assert runs[0].split() == ["Name", "Thread", "Phase", "PR", "Cost", "Age"]
-    assert runs[1].split()[:6] == [
+    assert runs[0].split() == ["Name", "Thread", "Event", "Phase", "PR", "Cost", "Age"]
+    assert runs[1].split()[:7] == [
         "payments-12-0a1b2c3d4e",
         "issue",
         "12",
+        "IssueLabeled",
         "Succeeded",
         "http://gitea.example:3000/acme/payments/pulls/13",
         "$0.0421",

@@ -12,6 +12,7 @@ from harness_operator.cli.describe import build_age, build_table
 TRIGGER_LABEL = "agentharness.dev/trigger"
 THREAD_LABEL = "agentharness.dev/forge-thread"
 THREAD_KIND_ANNOTATION = "agentharness.dev/forge-thread-kind"
+EVENT_ANNOTATION = "agentharness.dev/forge-event"
 DEFAULT_LIMIT = 20
 
 
@@ -80,14 +81,16 @@ def build_delivery_rows(events: Sequence[Mapping[str, Any]], now: datetime, limi
 
 
 def build_run_rows(runs: Sequence[Mapping[str, Any]], now: datetime, limit: int) -> list[list[str]]:
-    """The trigger's runs as rows (Name, Thread, Phase, PR, Cost, Age), newest first, at most `limit`."""
+    """The trigger's runs as rows (Name, Thread, Event: what started it, Phase, PR, Cost, Age), newest
+    first, at most `limit`."""
     ordered = sorted(runs, key=_created, reverse=True)[:limit]
-    rows = [["Name", "Thread", "Phase", "PR", "Cost", "Age"]]
+    rows = [["Name", "Thread", "Event", "Phase", "PR", "Cost", "Age"]]
     for run in ordered:
         rows.append(
             [
                 str(_get(run, "metadata", "name") or ""),
                 describe_thread(run),
+                str(_get(run, "metadata", "annotations", EVENT_ANNOTATION) or "-"),
                 str(_get(run, "status", "phase") or "Pending"),
                 describe_pull_request(run),
                 describe_cost(run),

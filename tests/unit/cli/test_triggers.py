@@ -46,7 +46,12 @@ def make_event(
 
 
 def make_run(
-    name: str, stamp: str, thread: str | None = "12", kind: str = "issue", **status: Any
+    name: str,
+    stamp: str,
+    thread: str | None = "12",
+    kind: str = "issue",
+    event: str | None = "IssueLabeled",
+    **status: Any,
 ) -> dict[str, Any]:
     labels = {"agentharness.dev/trigger": "payments"}
     if thread:
@@ -56,7 +61,10 @@ def make_run(
             "name": name,
             "creationTimestamp": stamp,
             "labels": labels,
-            "annotations": {"agentharness.dev/forge-thread-kind": kind},
+            "annotations": {
+                "agentharness.dev/forge-thread-kind": kind,
+                **({"agentharness.dev/forge-event": event} if event else {}),
+            },
         },
         "status": status,
     }
@@ -95,21 +103,29 @@ def test_runs_newest_first_with_thread_phase_pr_and_cost() -> None:
                 "checks": "success",
             },
         ),
-        make_run("payments-13-bb", "2026-12-07T11:00:00Z", thread="13", kind="pull", phase="Running"),
-        make_run("payments-manual", "2026-12-07T09:00:00Z", thread=None),
+        make_run(
+            "payments-13-bb",
+            "2026-12-07T11:00:00Z",
+            thread="13",
+            kind="pull",
+            event="Command",
+            phase="Running",
+        ),
+        make_run("payments-manual", "2026-12-07T09:00:00Z", thread=None, event=None),
     ]
     assert build_run_rows(runs, NOW, limit=10) == [
-        ["Name", "Thread", "Phase", "PR", "Cost", "Age"],
-        ["payments-13-bb", "pull 13", "Running", "-", "-", "1h"],
+        ["Name", "Thread", "Event", "Phase", "PR", "Cost", "Age"],
+        ["payments-13-bb", "pull 13", "Command", "Running", "-", "-", "1h"],
         [
             "payments-12-aa",
             "issue 12",
+            "IssueLabeled",
             "Succeeded",
             "http://gitea.example:3000/acme/payments/pulls/13 (success)",
             "$0.0123",
             "2h",
         ],
-        ["payments-manual", "-", "Pending", "-", "-", "3h"],
+        ["payments-manual", "-", "-", "Pending", "-", "-", "3h"],
     ]
 
 
@@ -143,8 +159,8 @@ def test_description_shows_the_spec_the_last_delivery_and_both_tables() -> None:
         "  Age  Type    Reason      Message",
         "  2m   Normal  RunCreated  created payments-12-aa",
         "Runs:",
-        "  Name            Thread    Phase    PR  Cost  Age",
-        "  payments-12-aa  issue 12  Running  -   -     2m",
+        "  Name            Thread    Event         Phase    PR  Cost  Age",
+        "  payments-12-aa  issue 12  IssueLabeled  Running  -   -     2m",
     ]
 
 
