@@ -1,5 +1,5 @@
-"""harnessctl's commands against a cluster (logs, cancel, rerun, describe): kubectl's flags, kubectl's
-error lines and the exit codes scripts read (I/O)."""
+"""harnessctl's commands against a cluster (logs, cancel, rerun, describe, triggers): kubectl's flags,
+kubectl's error lines and the exit codes scripts read (I/O)."""
 
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ class ServerError(Exception):
         self.reason = reason
 
 
-def not_found(name: str) -> ServerError:
-    """kubectl's NotFound line for a run."""
-    return ServerError("NotFound", f'harnessruns.{GROUP} "{name}" not found')
+def not_found(name: str, plural: str = "harnessruns") -> ServerError:
+    """kubectl's NotFound line for a run (or an object of another of our kinds)."""
+    return ServerError("NotFound", f'{plural}.{GROUP} "{name}" not found')
 
 
 def render_api_error(exc: ApiException) -> str:
@@ -165,6 +165,29 @@ def cmd_describe(args: argparse.Namespace) -> int:
             values[item.name] = value
     events = kube.fetch_events(namespace, str(raw["metadata"]["uid"]))
     sys.stdout.write(build_description(run, values, events, datetime.now(UTC)))
+    return 0
+
+
+def cmd_triggers(args: argparse.Namespace) -> int:
+    from harness_operator.cli.triggers import TRIGGER_LABEL, build_trigger_description, build_trigger_list
+
+    kube, namespace = connect(args)
+    now = datetime.now(UTC)
+    if args.trigger is None:
+        triggers, _ = kube.list_objects("HarnessTrigger", namespace, "")
+        listed = list(triggers)
+        if not listed:
+            print(f"No resources found in {namespace} namespace.", file=sys.stderr)
+            return 0
+        runs, _ = kube.list_objects("HarnessRun", namespace, TRIGGER_LABEL)
+        sys.stdout.write(build_trigger_list(listed, list(runs), now))
+        return 0
+    trigger = kube.fetch_trigger(namespace, args.trigger)
+    if trigger is None:
+        raise not_found(args.trigger, "harnesstriggers")
+    events = kube.fetch_events(namespace, str(trigger["metadata"]["uid"]))
+    runs, _ = kube.list_objects("HarnessRun", namespace, f"{TRIGGER_LABEL}={args.trigger}")
+    sys.stdout.write(build_trigger_description(trigger, events, list(runs), now, args.limit))
     return 0
 
 

@@ -24,11 +24,13 @@ from harness_operator.cli.cluster import (
     cmd_describe,
     cmd_logs,
     cmd_rerun,
+    cmd_triggers,
     connect,
     run_cluster_command,
 )
 from harness_operator.cli.dagu_import import dns_name, import_dagu
 from harness_operator.cli.manifests import load_documents
+from harness_operator.cli.triggers import DEFAULT_LIMIT
 from harness_operator.cli.validation import ERROR, WARNING, RunLookup, validate_documents
 
 
@@ -111,6 +113,12 @@ def _param(text: str) -> str:
     if "=" not in text or not text.split("=", 1)[0]:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
     return text
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return int(text)
 
 
 def cmd_import_dagu(args: argparse.Namespace) -> int:
@@ -267,6 +275,23 @@ def build_parser() -> argparse.ArgumentParser:
     rerun = sub.add_parser("rerun", help="create a new run with a run's spec (named RUN-xxxxx)")
     add_cluster_arguments(rerun)
     rerun.set_defaults(func=cmd_rerun, cluster=True)
+
+    triggers = sub.add_parser(
+        "triggers",
+        help="the HarnessTriggers of a namespace, or one's recent deliveries (its Events) and runs",
+    )
+    triggers.add_argument(
+        "trigger", metavar="NAME", nargs="?", help="the HarnessTrigger's name (none: list the namespace's)"
+    )
+    triggers.add_argument(
+        "--limit",
+        type=_positive,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"show the newest N deliveries and runs (default {DEFAULT_LIMIT})",
+    )
+    add_connection_arguments(triggers)
+    triggers.set_defaults(func=cmd_triggers, cluster=True)
     return parser
 
 

@@ -29,6 +29,7 @@ OUR_PLURALS = {
     "HarnessDefinition": "harnessdefinitions",
     "ClusterHarnessDefinition": "clusterharnessdefinitions",
     "HarnessBudget": "harnessbudgets",
+    "HarnessTrigger": "harnesstriggers",
 }
 WATCH_TIMEOUT_SECONDS = 300  # how long the API server keeps one watch open before it is opened again
 
