@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -57,12 +58,13 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def vendors(release: str, kube: client.ApiClient) -> Iterator[dict[str, Any]]:
-    """The release with the gateway holding a key per vendor, the stubs as the vendors."""
+@contextmanager
+def gateway_with_vendors(kube: client.ApiClient, *extra: str) -> Iterator[dict[str, Any]]:
+    """The release with the gateway holding a key per vendor, the stubs as the vendors (plus `extra` helm
+    arguments); the chart's defaults again afterwards."""
     stubs = {v: stub_class(v)(mode="ok", host=STUB_HOST).start() for v in VENDOR_KEYS}
     core = client.CoreV1Api(kube)
-    settings = []
+    settings = list(extra)
     for vendor, key in VENDOR_KEYS.items():
         name = f"e2e-{vendor}-key"
         body = client.V1Secret(metadata=client.V1ObjectMeta(name=name), string_data={"api-key": key})
@@ -83,6 +85,13 @@ def vendors(release: str, kube: client.ApiClient) -> Iterator[dict[str, Any]]:
         for vendor, stub in stubs.items():
             stub.stop()
             core.delete_namespaced_secret(f"e2e-{vendor}-key", RELEASE_NAMESPACE)
+
+
+@pytest.fixture(scope="module")
+def vendors(release: str, kube: client.ApiClient) -> Iterator[dict[str, Any]]:
+    """The release with the gateway holding a key per vendor, the stubs as the vendors."""
+    with gateway_with_vendors(kube) as stubs:
+        yield stubs
 
 
 def gone(read: Callable[[str, str], Any], name: str) -> bool:

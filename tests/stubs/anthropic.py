@@ -95,6 +95,12 @@ class AnthropicStub(StubServer):
         self._tool_use_sent = False
         self._tool_turns_sent = 0
 
+    def rearm(self) -> None:
+        """The next call that offers tools counts as the first again: the bash and call modes answer it with
+        their tool once more (a second run of the same stub that edits too)."""
+        with self._lock:
+            self._tool_use_sent = False
+
     def is_model_call(self, req: RecordedRequest) -> bool:
         return req.method == "POST" and req.path.rstrip("/") == "/v1/messages"
 
