@@ -1,7 +1,9 @@
 """The publisher against a real Gitea: a HarnessRun with `publish.pullRequest.forge: gitea`, the Job the
 operator builds for it, its clone script run against Gitea with a read token, the agent's edit, and the
 publisher (runner/publish.py) pushing the branch and opening the pull request with the run's write token.
-What Gitea then holds is read back through its API.
+What Gitea then holds is read back through its API. A follow-up run (its workspace the pull request's
+branch, `publish.branch.ifExists: FastForward`) adds one commit to the same pull request, and is refused
+BranchMoved when someone pushed to the branch after it cloned.
 
 The tokens carry Gitea's scopes: pushing and opening a pull request need `write:repository`; a token
 without it is refused by Gitea itself, and the publisher says which token to fix.
@@ -112,19 +114,25 @@ class Pod:
         return publish(self.plan(), values, str(self.verdict), str(self.base_file), self.state)
 
 
-def make_run(gitea: Gitea, repository: str, name: str, **pull_request: Any) -> HarnessRun:
+def make_run(
+    gitea: Gitea, repository: str, name: str, follow_up: str | None = None, **pull_request: Any
+) -> HarnessRun:
     """A run on the Gitea repository that publishes a pull request with forge: gitea (the API root derived
-    from the git URL, as a user who sets no apiURL gets it)."""
+    from the git URL, as a user who sets no apiURL gets it); a `follow_up` of branch B clones B and adds
+    its commit onto it (ifExists: FastForward), as a trigger's follow-up run does."""
+    publish: dict[str, Any] = {
+        "pullRequest": {"forge": "gitea", "title": "$(run.name): $(output)", **pull_request},
+        "credentialsSecretRef": {"name": "write", "key": "token"},
+    }
+    if follow_up:
+        publish["branch"] = {"name": follow_up, "ifExists": "FastForward"}
     workspace = {
         "git": {
             "url": gitea.clone_url(repository),
-            "ref": "main",
+            "ref": follow_up or "main",
             "credentialsSecretRef": {"name": "read", "key": "token"},
         },
-        "publish": {
-            "pullRequest": {"forge": "gitea", "title": "$(run.name): $(output)", **pull_request},
-            "credentialsSecretRef": {"name": "write", "key": "token"},
-        },
+        "publish": publish,
     }
     return HarnessRun.model_validate(
         {
@@ -207,8 +215,9 @@ def test_a_token_without_write_repository_pushes_nothing_and_says_which_token(
     strict=True,
     reason="publisher bug against real Gitea: Gitea refuses this push in its pre-receive hook "
     "('remote: error: User permission denied for writing.', then '! [remote rejected] ... (pre-receive hook "
-    "declined)'); runner/publish.py keeps only git's last 3 lines (not the remote's reason) and "
-    "describe_push_failure takes 'rejected' for an existing branch, so the message says to delete the branch",
+    "declined)'); the publisher keeps only git's last 3 lines (not the remote's reason) and "
+    "runner/publish_git.describe_push_failure takes 'rejected'/'declined' for an existing branch, so the "
+    "message says to delete the branch",
 )
 def test_a_user_who_may_not_write_the_repository_pushes_nothing(
     gitea: Gitea, owner: User, repository: str, tmp_path: Path
@@ -269,3 +278,60 @@ def test_a_pull_request_into_a_missing_base_is_refused_after_the_push(
     assert "HTTP 404" in (report.message or "") and "check publish.pullRequest" in (report.message or "")
     assert gitea.branches(repository)[report.branch or ""] == report.commit
     assert gitea.pull_requests(repository) == []
+
+
+def test_a_follow_up_adds_one_commit_to_the_open_pull_request(
+    gitea: Gitea, owner: User, repository: str, tmp_path: Path
+) -> None:
+    """A first run opens the pull request; a follow-up clones its branch and pushes one more commit onto it
+    (plain push, its parent the first run's commit) and reports the same pull request, not a second."""
+    read = gitea.create_token(owner, ["read:repository"])
+    write = gitea.create_token(owner, ["write:repository"])
+    first = Pod(tmp_path / "first", make_run(gitea, repository, "fix-1"))
+    first.clone(read)
+    first.agent_edits({"README.md": EDITED})
+    opened = first.publish(read, write)
+    assert opened.reason is None, opened.message
+
+    second = Pod(tmp_path / "second", make_run(gitea, repository, "fix-2", follow_up="harness/fix-1"))
+    assert second.clone(read) == opened.commit
+    second.agent_edits({"src/app.py": "print('hello')\n"})
+    report = second.publish(read, write)
+
+    assert report.reason is None, report.message
+    assert report.branch == "harness/fix-1" and report.base == opened.commit
+    [pull] = gitea.pull_requests(repository)
+    assert (report.pull_request_url, report.pull_request_number) == (pull["html_url"], pull["number"])
+    assert (opened.pull_request_url, opened.pull_request_number) == (pull["html_url"], pull["number"])
+    assert pull["head"]["sha"] == report.commit  # Gitea moved the pull request's head
+    commits = gitea.commits(repository, "harness/fix-1")
+    assert [c["sha"] for c in commits[:2]] == [report.commit, opened.commit]
+    assert gitea.file(repository, "harness/fix-1", "README.md") == EDITED.encode()  # the first change kept
+    assert gitea.file(repository, "harness/fix-1", "src/app.py") == b"print('hello')\n"
+
+
+def test_a_follow_up_whose_branch_a_reviewer_moved_pushes_nothing(
+    gitea: Gitea, owner: User, repository: str, tmp_path: Path
+) -> None:
+    """Someone pushes to the pull request's branch after the follow-up cloned it: the follow-up's push is
+    refused (BranchMoved, naming both commits) and the reviewer's commit stays the branch's head."""
+    read = gitea.create_token(owner, ["read:repository"])
+    write = gitea.create_token(owner, ["write:repository"])
+    first = Pod(tmp_path / "first", make_run(gitea, repository, "fix-1"))
+    first.clone(read)
+    first.agent_edits({"README.md": EDITED})
+    opened = first.publish(read, write)
+    assert opened.reason is None, opened.message
+    second = Pod(tmp_path / "second", make_run(gitea, repository, "fix-2", follow_up="harness/fix-1"))
+    second.clone(read)
+    second.agent_edits({"src/app.py": "print('hello')\n"})
+
+    moved = gitea.as_user(owner.name).update_file(
+        repository, "README.md", "a reviewer's words\n", "harness/fix-1", "Reviewer's fix"
+    )
+    report = second.publish(read, write)
+
+    assert report.reason == Reason.BranchMoved, report.message
+    assert f"it was at {opened.commit} and is now at {moved}" in (report.message or ""), report.message
+    assert gitea.branches(repository)["harness/fix-1"] == moved
+    assert gitea.pull_request(repository, opened.pull_request_number or 0)["head"]["sha"] == moved
