@@ -80,13 +80,15 @@ flux-test: venv
 kueue-test: venv
 	HARNESS_KUEUE=1 $(PY) -m pytest tests/integration/test_kueue.py -q
 
-## a real Gitea on the test cluster's node address (tests/cluster/gitea), then the publisher and the forge loop
-## against it (tests/forge); Gitea is built from the Go module proxy on first use (about 11 CPU-minutes: 31 minutes
-## measured on the shared 2 cores, an estimated 6-7 on idle ones; cached) and keeps running afterwards
-## (tests/cluster/gitea stop; `tests/cluster/down` stops it too)
+## a real Gitea on the test cluster's node address (tests/cluster/gitea), then the publisher and the reporting
+## step against it (tests/forge) and the whole loop on the cluster with the chart and the images `make images`
+## loaded (e2e/test_forge_loop.py: an issue labelled in Gitea ends with a reviewed pull request); Gitea is built
+## from the Go module proxy on first use (about 11 CPU-minutes: 31 minutes measured on the shared 2 cores, an
+## estimated 6-7 on idle ones; cached) and keeps running afterwards (tests/cluster/gitea stop; `tests/cluster/down`
+## stops it too)
 forge-test: venv
 	tests/cluster/gitea start
-	HARNESS_FORGE=1 $(PY) -m pytest tests/forge -q
+	HARNESS_FORGE=1 $(PY) -m pytest tests/forge e2e/test_forge_loop.py -q
 
 ## MultiKueue dispatches runs to a second cluster: starts it (tests/cluster/worker, its own control plane,
 ## kubelet and network namespace; about 15 s warm), Kueue on both clusters, runs

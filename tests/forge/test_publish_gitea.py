@@ -211,14 +211,6 @@ def test_a_token_without_write_repository_pushes_nothing_and_says_which_token(
     assert weak not in report.render()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="publisher bug against real Gitea: Gitea refuses this push in its pre-receive hook "
-    "('remote: error: User permission denied for writing.', then '! [remote rejected] ... (pre-receive hook "
-    "declined)'); the publisher keeps only git's last 3 lines (not the remote's reason) and "
-    "runner/publish_git.describe_push_failure takes 'rejected'/'declined' for an existing branch, so the "
-    "message says to delete the branch",
-)
 def test_a_user_who_may_not_write_the_repository_pushes_nothing(
     gitea: Gitea, owner: User, repository: str, tmp_path: Path
 ) -> None:
@@ -236,6 +228,7 @@ def test_a_user_who_may_not_write_the_repository_pushes_nothing(
 
     assert report.reason == Reason.PushRejected, report.message
     assert "may not push to the repository: give it write access" in (report.message or ""), report.message
+    assert "User permission denied for writing" in (report.message or ""), "the origin's own reason"
     assert list(gitea.branches(repository)) == ["main"]
 
 

@@ -19,6 +19,7 @@ from harness_operator.runner.redact import Redactor
 # The variables git may read from this container's environment: the egress gateway's proxy, if any.
 PASSED_ENV = ("PATH", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
 GIT_LINES = 3
+REMOTE_REASONS = ("remote: error:", "remote: fatal:")
 
 
 class PublishError(Exception):
@@ -152,20 +153,29 @@ def last_lines(error: subprocess.CalledProcessError | subprocess.TimeoutExpired)
         return "timed out (publish.timeoutSeconds of the operator)"
     lines = [line.strip() for line in str(error.stderr or "").splitlines()]
     lines = [line for line in lines if line and not line.startswith("hint:")]
-    return " / ".join(lines[-GIT_LINES:]) or f"git {error.cmd[-1]} exited {error.returncode}"
+    tail = lines[-GIT_LINES:]
+    # The origin's own reason (a forge's pre-receive hook: "remote: error: User permission denied ...")
+    # comes before git's summary of the refusal, so the last lines alone would drop it.
+    remote = [line for line in lines if line.lower().startswith(REMOTE_REASONS) and line not in tail]
+    return " / ".join([*remote[:GIT_LINES], *tail]) or f"git {error.cmd[-1]} exited {error.returncode}"
 
 
 def describe_push_failure(said: str, branch: str, onto_existing: bool = False) -> str:
     """The push's refusal in git's words and the fix; `onto_existing`: a FastForward push onto the
     branch as cloned (which only a rule of the origin's, such as a protected branch, refuses)."""
     lower = said.lower()
-    refused = ("already exists", "stale info", "non-fast-forward", "fetch first", "rejected", "declined")
-    if onto_existing and any(s in lower for s in refused):
-        fix = f"the origin does not let the token add commits to branch {branch} (a protected branch?)"
-    elif any(s in lower for s in refused):
-        fix = f"branch {branch} exists on the origin: delete it, or set publish.branch.name to a new one"
-    elif any(s in lower for s in ("401", "403", "authentication", "permission", "denied", "could not read")):
+    denied = ("401", "403", "authentication", "permission", "denied", "could not read")
+    # git's own refusals of the ref (it exists, it moved) and the origin's (a hook, a branch rule).
+    taken = ("already exists", "stale info", "non-fast-forward", "fetch first", "[rejected]")
+    by_origin = ("[remote rejected]", "hook declined")
+    if any(s in lower for s in denied):
         fix = "the token in publish.credentialsSecretRef may not push to the repository: give it write access"
+    elif onto_existing and any(s in lower for s in taken + by_origin):
+        fix = f"the origin does not let the token add commits to branch {branch} (a protected branch?)"
+    elif any(s in lower for s in by_origin):
+        fix = f"the origin's rules refused branch {branch} (a protected branch, a hook): see its words"
+    elif any(s in lower for s in taken):
+        fix = f"branch {branch} exists on the origin: delete it, or set publish.branch.name to a new one"
     else:
         fix = "check the origin and the token in publish.credentialsSecretRef"
     return f"the origin refused the push of branch {branch}: {said}; {fix}"
