@@ -42,6 +42,8 @@ EXAMPLE = ROOT / "examples" / "forge-loop" / "gitea.yaml"
 TRIGGER = "payments"
 RECEIVER = f"{RELEASE}-receiver"
 BOT_SCOPES = ["write:repository", "write:issue", "read:user"]
+# The forge tier (make forge-test), not make test: Gitea's build does not fit its time.
+pytestmark = pytest.mark.forge
 # Where tests/cluster/gitea keeps Gitea's data (its SQLite database holds the requests it sent).
 GITEA_STATE = Path(os.environ.get("HARNESS_CLUSTER_STATE", "/var/lib/harness-operator-cluster")) / "gitea"
 
