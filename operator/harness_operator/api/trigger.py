@@ -9,7 +9,6 @@ from pydantic import ConfigDict, Field
 
 from harness_operator.api.common import (
     API_VERSION,
-    Condition,
     Model,
     SecretKeySelector,
     object_name,
@@ -232,10 +231,8 @@ class TriggerDelivery(Model):
 
 
 class HarnessTriggerStatus(Model):
-    """Whether the trigger is usable and what its last delivery did."""
+    """What the trigger's last verified delivery did (written by the trigger receiver)."""
 
-    conditions: list[Condition] = Field(default_factory=list, description="Ready: deliveries are accepted.")
-    observed_generation: int | None = Field(default=None, description="Generation last reconciled.")
     last_delivery: TriggerDelivery | None = Field(default=None, description="The last delivery.")
 
 

@@ -148,20 +148,6 @@ def build_trigger_description(
         f"Concurrency:     {_get(trigger, 'spec', 'concurrencyPolicy') or 'Forbid'}",
         f"Last delivery:   {describe_last_delivery(trigger, now)}",
     ]
-    conditions = _get(trigger, "status", "conditions") or []
-    lines.append("Conditions:" + ("" if conditions else "      <none>"))
-    if conditions:
-        rows = [["Type", "Status", "Reason", "Message"]]
-        rows += [
-            [
-                str(c.get("type") or ""),
-                str(c.get("status") or ""),
-                c.get("reason") or "",
-                c.get("message") or "",
-            ]
-            for c in conditions
-        ]
-        lines += build_table(rows)
     shown = f" (newest {limit} of {len(events)})" if len(events) > limit else ""
     lines.append("Deliveries:" + (shown if events else "      <none>"))
     if events:

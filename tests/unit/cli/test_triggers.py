@@ -137,7 +137,6 @@ def test_description_shows_the_spec_the_last_delivery_and_both_tables() -> None:
             "result": "created",
             "run": "payments-12-aa",
         },
-        conditions=[{"type": "Ready", "status": "True", "reason": "Ready", "message": ""}],
     )
     events = [make_event("RunCreated", "created payments-12-aa", "2026-12-07T11:58:00Z")]
     runs = [make_run("payments-12-aa", "2026-12-07T11:58:00Z", phase="Running")]
@@ -152,9 +151,6 @@ def test_description_shows_the_spec_the_last_delivery_and_both_tables() -> None:
         "ServiceAccount:  agent-trigger",
         "Concurrency:     Replace",
         "Last delivery:   2m ago: IssueLabeled, created payments-12-aa",
-        "Conditions:",
-        "  Type   Status  Reason  Message",
-        "  Ready  True    Ready",
         "Deliveries:",
         "  Age  Type    Reason      Message",
         "  2m   Normal  RunCreated  created payments-12-aa",
@@ -167,7 +163,7 @@ def test_description_shows_the_spec_the_last_delivery_and_both_tables() -> None:
 def test_description_of_a_trigger_that_never_received_anything() -> None:
     text = build_trigger_description(make_trigger(), [], [], NOW)
     assert "Last delivery:   <none>\n" in text
-    assert "Conditions:      <none>\nDeliveries:      <none>\nRuns:            <none>\n" in text
+    assert "Deliveries:      <none>\nRuns:            <none>\n" in text
 
 
 def test_description_says_when_it_shows_only_the_newest() -> None:
