@@ -746,7 +746,10 @@ def source_text(size: int) -> str:
     text = "".join(
         p.read_text() for p in sorted((ROOT / "operator" / "harness_operator" / "core").rglob("*.py"))
     )
-    return (text * (size // len(text) + 1))[:size]
+    # `size` bytes, as the limits count them: the code holds non-ASCII characters too (a '·'), so the cut is
+    # by bytes, a character split at the end dropped and made up with ASCII.
+    cut = (text * (size // len(text) + 1)).encode()[:size].decode("utf-8", "ignore")
+    return cut + "x" * (size - len(cut.encode()))
 
 
 def test_a_prompt_at_the_maximum_applies(
