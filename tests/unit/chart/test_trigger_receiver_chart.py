@@ -118,7 +118,9 @@ def rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
     }
 
 
-def test_its_own_rights_are_reading_triggers_listing_runs_events_and_trigger_status_only() -> None:
+def test_its_own_rights_are_reading_triggers_listing_and_marking_runs_events_and_trigger_status_only() -> (
+    None
+):
     """No Secret, no impersonation, no run create: a team grants those for its own trigger, so a
     receiver holds nothing a team did not hand it."""
     objects = receiver_objects(render(ON))
@@ -129,6 +131,7 @@ def test_its_own_rights_are_reading_triggers_listing_runs_events_and_trigger_sta
         (group, "harnesstriggers", "watch"),
         (group, "harnesstriggers/status", "patch"),
         (group, "harnessruns", "list"),
+        (group, "harnessruns", "patch"),  # the checks-changed mark only (receiver/checks.py)
         ("", "events", "create"),
         ("", "events", "patch"),
     }
