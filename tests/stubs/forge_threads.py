@@ -189,7 +189,10 @@ class ForgeThreadsStub(StubServer):
         if (m := _GL_STATUS.match(path)) and method == "POST":
             return self._status("gitlab", unquote(m[1]), m[2], body, "state", "name")
         if (m := _GL_STATUSES.match(path)) and method == "GET":
-            return Response(200, self.statuses_unlocked("gitlab", unquote(m[1]), m[2]))
+            held = self.statuses_unlocked("gitlab", unquote(m[1]), m[2])
+            if (req.query.get("all") or [""])[0] != "true":  # GitLab's default: the latest of each name
+                held = list({s["name"]: s for s in reversed(held)}.values())
+            return Response(200, held)
         return Response(404, {"message": "404 Not Found"})
 
     def _combined(self, forge: str, repository: str, sha: str) -> dict[str, Any]:
