@@ -64,6 +64,12 @@ from harness_operator.core.forge.report_calls import (
 
 log = structlog.get_logger("harness_operator")
 RETRY_DELAYS = (5.0, 20.0, 60.0, 180.0)  # then the stage is given up: the next stage tries again
+# What a checks' read needs of the reporting token, in each forge's words.
+READS = {
+    "github": "commit statuses and checks (a fine-grained token's Commit statuses and Checks: Read)",
+    "gitea": "the repository (read:repository, which write:repository includes)",
+    "gitlab": "the project's commit statuses (scope read_api, which api includes)",
+}
 Key = tuple[str, str]
 
 
@@ -253,9 +259,16 @@ class ForgeReporter:
         is read), then record what was read for."""
         sha = due.split("@")[0]
         if token is not None:
-            answers = [
-                self._send(call) for call in build_checks_calls(target, reported.repository, sha, token)
-            ]
+            answers = []
+            for call in build_checks_calls(target, reported.repository, sha, token):
+                status, answer = self.client.send(call)
+                if not 200 <= status < 300:
+                    raise ReportFailed(
+                        f"{describe_failure(call, status, answer)}: the checks of {sha} are not read; the "
+                        "reporting token (spec.forge.tokenSecretRef) must be allowed to read "
+                        + READS[target.forge]
+                    )
+                answers.append(answer)
             try:
                 checks = compute_checks(target.forge, answers, sha, timestamp(datetime.now(UTC)))
             except ValueError as exc:

@@ -148,6 +148,9 @@ def test_a_read_the_forge_refuses_is_retried_then_given_up_with_an_event() -> No
         [(type_, reason, first), (_, _, last)] = api.events
         assert (type_, reason) == ("Warning", "ForgeReportFailed")
         assert f"/repos/acme/app/commits/{SHA}/status: HTTP 401" in first
+        assert (
+            "the reporting token (spec.forge.tokenSecretRef) must be allowed to read the repository" in first
+        )
         assert f"finished+pr checks {SHA}" in last and "tried 2 times" in last
         assert TOKEN not in first + last
         assert reporter.report(NS, NAME) is None  # given up: not asked again until something changes
