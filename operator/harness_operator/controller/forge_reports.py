@@ -91,6 +91,11 @@ class ReportRefused(Exception):
     """Nothing to try again until someone fixes it (the trigger or its Secret is missing)."""
 
 
+class TriggerGone(ReportRefused):
+    """The run's trigger was deleted: a stage not reported is given up; checks are not read (nothing says
+    where), silently, as for a trigger without a token (a run kept after its trigger is not a fault)."""
+
+
 class ReportStore:
     """Which of the triggers' runs have a report due; the store of their watch."""
 
@@ -188,7 +193,13 @@ class ForgeReporter:
             with self._lock:
                 if self._given_up.get(key) == stage:
                     return None
-            target, token = self._target(reported)
+            try:
+                target, token = self._target(reported)
+            except TriggerGone:
+                if is_report_due(reported) or checks is None:
+                    raise
+                self.kube.patch_run_metadata(namespace, name, reported.uid, build_checks_read_patch(checks))
+                return None
             if is_report_due(reported):
                 comment_id = self._write(run, reported, target, token)
                 self.kube.patch_run_metadata(
@@ -217,7 +228,7 @@ class ForgeReporter:
         namespace = reported.namespace
         found = self.kube.fetch_trigger(namespace, reported.trigger)
         if found is None:
-            raise ReportRefused(f"HarnessTrigger {namespace}/{reported.trigger} does not exist")
+            raise TriggerGone(f"HarnessTrigger {namespace}/{reported.trigger} does not exist")
         try:
             # Its spec only: the status is the receiver's to write, and nothing here reads it.
             spec = {"metadata": found.get("metadata") or {}, "spec": found.get("spec") or {}}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -21,7 +22,6 @@ from tests.unit.controller.test_forge_reports import (
     ForgeSide,
     finish,
     setup,
-    stub,  # noqa: F401  (the fixture)
     stub_side,
     triggered_run,
 )
@@ -29,6 +29,12 @@ from tests.unit.controller.test_forge_reports import (
 from harness_operator.core.forge.checks import ANNOTATION_CHECKS_CHANGED, ANNOTATION_CHECKS_READ
 
 NUDGE = f"{SHA}@0123456789ab"
+
+
+@pytest.fixture
+def stub() -> Iterator[ForgeThreadsStub]:
+    with ForgeThreadsStub(token=TOKEN) as served:
+        yield served
 
 
 def ci_sets_status(side: ForgeSide, sha: str, state: str, context: str) -> None:
@@ -55,7 +61,7 @@ def checks_of(run: dict[str, Any]) -> dict[str, Any] | None:
 
 @pytest.mark.parametrize("forge", ["github", "gitea", "gitlab"])
 def test_the_checks_are_read_when_the_run_ends_and_again_when_the_receiver_marks_it(
-    stub: ForgeThreadsStub,  # noqa: F811
+    stub: ForgeThreadsStub,
     forge: str,
 ) -> None:
     side = stub_side(stub, forge)
@@ -112,7 +118,7 @@ def test_the_checks_are_read_when_the_run_ends_and_again_when_the_receiver_marks
     assert api.events == []
 
 
-def test_a_mark_for_a_commit_the_run_did_not_push_reads_nothing_new(stub: ForgeThreadsStub) -> None:  # noqa: F811
+def test_a_mark_for_a_commit_the_run_did_not_push_reads_nothing_new(stub: ForgeThreadsStub) -> None:
     side = stub_side(stub, "gitea")
     api, reporter = setup(side)
     api.runs[NAME] = triggered_run(side)
@@ -124,7 +130,7 @@ def test_a_mark_for_a_commit_the_run_did_not_push_reads_nothing_new(stub: ForgeT
     assert len(stub.requests) == calls
 
 
-def test_a_trigger_without_a_token_reads_nothing_and_is_not_asked_again(stub: ForgeThreadsStub) -> None:  # noqa: F811
+def test_a_trigger_without_a_token_reads_nothing_and_is_not_asked_again(stub: ForgeThreadsStub) -> None:
     side = stub_side(stub, "gitea")
     api, reporter = setup(side)
     del api.triggers["fixer"]["spec"]["forge"]["tokenSecretRef"]
@@ -155,3 +161,20 @@ def test_a_read_the_forge_refuses_is_retried_then_given_up_with_an_event() -> No
         assert TOKEN not in first + last
         assert reporter.report(NS, NAME) is None  # given up: not asked again until something changes
         assert len(api.events) == 2
+
+
+def test_a_run_kept_after_its_trigger_was_deleted_reads_nothing_and_posts_nothing(
+    stub: ForgeThreadsStub,
+) -> None:
+    side = stub_side(stub, "gitea")
+    api, reporter = setup(side)
+    del api.triggers["fixer"]
+    api.runs[NAME] = triggered_run(side, **{"agentharness.dev/forge-reported": "finished+pr"})
+    finish(api.runs[NAME], side)  # reported before the trigger went: only its checks' read is due
+    assert reporter.report(NS, NAME) is None
+    assert stub.requests == [] and api.events == [] and checks_of(api.runs[NAME]) is None
+    assert reporter.store.apply("HarnessRun", "MODIFIED", api.runs[NAME]).due is False
+    # A stage not reported yet is still given up with an Event saying why.
+    api.runs[NAME]["metadata"]["annotations"]["agentharness.dev/forge-reported"] = "working"
+    assert reporter.report(NS, NAME) is None
+    assert "HarnessTrigger team-a/fixer does not exist" in api.events[0][2]
