@@ -2,7 +2,8 @@
 receiver on, `examples/forge-loop/gitea.yaml` applied as a team applies it, and Gitea's own webhook
 delivering to the receiver's Service. A developer labels an issue: a run of the real Claude Code (its
 shipped image, the model gateway's Anthropic the stub) starts, a pull request appears in Gitea with the
-change, the issue gets the run's comment with the PR link and cost, and the PR's head a commit status. A
+change, the issue gets the run's comment with the PR link and cost, and the PR's head a commit status; a
+CI's status on the head shows in the run's status.changes.checks and `kubectl get -o wide`. A
 stranger's `/agent` comment starts nothing; the developer's `/agent rename the function` on the PR starts a
 run that resumes the first one's conversation and pushes a second commit onto the same PR. The delivery
 Gitea sent, sent again, starts nothing twice; one with a bad signature is refused and counted.
@@ -206,6 +207,26 @@ def test_an_issue_labelled_in_gitea_ends_with_a_reviewed_pull_request(
 
     wait_until(head_status, 60, "a success status on the PR's head")
 
+    # A CI reports on the PR's head with a token of its own: Gitea's status delivery reaches the receiver,
+    # the operator reads the head's checks from Gitea (its own harness/ status not among them), and
+    # `kubectl get -o wide` shows them in the Checks column.
+    ci = gitea.create_user(f"ci-{suffix}")
+    gitea.add_collaborator(repository, ci.name, "write")
+    Gitea(gitea.base_url, gitea.create_token(ci, ["write:repository"])).set_status(
+        repository, changes["commit"], "success", "ci/tests", "all passed"
+    )
+
+    def checks_column() -> str | None:
+        header, row = kubectl("get", "hrun", name, "-n", runs.ns, "-o", "wide").stdout.splitlines()[:2]
+        assert header.split()[-1] == "CHECKS", header
+        return row.split()[-1] if row.split()[-1] == "success" else None
+
+    wait_until(checks_column, 60, "the CI's success in the run's Checks column")
+    checks = runs.custom.get_namespaced_custom_object(GROUP, VERSION, runs.ns, "harnessruns", name)["status"][
+        "changes"
+    ]["checks"]
+    assert (checks["sha"], checks["total"], checks["passed"]) == (changes["commit"], 1, 1), checks
+
     # A stranger's command on the PR starts nothing; the developer's continues the run on the same PR.
     gitea.as_user(stranger.name).comment(repository, pull["number"], "/agent delete everything")
     model.call = ("Write", {"file_path": app, "content": "def welcome():\n    return 'hi'\n"})
@@ -225,6 +246,14 @@ def test_an_issue_labelled_in_gitea_ends_with_a_reviewed_pull_request(
     assert gitea.file(repository, changes["branch"], "app.py").startswith(b"def welcome")
     assert follow["changes"]["pullRequestNumber"] == pull["number"]
     assert len(gitea.pull_requests(repository)) == 1, "a second pull request was opened"
+
+    # The follow-up's checks are its own commit's, read when it ended: none yet (the CI's were the first's).
+    def follow_checks() -> dict[str, Any] | None:
+        got = runs.custom.get_namespaced_custom_object(GROUP, VERSION, runs.ns, "harnessruns", second_name)
+        return got["status"]["changes"].get("checks")
+
+    later = wait_until(follow_checks, 60, "the follow-up's checks read at its end")
+    assert (later["state"], later["sha"]) == ("none", follow["changes"]["commit"]), later
     refused = [m for reason, m in trigger_events(runs) if reason == "DeliveryRefused"]
     assert any(stranger.name in m for m in refused), trigger_events(runs)
     assert "delete everything" not in json.dumps(trigger_events(runs)), "the stranger's comment was echoed"

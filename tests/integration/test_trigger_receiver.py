@@ -3,8 +3,9 @@ the real cluster, each with the ServiceAccount and ClusterRole the chart renders
 namespace granting it (a Role) only `impersonate` on the trigger's ServiceAccount and `get` on the webhook
 Secret. Gitea-shaped deliveries, signed as Gitea signs them, create runs as the trigger's ServiceAccount
 (its own RBAC decides), a redelivery or two replicas given one delivery at once make one run, a bad
-signature is refused and counted, a stranger's comment starts nothing. No operator runs: the runs are
-the objects the receiver made. (The whole loop against a real Gitea is e2e's.)"""
+signature is refused and counted, a stranger's comment starts nothing, a commit status marks the run that
+pushed its commit (and the chart's policy lets the receiver change nothing else of a run). No operator
+runs: the runs are the objects the receiver made. (The whole loop against a real Gitea is e2e's.)"""
 
 from __future__ import annotations
 
@@ -24,10 +25,12 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.core.forge.checks import ANNOTATION_CHECKS_CHANGED
+from harness_operator.core.forge.events import delivery_key
 from harness_operator.core.forge.triggering import LABEL_THREAD, LABEL_TRIGGER
 
 from ..lib import processes
-from ..lib.forge_deliveries import commented, gitea_headers, labelled, trigger_body
+from ..lib.forge_deliveries import commented, gitea_headers, labelled, status_changed, trigger_body
 from .conftest import _namespace_name, wait_until
 from .operator_env import RELEASE_NAMESPACE, apply_crds, free_port, helm_install, service_account_kubeconfig
 
@@ -307,3 +310,54 @@ def test_unknown_triggers_and_oversized_deliveries_are_refused_unread(env: Env) 
     huge = json.dumps({"padding": "x" * (1024 * 1024)}).encode()
     status, answer = env.deliver(huge)
     assert (status, answer["result"]) == (413, "error"), answer
+
+
+def test_a_status_marks_the_run_that_pushed_its_commit_and_the_receiver_may_change_nothing_else(
+    env: Env,
+) -> None:
+    status, answer = env.deliver(labelled(21))
+    assert (status, answer["result"]) == (202, "created"), answer
+    name, sha = answer["run"], "c" * 40
+    # The run pushed `sha` and opened a pull request, as the operator's status would say.
+    changes = {
+        "commit": sha,
+        "branch": "harness/fix-21",
+        "pullRequestURL": "http://gitea.test:3000/acme/payments/pulls/22",
+    }
+    env.custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, env.ns, "harnessruns", name, {"status": {"changes": changes}}
+    )
+    body = status_changed(sha, "success", "ci/tests")
+    status, answer = env.deliver(body, event="status", replica=1)
+    assert (status, answer["result"]) == (200, "ignored"), answer
+    assert answer["reason"].endswith(f"; the checks of run {name} will be read again")
+    run = env.custom.get_namespaced_custom_object(GROUP, VERSION, env.ns, "harnessruns", name)
+    assert run["metadata"]["annotations"][ANNOTATION_CHECKS_CHANGED] == f"{sha}@{delivery_key(body)[:12]}"
+    # The harness's own status marks nothing.
+    env.deliver(status_changed(sha, "success", "harness/payments-agent"), event="status")
+    again = env.custom.get_namespaced_custom_object(GROUP, VERSION, env.ns, "harnessruns", name)
+    assert again["metadata"]["resourceVersion"] == run["metadata"]["resourceVersion"]
+
+    # As the receiver's ServiceAccount: RBAC lets it patch runs, the chart's policy only the mark.
+    receiver = {"Impersonate-User": f"system:serviceaccount:{RELEASE_NAMESPACE}:{RECEIVER_SA}"}
+
+    def patch_as_receiver(patch: dict[str, Any]) -> None:
+        env.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, env.ns, "harnessruns", name, patch, _headers=receiver
+        )
+
+    patch_as_receiver({"metadata": {"annotations": {ANNOTATION_CHECKS_CHANGED: f"{sha}@000000000000"}}})
+    for refused in (
+        {"spec": {"cancel": True}},
+        {"metadata": {"annotations": {"agentharness.dev/forge-repository": "acme/other"}}},
+        {"metadata": {"annotations": {"agentharness.dev/checks-read": "x"}}},
+        {"metadata": {"labels": {LABEL_THREAD: "99"}}},
+        {"metadata": {"finalizers": ["example.com/hold"]}},
+    ):
+        with pytest.raises(client.ApiException) as denied:
+            patch_as_receiver(refused)
+        assert denied.value.status in (403, 422), refused
+        assert "may change only a run's annotation agentharness.dev/checks-changed" in str(denied.value.body)
+    kept = env.custom.get_namespaced_custom_object(GROUP, VERSION, env.ns, "harnessruns", name)
+    assert kept["spec"].get("cancel") is not True
+    assert kept["metadata"]["annotations"][ANNOTATION_CHECKS_CHANGED] == f"{sha}@000000000000"

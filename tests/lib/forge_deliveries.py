@@ -1,5 +1,5 @@
 """Gitea 1.27's webhook deliveries as the receiver's tests send them (an issue given a label, an issue
-comment), signed as Gitea signs them, and a HarnessTrigger that takes them (pure)."""
+comment, a commit status), signed as Gitea signs them, and a HarnessTrigger that takes them (pure)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,22 @@ def commented(number: int, author: str, text: str) -> bytes:
         "repository": REPO,
         "sender": {"login": author},
         "is_pull": False,
+    }
+    return json.dumps(payload).encode()
+
+
+def status_changed(sha: str, state: str, context: str, repository: dict[str, str] = REPO) -> bytes:
+    """A commit status set on `sha` (X-Gitea-Event and X-Gitea-Event-Type: status): it names a commit,
+    no pull request."""
+    payload = {
+        "id": 9001,
+        "sha": sha,
+        "state": state,
+        "context": context,
+        "description": f"{context} {state}",
+        "target_url": "http://ci.test/build/1",
+        "repository": repository,
+        "sender": {"login": "ci-bot"},
     }
     return json.dumps(payload).encode()
 

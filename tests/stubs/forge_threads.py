@@ -8,6 +8,7 @@ reporting step (controller/forge_reports.py).
         gitlab_api = stub.base_url + "/api/v4"    # GitLab: {api}/projects/{path}/issues/{iid}/notes ...
         stub.comments("gitea", "acme/app", 7)     # what the thread holds (as the forge's GET lists it)
         stub.statuses("gitea", "acme/app", sha)   # the commit's statuses, newest first
+        stub.add_check_run("acme/app", sha, "build", "completed", "failure")  # GitHub's check runs
 
 It keeps what it is sent, as the forge would, and serves it back through the same GET routes a real forge
 has: a test reads the forge, not a log of calls, and so can run against a real forge unchanged. Only the
@@ -42,6 +43,8 @@ _COMMENTS = re.compile(_REPO + r"/issues/(\d+)/comments$")
 _COMMENT = re.compile(_REPO + r"/issues/comments/(\d+)$")
 _STATUS = re.compile(_REPO + r"/statuses/([0-9a-f]{40})$")
 _STATUSES = re.compile(_REPO + r"/commits/([0-9a-f]{40})/statuses$")
+_COMBINED = re.compile(_REPO + r"/commits/([0-9a-f]{40})/status$")
+_CHECK_RUNS = re.compile(r"(?:/api/v3)?/repos/([^/]+/[^/]+)/commits/([0-9a-f]{40})/check-runs$")
 _PROJECT = r"/api/v4/projects/([^/]+)"
 _NOTES = re.compile(_PROJECT + r"/(issues|merge_requests)/(\d+)/notes$")
 _NOTE = re.compile(_PROJECT + r"/(issues|merge_requests)/(\d+)/notes/(\d+)$")
@@ -77,6 +80,7 @@ class ForgeThreadsStub(StubServer):
         self._ids = itertools.count(101)
         self._threads: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
         self._statuses: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        self._check_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._credential = threading.local()  # (scheme, sha256 of the token), set by _ForgeHandler
 
     def start(self) -> ForgeThreadsStub:
@@ -98,6 +102,16 @@ class ForgeThreadsStub(StubServer):
     def statuses(self, forge: str, repository: str, sha: str) -> list[dict[str, Any]]:
         with self._lock:
             return [dict(s) for s in reversed(self._statuses.get((forge, repository, sha), []))]
+
+    def add_check_run(
+        self, repository: str, sha: str, name: str, status: str, conclusion: str | None = None
+    ) -> None:
+        """A GitHub check run on the commit (a CI's), replacing the one of the same name as GitHub's
+        `filter=latest` lists them."""
+        with self._lock:
+            held = [r for r in self._check_runs.get((repository, sha), []) if r["name"] != name]
+            run = {"id": next(self._ids), "name": name, "status": status, "conclusion": conclusion}
+            self._check_runs[(repository, sha)] = [*held, run]
 
     def add_comment(
         self, forge: str, repository: str, number: int, body: str, author: str = "someone"
@@ -151,6 +165,11 @@ class ForgeThreadsStub(StubServer):
             return self._edit(forge, m[1], int(m[2]), str(body.get("body") or ""))
         if (m := _STATUS.match(path)) and method == "POST":
             return self._status(forge, m[1], m[2], body, "state", "context")
+        if (m := _COMBINED.match(path)) and method == "GET":
+            return Response(200, self._combined(forge, m[1], m[2]))
+        if forge == "github" and (m := _CHECK_RUNS.match(path)) and method == "GET":
+            runs = self._check_runs.get((m[1], m[2]), [])
+            return Response(200, {"total_count": len(runs), "check_runs": runs})
         if (m := (_STATUSES.match(path) or _STATUS.match(path))) and method == "GET":
             return Response(200, self.statuses_unlocked(forge, m[1], m[2]))
         return Response(404, {"message": "Not Found"})
@@ -170,8 +189,19 @@ class ForgeThreadsStub(StubServer):
         if (m := _GL_STATUS.match(path)) and method == "POST":
             return self._status("gitlab", unquote(m[1]), m[2], body, "state", "name")
         if (m := _GL_STATUSES.match(path)) and method == "GET":
-            return Response(200, self.statuses_unlocked("gitlab", unquote(m[1]), m[2]))
+            held = self.statuses_unlocked("gitlab", unquote(m[1]), m[2])
+            if (req.query.get("all") or [""])[0] != "true":  # GitLab's default: the latest of each name
+                held = list({s["name"]: s for s in reversed(held)}.values())
+            return Response(200, held)
         return Response(404, {"message": "404 Not Found"})
+
+    def _combined(self, forge: str, repository: str, sha: str) -> dict[str, Any]:
+        """GitHub's and Gitea's combined status: the latest status of each context (its own state is left
+        out: the reporting step computes one without the harness's own status)."""
+        latest: dict[str, dict[str, Any]] = {}
+        for status in self._statuses.get((forge, repository, sha), []):
+            latest[status["context"]] = status
+        return {"sha": sha, "total_count": len(latest), "statuses": list(latest.values())}
 
     def statuses_unlocked(self, forge: str, repository: str, sha: str) -> list[dict[str, Any]]:
         return list(reversed(self._statuses.get((forge, repository, sha), [])))

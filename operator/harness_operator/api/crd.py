@@ -83,7 +83,7 @@ KIND_SPECS = [
             {"name": "Files", "type": "integer", "jsonPath": ".status.changes.files", "priority": 1},
             {"name": "Branch", "type": "string", "jsonPath": ".status.changes.branch", "priority": 1},
             {"name": "PR", "type": "string", "jsonPath": ".status.changes.pullRequestURL", "priority": 1},
-            {"name": "Checks", "type": "string", "jsonPath": ".status.changes.checks", "priority": 1},
+            {"name": "Checks", "type": "string", "jsonPath": ".status.changes.checks.state", "priority": 1},
         ],
     ),
     KindSpec(

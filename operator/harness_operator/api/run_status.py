@@ -100,6 +100,30 @@ class OutputStatus(Model):
     config_map_name: str | None = Field(default=None, description="ConfigMap holding the full output.")
 
 
+class ChecksState(StrEnum):
+    """The checks of one commit together: any failed is failure, else any cancelled or broken is error,
+    else any unfinished is pending, else success; none when no check reported on it."""
+
+    pending = "pending"
+    success = "success"
+    failure = "failure"
+    error = "error"
+    none = "none"
+
+
+class ChecksStatus(Model):
+    """The checks on the commit a run pushed, read from the forge's API (never from a webhook's body);
+    the harness's own commit status (context harness/<trigger>) is not one of them."""
+
+    state: ChecksState = Field(description="pending, success, failure, error, or none (no check yet).")
+    sha: str = Field(description="The commit they are for: status.changes.commit when they were read.")
+    total: int = Field(default=0, ge=0, description="Checks on the commit.")
+    passed: int = Field(default=0, ge=0, description="Checks that succeeded (or were skipped).")
+    failed: int = Field(default=0, ge=0, description="Checks that failed, errored or were cancelled.")
+    pending: int = Field(default=0, ge=0, description="Checks not finished.")
+    read_time: str | None = Field(default=None, description="When the forge was read.")
+
+
 class ChangesStatus(Model):
     """The agent's change in the workspace, as the publishing container captured and published it."""
 
@@ -120,10 +144,10 @@ class ChangesStatus(Model):
     pull_request_number: int | None = Field(
         default=None, description="The pull request's number (GitLab: the merge request's iid)."
     )
-    checks: str | None = Field(
+    checks: ChecksStatus | None = Field(
         default=None,
-        description="The combined state of the checks on the branch's head as last seen: pending, "
-        "success, failure or error.",
+        description="The checks (commit statuses, check runs, pipeline jobs) on the commit pushed, as the "
+        "reporting step of the run's HarnessTrigger last read them from the forge.",
     )
 
 

@@ -272,6 +272,12 @@ from harness_operator.api.run_status import (
     ChargeBasis as ChargeBasis,
 )
 from harness_operator.api.run_status import (
+    ChecksState as ChecksState,
+)
+from harness_operator.api.run_status import (
+    ChecksStatus as ChecksStatus,
+)
+from harness_operator.api.run_status import (
     CostSource as CostSource,
 )
 from harness_operator.api.run_status import (

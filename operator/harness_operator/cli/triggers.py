@@ -53,7 +53,8 @@ def describe_pull_request(run: Mapping[str, Any]) -> str:
     if not url:
         return "-"
     checks = changes.get("checks")
-    return f"{url} ({checks})" if checks else str(url)
+    state = checks.get("state") if isinstance(checks, Mapping) else None
+    return f"{url} (checks {state})" if state else str(url)
 
 
 def describe_cost(run: Mapping[str, Any]) -> str:

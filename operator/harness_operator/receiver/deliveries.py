@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -86,6 +86,14 @@ def build_duplicate(run: str) -> Outcome:
         "DeliverySkipped",
         run,
     )
+
+
+def with_checks_marked(outcome: Outcome, marked: list[str]) -> Outcome:
+    """The outcome saying which runs' checks the delivery marked to be read again (kept short)."""
+    if not marked:
+        return outcome
+    names = ", ".join(marked[:3]) + (f" and {len(marked) - 3} more" if len(marked) > 3 else "")
+    return replace(outcome, reason=f"{outcome.reason}; the checks of run {names} will be read again")
 
 
 def build_ignored(reason: str) -> Outcome:

@@ -1,5 +1,6 @@
-"""The trigger receiver's API calls (I/O): its own reads, Events and status, and the runs it creates and
-deletes as a trigger's ServiceAccount (impersonated, so admission and RBAC judge them as that account's)."""
+"""The trigger receiver's API calls (I/O): its own reads, Events and status, its marks on runs whose checks
+changed, and the runs it creates and deletes as a trigger's ServiceAccount (impersonated, so admission and
+RBAC judge them as that account's)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,25 @@ class ReceiverKube:
             GROUP, VERSION, namespace, RUNS, label_selector=selector, _request_timeout=TIMEOUT
         )
         return list(cast(dict[str, Any], listed).get("items") or [])
+
+    def patch_run_annotations(self, namespace: str, name: str, uid: str, annotations: dict[str, str]) -> None:
+        """Merge-patch the run's annotations while it is still the run of `uid` (gone or re-created under
+        its name: nothing done). The receiver's own right: `patch` on harnessruns."""
+        body = {"metadata": {"uid": uid, "annotations": annotations}}  # a uid that differs fails: 409
+        try:
+            self.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                RUNS,
+                name,
+                body,
+                field_manager=FIELD_MANAGER,
+                _request_timeout=TIMEOUT,
+            )
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
 
     def ready(self, namespace: str | None) -> None:
         """Raises unless the API server answers and lets this identity list HarnessTriggers (in

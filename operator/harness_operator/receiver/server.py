@@ -3,15 +3,16 @@ ServiceAccount; probes and metrics on the admin port (I/O).
 
 Per delivery to POST /hooks/<namespace>/<trigger>: the trigger read, the body read up to its bound, the
 webhook Secret read and the signature checked before anything else of the body is believed; then the event
-parsed, the trigger's runs listed, core/forge/triggering's decision applied as the trigger's ServiceAccount,
-and the delivery counted, posted as an Event on the trigger and kept in its status.lastDelivery. Stateless:
-replicas work side by side (a delivery names its run, so two replicas' creates of it make one run).
+parsed, the runs whose checks it says changed marked (receiver/checks.py), the trigger's runs listed,
+core/forge/triggering's decision applied as the trigger's ServiceAccount, and the delivery counted, posted
+as an Event on the trigger and kept in its status.lastDelivery. Stateless: replicas work side by side (a
+delivery names its run, so two replicas' creates of it make one run).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -33,6 +34,7 @@ from harness_operator.core.forge.triggering import (
     build_trigger_run,
     decide_delivery,
 )
+from harness_operator.receiver.checks import mark_checks_changed
 from harness_operator.receiver.deliveries import (
     Outcome,
     api_message,
@@ -51,6 +53,7 @@ from harness_operator.receiver.deliveries import (
     forge_event_name,
     is_hook_path,
     is_json_document,
+    with_checks_marked,
 )
 from harness_operator.receiver.kube import ReceiverKube
 
@@ -164,7 +167,35 @@ class Receiver:
             return build_bad_signature(forge_type)
         if not is_json_document(body):
             return build_unreadable()
-        event = parse_event(forge_type, request.headers, body)
+        marked = await self._mark_checks(namespace, trigger, request.headers, body)
+        return with_checks_marked(await self._decide(namespace, trigger, request.headers, body), marked)
+
+    async def _mark_checks(
+        self, namespace: str, trigger: HarnessTrigger, headers: Mapping[str, str], body: bytes
+    ) -> list[str]:
+        """Mark the runs whose checks the delivery says changed (best effort: the next delivery, or the
+        run's end, has them read all the same)."""
+        name = str(trigger.metadata["name"])
+        try:
+            return await mark_checks_changed(
+                self._call,
+                self.kube,
+                namespace,
+                name,
+                trigger.spec.repositories,
+                str(trigger.spec.forge.type),
+                headers,
+                body,
+            )
+        except (Unavailable, ApiException) as exc:
+            log.warning("Runs' checks not marked changed", trigger=f"{namespace}/{name}", error=str(exc))
+            return []
+
+    async def _decide(
+        self, namespace: str, trigger: HarnessTrigger, headers: Mapping[str, str], body: bytes
+    ) -> Outcome:
+        """The run the delivery starts, if any, as core/forge/triggering decides."""
+        event = parse_event(str(trigger.spec.forge.type), headers, body)
         if isinstance(event, Ignored):
             return build_ignored(event.reason)
         name = str(trigger.metadata["name"])

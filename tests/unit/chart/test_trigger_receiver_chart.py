@@ -118,7 +118,9 @@ def rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
     }
 
 
-def test_its_own_rights_are_reading_triggers_listing_runs_events_and_trigger_status_only() -> None:
+def test_its_own_rights_are_reading_triggers_listing_and_marking_runs_events_and_trigger_status_only() -> (
+    None
+):
     """No Secret, no impersonation, no run create: a team grants those for its own trigger, so a
     receiver holds nothing a team did not hand it."""
     objects = receiver_objects(render(ON))
@@ -129,6 +131,7 @@ def test_its_own_rights_are_reading_triggers_listing_runs_events_and_trigger_sta
         (group, "harnesstriggers", "watch"),
         (group, "harnesstriggers/status", "patch"),
         (group, "harnessruns", "list"),
+        (group, "harnessruns", "patch"),  # the checks-changed mark only (receiver/checks.py)
         ("", "events", "create"),
         ("", "events", "patch"),
     }
@@ -139,6 +142,33 @@ def test_its_own_rights_are_reading_triggers_listing_runs_events_and_trigger_sta
         "name": NAME,
     }
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": "harness-system"}]
+
+
+def test_its_patch_of_runs_is_narrowed_to_the_checks_mark_by_an_admission_policy() -> None:
+    """RBAC cannot name a field: the policy (its CEL run for real in tests/integration/
+    test_trigger_receiver.py) judges every update the receiver makes to a run; admission off, none."""
+    docs = render(ON)
+    [policy] = [
+        d for d in docs if d["kind"] == "ValidatingAdmissionPolicy" and "marks-only" in d["metadata"]["name"]
+    ]
+    [binding] = [
+        d
+        for d in docs
+        if d["kind"] == "ValidatingAdmissionPolicyBinding" and "marks-only" in d["metadata"]["name"]
+    ]
+    assert policy["metadata"]["name"] == f"{NAME}-marks-only" == binding["spec"]["policyName"]
+    assert binding["spec"]["validationActions"] == ["Deny"] and "matchResources" not in binding["spec"]
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"][0]["resources"] == ["harnessruns"]
+    assert spec["matchConditions"] == [
+        {
+            "name": "the-receiver",
+            "expression": f"request.userInfo.username == 'system:serviceaccount:harness-system:{NAME}'",
+        }
+    ]
+    assert "agentharness.dev/checks-changed" in spec["variables"][0]["expression"]
+    assert not [d for d in render(ON, "admission.enabled=false") if "marks-only" in d["metadata"]["name"]]
 
 
 def test_with_watch_namespaces_its_rights_hold_only_in_those_namespaces() -> None:

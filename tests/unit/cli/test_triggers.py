@@ -100,7 +100,7 @@ def test_runs_newest_first_with_thread_phase_pr_and_cost() -> None:
             usage={"costUSD": 0.0123},
             changes={
                 "pullRequestURL": "http://gitea.example:3000/acme/payments/pulls/13",
-                "checks": "success",
+                "checks": {"state": "success", "sha": "a" * 40, "total": 2, "passed": 2},
             },
         ),
         make_run(
@@ -121,7 +121,7 @@ def test_runs_newest_first_with_thread_phase_pr_and_cost() -> None:
             "issue 12",
             "IssueLabeled",
             "Succeeded",
-            "http://gitea.example:3000/acme/payments/pulls/13 (success)",
+            "http://gitea.example:3000/acme/payments/pulls/13 (checks success)",
             "$0.0123",
             "2h",
         ],

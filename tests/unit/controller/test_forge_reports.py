@@ -71,6 +71,11 @@ class ApiServer:
     ) -> None:
         self.events.append((type_, reason, message))
 
+    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """A merge patch of status.changes' fields (the only status the reporting step writes)."""
+        changes = self.runs[name].setdefault("status", {}).setdefault("changes", {})
+        changes.update(status["changes"])
+
 
 @dataclass
 class ForgeSide:

@@ -29,6 +29,7 @@ from harness_operator.receiver.deliveries import (
     forge_event_name,
     is_hook_path,
     is_json_document,
+    with_checks_marked,
 )
 
 NOW = datetime(2026, 12, 7, 5, 30, 12, tzinfo=UTC)
@@ -186,3 +187,15 @@ def test_the_answer_and_the_status_carry_the_outcome_never_the_body() -> None:
         "reason": "issue 12 labelled agent: run fix-12-abc",
         "run": "fix-12-abc",
     }
+
+
+def test_the_runs_whose_checks_were_marked_are_named_a_few_at_most() -> None:
+    ignored = build_ignored("a commit status that did not fail is not a trigger event")
+    assert with_checks_marked(ignored, []) is ignored
+    assert (
+        with_checks_marked(ignored, ["a"]).reason
+        == f"{ignored.reason}; the checks of run a will be read again"
+    )
+    many = with_checks_marked(ignored, ["a", "b", "c", "d", "e"])
+    assert many.reason.endswith("the checks of run a, b, c and 2 more will be read again")
+    assert (many.result, many.status, many.event_reason) == ("ignored", 200, "DeliveryIgnored")

@@ -2,10 +2,14 @@
 find, create and edit the one comment and set a commit status, and what their answers say (pure).
 
 GitHub: {api}/repos/{o}/{r}/issues/{n}/comments (POST, GET), /issues/comments/{id} (PATCH),
-        /statuses/{sha} (POST); `Authorization: Bearer`.
-Gitea:  the same paths under {web}/api/v1; `Authorization: token`.
+        /statuses/{sha} (POST), /commits/{sha}/status and /commits/{sha}/check-runs (GET: the checks);
+        `Authorization: Bearer`.
+Gitea:  the same paths under {web}/api/v1 (no check runs: Gitea Actions set commit statuses);
+        `Authorization: token`.
 GitLab: {api}/projects/{path}/issues|merge_requests/{iid}/notes (POST, GET), .../notes/{id} (PUT),
-        /statuses/{sha} (POST, states pending|running|success|failed|canceled); `PRIVATE-TOKEN`.
+        /statuses/{sha} (POST, states pending|running|success|failed|canceled),
+        /repository/commits/{sha}/statuses (GET: its pipelines' jobs, the latest of each name);
+        `PRIVATE-TOKEN`.
 """
 
 from __future__ import annotations
@@ -197,6 +201,20 @@ def build_status_call(target: ForgeTarget, repository: str, status: CommitStatus
     else:
         payload = {"state": status.state, "context": status.context, "description": status.description}
     return ForgeCall("POST", url, _headers(target.forge, token), json.dumps(payload).encode("utf-8"))
+
+
+def build_checks_calls(target: ForgeTarget, repository: str, sha: str, token: str) -> list[ForgeCall]:
+    """The reads of commit `sha`'s checks (core/forge/checks.compute_checks reads their answers): the
+    latest commit status of each context, and on GitHub the latest check run of each name too (a first
+    page of 100: a commit with more is counted by those)."""
+    headers = _headers(target.forge, token)
+    base = _repo(target, repository)
+    if target.forge == Forge.gitlab:
+        return [ForgeCall("GET", f"{base}/repository/commits/{sha}/statuses?per_page={PAGE}", headers, None)]
+    calls = [ForgeCall("GET", f"{base}/commits/{sha}/status?per_page={PAGE}", headers, None)]
+    if target.forge == Forge.github:
+        calls.append(ForgeCall("GET", f"{base}/commits/{sha}/check-runs?per_page={PAGE}", headers, None))
+    return calls
 
 
 def describe_failure(call: ForgeCall, status: int, answer: bytes) -> str:
