@@ -135,6 +135,6 @@ def check_links(git: Git, base: str, commit: str) -> None:
             continue  # the repository's own link, left alone
         raise PublishError(
             Reason.ChangeLinksOutOfTree,
-            f"the change makes {path} a link to {target[:PATH_CHARS]}, outside the repository: nothing is kept, pushed or "
-            "opened; link within the repository, or copy the file in",
+            f"the change makes {path} a link to {target[:PATH_CHARS]}, outside the repository: nothing is "
+            "kept, pushed or opened; link within the repository, or copy the file in",
         )

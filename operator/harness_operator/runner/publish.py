@@ -10,13 +10,13 @@ recorded is fetched from the origin, the only step but the push that holds the c
 names the working tree. The change is then taken with no token in git's environment and no credential
 helper: the files are read as the bytes the agent wrote (runner/worktree.py: no filter, attribute,
 encoding or configuration of the workspace's, no nested repository entered) and written as one commit on
-that base by `git fast-import`. A change holding a granted credential's value, reaching into a submodule or
-linking out of the tree is refused, and one touching a protected path is not pushed
-(runner/protected_paths.py). The patch goes to this container's log,
-framed; the commit is pushed to the run's branch with the write credential, which only this container
-holds, never forced: only if the branch does not exist yet, or (publish.branch.ifExists FastForward)
-onto the branch when it is still at the commit the workspace cloned from it; the pull request is found
-or opened through the forge's API (runner/pull_request.py). What happened is the termination message
+that base by `git fast-import`. A change holding a granted credential's value, reaching into a submodule
+or linking out of the tree is refused, and one touching a protected path is not pushed (refused, or held
+for approval: runner/protected_paths.py). The patch goes to this container's log, framed; the commit is
+pushed to the run's branch with the write credential, which only this container holds, never forced:
+only if the branch does not exist yet, or (publish.branch.ifExists FastForward) onto the branch when it
+is still at the commit the workspace cloned from it; the pull request is found or opened through the
+forge's API (runner/pull_request.py). What happened is the termination message
 (ChangesReport); the exit code is 0 unless the publisher itself broke.
 """
 
