@@ -293,6 +293,12 @@ def publish(
             return report
         approval_paths = check_protected_paths(git, base, commit, plan.protected_paths)
         report = report.model_copy(update={"approval_paths": approval_paths or None})
+        if approval_paths:  # fail-safe until the approval step (issue 52 item 1) holds the change instead
+            raise PublishError(
+                Reason.ChangeTouchesProtectedPath,
+                f"the change touches {approval_paths[0]}, which a person must approve (RequireApproval): "
+                "it is not pushed or opened (its patch is kept)",
+            )
         push_branch(git, plan, plan.branch, base, commit)
         report = report.model_copy(update={"commit": commit, "branch": plan.branch})
         if plan.pull_request is None:

@@ -160,9 +160,9 @@ def test_a_require_approval_path_is_reported_for_approval(pod: Pod) -> None:
 
     report = pod.publish(plan(pod, rules))
 
-    assert report.reason is None, report.message
     assert report.approval_paths == [".github/workflows/x.yml"]
     assert '"approvalPaths":[".github/workflows/x.yml"]' in report.render()
+    assert report.patch_sha256 and BRANCH not in pod.branches()  # kept, never pushed unapproved
 
 
 def test_many_paths_awaiting_approval_fit_the_report(pod: Pod) -> None:
