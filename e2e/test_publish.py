@@ -8,6 +8,7 @@ real GitHub or GitLab can run here (the publisher meets a real Gitea in tests/fo
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -193,8 +194,9 @@ def test_nothing_the_agent_planted_runs_where_the_write_token_is(publishing: Pub
     """Issue 49's critical attack replayed: the cloned commit records a submodule, and the agent makes its
     folder a repository whose config runs a clean filter (which, run by the publisher's `git add`, had
     the write token and git's credential helper). The change is refused and the filter never runs. Two
-    more: a change published onto `main` (the branch exists: refused, `main` unmoved), and a change to
-    CI configuration the run does not allow."""
+    more: a change published onto `main` (the branch exists: refused, `main` unmoved), and the publish
+    policy (issue 52): a workflow file the chart's default refuses, a path the namespace's annotation
+    and one the run's own rule protects, a link out of the tree."""
     server = publishing.server
     marker = base_url(server, "marker/filter.git")
     sub_url = server.create_repo("acme/sub", {"payload.txt": "committed\n"})
@@ -219,6 +221,15 @@ def test_nothing_the_agent_planted_runs_where_the_write_token_is(publishing: Pub
     publishing.create("onto-main", "printf 'onto main\\n' > README.md", publish=onto_main)
     ci = "mkdir -p .github/workflows && printf 'on: push\\n' > .github/workflows/x.yml"
     publishing.create("ci", ci, publish={**secret, "branch": {}})
+    annotation = json.dumps([{"path": "infra/", "action": "Refuse"}])
+    body = {"metadata": {"annotations": {"agentharness.dev/protected-paths": annotation}}}
+    runs.core.patch_namespace(runs.ns, body)
+    publishing.create(
+        "ns-rule", "mkdir -p infra && printf 'x\n' > infra/main.tf", publish={**secret, "branch": {}}
+    )
+    own = {**secret, "branch": {}, "protectedPaths": [{"path": "*.lock"}]}
+    publishing.create("run-rule", "printf 'pinned\n' > deps.lock", publish=own)
+    publishing.create("link", "ln -s /etc/passwd passwd", publish={**secret, "branch": {}})
     main = server.branches(OWNER_REPO)["main"]
 
     planted = runs.wait_finished("planted")
@@ -231,9 +242,17 @@ def test_nothing_the_agent_planted_runs_where_the_write_token_is(publishing: Pub
     assert "branch main exists" in pushed["message"]
     assert server.branches(OWNER_REPO)["main"] == main
     refused = runs.wait_finished("ci")
-    assert refused["reason"] == "ChangeTouchesCI", publishing.describe("ci")
-    assert ".github/workflows/x.yml" in refused["message"] and "allowCIChanges" in refused["message"]
-    assert "harness/ci" not in server.branches(OWNER_REPO)
+    assert refused["reason"] == "ChangeTouchesProtectedPath", publishing.describe("ci")
+    assert '.github/workflows/x.yml, protected by the rule ".github/"' in refused["message"]
+    for name, path in (("ns-rule", "infra/main.tf"), ("run-rule", "deps.lock")):
+        protected = runs.wait_finished(name)
+        assert protected["reason"] == "ChangeTouchesProtectedPath", publishing.describe(name)
+        assert path in protected["message"]
+    linked = runs.wait_finished("link")
+    assert linked["reason"] == "ChangeLinksOutOfTree", publishing.describe("link")
+    assert "passwd a link to /etc/passwd" in linked["message"]
+    for name in ("ci", "ns-rule", "run-rule", "link"):
+        assert f"harness/{name}" not in server.branches(OWNER_REPO)
     assert server.refs_pushed() == []
 
 

@@ -85,7 +85,8 @@ class Reason(StrEnum):
     WorkspaceNotGit = "WorkspaceNotGit"
     ChangeHoldsCredential = "ChangeHoldsCredential"
     ChangeTouchesSubmodule = "ChangeTouchesSubmodule"
-    ChangeTouchesCI = "ChangeTouchesCI"
+    ChangeTouchesProtectedPath = "ChangeTouchesProtectedPath"
+    ChangeLinksOutOfTree = "ChangeLinksOutOfTree"
     PatchTooLarge = "PatchTooLarge"
     PushRejected = "PushRejected"
     BranchMoved = "BranchMoved"
@@ -420,11 +421,18 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "the agent's change reaches into a nested repository (a submodule it changed, replaced or added, or "
         "a folder holding .git): nothing is kept, pushed or opened",
     ),
-    Reason.ChangeTouchesCI: (
+    Reason.ChangeTouchesProtectedPath: (
         "Succeeded",
         "False",
-        "the agent's change adds or edits CI configuration (.github/, .gitlab-ci.yml, ...) and the run does "
-        "not set workspace.publish.allowCIChanges: nothing is pushed or opened",
+        "the agent's change touches a path the publish policy refuses (CI configuration, CODEOWNERS, agent "
+        "instruction files by default; the chart's publishing.protectedPaths, the namespace's, the run's): "
+        "its patch is kept, nothing is pushed or opened",
+    ),
+    Reason.ChangeLinksOutOfTree: (
+        "Succeeded",
+        "False",
+        "the agent's change adds or edits a symbolic link whose target is outside the repository (absolute, "
+        "or .. past its root): nothing is kept, pushed or opened",
     ),
     Reason.PatchTooLarge: (
         "Succeeded",

@@ -112,6 +112,33 @@ class BranchIfExists(StrEnum):
     fast_forward = "FastForward"
 
 
+class ProtectedPathAction(StrEnum):
+    """What a change touching a protected path gets: refused, or published only once a person approves."""
+
+    refuse = "Refuse"
+    require_approval = "RequireApproval"
+
+
+class ProtectedPathRule(Model):
+    """A path the published change may not touch freely (added, edited, removed, renamed from or to)."""
+
+    path: str = Field(
+        min_length=1,
+        max_length=1024,
+        description='"dir/" (a folder from the root, and all below it), a name without "/" (a file or '
+        'folder of that name at any depth, e.g. "AGENTS.md"), or a path from the root, "*", "?" and "[...]" '
+        'matching as in fnmatch ("*" crosses "/"). Case is ignored.',
+        json_schema_extra=validations(
+            rule("!self.startsWith('/')", 'is relative to the repository\'s root: drop the leading "/"')
+        ),
+    )
+    action: ProtectedPathAction = Field(
+        default=ProtectedPathAction.refuse,
+        description="Refuse (the default: ChangeTouchesProtectedPath) or RequireApproval (the change is "
+        "published only once a person approves it).",
+    )
+
+
 class PublishBranch(Model):
     """The commit pushed to the origin: a new branch, or one commit on the branch the workspace cloned;
     never forced, never another ref."""
@@ -193,12 +220,27 @@ class WorkspacePublish(Model):
         max_length=16384,
         description="Commit message; $(run.name) and $(run.namespace) are replaced.",
     )
+    protected_paths: list[ProtectedPathRule] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Paths added to the platform's protected paths (the chart's publishing.protectedPaths "
+        "and the namespace's agentharness.dev/protected-paths annotation), or made stricter (RequireApproval "
+        "to Refuse). A run never loosens a rule: its RequireApproval for a path the platform refuses stays "
+        "Refuse.",
+    )
     allow_ci_changes: bool = Field(
         default=False,
         alias="allowCIChanges",
-        description="Publish a change that adds or edits the repository's CI configuration (.github/, "
-        ".gitea/, .forgejo/, .gitlab-ci.yml, .circleci/ and the like). Off by default: such a change is "
-        "refused (ChangeTouchesCI), since CI runs what it says with the repository's secrets.",
+        description="Removed: a run may not loosen the protected paths. true is refused; a platform that "
+        "lets CI changes through a person's approval sets RequireApproval on the chart's rule.",
+        json_schema_extra=validations(
+            rule(
+                "!self",
+                "allowCIChanges was removed: a run may not loosen the protected paths; drop the field (a "
+                "platform admin can set action RequireApproval on the CI rules of the chart's "
+                "publishing.protectedPaths, so that a person approves such a change)",
+            )
+        ),
     )
 
     model_config = ConfigDict(

@@ -320,6 +320,12 @@ from harness_operator.api.sandbox import (
     PersistentVolumeClaimRef as PersistentVolumeClaimRef,
 )
 from harness_operator.api.sandbox import (
+    ProtectedPathAction as ProtectedPathAction,
+)
+from harness_operator.api.sandbox import (
+    ProtectedPathRule as ProtectedPathRule,
+)
+from harness_operator.api.sandbox import (
     PublishBranch as PublishBranch,
 )
 from harness_operator.api.sandbox import (

@@ -14,7 +14,7 @@ import json
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from harness_operator.api.v1alpha1 import BranchIfExists, Forge, Model
+from harness_operator.api.v1alpha1 import BranchIfExists, Forge, Model, ProtectedPathRule
 
 PUBLISH_PLAN_ENV = "HARNESS_PUBLISH_PLAN"
 # The write credential (spec.workspace.publish.credentialsSecretRef): only the publisher's container has it.
@@ -31,18 +31,6 @@ BASE_FILE = f"{PUBLISH_DIR}/base"
 # The pull request's body takes at most this much of the output (GitHub's limit is 65536 characters).
 BODY_OUTPUT_CHARS = 60000
 MESSAGE_CHARS = 1000
-# What a forge's CI runs, with the repository's secrets: a change touching one of these folders (or
-# top-level files) is published only when the run allows it (spec.workspace.publish.allowCIChanges).
-CI_FOLDERS = (".github/", ".gitea/", ".forgejo/", ".gitlab/", ".circleci/", ".buildkite/", ".woodpecker/")
-CI_FILES = (
-    ".gitlab-ci.yml",
-    ".travis.yml",
-    ".drone.yml",
-    ".woodpecker.yml",
-    "Jenkinsfile",
-    "azure-pipelines.yml",
-    "bitbucket-pipelines.yml",
-)
 TERMINATION_LIMIT = 4096
 
 
@@ -74,15 +62,11 @@ class PublishPlan(Model):
     # The names of the variables holding granted credentials: a change holding one's value is refused.
     secret_envs: list[str] = Field(default_factory=list)
     timeout_seconds: int = 120
-    allow_ci_changes: bool = Field(default=False, alias="allowCIChanges")
+    # The platform's, the namespace's and the run's rules merged (core/pod/protected_paths.py).
+    protected_paths: list[ProtectedPathRule] = Field(default_factory=list)
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)
-
-
-def is_ci_path(path: str) -> bool:
-    """Whether a repository path is CI configuration a forge runs."""
-    return path.startswith(CI_FOLDERS) or path in CI_FILES
 
 
 class Verdict(Model):
@@ -111,6 +95,8 @@ class ChangesReport(Model):
     patch_sha256: str | None = Field(default=None, alias="patchSHA256")
     pull_request_url: str | None = Field(default=None, alias="pullRequestURL")
     pull_request_number: int | None = None
+    # The protected paths (action RequireApproval) the change touches: it is published only once approved.
+    approval_paths: list[str] | None = None
 
     def render(self) -> str:
         """The termination message: the message is cut until the whole fits in 4 KiB."""

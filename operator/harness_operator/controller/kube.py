@@ -33,6 +33,11 @@ class Kube(KubeStreams):
             lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, RUNS, name)
         )
 
+    def fetch_namespace(self, name: str) -> dict[str, Any] | None:
+        """One Namespace as stored: its annotations hold the platform's rules for it."""
+        found = none_if_missing(lambda: self.core.read_namespace(name))
+        return None if found is None else dict(self.api.sanitize_for_serialization(found))
+
     def fetch_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
         return none_if_missing(
             lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, SCHEDULES, name)

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, Limits, RunBudget
+from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, Limits, ProtectedPathRule, RunBudget
 from harness_operator.contract.times import parse_time, timestamp
 from harness_operator.controller import metrics
 from harness_operator.controller.budgets import BudgetReconciler
@@ -35,7 +35,8 @@ from harness_operator.core.plan.resumption import (
 )
 from harness_operator.core.pod.job import build_job
 from harness_operator.core.pod.network_policy import build_fqdn_policy, build_network_policy
-from harness_operator.core.pod.publish import WorkspaceStart, resolve_start
+from harness_operator.core.pod.protected_paths import parse_namespace_rules
+from harness_operator.core.pod.publish import WorkspaceStart, publish_branch, resolve_start
 from harness_operator.core.pod.run_data import build_plan_secret, build_resume_secret
 from harness_operator.core.pod.workspace import build_workspace_claim
 from harness_operator.core.queue.budget import Admission
@@ -220,13 +221,27 @@ class RunStarter:
         )
         resumption = resolve_resumption(KubeReader(self.kube, retry=retry), run) if index == 1 else None
         start = resolve_start(KubeReader(self.kube, retry=retry), run)
+        namespace_rules = self._namespace_rules(run)
         taken = self._take_slot(run, index, queue)
         if isinstance(taken, tuple):
             return taken
         planned = taken
-        created = self._create_children(run, planned, targets, index, inputs, resumption, start, queue)
+        created = self._create_children(
+            run, planned, targets, index, inputs, resumption, start, queue, namespace_rules
+        )
         self._warn_started(run, targets, index, attempts, resumption, created)
         return None
+
+    def _namespace_rules(self, run: HarnessRun) -> list[ProtectedPathRule]:
+        """The protected paths the run's namespace adds (its annotation), read only for a run that pushes;
+        a malformed annotation fails the run (InvalidSpec) rather than publishing without it."""
+        if publish_branch(run) is None:
+            return []
+        namespace = self.kube.fetch_namespace(run.metadata["namespace"]) or {}
+        try:
+            return parse_namespace_rules(namespace.get("metadata", {}).get("annotations"))
+        except ValueError as exc:
+            raise Rejection(Reason.InvalidSpec, str(exc)) from None
 
     def _take_slot(self, run: HarnessRun, index: int, queue: str | None) -> HarnessRun | tuple[str, str]:
         """The run as planned once it holds its slot; (reason, message) while budgets or the namespace's
@@ -261,6 +276,7 @@ class RunStarter:
         resumption: Resumption | None,
         start: WorkspaceStart | None,
         queue: str | None,
+        namespace_rules: list[ProtectedPathRule],
     ) -> bool:
         """The attempt's claim, policies, plan (the first attempt's) and Job; True when its Job was created
         now. A failure frees the slot the run took."""
@@ -305,7 +321,8 @@ class RunStarter:
                 write.result()  # the first failure, in order
             # The attempt's model token goes live now, and not before: one not started spends nothing.
             self.grants.admit(planned, targets, index)
-            created = create_child(self.kube, run, build_job(run, target, self.config, start, queue))
+            job = build_job(run, target, self.config, start, queue, namespace_rules)
+            created = create_child(self.kube, run, job)
             self.children.release(ns, name)  # a backoff's hold: the Job takes the slot now
         except BaseException:
             with self._namespace_locks[ns]:  # no Job: the slot is free again

@@ -7,7 +7,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pydantic import TypeAdapter, ValidationError
+
 from harness_operator import __version__
+from harness_operator.api.v1alpha1 import ProtectedPathRule
 
 # OperatorConfig.fqdn_policy: how `host:` egress rules are enforced when there is no egress gateway.
 FQDN_AUTO = "auto"  # Cilium when its CiliumNetworkPolicy API is served, else none
@@ -27,6 +30,19 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+# The chart's publishing.protectedPaths, all Refuse: what a forge runs with the repository's secrets (CI
+# definitions), who must review (CODEOWNERS), and what agents read as instructions or run as hooks and
+# MCP servers (their instruction and settings files). A namespace or a run adds to it, never removes.
+DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
+    *(".github/", ".gitea/", ".forgejo/", ".gitlab/", ".circleci/", ".buildkite/", ".woodpecker/"),
+    *(".gitlab-ci.yml", ".travis.yml", ".drone.yml", ".woodpecker.yml", "Jenkinsfile"),
+    *("azure-pipelines.yml", "bitbucket-pipelines.yml"),
+    "CODEOWNERS",
+    *("AGENTS.md", "AGENT.md", "CLAUDE.md", "CLAUDE.local.md", "GEMINI.md", "QWEN.md"),
+    *(".cursorrules", ".clinerules", ".windsurfrules", ".goosehints"),
+    *(".claude/", ".cursor/", ".gemini/", ".qwen/", ".kiro/", ".factory/", ".amazonq/", ".codex/"),
+    *(".mcp.json", ".aider.conf.yml", "opencode.json"),
+)
 OPTIONAL_INTS = frozenset({"default_ttl_seconds_after_finished"})  # empty or unset: None
 
 
@@ -102,6 +118,10 @@ class OperatorConfig:
     # How long the publishing container may take (fetch, push, pull request) once the agent has ended;
     # the pod's grace period and the Job's deadline grow by it for runs that publish.
     publish_timeout_seconds: int = 120
+    # The platform's protected paths (HARNESS_PROTECTED_PATHS: a JSON list of {path, action}).
+    protected_paths: tuple[ProtectedPathRule, ...] = tuple(
+        ProtectedPathRule(path=path) for path in DEFAULT_PROTECTED_PATHS
+    )
     # Retention of finished runs without spec.ttlSecondsAfterFinished; None keeps them until deleted.
     default_ttl_seconds_after_finished: int | None = None
     # The default spares runs a GitOps tool or Helm applied (it would apply them again, and they would run).
@@ -164,7 +184,9 @@ class OperatorConfig:
             raw = env[key]
             current = getattr(defaults, name)
             try:
-                if name in OPTIONAL_INTS:
+                if name == "protected_paths":
+                    values[name] = tuple(_protected_paths(raw))
+                elif name in OPTIONAL_INTS:
                     values[name] = _seconds(raw) if raw.strip() else None
                 elif isinstance(current, bool):
                     values[name] = raw.lower() in ("1", "true", "yes")
@@ -186,3 +208,14 @@ def _seconds(raw: str) -> int:
     if value < 0:
         raise ValueError("must be 0 or more seconds, or empty for none")
     return value
+
+
+def _protected_paths(raw: str) -> list[ProtectedPathRule]:
+    try:
+        rules = TypeAdapter(list[ProtectedPathRule]).validate_json(raw)
+    except ValidationError as exc:
+        raise ValueError(f"a JSON list of {{path, action: Refuse|RequireApproval}}: {exc}") from None
+    for rule in rules:
+        if rule.path.startswith("/"):
+            raise ValueError(f'"{rule.path}" is relative to the repository\'s root: drop the leading "/"')
+    return rules

@@ -10,12 +10,13 @@ recorded is fetched from the origin, the only step but the push that holds the c
 names the working tree. The change is then taken with no token in git's environment and no credential
 helper: the files are read as the bytes the agent wrote (runner/worktree.py: no filter, attribute,
 encoding or configuration of the workspace's, no nested repository entered) and written as one commit on
-that base by `git fast-import`. A change holding a granted credential's value, reaching into a submodule,
-or editing CI configuration the run does not allow is refused. The patch goes to this container's log,
-framed; the commit is pushed to the run's branch with the write credential, which only this container
-holds, never forced: only if the branch does not exist yet, or (publish.branch.ifExists FastForward)
-onto the branch when it is still at the commit the workspace cloned from it; the pull request is found
-or opened through the forge's API (runner/pull_request.py). What happened is the termination message
+that base by `git fast-import`. A change holding a granted credential's value, reaching into a submodule
+or linking out of the tree is refused, and one touching a protected path is not pushed (refused, or held
+for approval: runner/protected_paths.py). The patch goes to this container's log, framed; the commit is
+pushed to the run's branch with the write credential, which only this container holds, never forced:
+only if the branch does not exist yet, or (publish.branch.ifExists FastForward) onto the branch when it
+is still at the commit the workspace cloned from it; the pull request is found or opened through the
+forge's API (runner/pull_request.py). What happened is the termination message
 (ChangesReport); the exit code is 0 unless the publisher itself broke.
 """
 
@@ -47,9 +48,9 @@ from harness_operator.contract.changes import (
     ChangesReport,
     PublishPlan,
     Verdict,
-    is_ci_path,
 )
 from harness_operator.contract.frame import encode_frame
+from harness_operator.runner.protected_paths import check_links, check_protected_paths
 from harness_operator.runner.publish_git import Git, PublishError, describe_push_failure, last_lines
 from harness_operator.runner.pull_request import find_pull_request, open_pull_request
 from harness_operator.runner.redact import Redactor
@@ -139,14 +140,6 @@ def find_credential(
         if one.finds(patch):
             return "the patch", name
     return None
-
-
-def find_ci_path(git: Git, base: str, commit: str) -> str | None:
-    """The first CI configuration path the change adds, edits or removes, or None."""
-    names = git.run("diff", "--name-only", "-z", "--no-renames", base, commit).split(b"\0")
-    return next(
-        (n.decode("utf-8", "replace") for n in names if is_ci_path(n.decode("utf-8", "replace"))), None
-    )
 
 
 def origin_head(git: Git, url: str) -> str:
@@ -285,6 +278,7 @@ def publish(
                 f"{path} holds the value of the credential {name}: the change is not kept, pushed or "
                 "opened; take the value out of the workspace (the agent wrote it there)",
             )
+        check_links(git, base, commit)
         if len(patch) <= plan.patch_limit:
             sys.stderr.write("\n" + encode_frame(patch))
             sys.stderr.flush()
@@ -297,13 +291,13 @@ def publish(
             )
         if plan.branch is None:
             return report
-        touched = find_ci_path(git, base, commit)
-        if touched is not None and not plan.allow_ci_changes:
+        approval_paths = check_protected_paths(git, base, commit, plan.protected_paths)
+        report = report.model_copy(update={"approval_paths": approval_paths or None})
+        if approval_paths:  # fail-safe until the approval step (issue 52 item 1) holds the change instead
             raise PublishError(
-                Reason.ChangeTouchesCI,
-                f"the change edits {touched}, CI configuration a forge runs with the repository's secrets: "
-                "it is not pushed or opened; set spec.workspace.publish.allowCIChanges: true to publish such "
-                "changes",
+                Reason.ChangeTouchesProtectedPath,
+                f"the change touches {approval_paths[0]}, which a person must approve (RequireApproval): "
+                "it is not pushed or opened (its patch is kept)",
             )
         push_branch(git, plan, plan.branch, base, commit)
         report = report.model_copy(update={"commit": commit, "branch": plan.branch})

@@ -638,3 +638,22 @@ def test_the_operator_is_told_where_mcp_servers_may_be_as_admission_is() -> None
     assert config.mcp_allowed_cidrs == ("10.20.0.0/16", "fd00::/8")
     assert config.mcp_allowed_hosts == ("*.tools.svc",)
     assert OperatorConfig.from_env(env_of(render())).mcp_allowed_cidrs == ()
+
+
+def test_the_chart_s_protected_paths_are_the_operator_s_and_the_platform_s_to_change() -> None:
+    """The default is the operator's own list; a platform's list (RequireApproval on CI) is what it reads;
+    a path from "/" fails at install, naming the value."""
+    default = OperatorConfig.from_env(
+        {"HARNESS_PROTECTED_PATHS": env_of(render())["HARNESS_PROTECTED_PATHS"]}
+    )
+    assert default.protected_paths == OperatorConfig().protected_paths
+    docs = render(
+        "publishing.protectedPaths[0].path=.github/workflows/",
+        "publishing.protectedPaths[0].action=RequireApproval",
+    )
+    loosened = OperatorConfig.from_env({"HARNESS_PROTECTED_PATHS": env_of(docs)["HARNESS_PROTECTED_PATHS"]})
+    assert [(r.path, r.action) for r in loosened.protected_paths] == [
+        (".github/workflows/", "RequireApproval")
+    ]
+    refused = helm("template", "x", str(CHART), "--set", "publishing.protectedPaths[0].path=/etc")
+    assert refused.returncode != 0 and "protectedPaths" in refused.stderr

@@ -126,6 +126,12 @@ WITH_VALUES = (
         f"{RUNS}: HarnessRun/fast-forward-from-a-run: spec.workspace.publish.branch.ifExists: "
         "publish.branch.ifExists FastForward takes the change against the branch's head, not another run's "
         "change: drop from (resumeFrom continues a run's conversation)",
+        f"{RUNS}: HarnessRun/allows-ci-changes: spec.workspace.publish.allowCIChanges: allowCIChanges was "
+        "removed: a run may not loosen the protected paths; drop the field (a platform admin can set action "
+        "RequireApproval on the CI rules of the chart's publishing.protectedPaths, so that a person approves "
+        "such a change)",
+        f"{RUNS}: HarnessRun/protected-path-from-slash: spec.workspace.publish.protectedPaths[0].path: is "
+        'relative to the repository\'s root: drop the leading "/"',
         f"{SCHEDULES}: HarnessSchedule/bad-cron: spec.schedule: '61 * * * *' is not a valid cron schedule: Bad "
         "minute",
         f"{SCHEDULES}: HarnessSchedule/bad-time-zone: spec.timeZone: 'Mars/Olympus' is not an IANA time zone "

@@ -30,9 +30,14 @@ class ApiServer:
         self.runs = {r.metadata["name"]: r.to_api() for r in runs}
         self.reads: list[str] = []
         self.created: list[str] = []
+        self.namespaces: dict[str, dict[str, Any]] = {}
 
     def fetch_run(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.runs.get(name)
+
+    def fetch_namespace(self, name: str) -> dict[str, Any] | None:
+        self.reads.append(f"namespace {name}")
+        return self.namespaces.get(name)
 
     def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.runs[name]["status"] = {**(self.runs[name].get("status") or {}), **status}

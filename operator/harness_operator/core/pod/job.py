@@ -3,9 +3,10 @@ ever (pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from harness_operator.api.v1alpha1 import HarnessRun
+from harness_operator.api.v1alpha1 import HarnessRun, ProtectedPathRule
 from harness_operator.core.attempt import Attempt
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.naming import (
@@ -50,10 +51,12 @@ def build_job(
     config: OperatorConfig,
     start: WorkspaceStart | None = None,
     queue: str | None = None,
+    namespace_rules: Sequence[ProtectedPathRule] = (),
 ) -> dict[str, Any]:
     """The Job of one attempt, in the sandbox: restricted, no API token, credentials only as env; with
     spec.workspace.publish, the publishing sidecar; `start`: the change of spec.workspace.from; `queue`:
-    the Kueue LocalQueue that admits it (core/queue/kueue.resolve_queue), which gets it suspended."""
+    the Kueue LocalQueue that admits it (core/queue/kueue.resolve_queue), which gets it suspended;
+    `namespace_rules`: the protected paths the run's namespace adds (core/pod/protected_paths.py)."""
     name = run.metadata["name"]
     sandbox = run.spec.sandbox
     image = (
@@ -80,7 +83,7 @@ def build_job(
     if config.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
     init = build_clone_container(run, image, config, target, start)
-    publisher = build_publish_container(run, target, config, image)
+    publisher = build_publish_container(run, target, config, image, namespace_rules)
     # The publisher acts after the agent, within the pod's grace period and the Job's deadline.
     publish_seconds = config.publish_timeout_seconds + PUBLISH_SLACK_SECONDS if publisher else 0
     pod_spec.update(

@@ -20,6 +20,7 @@ from harness_operator.api.v1alpha1 import (
     BranchIfExists,
     ChangesStatus,
     HarnessRun,
+    ProtectedPathRule,
     PublishBranch,
     WorkspacePublish,
 )
@@ -99,9 +100,14 @@ def check_publish(run: HarnessRun) -> None:
 
 
 def build_publish_plan(
-    run: HarnessRun, working_dir: str, secret_envs: list[str], timeout_seconds: int
+    run: HarnessRun,
+    working_dir: str,
+    secret_envs: list[str],
+    timeout_seconds: int,
+    protected_paths: list[ProtectedPathRule],
 ) -> PublishPlan | None:
-    """What the publishing container does for this run, or None when it publishes nothing."""
+    """What the publishing container does for this run, or None when it publishes nothing;
+    `protected_paths`: the rules merged (core/pod/protected_paths.py)."""
     publish = _publish(run)
     git = run.spec.workspace.git if run.spec.workspace else None
     if publish is None or git is None:
@@ -129,7 +135,7 @@ def build_publish_plan(
         pull_request=request,
         secret_envs=sorted(set(secret_envs)),
         timeout_seconds=timeout_seconds,
-        allow_ci_changes=publish.allow_ci_changes,
+        protected_paths=protected_paths,
     )
 
 

@@ -108,7 +108,7 @@ def test_each_forge_layout_gives_the_repository_and_api(
     forge: str, url: str, api_url: str | None, repository: str, api_root: str | None
 ) -> None:
     assert compute_repository(forge, url, api_url) == repository
-    plan = build_publish_plan(make_run(url, {"forge": forge, "apiURL": api_url}), "/workspace", [], 60)
+    plan = build_publish_plan(make_run(url, {"forge": forge, "apiURL": api_url}), "/workspace", [], 60, [])
     assert plan is not None and plan.pull_request is not None
     assert plan.pull_request.repository == repository
     assert plan.pull_request.api_url == (api_url or api_root)
@@ -119,7 +119,7 @@ def test_each_forge_layout_gives_the_repository_and_api(
 def test_the_issue_s_gitea_sub_path_reaches_the_pull_request_endpoint() -> None:
     """The report: `git/acme/payments` was sent as the repository and the forge answered 404."""
     run = make_run("https://host.corp/git/acme/payments.git", {"forge": "gitea"})
-    plan = build_publish_plan(run, "/workspace", [], 60)
+    plan = build_publish_plan(run, "/workspace", [], 60, [])
     assert plan is not None and plan.pull_request is not None
     request = build_pull_request(plan.pull_request, "harness/x", "main", "t0ken")
     assert request.url == "https://host.corp/git/api/v1/repos/acme/payments/pulls"
@@ -127,7 +127,7 @@ def test_the_issue_s_gitea_sub_path_reaches_the_pull_request_endpoint() -> None:
 
 def test_an_explicit_repository_wins() -> None:
     run = make_run("https://host.corp/git/acme/payments.git", {"forge": "gitea", "repository": "x/y"})
-    plan = build_publish_plan(run, "/workspace", [], 60)
+    plan = build_publish_plan(run, "/workspace", [], 60, [])
     assert plan is not None and isinstance(plan.pull_request, PullRequestPlan)
     assert plan.pull_request.repository == "x/y"
 

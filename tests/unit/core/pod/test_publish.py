@@ -89,7 +89,9 @@ def test_branch_names_as_git_checks_them(name: str, valid: bool) -> None:
 
 
 def test_the_plan_renders_the_run_and_leaves_the_output_to_the_publisher() -> None:
-    plan = build_publish_plan(make_run(), "/workspace", ["GIT_TOKEN", "ANTHROPIC_API_KEY", "GIT_TOKEN"], 90)
+    plan = build_publish_plan(
+        make_run(), "/workspace", ["GIT_TOKEN", "ANTHROPIC_API_KEY", "GIT_TOKEN"], 90, []
+    )
     assert plan is not None
     assert plan.branch == "harness/fix-1"  # a pull request implies the default branch
     assert plan.url == URL and plan.working_dir == "/workspace" and plan.timeout_seconds == 90
@@ -108,9 +110,9 @@ def test_the_plan_renders_the_run_and_leaves_the_output_to_the_publisher() -> No
 
 def test_patch_only_publishes_no_branch() -> None:
     run = make_run({"git": {"url": URL}, "publish": {}})
-    plan = build_publish_plan(run, "/workspace", [], 120)
+    plan = build_publish_plan(run, "/workspace", [], 120, [])
     assert plan is not None and plan.branch is None and plan.pull_request is None
-    assert build_publish_plan(make_run({"git": {"url": URL}}), "/workspace", [], 120) is None
+    assert build_publish_plan(make_run({"git": {"url": URL}}), "/workspace", [], 120, []) is None
 
 
 def test_an_invalid_branch_template_is_rejected_naming_the_field() -> None:
@@ -154,7 +156,7 @@ def test_a_follow_up_clones_the_branch_it_fast_forwards_and_the_pull_request_tar
     # Not git.ref (the pull request's own branch): the origin's default branch, unless base is set.
     assert plan.pull_request is not None and plan.pull_request.base is None
     # A new branch (the default) keeps today's plan: created only, into git.ref.
-    plain = build_publish_plan(make_run(), "/workspace", [], 120)
+    plain = build_publish_plan(make_run(), "/workspace", [], 120, [])
     assert plain is not None and plain.if_exists == "Fail" and plain.pull_request is not None
     assert plain.pull_request.base == "main"
 
