@@ -5,7 +5,10 @@ GitHub: GET {api}/orgs/{org}/teams/{slug}/memberships/{user}: 200 with state act
         yet a member), 404 not a member (or a team the token cannot see). Token: read:org.
 Gitea:  GET {api}/orgs/{org}/teams/search?q={team} for the team's id (names match exactly, ignoring
         case), then GET {api}/teams/{id}/members/{user}: 200 or 404. Token: read:organization, and its
-        user a member of the org (Gitea answers 403 to anyone else).
+        user a member of the org (Gitea answers 403 to anyone else) who can see the team: Gitea 1.27's
+        teams are private by default (seen by their members and the org's owners only); a team made
+        `limited` is seen by every member of the org. A team the token cannot find is a failure, not a
+        "no": a typo or a private team would otherwise refuse everyone in silence.
 GitLab: GET {api}/groups/{url-encoded path}/members/all/{user id}: 200 with state active (members of
         its parent groups too), 404 not a member. Token: read_api.
 """
@@ -86,7 +89,7 @@ def read_membership_answer(
 
 
 def _read_search(call: ForgeCall, team: str, status: int, answer: bytes) -> MembershipAnswer:
-    """Gitea's search: the id of the team named exactly `team`'s name; none such: not a member."""
+    """Gitea's search: the id of the team named exactly `team`'s name; none the token can see fails."""
     parsed = _json(answer) if status == 200 else None
     found = parsed.get("data") if parsed is not None else None
     if not isinstance(found, list):
@@ -97,7 +100,14 @@ def _read_search(call: ForgeCall, team: str, status: int, answer: bytes) -> Memb
         for t in found
         if isinstance(t, dict) and str(t.get("name", "")).casefold() == name and type(t.get("id")) is int
     ]
-    return MembershipAnswer(False) if not ids else MembershipAnswer(None, team_id=ids[0])
+    if not ids:
+        org = team.partition("/")[0]
+        return MembershipAnswer(
+            None,
+            f"the token sees no team {team.partition('/')[2]!r} in organization {org}: check the name, and "
+            "make the team's visibility limited (or the token's user an owner of the organization)",
+        )
+    return MembershipAnswer(None, team_id=ids[0])
 
 
 def _json(answer: bytes) -> dict[str, object] | None:

@@ -37,9 +37,11 @@ def test_gitea_searches_the_team_then_asks_its_member() -> None:
     )
     assert found == MembershipAnswer(None, team_id=9)  # the exact name, case folded; not a substring
     none = {"ok": True, "data": [{"id": 7, "name": "platform-old"}]}
-    assert read_membership_answer(
+    unseen = read_membership_answer(
         "gitea", call, "acme/Platform", 200, json.dumps(none).encode(), search=True
-    ) == MembershipAnswer(False)
+    )
+    assert unseen.member is None and unseen.failed is not None
+    assert unseen.failed.startswith("the token sees no team 'Platform' in organization acme")
     member = build_team_member_call("http://gitea:3000/api/v1", 9, "carol", TOKEN)
     assert member.url == "http://gitea:3000/api/v1/teams/9/members/carol"
     assert read_membership_answer("gitea", member, "acme/Platform", 200, b"{}").member is True

@@ -466,8 +466,12 @@ def test_build_trigger_run_reads_a_harness_run_object() -> None:
 TOKEN_REF = {"name": "forge-token", "key": "token"}
 
 
-def with_teams(forge: str = "gitea", teams: tuple[str, ...] = ("acme/platform", "acme/sre")) -> HarnessTrigger:
-    url = {"github": "https://github.com", "gitlab": "https://gitlab.example"}.get(forge, "http://gitea.test:3000")
+def with_teams(
+    forge: str = "gitea", teams: tuple[str, ...] = ("acme/platform", "acme/sre")
+) -> HarnessTrigger:
+    url = {"github": "https://github.com", "gitlab": "https://gitlab.example"}.get(
+        forge, "http://gitea.test:3000"
+    )
     hook = {"name": "hook", "key": "secret"}
     return trigger(
         forge={"type": forge, "url": url, "webhookSecretRef": hook, "tokenSecretRef": TOKEN_REF},
