@@ -164,8 +164,19 @@ def test_a_triggers_secrets_are_judged_for_its_author() -> None:
         "'field': 'spec.forge.tokenSecretRef'" in reads and "object.spec.forge.?tokenSecretRef.?name" in reads
     )
     assert "'field': 'spec.forge.webhookSecretRef'" in reads
+    # Then what its run template names, as a schedule's: judged for the trigger's author when applied.
+    assert reads.index("spec.forge.webhookSecretRef") < reads.index("spec.runTemplate.spec.promptFrom")
+    assert "object.spec.runTemplate.spec.?credentials" in reads
     checks = [v["expression"] for v in policy["spec"]["validations"]]
-    assert sum("check('get').allowed()" in c for c in checks) == 2
+    assert sum("check('get').allowed()" in c for c in checks) == 2 + 74
+    schedules = render_policies()["ValidatingAdmissionPolicy/schedules"]
+    names = [v["name"] for v in policy["spec"]["variables"]]
+    assert names == [v["name"] for v in schedules["spec"]["variables"]]
+    messages = [v.get("message") for v in policy["spec"]["validations"]]
+    assert (
+        "this object names more Secrets, ConfigMaps or runs than the chart's admission policy checks (76); "
+        "refused" in messages
+    )
 
 
 def test_admission_can_be_switched_off() -> None:
@@ -184,7 +195,7 @@ def test_admission_can_be_switched_off() -> None:
 def test_allowed_image_prefixes_default_to_the_sandbox_images_registry_path(
     settings: tuple[str, ...], prefixes: list[str]
 ) -> None:
-    for name in ("runs", "definitions", "schedules"):
+    for name in ("runs", "definitions", "schedules", "triggers"):
         policy = render_policies(*settings)[f"ValidatingAdmissionPolicy/{name}"]
         assert json.loads(variable(policy, "imagePrefixes")) == prefixes
 
