@@ -306,6 +306,31 @@ def _runs_of_thread(runs: Sequence[TriggerRun], event: ForgeEvent) -> list[Trigg
     return thread + [r for r in opened if r not in thread]
 
 
+EVENT_PARAMETERS = (
+    "repository",
+    "number",
+    "title",
+    "body",
+    "comment",
+    "author",
+    "headBranch",
+    "check",
+    "url",
+)
+
+
+def find_unknown_parameters(value: Any, path: str) -> list[tuple[str, str]]:
+    """(field, $(event.NAME)) for each NAME in `value`'s strings that no delivery replaces: it would reach
+    the run as written (a typo of a parameter's name, say)."""
+    if isinstance(value, str):
+        return [(path, m.group(0)) for m in _PARAMETER.finditer(value) if m.group(1) not in EVENT_PARAMETERS]
+    if isinstance(value, dict):
+        return [found for k, v in value.items() for found in find_unknown_parameters(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [found for i, v in enumerate(value) for found in find_unknown_parameters(v, f"{path}[{i}]")]
+    return []
+
+
 def build_event_parameters(event: ForgeEvent, comment: str) -> dict[str, str]:
     """The values of $(event.NAME), as the template may use them."""
     return {
