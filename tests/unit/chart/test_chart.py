@@ -389,12 +389,12 @@ def test_only_the_operator_and_the_job_controller_make_pods_with_the_operators_l
     assert "'system:serviceaccount:default:ops'" in own["spec"]["matchConditions"][0]["expression"]
 
 
-def test_mcp_urls_are_judged_for_runs_schedules_and_definitions_with_the_operators_ranges() -> None:
+def test_mcp_urls_are_judged_for_runs_schedules_triggers_and_definitions_with_the_operators_ranges() -> None:
     from harness_operator.core.access.mcp import MCP_REFUSED_CIDRS
 
     policy = render_policies()["ValidatingAdmissionPolicy/mcp-servers"]
     assert resources(policy) == {
-        "agentharness.dev": ["harnessdefinitions", "harnessruns", "harnessschedules"]
+        "agentharness.dev": ["harnessdefinitions", "harnessruns", "harnessschedules", "harnesstriggers"]
     }
     assert json.loads(variable(policy, "refused")) == [str(n) for n in MCP_REFUSED_CIDRS]
     assert json.loads(variable(policy, "allowedCIDRs")) == []
@@ -411,7 +411,8 @@ def test_the_user_label_is_judged_by_the_encoding_the_operator_documents() -> No
     from harness_operator.core.objects.naming import encode_user_label
 
     policy = render_policies()["ValidatingAdmissionPolicy/run-user"]
-    assert resources(policy) == {"agentharness.dev": ["harnessruns", "harnessschedules"]}
+    # A trigger's template is judged for shared claims only: the receiver sets its runs' user label.
+    assert resources(policy) == {"agentharness.dev": ["harnessruns", "harnessschedules", "harnesstriggers"]}
     assert variable(policy, "user") == (
         "request.userInfo.username.replace('_', '__').replace('@', '_at_').replace(':', '_c_')"
     )
