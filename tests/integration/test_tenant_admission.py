@@ -817,7 +817,9 @@ def test_an_oversized_prompt_is_refused_at_apply(
     assert not exists(kube, namespace, run_body("big", {}))
 
 
-def trigger_body(name: str, token: str, webhook: str) -> dict[str, Any]:
+def trigger_body(
+    name: str, token: str, webhook: str, run_spec: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A trigger whose reporting token the operator would send to a forge of its author's choosing."""
     forge = {
         "type": "gitea",
@@ -835,7 +837,7 @@ def trigger_body(name: str, token: str, webhook: str) -> dict[str, Any]:
             "serviceAccountName": "agent-trigger",
             "events": [{"type": "IssueLabeled", "label": "agent"}],
             "authors": {"users": ["alice"]},
-            "runTemplate": {"spec": {"provider": "claude", "prompt": "Fix #$(event.number)"}},
+            "runTemplate": {"spec": run_spec or {"provider": "claude", "prompt": "Fix #$(event.number)"}},
         },
     }
 
@@ -869,3 +871,74 @@ def test_a_trigger_may_name_only_secrets_its_author_may_get(
     assert not exists(kube, namespace, body)
     create(tenant, namespace, trigger_body("own", "own-key", "own-key"))
     assert exists(kube, namespace, trigger_body("own", "own-key", "own-key"))
+
+
+@pytest.mark.parametrize(("field", "spec", "hint"), SCHEDULE_READS, ids=[f for f, _, _ in SCHEDULE_READS])
+def test_a_triggers_run_template_may_name_only_secrets_its_author_may_get(
+    kube: client.ApiClient,
+    tenant: client.ApiClient,
+    namespace: str,
+    field: str,
+    spec: dict[str, Any],
+    hint: str,
+) -> None:
+    """A trigger's runs are judged as its ServiceAccount's at each delivery; its template is judged as a
+    schedule's is, for the trigger's author when it is applied: refused at apply, not at each delivery."""
+    wait_allowed(kube, namespace, "create", "harnesstriggers", GROUP)
+    body = trigger_body("steal-template", "own-key", "own-key", {"provider": "claude", **spec})
+    status, message = refusal(tenant, namespace, body)
+    assert status == 403
+    user = f"system:serviceaccount:{namespace}:{TENANT}"
+    assert message.endswith(
+        denial(
+            "triggers",
+            f'{field}: user "{user}" may not get Secret "victim" in namespace "{namespace}"; {hint}',
+        )
+    ), message
+    assert not exists(kube, namespace, body)
+    grant_get(kube, namespace, "victim")
+    wait_until(
+        lambda: create(tenant, namespace, body) or True, timeout=30, what="the trigger admitted once granted"
+    )
+    assert exists(kube, namespace, body)
+
+
+def test_a_triggers_run_template_may_not_name_a_shared_workspace_claim(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str
+) -> None:
+    wait_allowed(kube, namespace, "create", "harnesstriggers", GROUP)
+    claim = "harness-ws-claude-alice-0123abcd"
+    spec = {
+        "provider": "claude",
+        "prompt": "hi",
+        "workspace": {"volume": {"persistentVolumeClaim": {"claimName": claim}}},
+    }
+    # Even an author who may get the claim by name (the triggers policy's check) may not name it.
+    client.RbacAuthorizationV1Api(kube).create_namespaced_role(
+        namespace,
+        client.V1Role(
+            metadata={"name": "get-claim"},
+            rules=[
+                client.V1PolicyRule(
+                    api_groups=[""],
+                    resources=["persistentvolumeclaims"],
+                    verbs=["get"],
+                    resource_names=[claim],
+                )
+            ],
+        ),
+    )
+    bind(kube, namespace, "get-claim")
+    wait_allowed(kube, namespace, "get", "persistentvolumeclaims", name=claim)
+    status, message = refusal(tenant, namespace, trigger_body("reach", "own-key", "own-key", spec))
+    assert status == 403
+    assert f"ValidatingAdmissionPolicy '{RELEASE}-run-user'" in message, message
+    assert (
+        f'spec.runTemplate.spec.workspace.volume.persistentVolumeClaim.claimName: "{claim}" is a shared '
+        "workspace of the operator's"
+    ) in message, message
+    # A template label naming someone is not judged: the receiver replaces it with the ServiceAccount's.
+    labelled = trigger_body("labelled", "own-key", "own-key")
+    labelled["spec"]["runTemplate"]["metadata"] = {"labels": {"agentharness.dev/user": "someone-else"}}
+    create(tenant, namespace, labelled)
+    assert exists(kube, namespace, labelled)

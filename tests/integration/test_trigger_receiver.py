@@ -3,9 +3,12 @@ the real cluster, each with the ServiceAccount and ClusterRole the chart renders
 namespace granting it (a Role) only `impersonate` on the trigger's ServiceAccount and `get` on the webhook
 Secret. Gitea-shaped deliveries, signed as Gitea signs them, create runs as the trigger's ServiceAccount
 (its own RBAC decides), a redelivery or two replicas given one delivery at once make one run, a bad
-signature is refused and counted, a stranger's comment starts nothing, a commit status marks the run that
-pushed its commit (and the chart's policy lets the receiver change nothing else of a run). No operator
-runs: the runs are the objects the receiver made. (The whole loop against a real Gitea is e2e's.)"""
+signature is refused and counted, a stranger's comment starts nothing; a team's member starts a run, the
+membership asked (of tests/stubs/forge_threads, on loopback) with the trigger's token, which the team
+grants the receiver to get, and a token it did not grant starts nothing; a commit status marks the run
+that pushed its commit (and the chart's policy lets the receiver change nothing else of a run). No
+operator runs: the runs are the objects the receiver made. (The whole loop against a real Gitea is e2e's;
+teams against a real Gitea are tests/forge's.)"""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from harness_operator.core.forge.triggering import LABEL_THREAD, LABEL_TRIGGER
 
 from ..lib import processes
 from ..lib.forge_deliveries import commented, gitea_headers, labelled, status_changed, trigger_body
+from ..stubs.forge_threads import ForgeThreadsStub
 from .conftest import _namespace_name, wait_until
 from .operator_env import RELEASE_NAMESPACE, apply_crds, free_port, helm_install, service_account_kubeconfig
 
@@ -38,6 +42,7 @@ RECEIVER_SA = "harness-operator-receiver"  # the chart's, for release harness-op
 AGENT_SA = "agent-trigger"
 SECRET = "gitea-webhook-secret-0123456789"
 TRIGGER = "payments-agent"
+TOKEN = "forge-token-0123456789"
 
 
 @dataclass
@@ -113,7 +118,24 @@ def grant(
 
 
 @pytest.fixture(scope="module")
+def forge() -> Iterator[ForgeThreadsStub]:
+    """The forge's API the receiver asks about teams (a stub on loopback: the receivers run here)."""
+    with ForgeThreadsStub(token=TOKEN) as stub:
+        stub.add_team_member("gitea", "acme/platform", "carol")
+        yield stub
+
+
+def team_trigger(name: str, url: str, token_secret: str) -> dict[str, Any]:
+    """The trigger of trigger_body, allowing team acme/platform (asked with `token_secret`'s token)."""
+    body = trigger_body(name, AGENT_SA, "forge-webhook")
+    body["spec"]["forge"].update(url=url, tokenSecretRef={"name": token_secret, "key": "token"})
+    body["spec"]["authors"] = {"teams": ["acme/platform"]}
+    return body
+
+
+@pytest.fixture(scope="module")
 def env(
+    forge: ForgeThreadsStub,
     kube: client.ApiClient,
     kubeconfig_path: str,
     cluster_bin_dir: Path,
@@ -138,11 +160,14 @@ def env(
             core.create_namespaced_secret(
                 ns, {"metadata": {"name": secret}, "string_data": {"secret": SECRET}}
             )
-        # The team's grants to the receiver: its trigger's ServiceAccount and webhook Secret, by name.
+        for secret in ("forge-token", "other-token"):
+            core.create_namespaced_secret(ns, {"metadata": {"name": secret}, "string_data": {"token": TOKEN}})
+        # The team's grants to the receiver: its trigger's ServiceAccount, webhook Secret and (for teams)
+        # forge token, by name.
         receiver = {"kind": "ServiceAccount", "name": RECEIVER_SA, "namespace": RELEASE_NAMESPACE}
         grant(kube, ns, "trigger-receiver", [
             {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"], "resourceNames": [AGENT_SA]},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["forge-webhook"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["forge-webhook", "forge-token"]},
         ], receiver)  # fmt: skip
         # What the trigger's ServiceAccount may do: make runs (and, for Replace, delete them).
         agent = {"kind": "ServiceAccount", "name": AGENT_SA, "namespace": ns}
@@ -156,6 +181,10 @@ def env(
         ):
             custom.create_namespaced_custom_object(
                 GROUP, VERSION, ns, "harnesstriggers", trigger_body(name, account, secret)
+            )
+        for name, token_secret in (("team-agent", "forge-token"), ("ungranted-token", "other-token")):
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, ns, "harnesstriggers", team_trigger(name, forge.base_url, token_secret)
             )
         sa_config = service_account_kubeconfig(kube, kubeconfig_path, folder / "kubeconfig", RECEIVER_SA)
         receivers = []
@@ -361,3 +390,29 @@ def test_a_status_marks_the_run_that_pushed_its_commit_and_the_receiver_may_chan
     kept = env.custom.get_namespaced_custom_object(GROUP, VERSION, env.ns, "harnessruns", name)
     assert kept["spec"].get("cancel") is not True
     assert kept["metadata"]["annotations"][ANNOTATION_CHECKS_CHANGED] == f"{sha}@000000000000"
+
+
+def test_a_teams_member_starts_a_run_asked_with_the_token_the_team_granted(
+    env: Env, forge: ForgeThreadsStub
+) -> None:
+    comment = commented(21, "carol", "/agent rename it")
+    status, answer = env.deliver(comment, trigger="team-agent", event="issue_comment")
+    assert (status, answer["result"]) == (202, "created"), answer
+    assert [r["metadata"]["name"] for r in env.runs("team-agent")] == [answer["run"]]
+    status, answer = env.deliver(
+        commented(22, "mallory", "/agent go"), trigger="team-agent", event="issue_comment"
+    )
+    assert (status, answer["result"]) == (200, "refused"), answer
+    assert "nor in a team of spec.authors.teams" in answer["reason"]
+    assert forge.team_questions() >= 3  # carol: the team's search and her membership; mallory's
+
+
+def test_a_token_the_team_did_not_grant_starts_nothing(env: Env) -> None:
+    status, answer = env.deliver(
+        commented(23, "carol", "/agent go"), trigger="ungranted-token", event="issue_comment"
+    )
+    assert (status, answer["result"]) == (503, "error"), answer
+    assert f"the token Secret {env.ns}/other-token key token cannot be read" in answer["reason"]
+    assert "grant the receiver get on it" in answer["reason"] and TOKEN not in json.dumps(answer)
+    assert ("Warning", "TeamsNotChecked") in {(t, r) for t, r, _ in env.events("ungranted-token")}
+    assert env.runs("ungranted-token") == []

@@ -145,6 +145,22 @@ class Gitea:
         body = {"name": name or f"test-{secrets.token_hex(4)}", "scopes": scopes}
         return str(self.call("POST", f"/users/{user.name}/tokens", body, auth=auth)["sha1"])
 
+    # Organizations and teams
+
+    def create_org(self, name: str, owner: str) -> None:
+        """Organization `name`, owned by user `owner` (its Owners team)."""
+        self.call("POST", f"/admin/users/{owner}/orgs", {"username": name, "visibility": "public"})
+
+    def create_team(self, org: str, name: str, visibility: str = "limited") -> int:
+        """A team of `org` that may read its repositories' code and issues; its id. `visibility`: private
+        (Gitea's default: seen by its members and the org's owners), limited (every org member) or public."""
+        units = ["repo.code", "repo.issues", "repo.pulls"]
+        body = {"name": name, "permission": "read", "units": units, "visibility": visibility}
+        return int(self.call("POST", f"/orgs/{org}/teams", body)["id"])
+
+    def add_team_member(self, team_id: int, user: str) -> None:
+        self.call("PUT", f"/teams/{team_id}/members/{user}")
+
     # Repositories, files, commits
 
     def create_repo(

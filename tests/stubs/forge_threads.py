@@ -23,6 +23,12 @@ Modes:
 
 What the token makes is made by `login`, whom GET {api}/user names (`whoami=False`: 403, as Gitea answers
 a token without read:user).
+
+Teams (the trigger receiver's membership questions), made with `add_team_member`:
+  GitHub  GET {api}/orgs/{org}/teams/{slug}/memberships/{user}   200 {state: active} or 404
+  Gitea   GET /api/v1/orgs/{org}/teams/search?q=   then   GET /api/v1/teams/{id}/members/{user}   200 or 404
+  GitLab  GET /api/v4/groups/{url-encoded path}/members/all/{user id}   200 {state: active} or 404
+(the shapes of GitHub's and GitLab's documented answers; Gitea's are checked for real in tests/forge/).
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ _NOTES = re.compile(_PROJECT + r"/(issues|merge_requests)/(\d+)/notes$")
 _NOTE = re.compile(_PROJECT + r"/(issues|merge_requests)/(\d+)/notes/(\d+)$")
 _GL_STATUS = re.compile(_PROJECT + r"/statuses/([0-9a-f]{40})$")
 _GL_STATUSES = re.compile(_PROJECT + r"/repository/commits/([0-9a-f]{40})/statuses$")
+_GH_MEMBERSHIP = re.compile(r"(?:/api/v3)?/orgs/([^/]+)/teams/([^/]+)/memberships/([^/]+)$")
+_GT_SEARCH = re.compile(r"/api/v1/orgs/([^/]+)/teams/search$")
+_GT_MEMBER = re.compile(r"/api/v1/teams/(\d+)/members/([^/]+)$")
+_GL_MEMBER = re.compile(r"/api/v4/groups/([^/]+)/members/all/(\d+)$")
 STATES = {
     "github": ("pending", "success", "failure", "error"),
     "gitea": ("pending", "success", "failure", "error", "warning", "skipped"),
@@ -82,6 +92,8 @@ class ForgeThreadsStub(StubServer):
         self._statuses: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         self._check_runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._credential = threading.local()  # (scheme, sha256 of the token), set by _ForgeHandler
+        self._teams: dict[tuple[str, str], set[str]] = {}  # (forge, org/team or group path) -> members
+        self._team_ids: dict[tuple[str, str], int] = {}
 
     def start(self) -> ForgeThreadsStub:
         super().start()
@@ -120,6 +132,16 @@ class ForgeThreadsStub(StubServer):
         with self._lock:
             return self._add(forge, repository, "issues", number, body, author)["id"]
 
+    def add_team_member(self, forge: str, team: str, user: str) -> None:
+        """`user` (GitLab: a user id, as a string) joins `team` (org/team, or a GitLab group's path)."""
+        with self._lock:
+            self._teams.setdefault((forge, team.casefold()), set()).add(user.casefold())
+            self._team_ids.setdefault((forge, team.casefold()), next(self._ids))
+
+    def team_questions(self) -> int:
+        """How many membership questions were asked (a cached answer asks none)."""
+        return sum(1 for r in self.requests if "/teams/" in r.path or "/members/all/" in r.path)
+
     # -- the API ---------------------------------------------------------------------------------
     def handle(self, req: RecordedRequest) -> Response:
         if self.mode == "down":
@@ -151,6 +173,8 @@ class ForgeThreadsStub(StubServer):
                     403, {"message": "token does not have at least one of required scope(s): [read:user]"}
                 )
             return Response(200, {"username" if forge == "gitlab" else "login": self.login, "id": 1})
+        if method == "GET" and (answer := self._membership(forge, req)) is not None:
+            return answer
         if forge == "gitlab":
             return self._gitlab(req, body)
         if (m := _COMMENTS.match(path)) and method == "POST":
@@ -173,6 +197,32 @@ class ForgeThreadsStub(StubServer):
         if (m := (_STATUSES.match(path) or _STATUS.match(path))) and method == "GET":
             return Response(200, self.statuses_unlocked(forge, m[1], m[2]))
         return Response(404, {"message": "Not Found"})
+
+    def _membership(self, forge: str, req: RecordedRequest) -> Response | None:
+        """A team membership question's answer, or None when the path is not one."""
+        path, found = unquote(req.path), None
+        if forge == "github" and (m := _GH_MEMBERSHIP.match(req.path)):
+            found = self._teams.get((forge, f"{unquote(m[1])}/{unquote(m[2])}".casefold()), set())
+            if unquote(m[3]).casefold() in found:
+                return Response(200, {"state": "active", "role": "member"})
+            return Response(404, {"message": "Not Found"})
+        if forge == "gitea" and (m := _GT_SEARCH.match(path)):
+            q = (req.query.get("q") or [""])[0].casefold()
+            teams = [
+                {"id": self._team_ids[key], "name": key[1].partition("/")[2]}
+                for key in self._teams
+                if key[0] == "gitea" and key[1].startswith(m[1].casefold() + "/") and q in key[1]
+            ]
+            return Response(200, {"ok": True, "data": teams})
+        if forge == "gitea" and (m := _GT_MEMBER.match(path)):
+            team = next((k for k, i in self._team_ids.items() if i == int(m[1])), None)
+            member = team is not None and m[2].casefold() in self._teams[team]
+            return Response(200, {"login": m[2]}) if member else Response(404, {"message": "not found"})
+        if forge == "gitlab" and (m := _GL_MEMBER.match(req.path)):
+            if m[2] in self._teams.get(("gitlab", unquote(m[1]).casefold()), set()):
+                return Response(200, {"id": int(m[2]), "state": "active", "access_level": 30})
+            return Response(404, {"message": "404 Not found"})
+        return None
 
     def _gitlab(self, req: RecordedRequest, body: dict[str, Any]) -> Response:
         path, method = req.path, req.method

@@ -246,6 +246,8 @@ def build_openapi_schema(model: type[Model]) -> dict[str, Any]:
             "spec": build_structural_schema(props["spec"], defs),
         },
     }
+    if raw.get("x-kubernetes-validations"):  # the kind's own rules, on the whole object (metadata.name)
+        schema["x-kubernetes-validations"] = raw["x-kubernetes-validations"]
     if "status" in props:
         schema["properties"]["status"] = build_structural_schema(props["status"], defs, with_defaults=False)
     return schema

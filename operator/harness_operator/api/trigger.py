@@ -20,6 +20,10 @@ from harness_operator.api.schedule import ConcurrencyPolicy, RunTemplate
 
 REPOSITORIES_MAX = 64
 AUTHORS_MAX = 256
+TEAMS_MAX = 16  # each may be one membership question to the forge per delivery
+# The runs carry the trigger's name as a label value (agentharness.dev/trigger), by which the receiver
+# and the reporting step find them and the reporter finds the trigger again: a label value's limit.
+TRIGGER_NAME_MAX = 63
 
 Repository = Annotated[
     str,
@@ -35,6 +39,20 @@ Repository = Annotated[
     ),
 ]
 User = Annotated[str, Field(min_length=1, max_length=128)]
+Team = Annotated[
+    str,
+    Field(
+        min_length=2,
+        max_length=256,
+        json_schema_extra=validations(
+            rule(
+                "!self.startsWith('/') && !self.endsWith('/') && !self.contains('//') && !self.contains(' ')",
+                "spec.authors.teams[]: must be org/team (GitHub: the team's slug; Gitea: its name) or a "
+                "GitLab group's full path, e.g. acme/platform",
+            )
+        ),
+    ),
+]
 
 
 class TriggerEventType(StrEnum):
@@ -143,7 +161,7 @@ class TriggerEvent(Model):
 
 
 class TriggerAuthors(Model):
-    """Who may start a run: the delivery's author must be listed by name or (GitHub) association."""
+    """Who may start a run: the delivery's author must be listed by name, (GitHub) association or team."""
 
     users: list[User] = Field(
         default_factory=list,
@@ -154,6 +172,16 @@ class TriggerAuthors(Model):
         default_factory=list,
         max_length=8,
         description="GitHub only: author associations allowed to trigger, e.g. OWNER, MEMBER, COLLABORATOR.",
+    )
+    teams: list[Team] = Field(
+        default_factory=list,
+        max_length=TEAMS_MAX,
+        description="Teams whose members may trigger: org/team on GitHub (the team's slug) and Gitea (its "
+        "name), a group's full path on GitLab (its members, inherited ones too). The receiver asks the "
+        "forge at delivery time, with spec.forge.tokenSecretRef's token (GitHub read:org, Gitea "
+        "read:organization and its user a member of the org, GitLab read_api), only when users and "
+        "associations do not already allow the author; answers are kept a minute; a forge that does not "
+        "answer, or refuses the token, starts nothing.",
     )
 
 
@@ -214,6 +242,19 @@ class HarnessTriggerSpec(Model):
                 "gitea or gitlab list the allowed users in spec.authors.users",
                 field_path=".authors.associations",
             ),
+            rule(
+                "self.forge.type == 'gitlab' || !has(self.authors.teams) || "
+                "self.authors.teams.all(t, t.matches('^[^/]+/[^/]+$'))",
+                "spec.authors.teams: on github and gitea a team is org/team (GitHub: the team's slug), e.g. "
+                "acme/platform",
+                field_path=".authors.teams",
+            ),
+            rule(
+                "!has(self.authors.teams) || size(self.authors.teams) == 0 || has(self.forge.tokenSecretRef)",
+                "spec.authors.teams needs spec.forge.tokenSecretRef: the token the receiver asks the forge "
+                "for team membership with (GitHub read:org, Gitea read:organization, GitLab read_api)",
+                field_path=".authors.teams",
+            ),
         )
     )
 
@@ -244,3 +285,14 @@ class HarnessTrigger(Model):
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
     spec: HarnessTriggerSpec = Field(description="Which deliveries start which run.")
     status: HarnessTriggerStatus | None = Field(default=None, description="What the trigger did.")
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                f"size(self.metadata.name) <= {TRIGGER_NAME_MAX}",
+                f"metadata.name: a HarnessTrigger's name is at most {TRIGGER_NAME_MAX} characters: its runs "
+                "carry it as the label agentharness.dev/trigger, by which the receiver and the reporting "
+                "step find them; choose a shorter name",
+            ),
+        )
+    )

@@ -121,9 +121,11 @@ def describe_events(trigger: Mapping[str, Any]) -> str:
 
 
 def describe_authors(trigger: Mapping[str, Any]) -> str:
-    """spec.authors as `users alice, bob; associations OWNER`; `nobody` when both lists are empty."""
+    """spec.authors as `users alice, bob; associations OWNER; teams acme/platform`; `nobody` when every
+    list is empty."""
     authors = _get(trigger, "spec", "authors") or {}
-    parts = [f"{key} {', '.join(authors[key])}" for key in ("users", "associations") if authors.get(key)]
+    keys = ("users", "associations", "teams")
+    parts = [f"{key} {', '.join(authors[key])}" for key in keys if authors.get(key)]
     return "; ".join(parts) or "nobody (spec.authors lists no one)"
 
 

@@ -36,6 +36,7 @@ from harness_operator.cli.schema_messages import describe_schema_error
 from harness_operator.contract.structured_output import output_schema_problem
 from harness_operator.core.access.git_egress import describe_publish
 from harness_operator.core.config import OperatorConfig
+from harness_operator.core.forge.triggering import EVENT_PARAMETERS, find_unknown_parameters
 from harness_operator.core.objects.cel import check_rules
 from harness_operator.core.resolve.inputs import DependencyCycle, compute_run_order
 from harness_operator.core.resolve.resolution import (
@@ -237,13 +238,31 @@ def output_schema_findings(doc: Document) -> list[Finding]:
     refuse the run as InvalidSpec."""
     spec = doc.obj.get("spec") or {}
     prefix = ""
-    if doc.kind == "HarnessSchedule":
+    if doc.kind in ("HarnessSchedule", "HarnessTrigger"):
         spec, prefix = (spec.get("runTemplate") or {}).get("spec") or {}, "spec.runTemplate."
     problem = output_schema_problem(spec.get("outputSchema"))
     if problem is None:
         return []
     field, _, message = problem.partition(": ")
     return [Finding(doc.path, doc.kind, doc.name, prefix + field, message)]
+
+
+def trigger_findings(doc: Document) -> list[Finding]:
+    """A $(event.NAME) in a trigger's run template that no delivery replaces: its runs would carry it as
+    written (the receiver replaces only the event's parameters)."""
+    template = ((doc.obj.get("spec") or {}).get("runTemplate") or {}).get("spec") or {}
+    known = ", ".join(f"$(event.{n})" for n in EVENT_PARAMETERS)
+    return [
+        Finding(
+            doc.path,
+            doc.kind,
+            doc.name,
+            field,
+            f"{text} is no event parameter, so every run would carry it as written; the parameters are "
+            f"{known}",
+        )
+        for field, text in find_unknown_parameters(template, "spec.runTemplate.spec")
+    ]
 
 
 def schedule_findings(doc: Document) -> list[Finding]:
@@ -319,8 +338,10 @@ def validate_documents(
         refused = schema + [f for f in cel_findings(doc) if f.field not in taken]
         if doc.kind == "HarnessRun":
             refused += with_findings(doc)
-        if doc.kind in ("HarnessRun", "HarnessSchedule") and not refused:
+        if doc.kind in ("HarnessRun", "HarnessSchedule", "HarnessTrigger") and not refused:
             refused += output_schema_findings(doc)
+        if doc.kind == "HarnessTrigger" and not refused:
+            refused += trigger_findings(doc)
         if doc.kind == "HarnessSchedule" and not refused:
             refused += schedule_findings(doc)
         found += refused

@@ -69,6 +69,8 @@ def build_decided(decision: TriggerDecision, run: str | None) -> Outcome:
         return Outcome("created", 202, decision.reason, "Normal", "RunCreated", run)
     if decision.result == "refused":
         return Outcome("refused", 200, decision.reason, "Warning", "DeliveryRefused")
+    if decision.result == "error":  # the author's teams could not be asked: the forge may redeliver
+        return Outcome("error", 503, decision.reason, "Warning", "TeamsNotChecked")
     if decision.result == "duplicate":
         return Outcome("duplicate", 200, decision.reason, "Normal", "DeliverySkipped")
     if decision.result == "skipped":

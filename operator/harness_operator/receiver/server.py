@@ -26,13 +26,16 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 
 from harness_operator.api.v1alpha1 import HarnessTrigger
-from harness_operator.core.forge.events import Ignored, parse_event
+from harness_operator.core.forge.events import ForgeEvent, Ignored, parse_event
+from harness_operator.core.forge.report_calls import compute_api_root
 from harness_operator.core.forge.signatures import verify_delivery
 from harness_operator.core.forge.triggering import (
     LABEL_TRIGGER,
+    TeamAnswer,
     TriggerDecision,
     build_trigger_run,
     decide_delivery,
+    find_teams_to_ask,
 )
 from harness_operator.receiver.checks import mark_checks_changed
 from harness_operator.receiver.deliveries import (
@@ -56,6 +59,7 @@ from harness_operator.receiver.deliveries import (
     with_checks_marked,
 )
 from harness_operator.receiver.kube import ReceiverKube
+from harness_operator.receiver.teams import TeamChecker, TeamQuestion, build_team_counter
 
 DEFAULT_MAX_DELIVERY_BYTES = 1024 * 1024  # GitHub's issue payloads are tens of KiB; Gitea's a few
 READ_CHUNK = 64 * 1024
@@ -93,6 +97,7 @@ class Receiver:
 
     def __post_init__(self) -> None:
         self.deliveries = build_delivery_counter(self.registry)
+        self.teams = TeamChecker(build_team_counter(self.registry))
 
     async def _call(self, what: str, call: Callable[..., T], *args: Any) -> T:
         """A blocking API call in a worker thread; no answer or a 5xx is Unavailable, other answers raise."""
@@ -198,14 +203,39 @@ class Receiver:
         event = parse_event(str(trigger.spec.forge.type), headers, body)
         if isinstance(event, Ignored):
             return build_ignored(event.reason)
+        teams = find_teams_to_ask(trigger, event)
+        answer = await self._ask_teams(namespace, trigger, event, teams) if teams else None
         name = str(trigger.metadata["name"])
         listed = await self._call(
             "listing the trigger's runs", self.kube.list_runs, namespace, f"{LABEL_TRIGGER}={name}"
         )
-        decision = decide_delivery(trigger, event, [build_trigger_run(r) for r in listed])
+        decision = decide_delivery(trigger, event, [build_trigger_run(r) for r in listed], answer)
         if decision.create is None:
             return build_decided(decision, None)
         return await self._apply(namespace, trigger.spec.service_account_name, decision)
+
+    async def _ask_teams(
+        self, namespace: str, trigger: HarnessTrigger, event: ForgeEvent, teams: tuple[str, ...]
+    ) -> TeamAnswer:
+        """Ask the forge whether the author is in `teams`, with the trigger's token (fail closed)."""
+        forge, ref = trigger.spec.forge, trigger.spec.forge.token_secret_ref
+        if ref is None:  # the CRD requires it with teams; an object older than that rule asks nothing
+            return TeamAnswer(failed="spec.forge.tokenSecretRef is not set")
+        where = f"the token Secret {namespace}/{ref.name} key {ref.key}"
+        try:
+            token = await self._call(
+                "reading the token", self.kube.fetch_secret_key, namespace, ref.name, ref.key
+            )
+        except ApiException as exc:
+            why = api_message(exc.body, str(exc.reason))
+            return TeamAnswer(failed=f"{where} cannot be read ({why}): grant the receiver get on it")
+        if not token or not token.strip():
+            return TeamAnswer(failed=f"{where} does not exist or is empty")
+        api_root = compute_api_root(str(forge.type), forge.url, forge.api_url)
+        question = TeamQuestion(
+            str(forge.type), api_root, token.decode("utf-8", "replace").strip(), event.author, event.author_id
+        )
+        return await self.teams.check(question, teams)
 
     async def _apply(self, namespace: str, account: str, decision: TriggerDecision) -> Outcome:
         """Delete (Replace) and create as the trigger's ServiceAccount: its RBAC and admission decide."""

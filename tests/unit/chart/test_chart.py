@@ -164,8 +164,19 @@ def test_a_triggers_secrets_are_judged_for_its_author() -> None:
         "'field': 'spec.forge.tokenSecretRef'" in reads and "object.spec.forge.?tokenSecretRef.?name" in reads
     )
     assert "'field': 'spec.forge.webhookSecretRef'" in reads
+    # Then what its run template names, as a schedule's: judged for the trigger's author when applied.
+    assert reads.index("spec.forge.webhookSecretRef") < reads.index("spec.runTemplate.spec.promptFrom")
+    assert "object.spec.runTemplate.spec.?credentials" in reads
     checks = [v["expression"] for v in policy["spec"]["validations"]]
-    assert sum("check('get').allowed()" in c for c in checks) == 2
+    assert sum("check('get').allowed()" in c for c in checks) == 2 + 74
+    schedules = render_policies()["ValidatingAdmissionPolicy/schedules"]
+    names = [v["name"] for v in policy["spec"]["variables"]]
+    assert names == [v["name"] for v in schedules["spec"]["variables"]]
+    messages = [v.get("message") for v in policy["spec"]["validations"]]
+    assert (
+        "this object names more Secrets, ConfigMaps or runs than the chart's admission policy checks (76); "
+        "refused" in messages
+    )
 
 
 def test_admission_can_be_switched_off() -> None:
@@ -184,7 +195,7 @@ def test_admission_can_be_switched_off() -> None:
 def test_allowed_image_prefixes_default_to_the_sandbox_images_registry_path(
     settings: tuple[str, ...], prefixes: list[str]
 ) -> None:
-    for name in ("runs", "definitions", "schedules"):
+    for name in ("runs", "definitions", "schedules", "triggers"):
         policy = render_policies(*settings)[f"ValidatingAdmissionPolicy/{name}"]
         assert json.loads(variable(policy, "imagePrefixes")) == prefixes
 
@@ -378,12 +389,12 @@ def test_only_the_operator_and_the_job_controller_make_pods_with_the_operators_l
     assert "'system:serviceaccount:default:ops'" in own["spec"]["matchConditions"][0]["expression"]
 
 
-def test_mcp_urls_are_judged_for_runs_schedules_and_definitions_with_the_operators_ranges() -> None:
+def test_mcp_urls_are_judged_for_runs_schedules_triggers_and_definitions_with_the_operators_ranges() -> None:
     from harness_operator.core.access.mcp import MCP_REFUSED_CIDRS
 
     policy = render_policies()["ValidatingAdmissionPolicy/mcp-servers"]
     assert resources(policy) == {
-        "agentharness.dev": ["harnessdefinitions", "harnessruns", "harnessschedules"]
+        "agentharness.dev": ["harnessdefinitions", "harnessruns", "harnessschedules", "harnesstriggers"]
     }
     assert json.loads(variable(policy, "refused")) == [str(n) for n in MCP_REFUSED_CIDRS]
     assert json.loads(variable(policy, "allowedCIDRs")) == []
@@ -400,7 +411,8 @@ def test_the_user_label_is_judged_by_the_encoding_the_operator_documents() -> No
     from harness_operator.core.objects.naming import encode_user_label
 
     policy = render_policies()["ValidatingAdmissionPolicy/run-user"]
-    assert resources(policy) == {"agentharness.dev": ["harnessruns", "harnessschedules"]}
+    # A trigger's template is judged for shared claims only: the receiver sets its runs' user label.
+    assert resources(policy) == {"agentharness.dev": ["harnessruns", "harnessschedules", "harnesstriggers"]}
     assert variable(policy, "user") == (
         "request.userInfo.username.replace('_', '__').replace('@', '_at_').replace(':', '_c_')"
     )

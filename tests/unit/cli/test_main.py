@@ -152,6 +152,15 @@ WITH_VALUES = (
         f"{TRIGGERS}: HarnessTrigger/repository-without-owner: spec.repositories[0]: spec.repositories[]: "
         "must be owner/name, e.g. acme/payments",
         f"{TRIGGERS}: HarnessTrigger/no-events: spec.events: may not be empty: give a value or remove the field",
+        f"{TRIGGERS}: HarnessTrigger/teams-without-token: spec.authors.teams: spec.authors.teams needs "
+        "spec.forge.tokenSecretRef: the token the receiver asks the forge for team membership with (GitHub "
+        "read:org, Gitea read:organization, GitLab read_api)",
+        f"{TRIGGERS}: HarnessTrigger/team-without-org: spec.authors.teams: spec.authors.teams: on github and "
+        "gitea a team is org/team (GitHub: the team's slug), e.g. acme/platform",
+        f"{TRIGGERS}: HarnessTrigger/a-trigger-name-longer-than-a-label-value-{'x' * 23}: -: metadata.name: a "
+        "HarnessTrigger's name is at most 63 characters: its runs carry it as the label "
+        "agentharness.dev/trigger, by which the receiver and the reporting step find them; choose a shorter "
+        "name",
         f"{ADMISSION}: HarnessRun/nul-in-with: spec.with: {WITH_VALUES}",
         f"{ADMISSION}: HarnessRun/nul-in-fallback-with-list: spec.fallback[1].with: {WITH_VALUES}",
         f"{ADMISSION}: HarnessRun/long-value-in-with: spec.with: {WITH_VALUES}",

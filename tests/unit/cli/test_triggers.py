@@ -179,6 +179,8 @@ def test_authors_who_may_trigger() -> None:
     trigger = make_trigger()
     trigger["spec"]["authors"] = {"users": [], "associations": ["OWNER", "MEMBER"]}
     assert describe_authors(trigger) == "associations OWNER, MEMBER"
+    trigger["spec"]["authors"] = {"users": ["alice"], "teams": ["acme/platform", "acme/sre"]}
+    assert describe_authors(trigger) == "users alice; teams acme/platform, acme/sre"
     trigger["spec"]["authors"] = {"users": []}
     assert describe_authors(trigger) == "nobody (spec.authors lists no one)"
 

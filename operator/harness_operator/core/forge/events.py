@@ -47,6 +47,7 @@ class ForgeEvent:
     delivery_key: str  # sha256 hex of the body
     # The labels the event may have added: GitHub names the one; Gitea sends all the issue's labels.
     labels: tuple[str, ...] = ()
+    author_id: int | None = None  # GitLab's user id (its group membership API takes ids, not names)
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ def _event(
     association: str | None = None,
     labels: tuple[str, ...] = (),
     check: str | None = None,
+    author_id: int = 0,
 ) -> ForgeEvent | Ignored:
     if not repository:
         return Ignored("the delivery names no repository")
@@ -145,6 +147,7 @@ def _event(
         url=thread.url,
         delivery_key=delivery_key(body),
         labels=labels,
+        author_id=author_id or None,
     )
 
 
@@ -337,6 +340,7 @@ def _gitlab_thread(node: dict[str, Any], is_pull_request: bool) -> _Thread:
 def _gitlab(event: str, payload: dict[str, Any], body: bytes) -> ForgeEvent | Ignored:
     repository = _text(_obj(payload, "project"), "path_with_namespace")
     user = _text(_obj(payload, "user"), "username")
+    user_id = _number(_obj(payload, "user"), "id")
     attributes = _obj(payload, "object_attributes")
     if event == "Issue Hook":
         action = _text(attributes, "action")
@@ -351,17 +355,23 @@ def _gitlab(event: str, payload: dict[str, Any], body: bytes) -> ForgeEvent | Ig
         if not labels:
             return Ignored("the issue was given no label")
         thread = _gitlab_thread(attributes, False)
-        return _event("gitlab", "IssueLabeled", repository, thread, body, author=user, labels=labels)
+        return _event(
+            "gitlab", "IssueLabeled", repository, thread, body, author=user, author_id=user_id, labels=labels
+        )
     if event == "Note Hook":
         noteable = _text(attributes, "noteable_type")
         comment = _text(attributes, "note", COMMENT_MAX)
         if noteable == "Issue":
             thread = _gitlab_thread(_obj(payload, "issue"), False)
-            return _event("gitlab", "Command", repository, thread, body, author=user, comment=comment)
+            return _event(
+                "gitlab", "Command", repository, thread, body, author=user, author_id=user_id, comment=comment
+            )
         if noteable == "MergeRequest":
             kind = "ReviewComment" if _text(attributes, "type") == "DiffNote" else "Command"
             thread = _gitlab_thread(_obj(payload, "merge_request"), True)
-            return _event("gitlab", kind, repository, thread, body, author=user, comment=comment)
+            return _event(
+                "gitlab", kind, repository, thread, body, author=user, author_id=user_id, comment=comment
+            )
         return Ignored(f"a note on a {noteable or 'thing'} is not a trigger event")
     if event == "Pipeline Hook":
         if _text(attributes, "status") != "failed":
@@ -377,7 +387,9 @@ def _gitlab(event: str, payload: dict[str, Any], body: bytes) -> ForgeEvent | Ig
             head_sha=_text(attributes, "sha") or None,
         )
         check = f"pipeline {_number(attributes, 'id')}" if _number(attributes, "id") else "pipeline"
-        return _event("gitlab", "CheckFailed", repository, thread, body, author=user, check=check)
+        return _event(
+            "gitlab", "CheckFailed", repository, thread, body, author=user, author_id=user_id, check=check
+        )
     return Ignored(f"gitlab {_words(event, '')} is not a trigger event")
 
 

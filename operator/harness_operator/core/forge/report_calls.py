@@ -78,7 +78,8 @@ def build_forge_target(trigger: HarnessTrigger) -> ForgeTarget:
     )
 
 
-def _headers(forge: str, token: str) -> dict[str, str]:
+def build_headers(forge: str, token: str) -> dict[str, str]:
+    """A call's headers: JSON, and the token in the forge's own header and scheme."""
     headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "harness"}
     if forge == Forge.gitlab:
         return headers | {"PRIVATE-TOKEN": token}
@@ -113,7 +114,7 @@ def build_comment_call(
 ) -> ForgeCall:
     """Create the run's comment, or (its id known) edit it in place."""
     payload = json.dumps({"body": body}).encode("utf-8")
-    headers = _headers(target.forge, token)
+    headers = build_headers(target.forge, token)
     if comment_id is None:
         return ForgeCall("POST", _thread(target, report), headers, payload)
     if target.forge == Forge.gitlab:
@@ -130,7 +131,7 @@ def build_find_comment_call(target: ForgeTarget, report: ReportedRun, since: str
     else:  # Gitea lists every comment since, unpaged, and ignores per_page
         query = {"since": since, "per_page": PAGE}
     return ForgeCall(
-        "GET", f"{_thread(target, report)}?{urlencode(query)}", _headers(target.forge, token), None
+        "GET", f"{_thread(target, report)}?{urlencode(query)}", build_headers(target.forge, token), None
     )
 
 
@@ -165,7 +166,7 @@ def _author(comment: Mapping[str, Any]) -> str | None:
 
 def build_whoami_call(target: ForgeTarget, token: str) -> ForgeCall:
     """Ask who the token is: {api}/user on all three forges."""
-    return ForgeCall("GET", f"{target.api_url}/user", _headers(target.forge, token), None)
+    return ForgeCall("GET", f"{target.api_url}/user", build_headers(target.forge, token), None)
 
 
 def read_login(answer: bytes) -> str | None:
@@ -200,7 +201,7 @@ def build_status_call(target: ForgeTarget, repository: str, status: CommitStatus
         }
     else:
         payload = {"state": status.state, "context": status.context, "description": status.description}
-    return ForgeCall("POST", url, _headers(target.forge, token), json.dumps(payload).encode("utf-8"))
+    return ForgeCall("POST", url, build_headers(target.forge, token), json.dumps(payload).encode("utf-8"))
 
 
 def build_checks_calls(target: ForgeTarget, repository: str, sha: str, token: str) -> list[ForgeCall]:

@@ -48,6 +48,7 @@ DUPLICATE = "duplicate"
 SKIPPED = "skipped"
 IGNORED = "ignored"
 REFUSED = "refused"
+UNCHECKED = "error"  # the author's teams could not be asked: nothing starts (fail closed)
 
 _PARAMETER = re.compile(r"\$\(event\.([A-Za-z]+)\)")
 
@@ -70,10 +71,19 @@ class TriggerRun:
 class TriggerDecision:
     """What the receiver does: create `create` after deleting `delete`, or nothing, and why."""
 
-    result: str  # created | duplicate | skipped | ignored | refused
+    result: str  # created | duplicate | skipped | ignored | refused | error (teams not asked)
     reason: str  # one sentence for the Event and the HTTP answer; never echoes the delivery's text
     create: dict[str, Any] | None = None
     delete: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TeamAnswer:
+    """What the forge said of the author and the teams find_teams_to_ask named (receiver/teams.py asks):
+    the team they are in, else why it could not be told (`failed`); neither: in none of them."""
+
+    member_of: str | None = None
+    failed: str | None = None
 
 
 def build_trigger_run(body: Mapping[str, Any]) -> TriggerRun:
@@ -100,23 +110,39 @@ def trigger_run_name(trigger: str, number: int, delivery_key: str) -> str:
     return f"{trigger[:TRIGGER_NAME_CUT].rstrip('-.')}-{number}-{delivery_key[:10]}"
 
 
+def find_teams_to_ask(trigger: HarnessTrigger, event: ForgeEvent) -> tuple[str, ...]:
+    """The spec.authors.teams the forge must be asked about before the delivery is decided: none when it
+    is ignored anyway, when its author counts for nothing (a failed check) or is allowed by users or
+    associations already, or cannot be named to the forge (GitLab's delivery without a user id)."""
+    teams = trigger.spec.authors.teams
+    if not teams or not event.author or isinstance(matched := _matched(trigger, event), str):
+        return ()
+    if matched[0] == TriggerEventType.CheckFailed or _allowed(trigger, event):
+        return ()
+    if trigger.spec.forge.type == "gitlab" and not event.author_id:
+        return ()
+    return tuple(teams)
+
+
 def decide_delivery(
-    trigger: HarnessTrigger, event: ForgeEvent, runs: Sequence[TriggerRun]
+    trigger: HarnessTrigger,
+    event: ForgeEvent,
+    runs: Sequence[TriggerRun],
+    teams: TeamAnswer | None = None,
 ) -> TriggerDecision:
-    """What a verified delivery does, given the runs of this trigger in its namespace: ignored (not this
-    trigger's repository or event), refused (an author not allowed), duplicate (its run exists), skipped
+    """What a verified delivery does, given the runs of this trigger in its namespace and what the forge
+    said of the teams find_teams_to_ask named: ignored (not this trigger's repository or event), refused
+    (an author not allowed), error (the teams could not be asked), duplicate (its run exists), skipped
     (Forbid and the thread's run is unfinished), or created (after deleting the thread's runs: Replace)."""
     spec, name = trigger.spec, str(trigger.metadata.get("name", ""))
-    if event.repository.casefold() not in {r.casefold() for r in spec.repositories}:
-        return TriggerDecision(IGNORED, f"repository {event.repository} is not in spec.repositories")
-    matched = _match(trigger, event)
+    matched = _matched(trigger, event)
     if isinstance(matched, str):
         return TriggerDecision(IGNORED, matched)
     kind, comment = matched
     if kind != TriggerEventType.CheckFailed and not _allowed(trigger, event):
-        return TriggerDecision(
-            REFUSED, f"{event.author or 'an unknown author'} is not allowed by spec.authors to trigger runs"
-        )
+        refused = _refused(trigger, event, teams)
+        if refused is not None:
+            return refused
     ours = [r for r in runs if r.labels.get(LABEL_TRIGGER) == label_value(name)]
     if kind == TriggerEventType.CheckFailed and not event.number:
         number = _pull_request_of_commit(ours, event)
@@ -154,6 +180,31 @@ def decide_delivery(
     delete = tuple(active) if spec.concurrency_policy == ConcurrencyPolicy.Replace else ()
     run = build_trigger_run_manifest(trigger, event, kind, comment, run_name, previous)
     return TriggerDecision(CREATED, f"created run {run_name} for {_thread(event)}", run, delete)
+
+
+def _matched(trigger: HarnessTrigger, event: ForgeEvent) -> tuple[TriggerEventType, str] | str:
+    """The spec's event type the delivery is, with $(event.comment), or why it is none of this trigger's."""
+    if event.repository.casefold() not in {r.casefold() for r in trigger.spec.repositories}:
+        return f"repository {event.repository} is not in spec.repositories"
+    return _match(trigger, event)
+
+
+def _refused(trigger: HarnessTrigger, event: ForgeEvent, teams: TeamAnswer | None) -> TriggerDecision | None:
+    """Why an author that users and associations do not allow starts nothing; None: a team allows them."""
+    who = event.author or "an unknown author"
+    if teams is not None and teams.member_of:
+        return None
+    if teams is not None and teams.failed:
+        return TriggerDecision(
+            UNCHECKED,
+            f"whether {who} is in spec.authors.teams could not be asked of the forge ({teams.failed}): "
+            "nothing started; redeliver once the forge answers",
+        )
+    # GitHub answers 404 for a team the token cannot see: that too is "not in it" (closed).
+    asked = " nor in a team of spec.authors.teams (as the forge shows them to the token)" if teams else ""
+    if not asked and trigger.spec.authors.teams and trigger.spec.forge.type == "gitlab":
+        asked = " (the delivery names no user id, so spec.authors.teams could not be asked)"
+    return TriggerDecision(REFUSED, f"{who} is not allowed by spec.authors to trigger runs{asked}")
 
 
 def _check_not_followed(previous: TriggerRun, event: ForgeEvent) -> str | None:
@@ -253,6 +304,31 @@ def _runs_of_thread(runs: Sequence[TriggerRun], event: ForgeEvent) -> list[Trigg
     ]
     opened = _runs_of_pull_request(runs, event) if event.is_pull_request else []
     return thread + [r for r in opened if r not in thread]
+
+
+EVENT_PARAMETERS = (
+    "repository",
+    "number",
+    "title",
+    "body",
+    "comment",
+    "author",
+    "headBranch",
+    "check",
+    "url",
+)
+
+
+def find_unknown_parameters(value: Any, path: str) -> list[tuple[str, str]]:
+    """(field, $(event.NAME)) for each NAME in `value`'s strings that no delivery replaces: it would reach
+    the run as written (a typo of a parameter's name, say)."""
+    if isinstance(value, str):
+        return [(path, m.group(0)) for m in _PARAMETER.finditer(value) if m.group(1) not in EVENT_PARAMETERS]
+    if isinstance(value, dict):
+        return [found for k, v in value.items() for found in find_unknown_parameters(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [found for i, v in enumerate(value) for found in find_unknown_parameters(v, f"{path}[{i}]")]
+    return []
 
 
 def build_event_parameters(event: ForgeEvent, comment: str) -> dict[str, str]:

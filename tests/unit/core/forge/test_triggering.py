@@ -21,9 +21,11 @@ from harness_operator.core.forge.triggering import (
     LABEL_PULL_REQUEST,
     LABEL_THREAD,
     LABEL_TRIGGER,
+    TeamAnswer,
     TriggerRun,
     build_trigger_run,
     decide_delivery,
+    find_teams_to_ask,
     substitute,
     trigger_run_name,
 )
@@ -459,3 +461,101 @@ def test_build_trigger_run_reads_a_harness_run_object() -> None:
     )
     assert (running.finished, running.succeeded, running.branch, running.commit) == (False, False, None, None)
     assert build_trigger_run({}).name == ""
+
+
+TOKEN_REF = {"name": "forge-token", "key": "token"}
+
+
+def with_teams(
+    forge: str = "gitea", teams: tuple[str, ...] = ("acme/platform", "acme/sre")
+) -> HarnessTrigger:
+    url = {"github": "https://github.com", "gitlab": "https://gitlab.example"}.get(
+        forge, "http://gitea.test:3000"
+    )
+    hook = {"name": "hook", "key": "secret"}
+    return trigger(
+        forge={"type": forge, "url": url, "webhookSecretRef": hook, "tokenSecretRef": TOKEN_REF},
+        authors={"users": ["alice"], "teams": list(teams)},
+    )
+
+
+def test_teams_are_asked_only_when_users_and_associations_do_not_already_allow() -> None:
+    stranger = event(kind="Command", comment="/agent go", author="carol")
+    assert find_teams_to_ask(with_teams(), stranger) == ("acme/platform", "acme/sre")
+    assert find_teams_to_ask(with_teams(), event(author="alice")) == ()  # a listed user: no API call
+    assert find_teams_to_ask(trigger(), stranger) == ()  # no teams
+    assert find_teams_to_ask(with_teams(), event(repository="acme/other", author="carol")) == ()  # ignored
+    assert find_teams_to_ask(with_teams(), event(kind="Command", comment="hi", author="carol")) == ()
+    assert find_teams_to_ask(with_teams(), event(author="")) == ()  # nobody to ask about
+    check = event(kind="CheckFailed", number=4, is_pull_request=True, head_sha="a" * 40, author="ci")
+    assert find_teams_to_ask(with_teams(), check) == ()  # a failed check is nobody's
+    github = with_teams("github")
+    member = event(forge="github", kind="Command", comment="/agent go", author="dave", association="MEMBER")
+    allowed_by_association = trigger(
+        forge=github.spec.forge.to_api(), authors={"associations": ["MEMBER"], "teams": ["acme/platform"]}
+    )
+    assert find_teams_to_ask(allowed_by_association, member) == ()
+    assert find_teams_to_ask(github, member) == ("acme/platform", "acme/sre")
+
+
+def test_gitlab_teams_need_the_events_user_id() -> None:
+    gitlab = with_teams("gitlab", ("acme/platform/backend",))
+    note = event(forge="gitlab", kind="Command", comment="/agent go", author="erin", author_id=42)
+    assert find_teams_to_ask(gitlab, note) == ("acme/platform/backend",)
+    anonymous = dataclasses.replace(note, author_id=None)
+    assert find_teams_to_ask(gitlab, anonymous) == ()
+    decision = decide_delivery(gitlab, anonymous, [])
+    assert decision.result == "refused" and "names no user id" in decision.reason
+
+
+def test_a_team_member_triggers_a_non_member_is_refused_and_an_unanswered_question_starts_nothing() -> None:
+    carol = event(kind="Command", comment="/agent go", author="carol")
+    made = decide_delivery(with_teams(), carol, [], TeamAnswer(member_of="acme/sre"))
+    assert made.result == "created" and made.create is not None
+    refused = decide_delivery(with_teams(), carol, [], TeamAnswer())
+    assert (refused.result, refused.create) == ("refused", None)
+    assert refused.reason.startswith("carol is not allowed by spec.authors to trigger runs nor in a team")
+    failed = decide_delivery(with_teams(), carol, [], TeamAnswer(failed="acme/sre: HTTP 503"))
+    assert (failed.result, failed.create) == ("error", None)
+    assert "could not be asked of the forge (acme/sre: HTTP 503)" in failed.reason
+    assert "redeliver" in failed.reason
+
+
+def test_a_team_answer_does_not_override_the_filters_before_it() -> None:
+    member = TeamAnswer(member_of="acme/platform")
+    other_repo = event(repository="acme/other", author="carol")
+    assert decide_delivery(with_teams(), other_repo, [], member).result == "ignored"
+    name = trigger_run_name("payments-agent", 3, KEY)
+    assert decide_delivery(with_teams(), event(author="carol"), [run(name)], member).result == "duplicate"
+
+
+TRIGGER_SCHEMA = crd_schema_for("HarnessTrigger")
+
+
+def test_the_crd_refuses_teams_without_a_token_and_a_github_team_without_its_org() -> None:
+    def violations(spec_patch: dict[str, Any], name: str = "payments-agent") -> list[str]:
+        body = with_teams().to_api()
+        body["metadata"] = {"name": name, "namespace": "team-a"}
+        body["spec"].update(spec_patch)
+        return [v.message for v in check_rules(TRIGGER_SCHEMA, body)]
+
+    assert violations({}) == []
+    forge = with_teams().spec.forge.to_api()
+    del forge["tokenSecretRef"]
+    [message] = violations({"forge": forge})
+    assert message.startswith("spec.authors.teams needs spec.forge.tokenSecretRef")
+    [message] = violations({"authors": {"teams": ["platform"]}})
+    assert message.startswith("spec.authors.teams: on github and gitea a team is org/team")
+    gitlab = {**with_teams("gitlab").spec.forge.to_api()}
+    assert violations({"forge": gitlab, "authors": {"teams": ["acme", "acme/platform/backend"]}}) == []
+    [message] = violations({"forge": gitlab, "authors": {"teams": ["acme//platform"]}})
+    assert message.startswith("spec.authors.teams[]: must be org/team")
+
+
+def test_the_crd_refuses_a_trigger_name_longer_than_a_label_value() -> None:
+    body = with_teams().to_api()
+    body["metadata"] = {"name": "t" * 63, "namespace": "team-a"}
+    assert check_rules(TRIGGER_SCHEMA, body) == []
+    body["metadata"]["name"] = "t" * 64
+    [violation] = check_rules(TRIGGER_SCHEMA, body)
+    assert violation.message.startswith("metadata.name: a HarnessTrigger's name is at most 63 characters")
