@@ -208,7 +208,7 @@ def build_checks_calls(target: ForgeTarget, repository: str, sha: str, token: st
     """The reads of commit `sha`'s checks (core/forge/checks.compute_checks reads their answers): the
     latest commit status of each context, and on GitHub the latest check run of each name too (a first
     page of 100: a commit with more is counted by those)."""
-    headers = _headers(target.forge, token)
+    headers = build_headers(target.forge, token)
     base = _repo(target, repository)
     if target.forge == Forge.gitlab:
         return [ForgeCall("GET", f"{base}/repository/commits/{sha}/statuses?per_page={PAGE}", headers, None)]
