@@ -50,6 +50,7 @@ from harness_operator.contract.changes import (
     is_ci_path,
 )
 from harness_operator.contract.frame import encode_frame
+from harness_operator.runner.kept_change import keep_for_approval
 from harness_operator.runner.publish_git import Git, PublishError, describe_push_failure, last_lines
 from harness_operator.runner.pull_request import find_pull_request, open_pull_request
 from harness_operator.runner.redact import Redactor
@@ -305,28 +306,45 @@ def publish(
                 "it is not pushed or opened; set spec.workspace.publish.allowCIChanges: true to publish such "
                 "changes",
             )
-        push_branch(git, plan, plan.branch, base, commit)
-        report = report.model_copy(update={"commit": commit, "branch": plan.branch})
-        if plan.pull_request is None:
-            return report
-        if plan.if_exists == BranchIfExists.fast_forward:
-            found = find_pull_request(plan.pull_request, plan.branch, token, redactor)
-            if found is not None:
-                return report.model_copy(
-                    update={"pull_request_url": found.url, "pull_request_number": found.number}
-                )
-        try:
-            target = plan.pull_request.base or origin_head(git, plan.url)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            raise PublishError(
-                Reason.PullRequestFailed, f"reading the origin's default branch failed: {last_lines(exc)}"
-            ) from None
-        opened = open_pull_request(plan, plan.branch, target, verdict.output, token, redactor)
-        return report.model_copy(
-            update={"pull_request_url": opened.url, "pull_request_number": opened.number}
-        )
+        kept = keep_for_approval(git, plan, report, commit)
+        if kept is not None:
+            return kept
+        return push_and_open(git, plan, report, base, commit, verdict.output, token, redactor)
     except PublishError as exc:
         return report.model_copy(update={"reason": exc.reason, "message": redactor.text(exc.message)})
+
+
+def push_and_open(
+    git: Git,
+    plan: PublishPlan,
+    report: ChangesReport,
+    base: str,
+    commit: str,
+    output: str,
+    token: str,
+    redactor: Redactor,
+) -> ChangesReport:
+    """`commit` pushed to the plan's branch and the pull request found or opened: the one place a change
+    leaves the publisher, the attempt's and an approved kept change's (runner/kept_change.py) alike."""
+    assert plan.branch is not None
+    push_branch(git, plan, plan.branch, base, commit)
+    report = report.model_copy(update={"commit": commit, "branch": plan.branch})
+    if plan.pull_request is None:
+        return report
+    if plan.if_exists == BranchIfExists.fast_forward:
+        found = find_pull_request(plan.pull_request, plan.branch, token, redactor)
+        if found is not None:
+            return report.model_copy(
+                update={"pull_request_url": found.url, "pull_request_number": found.number}
+            )
+    try:
+        target = plan.pull_request.base or origin_head(git, plan.url)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        raise PublishError(
+            Reason.PullRequestFailed, f"reading the origin's default branch failed: {last_lines(exc)}"
+        ) from None
+    opened = open_pull_request(plan, plan.branch, target, output, token, redactor)
+    return report.model_copy(update={"pull_request_url": opened.url, "pull_request_number": opened.number})
 
 
 def take_change(git: Git, plan: PublishPlan, base: str) -> str:
