@@ -198,8 +198,8 @@ class PublishApproval(Model):
     model_config = ConfigDict(
         json_schema_extra=validations(
             rule(
-                f"duration(self.timeout) > duration('0s') && duration(self.timeout) <= "
-                f"duration('{APPROVAL_TIMEOUT_MAX}')",
+                f"!has(self.timeout) || (duration(self.timeout) > duration('0s') && "
+                f"duration(self.timeout) <= duration('{APPROVAL_TIMEOUT_MAX}'))",
                 "timeout must be more than 0s and at most 720h (30 days), e.g. 72h",
                 field_path=".timeout",
             )
