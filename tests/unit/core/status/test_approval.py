@@ -93,7 +93,7 @@ def test_a_kept_change_puts_the_run_in_awaiting_approval_not_finished() -> None:
 
 
 def test_a_kept_change_whose_patch_was_not_read_cannot_wait() -> None:
-    changes, failure = compute_changes(KEPT, False, "fix-1")
+    _, failure = compute_changes(KEPT, False, "fix-1")
     assert failure is not None and failure[0] == Reason.PublishLost and "nothing to approve" in failure[1]
 
 
