@@ -46,6 +46,7 @@ from harness_operator.core.resolve.resolution import (
     find_mcp_destinations_problem,
     resolve_targets,
 )
+from harness_operator.core.status.approval import add_unattributed
 from harness_operator.core.status.awaiting import is_awaiting_approval
 from harness_operator.core.status.decide import EventSpec, decide, decide_deletions, decide_wake
 from harness_operator.core.status.observed import FINISHED, Observed, ObservedAttempt, recorded_attempts
@@ -210,7 +211,11 @@ class Reconciler:
         try:
             if is_awaiting_approval(run.status):
                 step = duties.approvals.step(run, targets)
-                return self._apply(run, step.status, step.events), step.due_in
+                status = step.status
+                if meter_retry is not None and is_finished(status.conditions):
+                    rest = duties.metering.meter_run(run, status.attempts, meter_retry)
+                    status = add_unattributed(status, rest) if rest is not None else status
+                return self._apply(run, status, step.events), step.due_in
             attempts = duties.metering.meter(
                 run, targets, duties.observer.observe_attempts(run, targets), retry
             )

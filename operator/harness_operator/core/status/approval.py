@@ -20,6 +20,7 @@ from harness_operator.api.v1alpha1 import (
     HarnessRun,
     HarnessRunStatus,
     Phase,
+    Usage,
 )
 from harness_operator.contract.changes import ChangesReport
 from harness_operator.contract.result import EXIT_STOPPED
@@ -43,6 +44,7 @@ from harness_operator.core.status.awaiting import (
 from harness_operator.core.status.decide import EventSpec
 from harness_operator.core.status.progress import build_final_progress
 from harness_operator.core.status.status import build_charged_budget, describe_changes
+from harness_operator.core.status.usage import sum_usage
 
 
 @dataclass(frozen=True)
@@ -197,5 +199,18 @@ def _end(
         update={
             "progress": build_final_progress(ended, status.progress),
             "budget": build_charged_budget(ended),
+        }
+    )
+
+
+def add_unattributed(status: HarnessRunStatus, rest: Usage) -> HarnessRunStatus:
+    """A routed run that ended after its approval, with what the model gateway metered for it beyond its
+    attempts' meters counted in its usage, totals and budget charge (as compute_status counts it)."""
+    usage = sum_usage([u for u in (status.usage, rest) if u is not None])
+    counted = status.model_copy(update={"usage": usage})
+    return counted.model_copy(
+        update={
+            "progress": build_final_progress(counted, status.progress),
+            "budget": build_charged_budget(counted),
         }
     )

@@ -246,3 +246,18 @@ def test_a_publish_pod_ending_without_a_report_is_lost() -> None:
 )
 def test_durations(text: str, seconds: int) -> None:
     assert parse_duration_seconds(text) == seconds
+
+
+def test_what_the_gateway_metered_beyond_the_attempts_is_counted_at_the_end() -> None:
+    from harness_operator.api.v1alpha1 import Usage
+    from harness_operator.core.status.approval import add_unattributed
+
+    report = ChangesReport(base="a" * 40, commit="e" * 40, branch="harness/fix-1")
+    status = publishing(report).status
+    before = status.usage.input_tokens if status.usage and status.usage.input_tokens else 0
+    rest = Usage(input_tokens=50, output_tokens=5, cost_usd=0.01, cost_source="metered")
+    counted = add_unattributed(status, rest)
+    assert counted.usage is not None and counted.usage.input_tokens == before + 50
+    assert (
+        counted.progress is not None and counted.progress.tokens is not None and counted.progress.tokens >= 55
+    )
