@@ -26,6 +26,8 @@ from harness_operator.core.status.results import container_state
 
 
 class RunApprovals:
+    """Takes a run awaiting approval one step at a time; reconcile.py writes the status it returns."""
+
     def __init__(
         self, kube: Kube, config: OperatorConfig, clock: Callable[[], datetime], children: ChildStore
     ) -> None:
