@@ -60,7 +60,10 @@ def decide(runs: Runs, user: str, name: str, decision: str, reason: str | None =
 
 def wait_awaiting(runs: Runs, name: str) -> dict[str, Any]:
     """The run's status once it awaits approval and no pod of it is left."""
-    status = runs.wait_reason(name, "AwaitingApproval", timeout=240)
+    try:
+        status = runs.wait_reason(name, "AwaitingApproval", timeout=240)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{runs.describe(name)}") from None
 
     def no_pod() -> bool | None:
         pods = runs.core.list_namespaced_pod(runs.ns, label_selector=f"{GROUP}/run={name}").items
