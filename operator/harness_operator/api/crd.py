@@ -84,6 +84,8 @@ KIND_SPECS = [
             {"name": "Branch", "type": "string", "jsonPath": ".status.changes.branch", "priority": 1},
             {"name": "PR", "type": "string", "jsonPath": ".status.changes.pullRequestURL", "priority": 1},
             {"name": "Checks", "type": "string", "jsonPath": ".status.changes.checks.state", "priority": 1},
+            {"name": "Approval", "type": "string", "jsonPath": ".status.approval.decision", "priority": 1},
+            {"name": "Approver", "type": "string", "jsonPath": ".status.approval.user", "priority": 1},
         ],
     ),
     KindSpec(

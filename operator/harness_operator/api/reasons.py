@@ -92,6 +92,13 @@ class Reason(StrEnum):
     BranchMoved = "BranchMoved"
     PullRequestFailed = "PullRequestFailed"
     PublishLost = "PublishLost"
+    AwaitingApproval = "AwaitingApproval"
+    Approved = "Approved"
+    Rejected = "Rejected"
+    Publishing = "Publishing"
+    ApprovalRejected = "ApprovalRejected"
+    ApprovalTimedOut = "ApprovalTimedOut"
+    KeptChangeMismatch = "KeptChangeMismatch"
     ForgeReportFailed = "ForgeReportFailed"
     Updated = "Updated"
 
@@ -451,6 +458,41 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Succeeded",
         "False",
         "the publishing container ended without a report (stopped at the pod's grace period, or killed)",
+    ),
+    Reason.AwaitingApproval: (
+        "Succeeded",
+        "Unknown",
+        "the agent succeeded and its change is kept (status.changes, its patch in the changes ConfigMap); "
+        "no pod runs while a person decides (`harnessctl approve` or `reject`); also the AwaitingApproval "
+        "condition's reason while it is True",
+    ),
+    Reason.Approved: (
+        "AwaitingApproval",
+        "False",
+        "an approver approved the change (status.approval: who, when); also the Normal Event then",
+    ),
+    Reason.Rejected: ("Event", "Warning", "an approver rejected the change (the run ends ApprovalRejected)"),
+    Reason.Publishing: (
+        "Succeeded",
+        "Unknown",
+        "the change was approved: a pod of its own (the publisher, no agent) pushes it and opens the pull "
+        "request",
+    ),
+    Reason.ApprovalRejected: (
+        "Succeeded",
+        "False",
+        "an approver rejected the change: nothing is pushed or opened (status.approval: who, when, why)",
+    ),
+    Reason.ApprovalTimedOut: (
+        "Succeeded",
+        "False",
+        "nobody decided before workspace.publish.approval.timeout: nothing is pushed or opened",
+    ),
+    Reason.KeptChangeMismatch: (
+        "Succeeded",
+        "False",
+        "the approved change's publisher found the kept patch edited, missing, or not giving the approved "
+        "tree: nothing is pushed",
     ),
     Reason.ForgeReportFailed: (
         "Event",

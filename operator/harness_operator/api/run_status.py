@@ -149,6 +149,30 @@ class ChangesStatus(Model):
         description="The checks (commit statuses, check runs, pipeline jobs) on the commit pushed, as the "
         "reporting step of the run's HarnessTrigger last read them from the forge.",
     )
+    tree: str | None = Field(
+        default=None,
+        description="The tree of the change's commit, kept for approval: what an approval publishes.",
+    )
+    approval_paths: list[str] | None = Field(
+        default=None,
+        max_length=10,
+        description="The paths the change touches that the policy publishes only with an approval.",
+    )
+
+
+class ApprovalDecision(StrEnum):
+    approved = "Approved"
+    rejected = "Rejected"
+
+
+class ApprovalStatus(Model):
+    """A change awaiting a person's decision (spec.workspace.publish.approval), and the decision."""
+
+    decision: ApprovalDecision | None = Field(default=None, description="Approved or Rejected.")
+    user: str | None = Field(default=None, description="Who decided (the API server checked it).")
+    time: str | None = Field(default=None, description="When the operator saw the decision.")
+    reason: str | None = Field(default=None, max_length=1024, description="The decider's reason or note.")
+    deadline: str | None = Field(default=None, description="When the wait ends (ApprovalTimedOut).")
 
 
 class Progress(Model):
@@ -172,6 +196,7 @@ class Phase(StrEnum):
     succeeded = "Succeeded"
     failed = "Failed"
     cancelled = "Cancelled"
+    awaiting_approval = "AwaitingApproval"
 
 
 class ChargeBasis(StrEnum):
@@ -235,5 +260,8 @@ class HarnessRunStatus(Model):
         default=None, description="The agent's change (spec.workspace.publish): patch, branch, pull request."
     )
     budget: RunBudget | None = Field(default=None, description="Budget admission and reservation.")
+    approval: ApprovalStatus | None = Field(
+        default=None, description="The approval the change waits for or got (workspace.publish.approval)."
+    )
 
     progress: Progress | None = Field(default=None, description="Turns, tokens and cost so far.")

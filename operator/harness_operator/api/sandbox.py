@@ -3,6 +3,7 @@ scheduling, resources)."""
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 from pydantic import ConfigDict, Field
@@ -198,6 +199,47 @@ class PullRequest(Model):
     draft: bool = Field(default=False, description="Open it as a draft (GitHub and GitLab).")
 
 
+# A Go-style duration of hours, minutes and seconds ("72h", "1h30m", "10s"), as CEL's duration() reads it.
+DURATION_PATTERN = r"^([0-9]+(h|m|s))+$"
+APPROVAL_TIMEOUT_DEFAULT = "72h"
+APPROVAL_TIMEOUT_MAX = "720h"  # 30 days
+
+
+class PublishApproval(Model):
+    """A person approves the change before it is published: the attempt ends with its change kept, the
+    run waits (phase AwaitingApproval, no pod), and an approval publishes it from a pod of its own."""
+
+    required: bool = Field(
+        default=False,
+        description="Wait for an approval (annotation approval.agentharness.dev/decision, written by "
+        "`harnessctl approve|reject`) before the branch is pushed and the pull request opened.",
+    )
+    timeout: str = Field(
+        default=APPROVAL_TIMEOUT_DEFAULT,
+        max_length=32,
+        pattern=DURATION_PATTERN,
+        description="How long the run waits for a decision (hours, minutes, seconds: 72h, 1h30m, 10s; at "
+        "most 720h, 30 days); then it fails with ApprovalTimedOut.",
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                f"!has(self.timeout) || (duration(self.timeout) > duration('0s') && "
+                f"duration(self.timeout) <= duration('{APPROVAL_TIMEOUT_MAX}'))",
+                "timeout must be more than 0s and at most 720h (30 days), e.g. 72h",
+                field_path=".timeout",
+            )
+        )
+    )
+
+
+def parse_duration_seconds(text: str) -> int:
+    """The seconds of a DURATION_PATTERN duration ("1h30m" -> 5400)."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    return sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)([hms])", text))
+
+
 class WorkspacePublish(Model):
     """What happens to the agent's change after it exited successfully. The patch (git diff --binary
     against the cloned commit) is always kept; a branch and a pull request are pushed and opened by a
@@ -242,13 +284,24 @@ class WorkspacePublish(Model):
             )
         ),
     )
+    approval: PublishApproval | None = Field(
+        default=None,
+        description="Wait for a person's approval before publishing (needs branch or pullRequest).",
+    )
 
     model_config = ConfigDict(
         json_schema_extra=validations(
             rule(
                 "!(has(self.branch) || has(self.pullRequest)) || has(self.credentialsSecretRef)",
                 "branch and pullRequest need credentialsSecretRef: a Secret key with a token that may push",
-            )
+            ),
+            rule(
+                "!has(self.approval) || !has(self.approval.required) || !self.approval.required || "
+                "has(self.branch) || has(self.pullRequest)",
+                "approval.required needs branch or pullRequest: an approval publishes the change there "
+                "(without either, the patch is only kept in status.changes)",
+                field_path=".approval.required",
+            ),
         )
     )
 

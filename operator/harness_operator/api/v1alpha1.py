@@ -257,6 +257,12 @@ from harness_operator.api.run import (
     input_references_rule as input_references_rule,
 )
 from harness_operator.api.run_status import (
+    ApprovalDecision as ApprovalDecision,
+)
+from harness_operator.api.run_status import (
+    ApprovalStatus as ApprovalStatus,
+)
+from harness_operator.api.run_status import (
     Attempt as Attempt,
 )
 from harness_operator.api.run_status import (
@@ -326,6 +332,9 @@ from harness_operator.api.sandbox import (
     ProtectedPathRule as ProtectedPathRule,
 )
 from harness_operator.api.sandbox import (
+    PublishApproval as PublishApproval,
+)
+from harness_operator.api.sandbox import (
     PublishBranch as PublishBranch,
 )
 from harness_operator.api.sandbox import (
@@ -354,6 +363,9 @@ from harness_operator.api.sandbox import (
 )
 from harness_operator.api.sandbox import (
     WorkspaceVolume as WorkspaceVolume,
+)
+from harness_operator.api.sandbox import (
+    parse_duration_seconds as parse_duration_seconds,
 )
 from harness_operator.api.schedule import (
     ConcurrencyPolicy as ConcurrencyPolicy,

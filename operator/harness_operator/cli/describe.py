@@ -58,6 +58,17 @@ def build_age(stamp: str | None, now: datetime) -> str:
     return f"{max(seconds, 0)}s"
 
 
+def describe_approval(run: HarnessRun) -> list[str]:
+    """The approval lines: who decided, when and why; or, while the change waits, until when."""
+    approval = run.status.approval if run.status else None
+    if approval is None:
+        return []
+    if approval.decision is None:
+        return [f"Approval:     awaiting a decision until {approval.deadline or '<unknown>'}"]
+    why = f": {approval.reason}" if approval.reason else ""
+    return [f"Approval:     {approval.decision} by {approval.user or '<unknown>'} at {approval.time}{why}"]
+
+
 def build_description(
     run: HarnessRun,
     values: Mapping[str, str],
@@ -83,6 +94,7 @@ def build_description(
         lines += [f"Reason:       {status.reason or ''}", f"Message:      {status.message or ''}"]
     if status is not None and status.usage is not None and status.usage.cost_usd is not None:
         lines.append(f"Cost:         ${status.usage.cost_usd:.4f} ({status.usage.cost_source})")
+    lines += describe_approval(run)
     lines.append("Inputs:" + ("" if spec.inputs else "       <none>"))
     if spec.inputs:
         rows = [["Name", "Source", "Size"]]

@@ -11,6 +11,7 @@ ended, so no process of the agent is left to change the workspace while it is re
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 
 from pydantic import ConfigDict, Field, ValidationError
 
@@ -32,6 +33,31 @@ BASE_FILE = f"{PUBLISH_DIR}/base"
 BODY_OUTPUT_CHARS = 60000
 MESSAGE_CHARS = 1000
 TERMINATION_LIMIT = 4096
+# The kept-change publisher (runner/kept_change.py) reads the kept patch, and the run's output for the
+# pull request's body, from this read-only volume (the run's changes and output ConfigMaps).
+KEPT_DIR = "/run/harness-kept"
+KEPT_PATCH_FILE = f"{KEPT_DIR}/changes.patch"
+KEPT_OUTPUT_FILE = f"{KEPT_DIR}/output"
+# The approval paths a report names, each cut to APPROVAL_PATH_CHARS (a report stays under 4 KiB).
+APPROVAL_PATHS_MAX = 10
+APPROVAL_PATH_CHARS = 150
+
+
+class PublishMode(StrEnum):
+    """Attempt: the attempt's sidecar takes the agent's change; PublishKept: an approved change, kept
+    by an attempt, is published from a pod of its own."""
+
+    attempt = "Attempt"
+    publish_kept = "PublishKept"
+
+
+class KeptChange(Model):
+    """The change an attempt kept for approval, as the operator recorded it: what is published is the
+    patch whose sha256 this is, applied to `base`, giving `tree`; anything else is refused."""
+
+    base: str
+    tree: str
+    patch_sha256: str = Field(alias="patchSHA256")
 
 
 class PullRequestPlan(Model):
@@ -64,6 +90,10 @@ class PublishPlan(Model):
     timeout_seconds: int = 120
     # The platform's, the namespace's and the run's rules merged (core/pod/protected_paths.py).
     protected_paths: list[ProtectedPathRule] = Field(default_factory=list)
+    # Keep the change and push nothing until a person approves (spec.workspace.publish.approval).
+    approval_required: bool = False
+    mode: PublishMode = PublishMode.attempt
+    kept: KeptChange | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)
@@ -95,12 +125,22 @@ class ChangesReport(Model):
     patch_sha256: str | None = Field(default=None, alias="patchSHA256")
     pull_request_url: str | None = Field(default=None, alias="pullRequestURL")
     pull_request_number: int | None = None
+    # Kept, not pushed: a person approves first (the plan's approval_required, or paths needing it).
+    awaiting_approval: bool = False
+    tree: str | None = None
     # The protected paths (action RequireApproval) the change touches: it is published only once approved.
     approval_paths: list[str] | None = None
 
     def render(self) -> str:
         """The termination message: the message is cut until the whole fits in 4 KiB."""
-        report = self.model_copy(update={"message": (self.message or "")[:MESSAGE_CHARS] or None})
+        paths = (
+            [p[:APPROVAL_PATH_CHARS] for p in self.approval_paths[:APPROVAL_PATHS_MAX]]
+            if self.approval_paths
+            else None
+        )
+        report = self.model_copy(
+            update={"message": (self.message or "")[:MESSAGE_CHARS] or None, "approval_paths": paths}
+        )
         text = report.model_dump_json(by_alias=True, exclude_none=True, exclude_defaults=True)
         while len(text.encode("utf-8")) > TERMINATION_LIMIT and report.message:
             report = report.model_copy(update={"message": report.message[: len(report.message) // 2]})

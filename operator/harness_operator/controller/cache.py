@@ -85,7 +85,9 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     which init containers the pod has (by name: whether it publishes), and its PodScheduled condition
     while the scheduler has not placed it."""
     status = pod.get("status") or {}
-    agent = _slim_states(status.get("containerStatuses") or [], (RUNNER_CONTAINER, AGENT_CONTAINER))
+    # The publisher is a regular container in an approved change's publish pod.
+    read = (RUNNER_CONTAINER, AGENT_CONTAINER, PUBLISH_CONTAINER)
+    agent = _slim_states(status.get("containerStatuses") or [], read)
     init = _slim_states(status.get("initContainerStatuses") or [], (CLONE_CONTAINER, PUBLISH_CONTAINER))
     unscheduled = [
         {k: c[k] for k in ("type", "status", "reason", "message") if k in c}

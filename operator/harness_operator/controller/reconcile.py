@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -26,6 +26,7 @@ from harness_operator.controller.kube import Kube
 from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
+from harness_operator.controller.run_approval import RunApprovals
 from harness_operator.controller.run_collect import RunCollector
 from harness_operator.controller.run_dispatch import RunDispatcher
 from harness_operator.controller.run_observe import RunObserver
@@ -45,7 +46,9 @@ from harness_operator.core.resolve.resolution import (
     find_mcp_destinations_problem,
     resolve_targets,
 )
-from harness_operator.core.status.decide import decide, decide_deletions, decide_wake
+from harness_operator.core.status.approval import add_unattributed
+from harness_operator.core.status.awaiting import is_awaiting_approval
+from harness_operator.core.status.decide import EventSpec, decide, decide_deletions, decide_wake
 from harness_operator.core.status.observed import FINISHED, Observed, ObservedAttempt, recorded_attempts
 from harness_operator.core.status.status import compute_next_attempt, compute_status
 
@@ -70,6 +73,7 @@ class RunDuties:
     observer: RunObserver
     dispatcher: RunDispatcher
     collector: RunCollector
+    approvals: RunApprovals
     metering: AttemptMetering
     budgets: BudgetReconciler
     grants: Grants
@@ -205,6 +209,13 @@ class Reconciler:
         routed = any(t.model_route for t in targets)
         meter_retry = retry if routed else None
         try:
+            if is_awaiting_approval(run.status):
+                step = duties.approvals.step(run, targets)
+                status = step.status
+                if meter_retry is not None and is_finished(status.conditions):
+                    rest = duties.metering.meter_run(run, status.attempts, meter_retry)
+                    status = add_unattributed(status, rest) if rest is not None else status
+                return self._apply(run, status, step.events), step.due_in
             attempts = duties.metering.meter(
                 run, targets, duties.observer.observe_attempts(run, targets), retry
             )
@@ -221,12 +232,15 @@ class Reconciler:
                 positions=positions,
                 changes=changes,
                 publish_failed=publish_failed,
+                awaiting_approval=bool(changes and changes.tree) and publish_failed is None,
                 output_invalid=output_invalid,
                 cancelled=cancelled,
             )
             next_index = compute_next_attempt(observed)
             if next_index is None:
-                return self._write(run, observed, meter_retry), None
+                written = self._write(run, observed, meter_retry)
+                # A change kept for approval: reconciled again at once, to delete the attempt's Job.
+                return written, (0.0 if is_awaiting_approval(written) else None)
             backoff = duties.starter.backoff(run, observed, next_index)
             if backoff is not None:
                 waiting = Observed(providers, attempts, positions=positions, waiting=backoff.waiting)
@@ -277,6 +291,22 @@ class Reconciler:
             rest = self.duties.metering.meter_run(run, status.attempts, meter_retry)
             if rest is not None:
                 status = compute_status(run, replace(observed, unattributed=rest), now)
+        written = self._apply(run, status)
+        ns, name = run.metadata["namespace"], run.metadata["name"]
+        ended: dict[str, set[str]] = defaultdict(set)
+        for attempt in observed.attempts:
+            if attempt.cluster and attempt.state == FINISHED and attempt.job_name:
+                ended[attempt.cluster].add(attempt.job_name)
+        if ended:
+            self.duties.dispatcher.release(ns, name, ended)
+        return written
+
+    def _apply(
+        self, run: HarnessRun, status: HarnessRunStatus, events: Sequence[EventSpec] = ()
+    ) -> HarnessRunStatus:
+        """Decide (pure) what the status changes and post it: the run's end Event (named, so an operator
+        killed before the status patch posts it once on the retry), the patch, the other Events (and
+        `events`, the caller's own)."""
         decision = decide(run, status)
         ns, name = run.metadata["namespace"], run.metadata["name"]
         body = {"metadata": run.metadata}
@@ -285,15 +315,9 @@ class Reconciler:
                 self.kube.create_event(body, event.type, event.reason, event.message, event.name)
         if decision.patch is not None:
             self.kube.patch_run_status(ns, name, decision.patch)
-        for event in decision.events:
+        for event in [*events, *decision.events]:
             if event.name is None:
                 self.kube.create_event(body, event.type, event.reason, event.message)
-        ended: dict[str, set[str]] = defaultdict(set)
-        for attempt in observed.attempts:
-            if attempt.cluster and attempt.state == FINISHED and attempt.job_name:
-                ended[attempt.cluster].add(attempt.job_name)
-        if ended:
-            self.duties.dispatcher.release(ns, name, ended)
         return decision.status
 
     def _resolve_targets(self, run: HarnessRun, retry: int) -> list[Attempt]:
@@ -331,6 +355,7 @@ def wire_reconciler(
         observer=RunObserver(kube, config, clock, children, kueue, dispatcher),
         dispatcher=dispatcher,
         collector=RunCollector(kube, workers),
+        approvals=RunApprovals(kube, config, clock, children),
         metering=metering,
         budgets=budgets,
         grants=grants,

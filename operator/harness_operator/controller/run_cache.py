@@ -6,8 +6,9 @@ it unfinished, its spec's generation, is its progress read, when it expires). ko
 progress annotation and a toggle per run, and its startup work beside 10,000 runs grew faster than the
 square of the runs (bench/RESULTS.md); here a run costs one slim entry, and a restart one list.
 
-A change names the run and whether it is to be reconciled: a run first seen or whose spec changed (a new
-generation) while it is unfinished. Its own status writes change no generation and reconcile nothing.
+A change names the run and whether it is to be reconciled: a run first seen, whose spec changed (a new
+generation) or whose approval decision was annotated, while it is unfinished. Its own status writes change
+no generation and reconcile nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from harness_operator.controller.cache import SYNC_WAIT_SECONDS
 from harness_operator.core.queue.budget import RunCharge, build_run_charge
 from harness_operator.core.queue.fairqueue import QueueEntry, build_queue_entry
 from harness_operator.core.schedule import ScheduledRun, build_scheduled_run_entry, schedule_owner
+from harness_operator.core.status.awaiting import ANNOTATION_DECISION
 from harness_operator.core.status.progress import is_progress_wanted
 
 RUN_KIND = "HarnessRun"
@@ -43,6 +45,7 @@ class RunEntry:
     charge: RunCharge
     queued: QueueEntry | None
     scheduled: tuple[str, ScheduledRun] | None  # (the schedule's UID, the run)
+    decision: str | None = None  # the approval decision annotated on it (core/status/awaiting.py)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ def build_run_entry(run: Mapping[str, Any], expiry: Expiry, now: datetime) -> Ru
         charge=build_run_charge(run),
         queued=build_queue_entry(run),
         scheduled=build_scheduled_run_entry(run),
+        decision=(meta.get("annotations") or {}).get(ANNOTATION_DECISION),
     )
 
 
@@ -93,7 +97,13 @@ def decide_change(
     namespace: str, name: str, held: RunEntry | None, entry: RunEntry, deleted: bool
 ) -> RunChange:
     """The change from `held` (None: not seen before) to `entry`."""
-    new = held is None or held.uid != entry.uid or held.generation != entry.generation
+    # An approval or rejection is an annotation: no new generation, but the run awaiting it moves.
+    new = (
+        held is None
+        or held.uid != entry.uid
+        or held.generation != entry.generation
+        or held.decision != entry.decision
+    )
     return RunChange(namespace, name, entry, deleted, not deleted and new and entry.unfinished)
 
 

@@ -50,6 +50,7 @@ from harness_operator.contract.changes import (
     Verdict,
 )
 from harness_operator.contract.frame import encode_frame
+from harness_operator.runner.kept_change import keep_for_approval
 from harness_operator.runner.protected_paths import check_links, check_protected_paths
 from harness_operator.runner.publish_git import Git, PublishError, describe_push_failure, last_lines
 from harness_operator.runner.pull_request import find_pull_request, open_pull_request
@@ -293,34 +294,45 @@ def publish(
             return report
         approval_paths = check_protected_paths(git, base, commit, plan.protected_paths)
         report = report.model_copy(update={"approval_paths": approval_paths or None})
-        if approval_paths:  # fail-safe until the approval step (issue 52 item 1) holds the change instead
-            raise PublishError(
-                Reason.ChangeTouchesProtectedPath,
-                f"the change touches {approval_paths[0]}, which a person must approve (RequireApproval): "
-                "it is not pushed or opened (its patch is kept)",
-            )
-        push_branch(git, plan, plan.branch, base, commit)
-        report = report.model_copy(update={"commit": commit, "branch": plan.branch})
-        if plan.pull_request is None:
-            return report
-        if plan.if_exists == BranchIfExists.fast_forward:
-            found = find_pull_request(plan.pull_request, plan.branch, token, redactor)
-            if found is not None:
-                return report.model_copy(
-                    update={"pull_request_url": found.url, "pull_request_number": found.number}
-                )
-        try:
-            target = plan.pull_request.base or origin_head(git, plan.url)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            raise PublishError(
-                Reason.PullRequestFailed, f"reading the origin's default branch failed: {last_lines(exc)}"
-            ) from None
-        opened = open_pull_request(plan, plan.branch, target, verdict.output, token, redactor)
-        return report.model_copy(
-            update={"pull_request_url": opened.url, "pull_request_number": opened.number}
-        )
+        kept = keep_for_approval(git, plan, report, commit)
+        if kept is not None:
+            return kept
+        return push_and_open(git, plan, report, base, commit, verdict.output, token, redactor)
     except PublishError as exc:
         return report.model_copy(update={"reason": exc.reason, "message": redactor.text(exc.message)})
+
+
+def push_and_open(
+    git: Git,
+    plan: PublishPlan,
+    report: ChangesReport,
+    base: str,
+    commit: str,
+    output: str,
+    token: str,
+    redactor: Redactor,
+) -> ChangesReport:
+    """`commit` pushed to the plan's branch and the pull request found or opened: the one place a change
+    leaves the publisher, the attempt's and an approved kept change's (runner/kept_change.py) alike."""
+    assert plan.branch is not None
+    push_branch(git, plan, plan.branch, base, commit)
+    report = report.model_copy(update={"commit": commit, "branch": plan.branch})
+    if plan.pull_request is None:
+        return report
+    if plan.if_exists == BranchIfExists.fast_forward:
+        found = find_pull_request(plan.pull_request, plan.branch, token, redactor)
+        if found is not None:
+            return report.model_copy(
+                update={"pull_request_url": found.url, "pull_request_number": found.number}
+            )
+    try:
+        target = plan.pull_request.base or origin_head(git, plan.url)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        raise PublishError(
+            Reason.PullRequestFailed, f"reading the origin's default branch failed: {last_lines(exc)}"
+        ) from None
+    opened = open_pull_request(plan, plan.branch, target, output, token, redactor)
+    return report.model_copy(update={"pull_request_url": opened.url, "pull_request_number": opened.number})
 
 
 def take_change(git: Git, plan: PublishPlan, base: str) -> str:

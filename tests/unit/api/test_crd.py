@@ -110,6 +110,8 @@ def test_run_has_status_subresource_and_printer_columns() -> None:
         "Branch",
         "PR",
         "Checks",
+        "Approval",
+        "Approver",
     ]
     # Cost moves while the run is in flight: it reads the progress, which ends as the run's total.
     cost = next(c for c in version["additionalPrinterColumns"] if c["name"] == "Cost")

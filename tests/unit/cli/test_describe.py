@@ -132,3 +132,19 @@ def test_age_reads_as_kubectls() -> None:
             None,
         )
     ] == ["30s", "2m", "3h", "3d", "<unknown>"]
+
+
+def test_the_approval_says_who_decided_when_and_why_or_until_when_it_waits() -> None:
+    data = make_run().model_dump(by_alias=True, exclude_none=True)
+    data["status"]["approval"] = {"deadline": "2026-12-10T12:00:00Z"}
+    text = build_description(HarnessRun.model_validate(data), {}, [], NOW)
+    assert "Approval:     awaiting a decision until 2026-12-10T12:00:00Z" in text.splitlines()
+    data["status"]["approval"] |= {
+        "decision": "Rejected",
+        "user": "bob",
+        "time": "2026-12-07T11:30:00Z",
+        "reason": "touches CI",
+    }
+    text = build_description(HarnessRun.model_validate(data), {}, [], NOW)
+    assert "Approval:     Rejected by bob at 2026-12-07T11:30:00Z: touches CI" in text.splitlines()
+    assert "Approval:" not in build_description(make_run(), {}, [], NOW)

@@ -132,6 +132,11 @@ WITH_VALUES = (
         "such a change)",
         f"{RUNS}: HarnessRun/protected-path-from-slash: spec.workspace.publish.protectedPaths[0].path: is "
         'relative to the repository\'s root: drop the leading "/"',
+        f"{RUNS}: HarnessRun/approval-without-branch: spec.workspace.publish.approval.required: "
+        "approval.required needs branch or pullRequest: an approval publishes the change there (without "
+        "either, the patch is only kept in status.changes)",
+        f"{RUNS}: HarnessRun/approval-timeout-too-long: spec.workspace.publish.approval.timeout: timeout must "
+        "be more than 0s and at most 720h (30 days), e.g. 72h",
         f"{SCHEDULES}: HarnessSchedule/bad-cron: spec.schedule: '61 * * * *' is not a valid cron schedule: Bad "
         "minute",
         f"{SCHEDULES}: HarnessSchedule/bad-time-zone: spec.timeZone: 'Mars/Olympus' is not an IANA time zone "

@@ -148,3 +148,19 @@ def test_a_relist_reports_what_changed_while_the_watch_was_down() -> None:
     ]
     assert sorted(c.name for c in store.charges("team")) == ["new", "same", "spec"]
     assert [c.name for c in store.charges("other")] == ["b"]  # another namespace's watch: untouched
+
+
+def test_an_approval_decision_annotated_reconciles_the_run_awaiting_it() -> None:
+    """`harnessctl approve|reject` writes annotations (no new generation): the run awaiting it moves."""
+    awaiting = {
+        "phase": "AwaitingApproval",
+        "conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "AwaitingApproval"}],
+    }
+    store = listed(run("a", status=awaiting))
+    other = run("a", status=awaiting, annotations={"note": "x"})
+    assert not store.apply(RUN_KIND, "MODIFIED", other).reconcile  # another annotation: nothing to do
+    notes = {"note": "x", "approval.agentharness.dev/decision": "Approved"}
+    assert store.apply(RUN_KIND, "MODIFIED", run("a", status=awaiting, annotations=notes)).reconcile
+    assert not store.apply(RUN_KIND, "MODIFIED", run("a", status=awaiting, annotations=notes)).reconcile
+    ended = run("a", status=ENDED, annotations={"approval.agentharness.dev/decision": "Rejected"})
+    assert not store.apply(RUN_KIND, "MODIFIED", ended).reconcile  # over

@@ -32,6 +32,7 @@ from harness_operator.core.forge.triggering import (
 ANNOTATION_REPORTED = f"{GROUP}/forge-reported"  # the stage last reported
 
 WORKING, WORKING_PR, FINISHED, FINISHED_PR = "working", "working+pr", "finished", "finished+pr"
+AWAITING = "awaiting"  # the change is kept until a person approves it (workspace.publish.approval)
 PENDING, SUCCESS, FAILURE, ERROR = "pending", "success", "failure", "error"  # commit status states
 SUMMARY_LINES = 12
 SUMMARY_CHARS = 1500
@@ -73,6 +74,8 @@ class ReportedRun:
     cost_usd: float | None
     cost_source: str | None
     duration: str | None
+    # While the change awaits approval: its files, + and - lines, and the paths that need the approval.
+    kept: tuple[int, int, int, tuple[str, ...]] | None = None
 
     @property
     def marker(self) -> str:
@@ -105,7 +108,7 @@ def compute_outcome(status: Mapping[str, Any]) -> str:
         return "succeeded"
     if state == "False":
         return "cancelled" if reason == Reason.Cancelled else "failed"
-    return "working"
+    return AWAITING if reason == Reason.AwaitingApproval else "working"
 
 
 def _pull_request(changes: Mapping[str, Any]) -> tuple[str | None, int | None]:
@@ -128,6 +131,8 @@ def _tokens(usage: Mapping[str, Any]) -> int | None:
 
 def compute_report_stage(outcome: str, pull_request_url: str | None) -> str:
     """The stage a run is at, for the forge: working or finished, with its pull request known or not."""
+    if outcome == AWAITING:
+        return AWAITING
     stage = WORKING if outcome == "working" else FINISHED
     return f"{stage}+pr" if pull_request_url else stage
 
@@ -177,7 +182,15 @@ def build_reported_run(run: Mapping[str, Any]) -> ReportedRun | None:
         cost_usd=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
         cost_source=usage.get("costSource") if usage else None,
         duration=progress.get("duration") if isinstance(progress.get("duration"), str) else None,
+        kept=_kept(changes) if outcome == AWAITING else None,
     )
+
+
+def _kept(changes: Mapping[str, Any]) -> tuple[int, int, int, tuple[str, ...]]:
+    counts = [changes.get(k) for k in ("files", "insertions", "deletions")]
+    files, added, removed = (c if isinstance(c, int) and not isinstance(c, bool) else 0 for c in counts)
+    paths = changes.get("approvalPaths")
+    return files, added, removed, tuple(str(p) for p in paths) if isinstance(paths, list) else ()
 
 
 def is_report_due(report: ReportedRun) -> bool:
@@ -203,6 +216,7 @@ _HEADLINE = {
     "succeeded": "succeeded",
     "failed": "failed",
     "cancelled": "was cancelled",
+    AWAITING: "awaits approval",
 }
 
 
@@ -229,6 +243,16 @@ def build_comment_body(report: ReportedRun) -> str:
     lines = [report.marker, headline, ""]
     if report.pull_request_url:
         lines += [f"Pull request: {report.pull_request_url}", ""]
+    if report.kept is not None:
+        files, added, removed, paths = report.kept
+        lines += [f"The change is kept, not pushed: {files} files changed (+{added} -{removed}).", ""]
+        if paths:  # file names the agent chose: untrusted text, fenced
+            lines += ["It touches paths that need an approval:", build_fenced("\n".join(paths), 10, 2000), ""]
+        lines += [
+            f"Approve: `harnessctl approve {report.name} -n {report.namespace}` · reject: "
+            f"`harnessctl reject {report.name} -n {report.namespace} --reason TEXT`",
+            "",
+        ]
     figures = _figures(report)
     if figures:
         lines += [figures, ""]
@@ -249,9 +273,11 @@ def build_comment_body(report: ReportedRun) -> str:
 
 
 def compute_status_state(outcome: str) -> str:
-    """The commit status state of an outcome: pending while it works, then success, failure or (cancelled)
-    error."""
-    return {"working": PENDING, "succeeded": SUCCESS, "failed": FAILURE}.get(outcome, ERROR)
+    """The commit status state of an outcome: pending while it works or awaits approval, then success,
+    failure or (cancelled) error."""
+    return {"working": PENDING, AWAITING: PENDING, "succeeded": SUCCESS, "failed": FAILURE}.get(
+        outcome, ERROR
+    )
 
 
 def build_commit_status(report: ReportedRun) -> CommitStatus | None:
@@ -259,7 +285,13 @@ def build_commit_status(report: ReportedRun) -> CommitStatus | None:
     run has no pull request and its event none (an issue's run before its PR opens)."""
     if report.head_sha is None or (report.pull_request_url is None and not report.is_pull_request):
         return None
-    said = {"working": "working", "succeeded": "succeeded", "failed": "failed", "cancelled": "cancelled"}
+    said = {
+        "working": "working",
+        AWAITING: "awaits approval",
+        "succeeded": "succeeded",
+        "failed": "failed",
+        "cancelled": "cancelled",
+    }
     description = f"HarnessRun {report.name} {said[report.outcome]}"
     if report.reason and report.outcome in ("failed", "cancelled"):
         description += f": {report.reason}"

@@ -57,6 +57,11 @@ def job_name(run: str, attempt: int) -> str:
     return fit_name(run, f"-a{attempt}")
 
 
+def publish_job_name(run: str) -> str:
+    """The Job that publishes the run's approved change (runner/publish_kept.py)."""
+    return fit_name(run, "-publish")
+
+
 def plan_secret_name(run: str) -> str:
     return fit_name(run, "-plan", 253)
 

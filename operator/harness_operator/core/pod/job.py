@@ -45,6 +45,16 @@ def grace_period(run: HarnessRun, config: OperatorConfig) -> int:
     return config.default_grace_period_seconds
 
 
+def attempt_image(run: HarnessRun, target: Attempt, config: OperatorConfig) -> str:
+    """The image of an attempt's containers: the run's, its definition's, or the operator's sandbox."""
+    sandbox = run.spec.sandbox
+    return (
+        (sandbox.image if sandbox and sandbox.image else None)
+        or target.definition.image
+        or config.sandbox_image
+    )
+
+
 def build_job(
     run: HarnessRun,
     target: Attempt,
@@ -59,11 +69,7 @@ def build_job(
     `namespace_rules`: the protected paths the run's namespace adds (core/pod/protected_paths.py)."""
     name = run.metadata["name"]
     sandbox = run.spec.sandbox
-    image = (
-        (sandbox.image if sandbox and sandbox.image else None)
-        or target.definition.image
-        or config.sandbox_image
-    )
+    image = attempt_image(run, target, config)
     labels = attempt_labels(name, target.index, target.provider)
     job_labels = dict(labels)
     if queue:  # Kueue reads both from the Job: its LocalQueue and its WorkloadPriorityClass

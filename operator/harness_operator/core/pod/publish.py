@@ -136,6 +136,7 @@ def build_publish_plan(
         secret_envs=sorted(set(secret_envs)),
         timeout_seconds=timeout_seconds,
         protected_paths=protected_paths,
+        approval_required=bool(publish.approval and publish.approval.required),
     )
 
 
@@ -196,8 +197,16 @@ def compute_changes(
         patch_config_map_name=changes_config_map_name(run_name) if patch_kept else None,
         pull_request_url=report.pull_request_url,
         pull_request_number=report.pull_request_number,
+        tree=report.tree if report.awaiting_approval else None,
+        approval_paths=report.approval_paths if report.awaiting_approval else None,
     )
     failure = (report.reason, report.message or report.reason) if report.reason else None
+    if report.awaiting_approval and not patch_kept and failure is None:
+        failure = (
+            Reason.PublishLost,
+            "the change was kept for approval but its patch could not be read from the publisher's log, "
+            "so there is nothing to approve and nothing is pushed; run the task again",
+        )
     return changes, failure
 
 

@@ -76,6 +76,8 @@ class Observed:
     changes: ChangesStatus | None = None
     # The agent succeeded but publishing its change failed: (reason, message).
     publish_failed: tuple[str, str] | None = None
+    # The agent succeeded and its change is kept for a person's approval (nothing pushed yet).
+    awaiting_approval: bool = False
     # The agent succeeded but its output does not match spec.outputSchema: (OutputInvalid, message).
     output_invalid: tuple[str, str] | None = None
     rejected: tuple[str, str] | None = None

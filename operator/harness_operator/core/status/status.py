@@ -46,6 +46,7 @@ from harness_operator.core.objects.conditions import (
 )
 from harness_operator.core.queue.budget import build_budget_charge, build_run_charge
 from harness_operator.core.resolve.retry import compute_next_index, retry_line, retry_number
+from harness_operator.core.status.awaiting import AWAITING_APPROVAL, build_awaiting
 from harness_operator.core.status.observed import FINISHED, RUNNING, SUSPENDED, Observed, ObservedAttempt
 from harness_operator.core.status.progress import build_final_progress
 from harness_operator.core.status.usage import sum_usage
@@ -212,21 +213,32 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
             reason, message = undelivered
             exit_code = 1
         published = ok and not undelivered
-        if published and observed.changes is not None:
-            message = f"{message}; {describe_changes(observed.changes)}"
-        conds = set_condition(
-            conds, SUCCEEDED, TRUE if published else FALSE, reason, message, generation, now
-        )
-        update |= {
-            "phase": Phase.succeeded
-            if published
-            else (Phase.cancelled if reason == Reason.Cancelled else Phase.failed),
-            "reason": reason,
-            "message": message,
-            "exit_code": exit_code,
-            "completion_time": previous.completion_time or timestamp(now),
-            "changes": observed.changes,
-        }
+        awaiting = published and observed.awaiting_approval and observed.changes is not None
+        if awaiting and observed.changes is not None:
+            update |= build_awaiting(run, observed.changes, now)
+            message = str(update["message"])
+            conds = set_condition(
+                conds, AWAITING_APPROVAL, TRUE, Reason.AwaitingApproval, message, generation, now
+            )
+            conds = set_condition(
+                conds, SUCCEEDED, UNKNOWN, Reason.AwaitingApproval, message, generation, now
+            )
+        else:
+            if published and observed.changes is not None:
+                message = f"{message}; {describe_changes(observed.changes)}"
+            conds = set_condition(
+                conds, SUCCEEDED, TRUE if published else FALSE, reason, message, generation, now
+            )
+            update |= {
+                "phase": Phase.succeeded
+                if published
+                else (Phase.cancelled if reason == Reason.Cancelled else Phase.failed),
+                "reason": reason,
+                "message": message,
+                "exit_code": exit_code,
+                "completion_time": previous.completion_time or timestamp(now),
+                "changes": observed.changes,
+            }
         if ok and observed.output is not None:
             update["output"] = OutputStatus(
                 excerpt=build_excerpt(observed.output),

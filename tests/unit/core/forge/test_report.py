@@ -350,3 +350,52 @@ def test_the_patch_records_the_stage_the_comment_and_the_pull_request() -> None:
 def test_a_malformed_comment_id_is_not_used() -> None:
     assert reported(run(annotations={ANNOTATION_COMMENT_ID: "../../x"})).comment_id is None
     assert reported(run(annotations={ANNOTATION_COMMENT_ID: "301"})).comment_id == "301"
+
+
+# --- a change awaiting approval ----------------------------------------------------------------------
+
+AWAITING_CHANGES = {
+    "base": SHA,
+    "files": 3,
+    "insertions": 12,
+    "deletions": 4,
+    "tree": "c" * 40,
+    "approvalPaths": [".github/workflows/ci.yml", "AGENTS.md\n@everyone [x](http://evil)"],
+}
+
+
+def test_a_change_awaiting_approval_is_its_own_stage_with_the_diffs_summary_and_how_to_approve() -> None:
+    obj = run(
+        succeeded=("Unknown", "AwaitingApproval"),
+        changes=AWAITING_CHANGES,
+        output={"excerpt": "Fixed the workflow."},
+        annotations={ANNOTATION_REPORTED: WORKING},
+    )
+    report = reported(obj)
+    assert report.outcome == "awaiting" and report.stage == "awaiting" and is_report_due(report)
+    body = build_comment_body(report)
+    text = outside_code(body)
+    assert "HarnessRun team-a/fixer-7-0123456789 awaits approval" in text
+    assert "The change is kept, not pushed: 3 files changed (+12 -4)." in text
+    assert "harnessctl approve fixer-7-0123456789 -n team-a" in text
+    assert "harnessctl reject fixer-7-0123456789 -n team-a --reason TEXT" in text
+    # The paths are the agent's file names: shown only inside a code block, where nothing renders.
+    assert "@everyone" not in text and "evil" not in text
+    assert any(".github/workflows/ci.yml" in block for block in code_blocks(body))
+    assert "Fixed the workflow." in "".join(code_blocks(body))
+    # Approved and published later: a new stage, the comment edited once more.
+    later = reported(run(succeeded=("True", "Succeeded"), changes={**AWAITING_CHANGES, **PR}))
+    assert later.stage == FINISHED_PR and later.kept is None
+
+
+def test_a_pull_requests_run_awaiting_approval_stays_pending() -> None:
+    obj = run(
+        succeeded=("Unknown", "AwaitingApproval"),
+        changes=AWAITING_CHANGES,
+        annotations={"agentharness.dev/forge-thread-kind": "pull", ANNOTATION_HEAD: HEAD},
+    )
+    status = build_commit_status(reported(obj))
+    assert status is not None and (status.state, status.description) == (
+        "pending",
+        "HarnessRun fixer-7-0123456789 awaits approval",
+    )
