@@ -81,9 +81,14 @@ def find_secrets(
     shutil.rmtree(scan, ignore_errors=True)
     try:
         files = scan / "source" / "change"
-        files.mkdir(parents=True)
-        for item in changed:
-            write_blob(git, files, item)
+        try:
+            files.mkdir(parents=True)
+            for item in changed:
+                write_blob(git, files, item)
+        except OSError as exc:
+            raise scan_failed(f"copying the change for the scan failed ({exc.strerror})") from None
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            raise scan_failed(f"reading the change for the scan failed: {last_lines(exc)}") from None
         found = run_gitleaks(scanner, scan, git.deadline, git.redactor.text)
     finally:
         shutil.rmtree(scan, ignore_errors=True)

@@ -152,6 +152,19 @@ def test_a_failing_scanner_refuses_the_change_and_its_words_are_redacted(pod: Po
     assert "harness/run-1" not in pod.branches()
 
 
+def test_a_scan_past_the_publishers_time_refuses_the_change(pod: Pod, tmp_path: Path) -> None:
+    scanner = tmp_path / "slow-gitleaks"
+    scanner.write_text("#!/bin/sh\nexec sleep 60\n")
+    scanner.chmod(0o755)
+    (pod.workdir / "README.md").write_text("changed\n")
+
+    report = scanned(pod, str(scanner), timeout_seconds=8)
+
+    assert report.reason == Reason.SecretScanFailed, report
+    assert "did not end within the publisher's time" in (report.message or "")
+    assert "harness/run-1" not in pod.branches()
+
+
 def test_with_the_scan_off_the_scanner_is_not_run(pod: Pod, tmp_path: Path) -> None:
     (pod.workdir / "README.md").write_text(f"token {github_token()}\n")
     environ = {"HARNESS_PUBLISH_TOKEN": TOKEN}
