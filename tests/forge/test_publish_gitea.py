@@ -37,6 +37,7 @@ from harness_operator.core.pod.job import build_job
 from harness_operator.core.resolve.resolution import AttemptTarget
 from harness_operator.runner.publish import publish
 from tests.lib.gitea import Gitea, User
+from tests.tools.gobuilds import gitleaks_binary
 
 DEFINITION = HarnessDefinitionSpec.model_validate(
     {
@@ -111,7 +112,9 @@ class Pod:
         }
         env = [e["name"] for e in self.containers[PUBLISH_CONTAINER]["env"] if "valueFrom" in e]
         assert set(env) == set(values), env
-        return publish(self.plan(), values, str(self.verdict), str(self.base_file), self.state)
+        # The plan's secret scan (on, as the chart's default) runs the gitleaks the images hold.
+        scanner = str(gitleaks_binary())
+        return publish(self.plan(), values, str(self.verdict), str(self.base_file), self.state, scanner)
 
 
 def make_run(

@@ -1,8 +1,8 @@
 """The Go helpers the tools tests run, built from the Go module proxy and cached per source and Go version:
-kind at the version e2e/kind/run.sh pins, tests/tools/kstatus, and helm-docs (the chart README's values
-table). `python -m tests.tools.gobuilds` builds all three ahead of the tests (tests/run-all.sh does, in
-the background while the images download); `python -m tests.tools.gobuilds helm-docs` builds one and
-prints its path."""
+kind at the version e2e/kind/run.sh pins, tests/tools/kstatus, helm-docs (the chart README's values
+table) and gitleaks (the publisher's secret scanner, sandbox-image/gitleaks). `python -m
+tests.tools.gobuilds` builds all four ahead of the tests (tests/run-all.sh does, in the background while
+the images download); `python -m tests.tools.gobuilds helm-docs` builds one and prints its path."""
 
 from __future__ import annotations
 
@@ -91,7 +91,21 @@ def helm_docs_binary() -> Path:
     )
 
 
-BUILDS = {"kind": kind_binary, "kstatus": kstatus_binary, "helm-docs": helm_docs_binary}
+def gitleaks_binary() -> Path:
+    """The publisher's secret scanner as the images hold it: sandbox-image/gitleaks builds it (its pin)."""
+    _go()
+    built = subprocess.run(
+        [str(ROOT / "sandbox-image" / "gitleaks")], capture_output=True, text=True, check=True, timeout=1800
+    )
+    return Path(built.stdout.strip())
+
+
+BUILDS = {
+    "kind": kind_binary,
+    "kstatus": kstatus_binary,
+    "helm-docs": helm_docs_binary,
+    "gitleaks": gitleaks_binary,
+}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or BUILDS:

@@ -91,3 +91,14 @@ def test_catalog_cli_versions_are_the_image_pins() -> None:
             assert definition.spec.cli_version == pins[name][2], name
         elif verified in pinned_cli:
             assert definition.spec.cli_version == pinned_cli[verified], name
+
+
+def test_the_dockerfiles_gitleaks_is_the_one_sandbox_image_gitleaks_pins() -> None:
+    """The public image the Dockerfile defaults to and the local build name one gitleaks version."""
+    pin = re.search(r"^version=(v[0-9.]+)", (ROOT / "sandbox-image" / "gitleaks").read_text(), re.MULTILINE)
+    default = re.search(
+        r"^ARG GITLEAKS_IMAGE=\S+:(v[0-9.]+)$",
+        (ROOT / "sandbox-image" / "Dockerfile").read_text(),
+        re.MULTILINE,
+    )
+    assert pin and default and pin.group(1) == default.group(1)

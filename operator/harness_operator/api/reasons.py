@@ -87,6 +87,8 @@ class Reason(StrEnum):
     ChangeTouchesSubmodule = "ChangeTouchesSubmodule"
     ChangeTouchesProtectedPath = "ChangeTouchesProtectedPath"
     ChangeLinksOutOfTree = "ChangeLinksOutOfTree"
+    ChangeHoldsSecret = "ChangeHoldsSecret"
+    SecretScanFailed = "SecretScanFailed"
     PatchTooLarge = "PatchTooLarge"
     PushRejected = "PushRejected"
     BranchMoved = "BranchMoved"
@@ -427,6 +429,18 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "False",
         "the agent's change reaches into a nested repository (a submodule it changed, replaced or added, or "
         "a folder holding .git): nothing is kept, pushed or opened",
+    ),
+    Reason.ChangeHoldsSecret: (
+        "Succeeded",
+        "False",
+        "the secret scanner (gitleaks) found a secret in a line the agent's change adds, which the platform "
+        "does not allow (publishing.secretScan.allow): nothing is kept, pushed or opened",
+    ),
+    Reason.SecretScanFailed: (
+        "Succeeded",
+        "False",
+        "the publisher could not scan the agent's change for secrets (no gitleaks in the image, a failure, "
+        "out of time): nothing unscanned is kept, pushed or opened",
     ),
     Reason.ChangeTouchesProtectedPath: (
         "Succeeded",

@@ -72,6 +72,22 @@ class PullRequestPlan(Model):
     draft: bool = False
 
 
+class SecretScanAllow(Model):
+    """Findings of the secret scan the platform allows (chart publishing.secretScan.allow), each entry
+    alone: a path matching one of `paths` (Python regular expressions, searched in the repository path),
+    a rule in `rules` (gitleaks rule ids), or a fingerprint in `fingerprints` (`path:rule:line`)."""
+
+    paths: list[str] = Field(default_factory=list)
+    rules: list[str] = Field(default_factory=list)
+    fingerprints: list[str] = Field(default_factory=list)
+
+
+class SecretScanPlan(Model):
+    """The publisher scans the change for secrets (gitleaks) before keeping or pushing it."""
+
+    allow: SecretScanAllow = Field(default_factory=SecretScanAllow)
+
+
 class PublishPlan(Model):
     """What the publisher does once the agent has succeeded; templates rendered by the operator."""
 
@@ -94,6 +110,8 @@ class PublishPlan(Model):
     approval_required: bool = False
     mode: PublishMode = PublishMode.attempt
     kept: KeptChange | None = None
+    # None: the platform turned the scan off (chart publishing.secretScan.enabled: false).
+    secret_scan: SecretScanPlan | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -44,6 +45,11 @@ DEFAULT_PROTECTED_PATHS: tuple[str, ...] = (
     *(".mcp.json", ".aider.conf.yml", "opencode.json"),
 )
 OPTIONAL_INTS = frozenset({"default_ttl_seconds_after_finished"})  # empty or unset: None
+# Lists whose entries may hold commas (regular expressions, paths): one entry a line.
+LINE_LISTS = frozenset(
+    {"secret_scan_allow_paths", "secret_scan_allow_rules", "secret_scan_allow_fingerprints"}
+)
+FINGERPRINT = re.compile(r"^.+:[^:\s]+:[0-9]+$")
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,12 @@ class OperatorConfig:
     protected_paths: tuple[ProtectedPathRule, ...] = tuple(
         ProtectedPathRule(path=path) for path in DEFAULT_PROTECTED_PATHS
     )
+    # The publisher's secret scan of a change (the chart's publishing.secretScan): on, and the findings
+    # the platform allows (runner/secret_scan.py): path regexes, gitleaks rule ids, fingerprints.
+    secret_scan: bool = True
+    secret_scan_allow_paths: tuple[str, ...] = ()
+    secret_scan_allow_rules: tuple[str, ...] = ()
+    secret_scan_allow_fingerprints: tuple[str, ...] = ()
     # Retention of finished runs without spec.ttlSecondsAfterFinished; None keeps them until deleted.
     default_ttl_seconds_after_finished: int | None = None
     # The default spares runs a GitOps tool or Helm applied (it would apply them again, and they would run).
@@ -165,6 +177,21 @@ class OperatorConfig:
             )
         if self.await_network_policy_seconds < 1:
             raise ValueError("HARNESS_AWAIT_NETWORK_POLICY_SECONDS must be at least 1")
+        for pattern in self.secret_scan_allow_paths:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"HARNESS_SECRET_SCAN_ALLOW_PATHS (publishing.secretScan.allow.paths): {pattern!r} is "
+                    f"not a regular expression ({exc})"
+                ) from exc
+        for fingerprint in self.secret_scan_allow_fingerprints:
+            if not FINGERPRINT.match(fingerprint):
+                raise ValueError(
+                    "HARNESS_SECRET_SCAN_ALLOW_FINGERPRINTS (publishing.secretScan.allow.fingerprints): "
+                    f"{fingerprint!r} is not a fingerprint PATH:RULE:LINE such as tests/fixtures/key.json:"
+                    "github-pat:3 (the refusal's message names it)"
+                )
         if self.api_server_address:
             try:
                 split_address(self.api_server_address)
@@ -193,7 +220,8 @@ class OperatorConfig:
                 elif isinstance(current, int):
                     values[name] = int(raw)
                 elif isinstance(current, tuple):
-                    values[name] = tuple(n.strip() for n in raw.split(",") if n.strip())
+                    entries = raw.splitlines() if name in LINE_LISTS else raw.split(",")
+                    values[name] = tuple(n.strip() for n in entries if n.strip())
                 elif isinstance(current, dict):
                     values[name] = dict(pair.split("=", 1) for pair in raw.split(",") if pair.strip())
                 else:

@@ -10,8 +10,9 @@ recorded is fetched from the origin, the only step but the push that holds the c
 names the working tree. The change is then taken with no token in git's environment and no credential
 helper: the files are read as the bytes the agent wrote (runner/worktree.py: no filter, attribute,
 encoding or configuration of the workspace's, no nested repository entered) and written as one commit on
-that base by `git fast-import`. A change holding a granted credential's value, reaching into a submodule
-or linking out of the tree is refused, and one touching a protected path is not pushed (refused, or held
+that base by `git fast-import`. A change holding a granted credential's value, adding what the secret
+scanner takes for a secret (runner/secret_scan.py), reaching into a submodule or linking out of the tree
+is refused, and one touching a protected path is not pushed (refused, or held
 for approval: runner/protected_paths.py). The patch goes to this container's log, framed; the commit is
 pushed to the run's branch with the write credential, which only this container holds, never forced:
 only if the branch does not exist yet, or (publish.branch.ifExists FastForward) onto the branch when it
@@ -55,6 +56,7 @@ from harness_operator.runner.protected_paths import check_links, check_protected
 from harness_operator.runner.publish_git import Git, PublishError, describe_push_failure, last_lines
 from harness_operator.runner.pull_request import find_pull_request, open_pull_request
 from harness_operator.runner.redact import Redactor
+from harness_operator.runner.secret_scan import GITLEAKS, check_secrets
 from harness_operator.runner.worktree import NestedRepository, fast_import_commit, parse_tree, take_entries
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
@@ -210,6 +212,7 @@ def publish(
     verdict_file: str = VERDICT_FILE,
     base_file: str = BASE_FILE,
     state: Path = Path(PUBLISH_DIR),
+    scanner: str = GITLEAKS,
 ) -> ChangesReport:
     """Take, check, keep and publish the change; every failure is a report, never a raise."""
     verdict = read_verdict(verdict_file)
@@ -279,6 +282,8 @@ def publish(
                 f"{path} holds the value of the credential {name}: the change is not kept, pushed or "
                 "opened; take the value out of the workspace (the agent wrote it there)",
             )
+        if plan.secret_scan is not None:
+            check_secrets(git, base, commit, plan.secret_scan, scanner)
         check_links(git, base, commit)
         if len(patch) <= plan.patch_limit:
             sys.stderr.write("\n" + encode_frame(patch))

@@ -43,7 +43,7 @@ from harness_operator.core.pod.egress_grant import (
 )
 from harness_operator.core.pod.model_grant import build_model_env
 from harness_operator.core.pod.protected_paths import merge_protected_paths
-from harness_operator.core.pod.publish import WorkspaceStart, build_publish_plan
+from harness_operator.core.pod.publish import WorkspaceStart, build_publish_plan, build_secret_scan_plan
 from harness_operator.core.pod.workspace import working_dir, workspace_mount_path
 
 PLAN_DIR = "/etc/harness"
@@ -252,7 +252,14 @@ def build_publish_container(
             env.append(_secret_env(name, ref))
             secrets.append(name)
     rules = merge_protected_paths(config.protected_paths, namespace_rules, publish.protected_paths)
-    plan = build_publish_plan(run, working_dir(run), secrets, config.publish_timeout_seconds, rules)
+    plan = build_publish_plan(
+        run,
+        working_dir(run),
+        secrets,
+        config.publish_timeout_seconds,
+        rules,
+        build_secret_scan_plan(config),
+    )
     assert plan is not None
     # `$$` is the kubelet's escape for `$`: a template's $(NAME) must not become another variable's value.
     env.append({"name": PUBLISH_PLAN_ENV, "value": plan.to_json().replace("$", "$$")})

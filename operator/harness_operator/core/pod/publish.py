@@ -24,7 +24,13 @@ from harness_operator.api.v1alpha1 import (
     PublishBranch,
     WorkspacePublish,
 )
-from harness_operator.contract.changes import ChangesReport, PublishPlan, PullRequestPlan
+from harness_operator.contract.changes import (
+    ChangesReport,
+    PublishPlan,
+    PullRequestPlan,
+    SecretScanAllow,
+    SecretScanPlan,
+)
 from harness_operator.core.access.forge_address import compute_api_url, compute_repository
 from harness_operator.core.access.git_egress import find_git_egress_problem
 from harness_operator.core.attempt import Attempt
@@ -99,12 +105,25 @@ def check_publish(run: HarnessRun) -> None:
         )
 
 
+def build_secret_scan_plan(config: OperatorConfig) -> SecretScanPlan | None:
+    """The publisher's secret scan as the platform set it (chart publishing.secretScan), None when off."""
+    if not config.secret_scan:
+        return None
+    allow = SecretScanAllow(
+        paths=list(config.secret_scan_allow_paths),
+        rules=list(config.secret_scan_allow_rules),
+        fingerprints=list(config.secret_scan_allow_fingerprints),
+    )
+    return SecretScanPlan(allow=allow)
+
+
 def build_publish_plan(
     run: HarnessRun,
     working_dir: str,
     secret_envs: list[str],
     timeout_seconds: int,
     protected_paths: list[ProtectedPathRule],
+    secret_scan: SecretScanPlan | None = None,
 ) -> PublishPlan | None:
     """What the publishing container does for this run, or None when it publishes nothing;
     `protected_paths`: the rules merged (core/pod/protected_paths.py)."""
@@ -137,6 +156,7 @@ def build_publish_plan(
         timeout_seconds=timeout_seconds,
         protected_paths=protected_paths,
         approval_required=bool(publish.approval and publish.approval.required),
+        secret_scan=secret_scan,
     )
 
 
