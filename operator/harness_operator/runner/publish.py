@@ -12,7 +12,8 @@ helper: the files are read as the bytes the agent wrote (runner/worktree.py: no 
 encoding or configuration of the workspace's, no nested repository entered) and written as one commit on
 that base by `git fast-import`. A change holding a granted credential's value, reaching into a submodule,
 or editing CI configuration the run does not allow is refused. The patch goes to this container's log,
-framed; the commit is pushed to the run's branch with the write credential, which only this container
+framed; the commit is signed with the platform's SSH key when the plan says so (runner/signing.py) and
+pushed to the run's branch with the write credential, which only this container
 holds, never forced: only if the branch does not exist yet, or (publish.branch.ifExists FastForward)
 onto the branch when it is still at the commit the workspace cloned from it; the pull request is found
 or opened through the forge's API (runner/pull_request.py). What happened is the termination message
@@ -53,6 +54,7 @@ from harness_operator.contract.frame import encode_frame
 from harness_operator.runner.publish_git import Git, PublishError, describe_push_failure, last_lines
 from harness_operator.runner.pull_request import find_pull_request, open_pull_request
 from harness_operator.runner.redact import Redactor
+from harness_operator.runner.signing import sign_commit
 from harness_operator.runner.worktree import NestedRepository, fast_import_commit, parse_tree, take_entries
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
@@ -305,8 +307,12 @@ def publish(
                 "it is not pushed or opened; set spec.workspace.publish.allowCIChanges: true to publish such "
                 "changes",
             )
+        signature = sign_commit(git, commit, plan.sign, environ) if plan.sign is not None else None
+        commit = signature.commit if signature is not None else commit
         push_branch(git, plan, plan.branch, base, commit)
         report = report.model_copy(update={"commit": commit, "branch": plan.branch})
+        if signature is not None:
+            report = report.model_copy(update={"signed": True, "signing_key": signature.key})
         if plan.pull_request is None:
             return report
         if plan.if_exists == BranchIfExists.fast_forward:
