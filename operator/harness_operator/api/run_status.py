@@ -125,6 +125,16 @@ class ChangesStatus(Model):
         description="The combined state of the checks on the branch's head as last seen: pending, "
         "success, failure or error.",
     )
+    signed: bool | None = Field(
+        default=None,
+        description="The pushed commit carries an SSH signature by the platform's key (the operator's "
+        "publishing.signing).",
+    )
+    signing_key: str | None = Field(
+        default=None,
+        description="The SHA256 fingerprint of the key that signed the pushed commit (as ssh-keygen -l "
+        "prints it).",
+    )
 
 
 class Progress(Model):

@@ -200,6 +200,13 @@ class WorkspacePublish(Model):
         ".gitea/, .forgejo/, .gitlab-ci.yml, .circleci/ and the like). Off by default: such a change is "
         "refused (ChangeTouchesCI), since CI runs what it says with the repository's secrets.",
     )
+    sign: bool | None = Field(
+        default=None,
+        description="Sign the pushed commit with the platform's SSH key (the operator's publishing.signing). "
+        "Unset: as the platform says (publishing.signing.enabled). true needs a key the platform "
+        "configured; false only where the platform allows unsigned commits (publishing.signing."
+        "allowUnsigned).",
+    )
 
     model_config = ConfigDict(
         json_schema_extra=validations(

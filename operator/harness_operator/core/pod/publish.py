@@ -23,7 +23,7 @@ from harness_operator.api.v1alpha1 import (
     PublishBranch,
     WorkspacePublish,
 )
-from harness_operator.contract.changes import ChangesReport, PublishPlan, PullRequestPlan
+from harness_operator.contract.changes import ChangesReport, PublishPlan, PullRequestPlan, SigningPlan
 from harness_operator.core.access.forge_address import compute_api_url, compute_repository
 from harness_operator.core.access.git_egress import find_git_egress_problem
 from harness_operator.core.attempt import Attempt
@@ -99,9 +99,14 @@ def check_publish(run: HarnessRun) -> None:
 
 
 def build_publish_plan(
-    run: HarnessRun, working_dir: str, secret_envs: list[str], timeout_seconds: int
+    run: HarnessRun,
+    working_dir: str,
+    secret_envs: list[str],
+    timeout_seconds: int,
+    sign: SigningPlan | None = None,
 ) -> PublishPlan | None:
-    """What the publishing container does for this run, or None when it publishes nothing."""
+    """What the publishing container does for this run, or None when it publishes nothing; `sign`: how
+    it signs the pushed commit (core/pod/signing.py)."""
     publish = _publish(run)
     git = run.spec.workspace.git if run.spec.workspace else None
     if publish is None or git is None:
@@ -130,6 +135,7 @@ def build_publish_plan(
         secret_envs=sorted(set(secret_envs)),
         timeout_seconds=timeout_seconds,
         allow_ci_changes=publish.allow_ci_changes,
+        sign=sign,
     )
 
 
@@ -190,6 +196,8 @@ def compute_changes(
         patch_config_map_name=changes_config_map_name(run_name) if patch_kept else None,
         pull_request_url=report.pull_request_url,
         pull_request_number=report.pull_request_number,
+        signed=report.signed or None,
+        signing_key=report.signing_key,
     )
     failure = (report.reason, report.message or report.reason) if report.reason else None
     return changes, failure
