@@ -91,6 +91,7 @@ class Reason(StrEnum):
     ChangeLinksOutOfTree = "ChangeLinksOutOfTree"
     PatchTooLarge = "PatchTooLarge"
     PushRejected = "PushRejected"
+    SigningFailed = "SigningFailed"
     BranchMoved = "BranchMoved"
     PullRequestFailed = "PullRequestFailed"
     PublishLost = "PublishLost"
@@ -461,6 +462,12 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "the patch is larger than a ConfigMap holds and no branch was asked for to keep it",
     ),
     Reason.PushRejected: ("Succeeded", "False", "the origin refused the push of the run's branch"),
+    Reason.SigningFailed: (
+        "Succeeded",
+        "False",
+        "the publisher could not sign the commit with the platform's SSH key (publishing.signing): nothing "
+        "is pushed or opened",
+    ),
     Reason.BranchMoved: (
         "Succeeded",
         "False",

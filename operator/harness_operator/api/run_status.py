@@ -159,6 +159,17 @@ class ChangesStatus(Model):
         description="The paths the change touches that the policy publishes only with an approval.",
     )
 
+    signed: bool | None = Field(
+        default=None,
+        description="The pushed commit carries an SSH signature by the platform's key (the operator's "
+        "publishing.signing).",
+    )
+    signing_key: str | None = Field(
+        default=None,
+        description="The SHA256 fingerprint of the key that signed the pushed commit (as ssh-keygen -l "
+        "prints it).",
+    )
+
 
 class ApprovalDecision(StrEnum):
     approved = "Approved"

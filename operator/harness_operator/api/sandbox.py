@@ -288,6 +288,13 @@ class WorkspacePublish(Model):
         default=None,
         description="Wait for a person's approval before publishing (needs branch or pullRequest).",
     )
+    sign: bool | None = Field(
+        default=None,
+        description="Sign the pushed commit with the platform's SSH key (the operator's publishing.signing). "
+        "Unset: as the platform says (publishing.signing.enabled). true needs a key the platform "
+        "configured; false only where the platform allows unsigned commits (publishing.signing."
+        "allowUnsigned).",
+    )
 
     model_config = ConfigDict(
         json_schema_extra=validations(

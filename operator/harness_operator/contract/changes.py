@@ -25,6 +25,9 @@ CLONE_TOKEN_ENV = "GIT_TOKEN"
 # The runner writes VERDICT_FILE in VERDICT_DIR, a volume the agent's container does not mount.
 VERDICT_DIR = "/run/harness-verdict"
 VERDICT_FILE = f"{VERDICT_DIR}/verdict.json"
+# The platform's SSH signing key (the operator's publishing.signing Secret): only the publisher's container
+# has it, and it writes it to a file of its own (mode 0600) for ssh-keygen.
+SIGNING_KEY_ENV = "HARNESS_SIGNING_KEY"
 # The publisher's own volume (the agent's container does not mount it): the clone writes BASE_FILE there
 # before the agent starts, the publisher keeps its repository, index and home in it.
 PUBLISH_DIR = "/run/harness-publish"
@@ -88,6 +91,15 @@ class SecretScanPlan(Model):
     allow: SecretScanAllow = Field(default_factory=SecretScanAllow)
 
 
+class SigningPlan(Model):
+    """Sign the pushed commit with the platform's SSH key (in SIGNING_KEY_ENV); `name` and `email`, when set,
+    the committer (the identity a forge matches with the key's owner). `source` names the Secret."""
+
+    source: str
+    name: str | None = None
+    email: str | None = None
+
+
 class PublishPlan(Model):
     """What the publisher does once the agent has succeeded; templates rendered by the operator."""
 
@@ -112,6 +124,7 @@ class PublishPlan(Model):
     kept: KeptChange | None = None
     # None: the platform turned the scan off (chart publishing.secretScan.enabled: false).
     secret_scan: SecretScanPlan | None = None
+    sign: SigningPlan | None = None
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True)
@@ -148,6 +161,9 @@ class ChangesReport(Model):
     tree: str | None = None
     # The protected paths (action RequireApproval) the change touches: it is published only once approved.
     approval_paths: list[str] | None = None
+    # The pushed commit carries an SSH signature by the key of this fingerprint (SHA256:...).
+    signed: bool = False
+    signing_key: str | None = None
 
     def render(self) -> str:
         """The termination message: the message is cut until the whole fits in 4 KiB."""

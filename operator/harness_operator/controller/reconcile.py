@@ -38,6 +38,7 @@ from harness_operator.core.objects.conditions import is_finished, is_running
 from harness_operator.core.objects.naming import job_name
 from harness_operator.core.pod.job import grace_period
 from harness_operator.core.pod.publish import check_git_egress, check_publish
+from harness_operator.core.pod.signing import check_signing
 from harness_operator.core.resolve.resolution import (
     DefinitionReader,
     Rejection,
@@ -331,6 +332,7 @@ class Reconciler:
             raise Rejection(Reason.McpUnsupported, problem)
         attempts = decide_attempts(run, targets, self.config)
         check_git_egress(run, attempts, self.config)
+        check_signing(run, attempts, self.config)
         return attempts
 
 

@@ -134,6 +134,15 @@ class OperatorConfig:
     secret_scan_allow_paths: tuple[str, ...] = ()
     secret_scan_allow_rules: tuple[str, ...] = ()
     secret_scan_allow_fingerprints: tuple[str, ...] = ()
+    # Signing the pushed commits (the chart's publishing.signing): the Secret, in each run's namespace, and
+    # its key holding the SSH private key; whether runs sign by default and may opt out; the committer
+    # a forge matches with the key's owner (empty: the commit's author).
+    signing_secret_name: str = ""
+    signing_secret_key: str = "ssh-privatekey"
+    signing_enabled: bool = False
+    signing_allow_unsigned: bool = False
+    signing_committer_name: str = ""
+    signing_committer_email: str = ""
     # Retention of finished runs without spec.ttlSecondsAfterFinished; None keeps them until deleted.
     default_ttl_seconds_after_finished: int | None = None
     # The default spares runs a GitOps tool or Helm applied (it would apply them again, and they would run).
@@ -160,6 +169,11 @@ class OperatorConfig:
             raise ValueError(
                 "HARNESS_MODEL_GATEWAY_SERVICE is set: HARNESS_MODEL_GATEWAY_KEY and "
                 "HARNESS_MODEL_GATEWAY_NAMESPACE must be set too (the chart sets all three)"
+            )
+        if self.signing_enabled and not self.signing_secret_name:
+            raise ValueError(
+                "HARNESS_SIGNING_ENABLED is set: HARNESS_SIGNING_SECRET_NAME must name the Secret of the SSH "
+                "signing key (the chart's publishing.signing.secretName)"
             )
         if self.fqdn_policy not in (FQDN_AUTO, FQDN_CILIUM, FQDN_NONE):
             raise ValueError(

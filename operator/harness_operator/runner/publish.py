@@ -12,13 +12,14 @@ helper: the files are read as the bytes the agent wrote (runner/worktree.py: no 
 encoding or configuration of the workspace's, no nested repository entered) and written as one commit on
 that base by `git fast-import`. A change holding a granted credential's value, adding what the secret
 scanner takes for a secret (runner/secret_scan.py), reaching into a submodule or linking out of the tree
-is refused, and one touching a protected path is not pushed (refused, or held
-for approval: runner/protected_paths.py). The patch goes to this container's log, framed; the commit is
-pushed to the run's branch with the write credential, which only this container holds, never forced:
-only if the branch does not exist yet, or (publish.branch.ifExists FastForward) onto the branch when it
-is still at the commit the workspace cloned from it; the pull request is found or opened through the
-forge's API (runner/pull_request.py). What happened is the termination message
-(ChangesReport); the exit code is 0 unless the publisher itself broke.
+is refused, and one touching a protected path is not pushed (refused, or held for approval:
+runner/protected_paths.py). The patch goes to this container's log, framed; the commit is signed with
+the platform's SSH key when the plan says so (runner/signing.py) and pushed to the run's branch with the
+write credential, which only this container holds, never forced: only if the branch does not exist yet,
+or (publish.branch.ifExists FastForward) onto the branch when it is still at the commit the workspace
+cloned from it; the pull request is found or opened through the forge's API (runner/pull_request.py).
+What happened is the termination message (ChangesReport); the exit code is 0 unless the publisher
+itself broke.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from harness_operator.runner.publish_git import Git, PublishError, describe_push
 from harness_operator.runner.pull_request import find_pull_request, open_pull_request
 from harness_operator.runner.redact import Redactor
 from harness_operator.runner.secret_scan import GITLEAKS, check_secrets
+from harness_operator.runner.signing import sign_commit
 from harness_operator.runner.worktree import NestedRepository, fast_import_commit, parse_tree, take_entries
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
@@ -302,7 +304,7 @@ def publish(
         kept = keep_for_approval(git, plan, report, commit)
         if kept is not None:
             return kept
-        return push_and_open(git, plan, report, base, commit, verdict.output, token, redactor)
+        return push_and_open(git, plan, report, base, commit, verdict.output, environ, redactor)
     except PublishError as exc:
         return report.model_copy(update={"reason": exc.reason, "message": redactor.text(exc.message)})
 
@@ -314,14 +316,20 @@ def push_and_open(
     base: str,
     commit: str,
     output: str,
-    token: str,
+    environ: Mapping[str, str],
     redactor: Redactor,
 ) -> ChangesReport:
-    """`commit` pushed to the plan's branch and the pull request found or opened: the one place a change
-    leaves the publisher, the attempt's and an approved kept change's (runner/kept_change.py) alike."""
+    """`commit` (signed first when the plan says so) pushed to the plan's branch and the pull request found
+    or opened: the one place a change leaves the publisher, the attempt's and an approved kept change's
+    (runner/kept_change.py) alike."""
     assert plan.branch is not None
+    token = environ.get(PUBLISH_TOKEN_ENV) or ""
+    signature = sign_commit(git, commit, plan.sign, environ) if plan.sign is not None else None
+    commit = signature.commit if signature is not None else commit
     push_branch(git, plan, plan.branch, base, commit)
     report = report.model_copy(update={"commit": commit, "branch": plan.branch})
+    if signature is not None:
+        report = report.model_copy(update={"signed": True, "signing_key": signature.key})
     if plan.pull_request is None:
         return report
     if plan.if_exists == BranchIfExists.fast_forward:

@@ -88,7 +88,9 @@ def publish_kept(
                 Reason.PushRejected, f"fetching the change's base from the origin failed: {last_lines(exc)}"
             ) from None
         commit = rebuild_kept(git, plan, kept, patch)
-        return push_and_open(git, plan, report, kept.base, commit, read_output(output_file), token, redactor)
+        return push_and_open(
+            git, plan, report, kept.base, commit, read_output(output_file), environ, redactor
+        )
     except PublishError as exc:
         return report.model_copy(update={"reason": exc.reason, "message": redactor.text(exc.message)})
 

@@ -74,6 +74,10 @@ def test_default_values_fit_the_schema() -> None:
         ({"admission": {"runsMaySet": {"hostNetwork": True}}}, ["admission", "runsMaySet"]),
         ({"admission": {"deniedEnvNames": ["LD PRELOAD"]}}, ["admission", "deniedEnvNames", 0]),
         ({"admission": {"allowedImagePrefixes": "harness.local/"}}, ["admission", "allowedImagePrefixes"]),
+        ({"publishing": {"signing": {"secretName": "Not A Name"}}}, ["publishing", "signing", "secretName"]),
+        ({"publishing": {"signing": {"enabled": "yes"}}}, ["publishing", "signing", "enabled"]),
+        ({"publishing": {"signing": {"committerEmail": "bot"}}}, ["publishing", "signing", "committerEmail"]),
+        ({"publishing": {"signing": {"key": "x"}}}, ["publishing", "signing"]),
     ],
 )
 def test_bad_values_are_refused(patch: dict, path: list[str]) -> None:

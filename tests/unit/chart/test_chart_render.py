@@ -84,6 +84,9 @@ EVERY_KNOB = (
     "runs.ttlSecondsAfterFinished=86400",
     "multiKueue.workers[0].name=worker-1",
     "multiKueue.workers[0].kubeconfigSecret=worker-1-kubeconfig",
+    "publishing.signing.enabled=true",
+    "publishing.signing.secretName=harness-signing",
+    "publishing.signing.committerEmail=bot@example.invalid",
 )
 
 
@@ -120,6 +123,17 @@ def test_pod_labels_cannot_override_the_selector_labels() -> None:
 def test_sandbox_pull_secrets_reach_the_operator_as_a_setting_it_reads() -> None:
     env = env_of(render(*EVERY_KNOB))
     assert OperatorConfig.from_env(env).image_pull_secrets == ("registry-a", "registry-b")
+
+
+def test_signing_reaches_the_operator_and_is_on_only_with_a_secret() -> None:
+    assert OperatorConfig.from_env(env_of(render())).signing_secret_name == ""
+    config = OperatorConfig.from_env(env_of(render(*EVERY_KNOB, "publishing.signing.allowUnsigned=true")))
+    assert (config.signing_secret_name, config.signing_secret_key) == ("harness-signing", "ssh-privatekey")
+    assert config.signing_enabled and config.signing_allow_unsigned
+    assert (config.signing_committer_name, config.signing_committer_email) == ("", "bot@example.invalid")
+    refused = helm("template", "r", str(CHART), "--set", "publishing.signing.enabled=true")
+    assert refused.returncode != 0
+    assert "publishing.signing.enabled=true needs publishing.signing.secretName" in refused.stderr
 
 
 def test_finished_runs_go_after_a_week_except_those_a_tool_applied_unless_the_chart_says_otherwise() -> None:

@@ -44,6 +44,7 @@ from harness_operator.core.pod.egress_grant import (
 from harness_operator.core.pod.model_grant import build_model_env
 from harness_operator.core.pod.protected_paths import merge_protected_paths
 from harness_operator.core.pod.publish import WorkspaceStart, build_publish_plan, build_secret_scan_plan
+from harness_operator.core.pod.signing import build_signing_env, build_signing_plan
 from harness_operator.core.pod.workspace import working_dir, workspace_mount_path
 
 PLAN_DIR = "/etc/harness"
@@ -227,8 +228,9 @@ def build_publish_container(
     namespace_rules: Sequence[ProtectedPathRule] = (),
 ) -> dict[str, Any] | None:
     """The publisher (runner/publish.py), a sidecar: the kubelet stops it only after the runner and the
-    agent have ended, and then it takes the change. It holds the write credential, which no other
-    container does, and every credential the agent is granted, to refuse a change that holds one."""
+    agent have ended, and then it takes the change. It holds the write credential and the platform's
+    signing key, which no other container does, and every credential the agent is granted, to refuse a
+    change that holds one."""
     workspace = run.spec.workspace
     publish = workspace.publish if workspace else None
     git = workspace.git if workspace else None
@@ -252,6 +254,9 @@ def build_publish_container(
             env.append(_secret_env(name, ref))
             secrets.append(name)
     rules = merge_protected_paths(config.protected_paths, namespace_rules, publish.protected_paths)
+    sign = build_signing_plan(run, config)
+    if sign is not None:
+        env.append(build_signing_env(config))
     plan = build_publish_plan(
         run,
         working_dir(run),
@@ -259,6 +264,7 @@ def build_publish_container(
         config.publish_timeout_seconds,
         rules,
         build_secret_scan_plan(config),
+        sign,
     )
     assert plan is not None
     # `$$` is the kubelet's escape for `$`: a template's $(NAME) must not become another variable's value.

@@ -39,6 +39,7 @@ from harness_operator.core.objects.ownership import build_child_meta
 from harness_operator.core.pod.containers import build_git_proxy_env, container_security, isolated_python
 from harness_operator.core.pod.job import PUBLISH_SLACK_SECONDS, attempt_image
 from harness_operator.core.pod.publish import PATCH_KEY, build_publish_plan
+from harness_operator.core.pod.signing import build_signing_env, build_signing_plan
 from harness_operator.core.pod.workspace import working_dir
 
 
@@ -58,8 +59,10 @@ def build_publish_job(run: HarnessRun, target: Attempt, config: OperatorConfig) 
     publish = workspace.publish if workspace else None
     git = workspace.git if workspace else None
     kept = build_kept_change(run)
-    # No rules: the policy judged the change when it was kept, and the tree checked is the one judged.
-    plan = build_publish_plan(run, working_dir(run), [], config.publish_timeout_seconds, [])
+    # No rules and no scan: the policy judged the change when it was kept, and the tree checked is the one
+    # judged. The commit made again is signed as the attempt's would have been.
+    sign = build_signing_plan(run, config)
+    plan = build_publish_plan(run, working_dir(run), [], config.publish_timeout_seconds, [], None, sign)
     if publish is None or git is None or kept is None or plan is None or plan.branch is None:
         return None
     plan = plan.model_copy(update={"mode": PublishMode.publish_kept, "kept": kept})
@@ -70,6 +73,8 @@ def build_publish_job(run: HarnessRun, target: Attempt, config: OperatorConfig) 
     ):
         if ref is not None:
             env.append({"name": variable, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    if sign is not None:
+        env.append(build_signing_env(config))
     # `$$` is the kubelet's escape for `$`: a template's $(NAME) must not become another variable's value.
     env.append({"name": PUBLISH_PLAN_ENV, "value": plan.to_json().replace("$", "$$")})
     container = {

@@ -30,6 +30,7 @@ from harness_operator.contract.changes import (
     PullRequestPlan,
     SecretScanAllow,
     SecretScanPlan,
+    SigningPlan,
 )
 from harness_operator.core.access.forge_address import compute_api_url, compute_repository
 from harness_operator.core.access.git_egress import find_git_egress_problem
@@ -124,9 +125,11 @@ def build_publish_plan(
     timeout_seconds: int,
     protected_paths: list[ProtectedPathRule],
     secret_scan: SecretScanPlan | None = None,
+    sign: SigningPlan | None = None,
 ) -> PublishPlan | None:
     """What the publishing container does for this run, or None when it publishes nothing;
-    `protected_paths`: the rules merged (core/pod/protected_paths.py)."""
+    `protected_paths`: the rules merged (core/pod/protected_paths.py); `sign`: how it signs the pushed
+    commit (core/pod/signing.py)."""
     publish = _publish(run)
     git = run.spec.workspace.git if run.spec.workspace else None
     if publish is None or git is None:
@@ -157,6 +160,7 @@ def build_publish_plan(
         protected_paths=protected_paths,
         approval_required=bool(publish.approval and publish.approval.required),
         secret_scan=secret_scan,
+        sign=sign,
     )
 
 
@@ -219,6 +223,8 @@ def compute_changes(
         pull_request_number=report.pull_request_number,
         tree=report.tree if report.awaiting_approval else None,
         approval_paths=report.approval_paths if report.awaiting_approval else None,
+        signed=report.signed or None,
+        signing_key=report.signing_key,
     )
     failure = (report.reason, report.message or report.reason) if report.reason else None
     if report.awaiting_approval and not patch_kept and failure is None:
