@@ -33,6 +33,13 @@ class Kube(KubeStreams):
             lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, RUNS, name)
         )
 
+    def fetch_username(self) -> str:
+        """Who the API server takes this client for (a SelfSubjectReview): the name admission sees."""
+        review: Any = client.AuthenticationV1Api(self.api).create_self_subject_review(
+            client.V1SelfSubjectReview(api_version="authentication.k8s.io/v1", kind="SelfSubjectReview")
+        )
+        return str(review.status.user_info.username)
+
     def fetch_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
         return none_if_missing(
             lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, SCHEDULES, name)
