@@ -94,7 +94,8 @@ def add_approval_commands(sub: Any) -> None:
     approve.add_argument("--reason", type=reason_text, help="a note kept with the approval")
     approve.set_defaults(func=cmd_approve, cluster=True)
     reject = sub.add_parser(
-        "reject", help="reject a run awaiting approval: it ends, nothing is published (needs the verb approve)"
+        "reject",
+        help="reject a run awaiting approval: it ends, nothing is published (needs the verb approve)",
     )
     add_cluster_arguments(reject)
     reject.add_argument("--reason", type=reason_text, required=True, help="why (shown in the run's status)")

@@ -26,8 +26,8 @@ EXIT_INTERRUPTED = 130
 
 EXIT_CODES = f"""exit codes:
   0    done (logs: the run succeeded, or is still running without -f)
-  {EXIT_FAILED}    the run ended without success (logs); manifests with errors (validate, render, import-dagu);
-       the run is not awaiting approval (approve, reject)
+  {EXIT_FAILED}    the run ended without success (logs); manifests with errors (validate, render,
+       import-dagu); the run is not awaiting approval (approve, reject)
   {EXIT_USAGE}    bad arguments, or a kubeconfig that cannot be used (no file, no such context)
   {EXIT_SERVER}    Error from server: the API server refused or failed the request (Forbidden,
        Unauthorized, NotFound, Conflict, ...); the reason is in parentheses on stderr
