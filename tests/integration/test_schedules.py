@@ -11,10 +11,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
 from harness_operator.core.schedule import ANNOTATION_SCHEDULED_TIME, LABEL_SCHEDULE
 
 from .conftest import Api, wait_until
-from .operator_env import OperatorProcess
+from .operator_env import RELEASE_NAMESPACE, SERVICE_ACCOUNT, OperatorProcess
 
 EVERY_MINUTE = "* * * * *"
 
@@ -101,6 +102,11 @@ def test_minute_ticks_forbid_history_and_a_tick_missed_while_the_operator_was_do
     )
     [first] = schedules.runs("allow")
     assert first["metadata"]["labels"]["team"] == "a"
+    # created by the operator, as whom admission records it
+    assert (
+        first["metadata"]["annotations"][ANNOTATION_AUTHOR]
+        == f"system:serviceaccount:{RELEASE_NAMESPACE}:{SERVICE_ACCOUNT}"
+    )
     owner = first["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["controller"]) == ("HarnessSchedule", "allow", True)
     api.wait_finished(first["metadata"]["name"])

@@ -31,6 +31,7 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.core.forge.checks import ANNOTATION_CHECKS_CHANGED
 from harness_operator.core.forge.events import delivery_key
 from harness_operator.core.forge.triggering import LABEL_THREAD, LABEL_TRIGGER
+from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
 
 from ..lib import processes
 from ..lib.forge_deliveries import commented, gitea_headers, labelled, status_changed, trigger_body
@@ -228,7 +229,9 @@ def test_a_signed_labelled_issue_creates_one_run_as_the_triggers_service_account
     assert run["metadata"]["name"] == answer["run"]
     assert run["metadata"]["labels"][LABEL_THREAD] == "3"
     assert run["spec"]["prompt"] == "Fix #3: Rename helper 3"
-    # Created as the trigger's ServiceAccount: the receiver itself may not create runs at all.
+    # Created as the trigger's ServiceAccount, recorded as its author (admission takes no other): the
+    # receiver itself may not create runs at all.
+    assert run["metadata"]["annotations"][ANNOTATION_AUTHOR] == f"system:serviceaccount:{env.ns}:{AGENT_SA}"
     review = client.AuthorizationV1Api(env.kube).create_subject_access_review(
         {
             "spec": {

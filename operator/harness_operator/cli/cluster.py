@@ -1,5 +1,5 @@
-"""harnessctl's commands against a cluster (logs, cancel, rerun, describe, triggers): kubectl's flags,
-kubectl's error lines and the exit codes scripts read (I/O)."""
+"""harnessctl's commands against a cluster (logs, cancel, rerun, describe, triggers; approve and reject
+are in approvals.py): kubectl's flags, kubectl's error lines and the exit codes scripts read (I/O)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ EXIT_INTERRUPTED = 130
 
 EXIT_CODES = f"""exit codes:
   0    done (logs: the run succeeded, or is still running without -f)
-  {EXIT_FAILED}    the run ended without success (logs); manifests with errors (validate, render, import-dagu)
+  {EXIT_FAILED}    the run ended without success (logs); manifests with errors (validate, render,
+       import-dagu); the run is not awaiting approval (approve, reject)
   {EXIT_USAGE}    bad arguments, or a kubeconfig that cannot be used (no file, no such context)
   {EXIT_SERVER}    Error from server: the API server refused or failed the request (Forbidden,
        Unauthorized, NotFound, Conflict, ...); the reason is in parentheses on stderr
@@ -137,7 +138,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     run = kube.fetch_run(namespace, args.run)
     if run is None:
         raise not_found(args.run)
-    created = kube.create_run(build_rerun(run))
+    created = kube.create_run(build_rerun(run, kube.fetch_username()))
     print(f"harnessrun.{GROUP}/{created['metadata']['name']} created")
     return 0
 

@@ -16,6 +16,7 @@ import yaml
 from harness_operator import __version__
 from harness_operator.api.crd import build_crds, render_crd_yaml
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.cli.approvals import add_approval_commands
 from harness_operator.cli.cluster import (
     EXIT_CODES,
     add_cluster_arguments,
@@ -275,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     rerun = sub.add_parser("rerun", help="create a new run with a run's spec (named RUN-xxxxx)")
     add_cluster_arguments(rerun)
     rerun.set_defaults(func=cmd_rerun, cluster=True)
+
+    add_approval_commands(sub)
 
     triggers = sub.add_parser(
         "triggers",

@@ -10,6 +10,8 @@ from typing import IO, Any
 
 import yaml
 
+from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, APPROVAL_PREFIX
+
 
 @dataclass(frozen=True)
 class Document:
@@ -80,12 +82,13 @@ def load_documents(paths: list[str], stdin: IO[str] | None = None) -> list[Docum
     return docs
 
 
-def build_rerun(run: Mapping[str, Any]) -> dict[str, Any]:
-    """A new run with the spec of `run` (not cancelled), its labels and annotations but kubectl's and
-    kopf's own, named `<run>-xxxxx` by the API server."""
+def build_rerun(run: Mapping[str, Any], author: str) -> dict[str, Any]:
+    """A new run with the spec of `run` (not cancelled), its labels and annotations but kubectl's, kopf's
+    and the old run's approval, named `<run>-xxxxx` by the API server, recording `author` (the caller)."""
     metadata = run.get("metadata") or {}
-    own = ("kubectl.kubernetes.io/", "kopf.zalando.org/")
+    own = ("kubectl.kubernetes.io/", "kopf.zalando.org/", APPROVAL_PREFIX)
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if not k.startswith(own)}
+    annotations[ANNOTATION_AUTHOR] = author
     spec = {k: v for k, v in (run.get("spec") or {}).items() if k != "cancel"}
     new_metadata: dict[str, Any] = {
         "generateName": f"{metadata['name'][:57]}-",
@@ -93,6 +96,5 @@ def build_rerun(run: Mapping[str, Any]) -> dict[str, Any]:
     }
     if metadata.get("labels"):
         new_metadata["labels"] = dict(metadata["labels"])
-    if annotations:
-        new_metadata["annotations"] = annotations
+    new_metadata["annotations"] = annotations
     return {"apiVersion": run["apiVersion"], "kind": run["kind"], "metadata": new_metadata, "spec": spec}

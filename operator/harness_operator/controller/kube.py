@@ -38,6 +38,13 @@ class Kube(KubeStreams):
         found = none_if_missing(lambda: self.core.read_namespace(name))
         return None if found is None else dict(self.api.sanitize_for_serialization(found))
 
+    def fetch_username(self) -> str:
+        """Who the API server takes this client for (a SelfSubjectReview): the name admission sees."""
+        review: Any = client.AuthenticationV1Api(self.api).create_self_subject_review(
+            client.V1SelfSubjectReview(api_version="authentication.k8s.io/v1", kind="SelfSubjectReview")
+        )
+        return str(review.status.user_info.username)
+
     def fetch_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
         return none_if_missing(
             lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, SCHEDULES, name)

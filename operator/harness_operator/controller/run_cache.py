@@ -22,10 +22,10 @@ from typing import Any
 
 from harness_operator.api.v1alpha1 import HarnessRunStatus
 from harness_operator.controller.cache import SYNC_WAIT_SECONDS
+from harness_operator.core.objects.naming import ANNOTATION_DECISION
 from harness_operator.core.queue.budget import RunCharge, build_run_charge
 from harness_operator.core.queue.fairqueue import QueueEntry, build_queue_entry
 from harness_operator.core.schedule import ScheduledRun, build_scheduled_run_entry, schedule_owner
-from harness_operator.core.status.awaiting import ANNOTATION_DECISION
 from harness_operator.core.status.progress import is_progress_wanted
 
 RUN_KIND = "HarnessRun"

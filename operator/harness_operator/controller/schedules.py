@@ -35,6 +35,7 @@ class ScheduleReconciler:
         self.kube = kube
         self.clock = clock
         self.runs = runs
+        self._author: str | None = None  # the operator's username, asked once: its runs record it
         self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
 
     def reconcile(self, namespace: str, name: str) -> float | None:
@@ -50,7 +51,9 @@ class ScheduleReconciler:
                 return None
             uid = str(raw["metadata"].get("uid", ""))
             runs = self.runs(namespace, uid) if self.runs is not None else []
-            decision = decide_schedule(schedule, runs, self.clock())
+            if self._author is None:
+                self._author = self.kube.fetch_username()
+            decision = decide_schedule(schedule, runs, self.clock(), self._author)
             for run in decision.delete:
                 self.kube.delete_run(namespace, run.name, run.uid)
             status = decision.status.to_api()

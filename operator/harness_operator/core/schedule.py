@@ -28,7 +28,14 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.times import parse_time, timestamp
 from harness_operator.core.objects.conditions import FALSE, READY, SUCCEEDED, TRUE, set_condition
-from harness_operator.core.objects.naming import LABEL_MANAGED_BY, MANAGED_BY, fit_name, label_value
+from harness_operator.core.objects.naming import (
+    ANNOTATION_AUTHOR,
+    APPROVAL_PREFIX,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    fit_name,
+    label_value,
+)
 
 LABEL_SCHEDULE = f"{GROUP}/schedule"
 ANNOTATION_SCHEDULED_TIME = f"{GROUP}/scheduled-time"
@@ -160,13 +167,18 @@ def scheduled_run_name(schedule: str, when: datetime) -> str:
     return fit_name(schedule, f"-{int(when.timestamp()) // 60}", 253)
 
 
-def build_scheduled_run(schedule: HarnessSchedule, when: datetime) -> dict[str, Any]:
-    """The HarnessRun the schedule creates for `when`: the template's spec, labels and annotations, the
-    schedule's label and controller owner reference, the scheduled time."""
+def build_scheduled_run(schedule: HarnessSchedule, when: datetime, author: str) -> dict[str, Any]:
+    """The HarnessRun the schedule creates for `when`: the template's spec, labels and annotations (but an
+    approval's, written only once the run awaits one), the schedule's label and controller owner
+    reference, the scheduled time, and `author`: the operator's own username, as which it creates it."""
     meta = schedule.metadata
     template = schedule.spec.run_template
     labels = dict(template.metadata.labels if template.metadata else {})
-    annotations = dict(template.metadata.annotations if template.metadata else {})
+    annotations = {
+        key: value
+        for key, value in (template.metadata.annotations if template.metadata else {}).items()
+        if not key.startswith(APPROVAL_PREFIX)
+    }
     return {
         "apiVersion": API_VERSION,
         "kind": "HarnessRun",
@@ -174,7 +186,11 @@ def build_scheduled_run(schedule: HarnessSchedule, when: datetime) -> dict[str, 
             "name": scheduled_run_name(meta["name"], when),
             "namespace": meta["namespace"],
             "labels": {**labels, LABEL_SCHEDULE: label_value(meta["name"]), LABEL_MANAGED_BY: MANAGED_BY},
-            "annotations": {**annotations, ANNOTATION_SCHEDULED_TIME: timestamp(when)},
+            "annotations": {
+                **annotations,
+                ANNOTATION_SCHEDULED_TIME: timestamp(when),
+                ANNOTATION_AUTHOR: author,
+            },
             "ownerReferences": [
                 {
                     "apiVersion": API_VERSION,
@@ -202,8 +218,11 @@ def _event_name(schedule: HarnessSchedule, reason: str, when: datetime) -> str:
     )
 
 
-def decide_schedule(schedule: HarnessSchedule, runs: list[ScheduledRun], now: datetime) -> ScheduleDecision:
-    """The schedule's next step from its spec, its status, the runs it owns and the time."""
+def decide_schedule(
+    schedule: HarnessSchedule, runs: list[ScheduledRun], now: datetime, author: str
+) -> ScheduleDecision:
+    """The schedule's next step from its spec, its status, the runs it owns and the time; a run it creates
+    records `author` (the operator's username)."""
     spec, meta = schedule.spec, schedule.metadata
     previous = schedule.status or HarnessScheduleStatus()
     generation = meta.get("generation")
@@ -267,7 +286,7 @@ def decide_schedule(schedule: HarnessSchedule, runs: list[ScheduledRun], now: da
     if active and spec.concurrency_policy == ConcurrencyPolicy.Replace:
         delete += active
         status = status.model_copy(update={"active": []})
-    run = build_scheduled_run(schedule, due)
+    run = build_scheduled_run(schedule, due, author)
     created = ScheduledRunRef(name=name, scheduled_time=timestamp(due))
     status = status.model_copy(
         update={"last_schedule_time": timestamp(due), "active": [*status.active, created]}

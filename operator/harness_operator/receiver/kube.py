@@ -12,6 +12,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.common import GROUP, VERSION
+from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
 
 TRIGGERS = "harnesstriggers"
 RUNS = "harnessruns"
@@ -160,8 +161,14 @@ class ReceiverKube:
     # --- as the trigger's ServiceAccount ---------------------------------------------------------------
 
     def create_run_as(self, service_account: str, run: dict[str, Any]) -> None:
-        """Create the run as the ServiceAccount; 409 (the name taken: the same delivery) propagates."""
+        """Create the run as the ServiceAccount, recorded as its author (admission takes no other); 409 (the
+        name taken: the same delivery) propagates."""
         namespace = run["metadata"]["namespace"]
+        annotations = {
+            **run["metadata"].get("annotations", {}),
+            ANNOTATION_AUTHOR: service_account_user(namespace, service_account),
+        }
+        run = {**run, "metadata": {**run["metadata"], "annotations": annotations}}
         self.custom.create_namespaced_custom_object(
             GROUP,
             VERSION,

@@ -78,6 +78,9 @@ def test_default_values_fit_the_schema() -> None:
         ({"publishing": {"signing": {"enabled": "yes"}}}, ["publishing", "signing", "enabled"]),
         ({"publishing": {"signing": {"committerEmail": "bot"}}}, ["publishing", "signing", "committerEmail"]),
         ({"publishing": {"signing": {"key": "x"}}}, ["publishing", "signing"]),
+        ({"approvals": {"allowSelfApproval": "no"}}, ["approvals", "allowSelfApproval"]),
+        ({"approvals": {"approvers": ["alice"]}}, ["approvals"]),
+        ({"approvals": {"exemptGroups": [""]}}, ["approvals", "exemptGroups", 0]),
     ],
 )
 def test_bad_values_are_refused(patch: dict, path: list[str]) -> None:
@@ -135,6 +138,7 @@ def test_policies_are_bound_and_never_match_the_status_subresource() -> None:
         f"{kind}/{name}"
         for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
         for name in (
+            "approvals",
             "definitions",
             "mcp-servers",
             "operator-pods",
@@ -144,7 +148,7 @@ def test_policies_are_bound_and_never_match_the_status_subresource() -> None:
             "triggers",
         )
     ]
-    for name in ("mcp-servers", "operator-pods", "run-user"):
+    for name in ("approvals", "mcp-servers", "operator-pods", "run-user"):
         assert objects[f"ValidatingAdmissionPolicy/{name}"]["spec"]["failurePolicy"] == "Fail"
         binding = objects[f"ValidatingAdmissionPolicyBinding/{name}"]["spec"]
         assert binding == {"policyName": f"r-harness-operator-{name}", "validationActions": ["Deny"]}

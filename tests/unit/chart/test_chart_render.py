@@ -394,6 +394,7 @@ def test_admission_bindings_cover_only_the_watched_namespaces() -> None:
         if d["kind"] == "ValidatingAdmissionPolicyBinding"
     ]
     assert sorted(b["spec"]["policyName"] for b in scoped) == [
+        "harness-operator-approvals",
         "harness-operator-definitions",
         "harness-operator-mcp-servers",
         "harness-operator-operator-pods",

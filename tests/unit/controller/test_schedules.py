@@ -29,6 +29,9 @@ class ApiServer:
     def fetch_schedule(self, namespace: str, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self.schedule)
 
+    def fetch_username(self) -> str:
+        return "system:serviceaccount:harness-system:harness-operator"
+
     def create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         name = obj["metadata"]["name"]
         if name in self.runs:

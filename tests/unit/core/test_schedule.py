@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from harness_operator.api.v1alpha1 import HarnessRun, HarnessSchedule
+from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
 from harness_operator.core.schedule import (
     ANNOTATION_SCHEDULED_TIME,
     LABEL_SCHEDULE,
@@ -22,6 +23,7 @@ from harness_operator.core.schedule import (
 
 CREATED = "2026-12-01T07:00:00Z"
 NOW = datetime(2026, 12, 1, 8, 0, 30, tzinfo=UTC)
+OPERATOR = "system:serviceaccount:harness-system:harness-operator"
 
 
 def schedule(status: dict[str, Any] | None = None, **spec: Any) -> HarnessSchedule:
@@ -52,7 +54,7 @@ def run(name: str, finished: bool = False, succeeded: bool = False, done: str | 
 
 
 def test_the_due_time_creates_its_run_named_by_the_minute_with_the_template_and_the_owner() -> None:
-    decision = decide_schedule(schedule(), [], NOW)
+    decision = decide_schedule(schedule(), [], NOW, OPERATOR)
     assert decision.scheduled == datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
     assert decision.create is not None
     meta = decision.create["metadata"]
@@ -62,7 +64,10 @@ def test_the_due_time_creates_its_run_named_by_the_minute_with_the_template_and_
         LABEL_SCHEDULE: "nightly",
         "app.kubernetes.io/managed-by": "harness-operator",
     }
-    assert meta["annotations"] == {ANNOTATION_SCHEDULED_TIME: "2026-12-01T08:00:00Z"}
+    assert meta["annotations"] == {
+        ANNOTATION_SCHEDULED_TIME: "2026-12-01T08:00:00Z",
+        ANNOTATION_AUTHOR: OPERATOR,
+    }
     assert meta["ownerReferences"] == [
         {
             "apiVersion": "agentharness.dev/v1alpha1",
@@ -87,26 +92,49 @@ def test_the_due_time_creates_its_run_named_by_the_minute_with_the_template_and_
     )
 
 
+def test_a_scheduled_run_records_the_operator_as_its_author_and_never_a_templates_approval() -> None:
+    """The operator creates the run, so admission (policy <release>-approvals) takes only its username as
+    the author, and refuses a decision written at creation."""
+    template = {
+        "annotations": {
+            ANNOTATION_AUTHOR: "alice",
+            "approval.agentharness.dev/decision": "Approved",
+            "approval.agentharness.dev/user": "alice",
+            "ticket": "T-1",
+        }
+    }
+    spec = {"provider": "claude", "prompt": "Review main."}
+    created = decide_schedule(
+        schedule(runTemplate={"metadata": template, "spec": spec}), [], NOW, OPERATOR
+    ).create
+    assert created is not None
+    assert created["metadata"]["annotations"] == {
+        "ticket": "T-1",
+        ANNOTATION_SCHEDULED_TIME: "2026-12-01T08:00:00Z",
+        ANNOTATION_AUTHOR: OPERATOR,
+    }
+
+
 def test_a_time_already_handled_creates_nothing_and_waits_for_the_next() -> None:
-    decision = decide_schedule(schedule({"lastScheduleTime": "2026-12-01T08:00:00Z"}), [], NOW)
+    decision = decide_schedule(schedule({"lastScheduleTime": "2026-12-01T08:00:00Z"}), [], NOW, OPERATOR)
     assert decision.create is None and decision.wake_in == pytest.approx(3570)
 
 
 def test_times_missed_while_down_collapse_into_the_latest_one() -> None:
     later = NOW + timedelta(hours=5)  # 08:00 was the last handled; 09:00 .. 13:00 were missed
-    decision = decide_schedule(schedule({"lastScheduleTime": "2026-12-01T08:00:00Z"}), [], later)
+    decision = decide_schedule(schedule({"lastScheduleTime": "2026-12-01T08:00:00Z"}), [], later, OPERATOR)
     assert decision.scheduled == datetime(2026, 12, 1, 13, 0, tzinfo=UTC)
 
 
 def test_a_run_created_before_a_restart_is_not_created_again() -> None:
     existing = run("nightly-29935200")
-    decision = decide_schedule(schedule(), [existing], NOW)
+    decision = decide_schedule(schedule(), [existing], NOW, OPERATOR)
     assert decision.create is None
     assert decision.status.last_schedule_time == "2026-12-01T08:00:00Z"
 
 
 def test_a_time_past_the_starting_deadline_is_skipped_once_with_a_named_event() -> None:
-    decision = decide_schedule(schedule(startingDeadlineSeconds=10), [], NOW)
+    decision = decide_schedule(schedule(startingDeadlineSeconds=10), [], NOW, OPERATOR)
     assert decision.create is None
     [event] = decision.events
     assert (event.type, event.reason) == ("Warning", "MissedSchedule")
@@ -115,21 +143,21 @@ def test_a_time_past_the_starting_deadline_is_skipped_once_with_a_named_event() 
 
 def test_forbid_waits_while_a_run_is_unfinished_and_starts_once_it_ended() -> None:
     active = run("nightly-29935140")
-    decision = decide_schedule(schedule(concurrencyPolicy="Forbid"), [active], NOW)
+    decision = decide_schedule(schedule(concurrencyPolicy="Forbid"), [active], NOW, OPERATOR)
     assert decision.create is None and [e.reason for e in decision.events] == ["RunAlreadyActive"]
     ended = run("nightly-29935140", finished=True, succeeded=True, done="2026-12-01T08:00:20Z")
-    assert decide_schedule(schedule(concurrencyPolicy="Forbid"), [ended], NOW).create is not None
+    assert decide_schedule(schedule(concurrencyPolicy="Forbid"), [ended], NOW, OPERATOR).create is not None
 
 
 def test_replace_deletes_the_unfinished_runs_then_creates() -> None:
     active = run("nightly-29935140")
-    decision = decide_schedule(schedule(concurrencyPolicy="Replace"), [active], NOW)
+    decision = decide_schedule(schedule(concurrencyPolicy="Replace"), [active], NOW, OPERATOR)
     assert decision.create is not None and [r.name for r in decision.delete] == ["nightly-29935140"]
     assert [a.name for a in decision.status.active] == ["nightly-29935200"]
 
 
 def test_allow_lets_runs_overlap() -> None:
-    decision = decide_schedule(schedule(), [run("nightly-29935140")], NOW)
+    decision = decide_schedule(schedule(), [run("nightly-29935140")], NOW, OPERATOR)
     assert decision.create is not None and decision.delete == []
     assert [a.name for a in decision.status.active] == ["nightly-29935140", "nightly-29935200"]
 
@@ -144,14 +172,14 @@ def test_history_limits_delete_the_oldest_finished_runs_of_each_kind() -> None:
     ]
     status = {"lastScheduleTime": "2026-12-01T08:00:00Z"}
     decision = decide_schedule(
-        schedule(status, successfulRunsHistoryLimit=2, failedRunsHistoryLimit=0), runs, NOW
+        schedule(status, successfulRunsHistoryLimit=2, failedRunsHistoryLimit=0), runs, NOW, OPERATOR
     )
     assert [r.name for r in decision.delete] == ["s1", "f1", "f2"]
     assert decision.status.last_successful_time == "2026-12-01T03:00:00Z"
 
 
 def test_a_suspended_schedule_creates_nothing_and_sets_no_wake() -> None:
-    decision = decide_schedule(schedule(suspend=True), [], NOW)
+    decision = decide_schedule(schedule(suspend=True), [], NOW, OPERATOR)
     assert decision.create is None and decision.wake_in is None
     assert decision.status.next_schedule_time is None
 
@@ -166,7 +194,7 @@ def test_a_suspended_schedule_creates_nothing_and_sets_no_wake() -> None:
     ],
 )
 def test_an_invalid_schedule_is_not_ready_and_names_the_field(spec: dict[str, Any], field: str) -> None:
-    decision = decide_schedule(schedule(**spec), [], NOW)
+    decision = decide_schedule(schedule(**spec), [], NOW, OPERATOR)
     [ready] = decision.status.conditions
     assert (ready.type, ready.status, ready.reason) == ("Ready", "False", "InvalidSchedule")
     assert ready.message.startswith(field + ":")
@@ -192,7 +220,7 @@ def test_the_latest_time_includes_a_time_equal_to_now() -> None:
 
 
 def test_ownership_is_the_controller_reference_to_the_schedule_uid() -> None:
-    created = decide_schedule(schedule(), [], NOW).create
+    created = decide_schedule(schedule(), [], NOW, OPERATOR).create
     assert created is not None
     assert schedule_owner(created) == ("nightly", "s-uid")
     assert is_owned_by(created, "s-uid") and not is_owned_by(created, "other-uid")

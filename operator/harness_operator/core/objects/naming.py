@@ -18,6 +18,13 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # The run's full name (labels stop at 63 characters); the operator finds a child's run through it.
 ANNOTATION_RUN = f"{GROUP}/run-name"
+# Who created a run (the API server's username for them) and the decision on its publish, written by
+# harnessctl approve|reject; the admission policy <release>-approvals makes them trustworthy.
+ANNOTATION_AUTHOR = f"{GROUP}/author"
+APPROVAL_PREFIX = f"approval.{GROUP}/"
+ANNOTATION_DECISION = f"{APPROVAL_PREFIX}decision"
+ANNOTATION_APPROVER = f"{APPROVAL_PREFIX}user"
+ANNOTATION_DECISION_REASON = f"{APPROVAL_PREFIX}reason"
 # sha256 of the data the operator wrote into a child (plan Secret, output ConfigMap): checked on read.
 ANNOTATION_CONTENT_SHA256 = f"{GROUP}/content-sha256"
 # An attempt's pod: the runner's container (its log and termination message are the report the operator

@@ -33,14 +33,13 @@ from harness_operator.core.objects.conditions import (
     compute_kstatus_conditions,
     set_condition,
 )
-from harness_operator.core.pod.publish import compute_changes, lost_publish
-from harness_operator.core.status.awaiting import (
+from harness_operator.core.objects.naming import (
+    ANNOTATION_APPROVER,
     ANNOTATION_DECISION,
-    ANNOTATION_REASON,
-    ANNOTATION_USER,
-    AWAITING_APPROVAL,
-    REASON_CHARS,
+    ANNOTATION_DECISION_REASON,
 )
+from harness_operator.core.pod.publish import compute_changes, lost_publish
+from harness_operator.core.status.awaiting import AWAITING_APPROVAL, REASON_CHARS
 from harness_operator.core.status.decide import EventSpec
 from harness_operator.core.status.progress import build_final_progress
 from harness_operator.core.status.status import build_charged_budget, describe_changes
@@ -75,8 +74,8 @@ def read_decision(run: HarnessRun, now: datetime) -> ApprovalStatus | None:
     decision = notes.get(ANNOTATION_DECISION)
     if decision not in (ApprovalDecision.approved, ApprovalDecision.rejected):
         return None
-    reason = str(notes.get(ANNOTATION_REASON) or "")[:REASON_CHARS] or None
-    user = str(notes.get(ANNOTATION_USER) or "") or None
+    reason = str(notes.get(ANNOTATION_DECISION_REASON) or "")[:REASON_CHARS] or None
+    user = str(notes.get(ANNOTATION_APPROVER) or "") or None
     return ApprovalStatus(decision=ApprovalDecision(decision), user=user, time=timestamp(now), reason=reason)
 
 

@@ -1,6 +1,6 @@
 """A run entering the wait for a person's approval of its change (pure): the status it shows, its
-deadline, and the annotations that carry the decision (written by `harnessctl approve|reject`, checked by
-the API server's admission: core/status/approval.py reads them)."""
+deadline (the decision's annotations are core/objects/naming.py's, written by `harnessctl
+approve|reject`, checked by the API server's admission, read by core/status/approval.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import (
-    GROUP,
     ApprovalStatus,
     ChangesStatus,
     HarnessRun,
@@ -18,10 +17,6 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.times import timestamp
 
-APPROVAL = f"approval.{GROUP}"
-ANNOTATION_DECISION = f"{APPROVAL}/decision"
-ANNOTATION_USER = f"{APPROVAL}/user"
-ANNOTATION_REASON = f"{APPROVAL}/reason"
 AWAITING_APPROVAL = "AwaitingApproval"  # the condition's type
 REASON_CHARS = 1024
 

@@ -14,9 +14,10 @@ from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessRun, Phase, parse_duration_seconds
 from harness_operator.contract.changes import ChangesReport
 from harness_operator.core.objects.conditions import find_condition, is_finished
+from harness_operator.core.objects.naming import ANNOTATION_DECISION
 from harness_operator.core.pod.publish import compute_changes
 from harness_operator.core.status.approval import PublishPod, compute_approval_step, read_decision
-from harness_operator.core.status.awaiting import ANNOTATION_DECISION, is_awaiting_approval
+from harness_operator.core.status.awaiting import is_awaiting_approval
 from harness_operator.core.status.decide import decide
 from harness_operator.core.status.status import compute_status
 
