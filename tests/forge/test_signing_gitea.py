@@ -31,6 +31,7 @@ from harness_operator.core.pod.job import build_job
 from harness_operator.runner.publish import publish
 from tests.forge.test_publish_gitea import EDITED, README, TARGET, VENDOR_KEY, Pod, make_run, run_name
 from tests.lib.gitea import Gitea, User
+from tests.tools.gobuilds import gitleaks_binary
 from tests.unit.runner.test_signing import Key
 
 # The settings page's instruction: echo -n 'TOKEN' | ssh-keygen -Y sign -n gitea -f ...
@@ -66,7 +67,8 @@ def publish_signed(pod: Pod, config: OperatorConfig, read: str, write: str, key:
     assert set(env) == set(values), env
     plan = pod.plan()
     assert plan.sign is not None
-    return publish(plan, values, str(pod.verdict), str(pod.base_file), pod.state)
+    # The plan's secret scan (on, as the chart's default) runs the gitleaks the images hold.
+    return publish(plan, values, str(pod.verdict), str(pod.base_file), pod.state, str(gitleaks_binary()))
 
 
 def fetch_and_verify(gitea: Gitea, repository: str, branch: str, read: str, key: Key, tmp: Path) -> str:

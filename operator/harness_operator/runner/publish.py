@@ -52,6 +52,7 @@ from harness_operator.contract.changes import (
     Verdict,
 )
 from harness_operator.contract.frame import encode_frame
+from harness_operator.runner.forges import PullRequestRef
 from harness_operator.runner.kept_change import keep_for_approval
 from harness_operator.runner.protected_paths import check_links, check_protected_paths
 from harness_operator.runner.publish_git import Git, PublishError, describe_push_failure, last_lines
@@ -321,9 +322,9 @@ def push_and_open(
 ) -> ChangesReport:
     """`commit` (signed first when the plan says so) pushed to the plan's branch and the pull request found
     or opened: the one place a change leaves the publisher, the attempt's and an approved kept change's
-    (runner/kept_change.py) alike."""
+    (runner/kept_change.py) alike. Once pushed, a failure of the pull request is reported with the
+    pushed commit and branch (they stay on the origin for a pull request by hand)."""
     assert plan.branch is not None
-    token = environ.get(PUBLISH_TOKEN_ENV) or ""
     signature = sign_commit(git, commit, plan.sign, environ) if plan.sign is not None else None
     commit = signature.commit if signature is not None else commit
     push_branch(git, plan, plan.branch, base, commit)
@@ -332,20 +333,31 @@ def push_and_open(
         report = report.model_copy(update={"signed": True, "signing_key": signature.key})
     if plan.pull_request is None:
         return report
+    try:
+        found = find_or_open_pull_request(git, plan, plan.branch, output, environ, redactor)
+    except PublishError as exc:
+        return report.model_copy(update={"reason": exc.reason, "message": redactor.text(exc.message)})
+    return report.model_copy(update={"pull_request_url": found.url, "pull_request_number": found.number})
+
+
+def find_or_open_pull_request(
+    git: Git, plan: PublishPlan, branch: str, output: str, environ: Mapping[str, str], redactor: Redactor
+) -> PullRequestRef:
+    """The open pull request from the branch (FastForward), else the one opened into the plan's base (the
+    origin's default branch without one)."""
+    assert plan.pull_request is not None
+    token = environ.get(PUBLISH_TOKEN_ENV) or ""
     if plan.if_exists == BranchIfExists.fast_forward:
-        found = find_pull_request(plan.pull_request, plan.branch, token, redactor)
+        found = find_pull_request(plan.pull_request, branch, token, redactor)
         if found is not None:
-            return report.model_copy(
-                update={"pull_request_url": found.url, "pull_request_number": found.number}
-            )
+            return found
     try:
         target = plan.pull_request.base or origin_head(git, plan.url)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         raise PublishError(
             Reason.PullRequestFailed, f"reading the origin's default branch failed: {last_lines(exc)}"
         ) from None
-    opened = open_pull_request(plan, plan.branch, target, output, token, redactor)
-    return report.model_copy(update={"pull_request_url": opened.url, "pull_request_number": opened.number})
+    return open_pull_request(plan, branch, target, output, token, redactor)
 
 
 def take_change(git: Git, plan: PublishPlan, base: str) -> str:

@@ -8,6 +8,7 @@ the working tree (runner/publish.py says why).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -20,6 +21,7 @@ from harness_operator.runner.redact import Redactor
 PASSED_ENV = ("PATH", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
 GIT_LINES = 3
 REMOTE_REASONS = ("remote: error:", "remote: fatal:")
+URL = re.compile(r"[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 
 
 class PublishError(Exception):
@@ -163,7 +165,8 @@ def last_lines(error: subprocess.CalledProcessError | subprocess.TimeoutExpired)
 def describe_push_failure(said: str, branch: str, onto_existing: bool = False) -> str:
     """The push's refusal in git's words and the fix; `onto_existing`: a FastForward push onto the
     branch as cloned (which only a rule of the origin's, such as a protected branch, refuses)."""
-    lower = said.lower()
+    # Matched without the URLs git names: a repository called owner-403x is no HTTP 403.
+    lower = URL.sub("", said).lower()
     denied = ("401", "403", "authentication", "permission", "denied", "could not read")
     # git's own refusals of the ref (it exists, it moved) and the origin's (a hook, a branch rule).
     taken = ("already exists", "stale info", "non-fast-forward", "fetch first", "[rejected]")

@@ -48,6 +48,8 @@ def test_without_a_remote_reason_the_last_lines_only_and_no_hint() -> None:
         (GITEA_READER, True, "may not push to the repository: give it write access"),
         (EXISTING, False, "branch harness/run-1 exists on the origin: delete it"),
         (EXISTING, True, "does not let the token add commits to branch harness/run-1"),
+        # A URL is no reason: a repository named like an HTTP status (found against the real Gitea).
+        (EXISTING.replace("acme/payments", "owner-403feaeb/widgets"), False, "exists on the origin: delete"),
         (PROTECTED, False, "the origin's rules refused branch harness/run-1 (a protected branch, a hook)"),
         (PROTECTED, True, "does not let the token add commits to branch harness/run-1"),
         ("fatal: unable to access: Could not resolve host\n", False, "check the origin and the token"),
