@@ -353,7 +353,8 @@ class Kube(KubeStreams):
         describe` shows them; one `name`d is posted once (it exists already: 409, ignored)."""
         meta = run["metadata"]
         kind = run.get("kind") or "HarnessRun"
-        body = build_event(run, kind, type_, reason, message, FIELD_MANAGER, datetime.now(UTC), name)
+        # The client sends a dict as it is: the body is the one core/objects/events.py builds.
+        body: Any = build_event(run, kind, type_, reason, message, FIELD_MANAGER, datetime.now(UTC), name)
         try:
             self.core.create_namespaced_event(meta["namespace"], body)
         except ApiException as exc:

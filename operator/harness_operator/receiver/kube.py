@@ -121,7 +121,8 @@ class ReceiverKube:
         """A core/v1 Event on the trigger (`kubectl describe htrigger`); one `name`d is posted once."""
         meta = trigger["metadata"]
         now = datetime.now(UTC)
-        body = build_event(trigger, "HarnessTrigger", type_, reason, message, FIELD_MANAGER, now, name)
+        # The client sends a dict as it is: the body is the one core/objects/events.py builds.
+        body: Any = build_event(trigger, "HarnessTrigger", type_, reason, message, FIELD_MANAGER, now, name)
         try:
             self.core.create_namespaced_event(meta["namespace"], body, _request_timeout=TIMEOUT)
         except ApiException as exc:

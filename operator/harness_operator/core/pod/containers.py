@@ -263,7 +263,7 @@ def build_publish_container(
     assert plan is not None
     # `$$` is the kubelet's escape for `$`: a template's $(NAME) must not become another variable's value.
     env.append({"name": PUBLISH_PLAN_ENV, "value": plan.to_json().replace("$", "$$")})
-    mounts = [
+    mounts: list[dict[str, Any]] = [
         {"name": "workspace", "mountPath": workspace_mount_path(working_dir(run)), "readOnly": True},
         {"name": "publish", "mountPath": PUBLISH_DIR},
         {"name": "verdict", "mountPath": VERDICT_DIR, "readOnly": True},

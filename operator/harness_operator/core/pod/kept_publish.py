@@ -72,7 +72,7 @@ def build_publish_job(run: HarnessRun, target: Attempt, config: OperatorConfig) 
         env.append(build_signing_env(config))
     # `$$` is the kubelet's escape for `$`: a template's $(NAME) must not become another variable's value.
     env.append({"name": PUBLISH_PLAN_ENV, "value": plan.to_json().replace("$", "$$")})
-    mounts = [
+    mounts: list[dict[str, Any]] = [
         {"name": "publish", "mountPath": PUBLISH_DIR},
         {"name": "kept", "mountPath": KEPT_DIR, "readOnly": True},
     ]
