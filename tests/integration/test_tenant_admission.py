@@ -161,6 +161,37 @@ def bind(kube: client.ApiClient, namespace: str, role: str) -> None:
     )
 
 
+def assert_read_refused(
+    kube: client.ApiClient,
+    tenant: client.ApiClient,
+    namespace: str,
+    body: dict[str, Any],
+    policy: str,
+    field: str,
+    hint: str,
+) -> None:
+    """The tenant's create of `body` is refused by `policy` (403), naming `field`, the Secret "victim" the
+    tenant may not get and the `hint`; nothing is created."""
+    status, message = refusal(tenant, namespace, body)
+    assert status == 403
+    user = f"system:serviceaccount:{namespace}:{TENANT}"
+    assert message.endswith(
+        denial(
+            policy, f'{field}: user "{user}" may not get Secret "victim" in namespace "{namespace}"; {hint}'
+        )
+    ), message
+    assert not exists(kube, namespace, body)
+
+
+def assert_admitted_once_granted(
+    kube: client.ApiClient, tenant: client.ApiClient, namespace: str, body: dict[str, Any], what: str
+) -> None:
+    """Once the tenant may get the Secret "victim", the same `body` is admitted."""
+    grant_get(kube, namespace, "victim")
+    wait_until(lambda: create(tenant, namespace, body) or True, timeout=30, what=what)
+    assert exists(kube, namespace, body)
+
+
 def wait_allowed(
     kube: client.ApiClient, namespace: str, verb: str, resource: str, group: str = "", name: str = ""
 ) -> None:
@@ -242,21 +273,9 @@ def test_a_run_may_name_only_secrets_its_author_may_get(
     """The confused deputy: the operator reads Secrets with its own rights, so the run's author must
     have them. Once granted get on that one Secret, the same run is admitted."""
     body = run_body("steal", {"provider": "claude", **spec})
-    status, message = refusal(tenant, namespace, body)
-    assert status == 403
-    user = f"system:serviceaccount:{namespace}:{TENANT}"
-    assert message.endswith(
-        denial(
-            "runs", f'{field}: user "{user}" may not get Secret "victim" in namespace "{namespace}"; {hint}'
-        )
-    ), message
-    assert not exists(kube, namespace, body)
+    assert_read_refused(kube, tenant, namespace, body, "runs", field, hint)
 
-    grant_get(kube, namespace, "victim")
-    wait_until(
-        lambda: create(tenant, namespace, body) or True, timeout=30, what="the run admitted once granted"
-    )
-    assert exists(kube, namespace, body)
+    assert_admitted_once_granted(kube, tenant, namespace, body, "the run admitted once granted")
 
 
 def test_references_the_author_may_read_are_admitted(
@@ -302,17 +321,9 @@ def test_a_definition_may_grant_only_secrets_its_author_may_get(
 ) -> None:
     """Else a tenant defines a provider granting the Secret, then runs it."""
     body = definition_body("smuggle", IMAGE, "ok", credentials=[{"env": "TOKEN", "secretKeyRef": VICTIM}])
-    status, message = refusal(tenant, namespace, body)
-    assert status == 403
-    user = f"system:serviceaccount:{namespace}:{TENANT}"
-    assert message.endswith(
-        denial(
-            "definitions",
-            f'spec.credentials[0].secretKeyRef: user "{user}" may not get Secret "victim" in namespace '
-            f'"{namespace}"; ask for get on it: a definition grants only Secrets its author may read',
-        )
-    ), message
-    assert not exists(kube, namespace, body)
+    field = "spec.credentials[0].secretKeyRef"
+    hint = "ask for get on it: a definition grants only Secrets its author may read"
+    assert_read_refused(kube, tenant, namespace, body, "definitions", field, hint)
 
 
 def test_cancel_metadata_and_status_updates_are_not_judged_again(
@@ -384,22 +395,9 @@ def test_a_schedules_run_template_may_name_only_secrets_its_author_may_get(
     """The operator's ServiceAccount creates a schedule's runs, and may get any Secret, so the runs
     policy would pass them all: the template is judged for the schedule's author when it is applied."""
     body = schedule_body("nightly-steal", {"provider": "claude", **spec})
-    status, message = refusal(tenant, namespace, body)
-    assert status == 403
-    user = f"system:serviceaccount:{namespace}:{TENANT}"
-    assert message.endswith(
-        denial(
-            "schedules",
-            f'{field}: user "{user}" may not get Secret "victim" in namespace "{namespace}"; {hint}',
-        )
-    ), message
-    assert not exists(kube, namespace, body)
+    assert_read_refused(kube, tenant, namespace, body, "schedules", field, hint)
 
-    grant_get(kube, namespace, "victim")
-    wait_until(
-        lambda: create(tenant, namespace, body) or True, timeout=30, what="the schedule admitted once granted"
-    )
-    assert exists(kube, namespace, body)
+    assert_admitted_once_granted(kube, tenant, namespace, body, "the schedule admitted once granted")
 
 
 def test_a_schedules_spec_changes_are_judged_and_its_metadata_and_status_are_not(
@@ -854,21 +852,12 @@ def test_a_trigger_may_name_only_secrets_its_author_may_get(
 ) -> None:
     wait_allowed(kube, namespace, "create", "harnesstriggers", GROUP)
     body = trigger_body("steal", token, webhook)
-    status, message = refusal(tenant, namespace, body)
-    assert status == 403
-    user = f"system:serviceaccount:{namespace}:{TENANT}"
     hint = (
         "ask for get on it: the operator sends this token to spec.forge.url"
         if token == "victim"
         else ("ask for get on it")
     )
-    assert message.endswith(
-        denial(
-            "triggers",
-            f'{field}: user "{user}" may not get Secret "victim" in namespace "{namespace}"; {hint}',
-        )
-    ), message
-    assert not exists(kube, namespace, body)
+    assert_read_refused(kube, tenant, namespace, body, "triggers", field, hint)
     create(tenant, namespace, trigger_body("own", "own-key", "own-key"))
     assert exists(kube, namespace, trigger_body("own", "own-key", "own-key"))
 
@@ -886,21 +875,8 @@ def test_a_triggers_run_template_may_name_only_secrets_its_author_may_get(
     schedule's is, for the trigger's author when it is applied: refused at apply, not at each delivery."""
     wait_allowed(kube, namespace, "create", "harnesstriggers", GROUP)
     body = trigger_body("steal-template", "own-key", "own-key", {"provider": "claude", **spec})
-    status, message = refusal(tenant, namespace, body)
-    assert status == 403
-    user = f"system:serviceaccount:{namespace}:{TENANT}"
-    assert message.endswith(
-        denial(
-            "triggers",
-            f'{field}: user "{user}" may not get Secret "victim" in namespace "{namespace}"; {hint}',
-        )
-    ), message
-    assert not exists(kube, namespace, body)
-    grant_get(kube, namespace, "victim")
-    wait_until(
-        lambda: create(tenant, namespace, body) or True, timeout=30, what="the trigger admitted once granted"
-    )
-    assert exists(kube, namespace, body)
+    assert_read_refused(kube, tenant, namespace, body, "triggers", field, hint)
+    assert_admitted_once_granted(kube, tenant, namespace, body, "the trigger admitted once granted")
 
 
 def test_a_triggers_run_template_may_not_name_a_shared_workspace_claim(

@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.controller.kube_connection import FIELD_MANAGER, RUNS, none_if_missing
 from harness_operator.controller.kube_streams import KubeStreams
+from harness_operator.core.objects.events import build_event
 from harness_operator.core.queue.kueue import KUEUE_GROUP, KUEUE_VERSION
 
 SCHEDULES = "harnessschedules"
@@ -351,26 +352,9 @@ class Kube(KubeStreams):
         """A core/v1 Event on the run (or the object of another kind of ours that `run` is), as `kubectl
         describe` shows them; one `name`d is posted once (it exists already: 409, ignored)."""
         meta = run["metadata"]
-        now = datetime.now(UTC)
-        names = {"name": name} if name else {"generate_name": f"{meta['name']}."}
-        body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(namespace=meta["namespace"], **names),
-            involved_object=client.V1ObjectReference(
-                api_version=f"{GROUP}/{VERSION}",
-                kind=run.get("kind") or "HarnessRun",
-                name=meta["name"],
-                namespace=meta["namespace"],
-                uid=meta.get("uid"),
-            ),
-            type=type_,
-            reason=reason,
-            message=message[:1024],
-            first_timestamp=now,
-            last_timestamp=now,
-            count=1,
-            source=client.V1EventSource(component=FIELD_MANAGER),
-            reporting_component=FIELD_MANAGER,
-        )
+        kind = run.get("kind") or "HarnessRun"
+        # The client sends a dict as it is: the body is the one core/objects/events.py builds.
+        body: Any = build_event(run, kind, type_, reason, message, FIELD_MANAGER, datetime.now(UTC), name)
         try:
             self.core.create_namespaced_event(meta["namespace"], body)
         except ApiException as exc:

@@ -12,6 +12,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.common import GROUP, VERSION
+from harness_operator.core.objects.events import build_event
 from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
 
 TRIGGERS = "harnesstriggers"
@@ -120,25 +121,8 @@ class ReceiverKube:
         """A core/v1 Event on the trigger (`kubectl describe htrigger`); one `name`d is posted once."""
         meta = trigger["metadata"]
         now = datetime.now(UTC)
-        names = {"name": name} if name else {"generate_name": f"{meta['name']}."}
-        body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(namespace=meta["namespace"], **names),
-            involved_object=client.V1ObjectReference(
-                api_version=f"{GROUP}/{VERSION}",
-                kind="HarnessTrigger",
-                name=meta["name"],
-                namespace=meta["namespace"],
-                uid=meta.get("uid"),
-            ),
-            type=type_,
-            reason=reason,
-            message=message[:1024],
-            first_timestamp=now,
-            last_timestamp=now,
-            count=1,
-            source=client.V1EventSource(component=FIELD_MANAGER),
-            reporting_component=FIELD_MANAGER,
-        )
+        # The client sends a dict as it is: the body is the one core/objects/events.py builds.
+        body: Any = build_event(trigger, "HarnessTrigger", type_, reason, message, FIELD_MANAGER, now, name)
         try:
             self.core.create_namespaced_event(meta["namespace"], body, _request_timeout=TIMEOUT)
         except ApiException as exc:

@@ -388,13 +388,18 @@ def main(argv: list[str] | None = None) -> int:
     print("harness-publish: waiting for the agent's container to end", file=sys.stderr, flush=True)
     stop.wait()
     report = publish(plan, os.environ)
-    line = report.message or ("published" if not report.skipped else "skipped")
-    print(f"harness-publish: {line}", file=sys.stderr, flush=True)
+    finish(report, "published" if not report.skipped else "skipped", termination_log)
+    return 0
+
+
+def finish(report: ChangesReport, outcome: str, termination_log: str) -> None:
+    """Tell the pod's log what happened (the report's message, else `outcome`) and write the report as
+    the termination message, which the operator reads; a log that cannot be written is only logged."""
+    print(f"harness-publish: {report.message or outcome}", file=sys.stderr, flush=True)
     try:
         Path(termination_log).write_text(report.render(), encoding="utf-8")
     except OSError as exc:
         print(f"harness-publish: cannot write the termination message: {exc}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

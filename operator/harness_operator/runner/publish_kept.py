@@ -31,7 +31,7 @@ from harness_operator.contract.changes import (
     PublishPlan,
 )
 from harness_operator.runner.kept_change import rebuild_kept
-from harness_operator.runner.publish import DEFAULT_TERMINATION_LOG, push_and_open
+from harness_operator.runner.publish import DEFAULT_TERMINATION_LOG, finish, push_and_open
 from harness_operator.runner.publish_git import Git, PublishError, last_lines
 from harness_operator.runner.redact import Redactor
 
@@ -99,12 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     termination_log = (argv or sys.argv[1:] or [DEFAULT_TERMINATION_LOG])[0]
     plan = PublishPlan.model_validate_json(os.environ[PUBLISH_PLAN_ENV])
     report = publish_kept(plan, os.environ)
-    line = report.message or ("published" if report.reason is None else report.reason)
-    print(f"harness-publish: {line}", file=sys.stderr, flush=True)
-    try:
-        Path(termination_log).write_text(report.render(), encoding="utf-8")
-    except OSError as exc:
-        print(f"harness-publish: cannot write the termination message: {exc}", file=sys.stderr)
+    finish(report, "published" if report.reason is None else report.reason, termination_log)
     return 0
 
 

@@ -168,6 +168,15 @@ def _github_thread(node: dict[str, Any], is_pull_request: bool) -> _Thread:
     )
 
 
+# GitHub's comment events: (event, action) -> the ForgeEvent's kind, the payload's key of the thread (and
+# whether it is a pull request), the payload's key of the comment (a review is one).
+_GITHUB_COMMENTS = {
+    ("issue_comment", "created"): ("Command", "issue", False, "comment"),
+    ("pull_request_review_comment", "created"): ("ReviewComment", "pull_request", True, "comment"),
+    ("pull_request_review", "submitted"): ("ReviewComment", "pull_request", True, "review"),
+}
+
+
 def _github(event: str, payload: dict[str, Any], body: bytes) -> ForgeEvent | Ignored:
     repository = _text(_obj(payload, "repository"), "full_name")
     action = _text(payload, "action")
@@ -180,44 +189,21 @@ def _github(event: str, payload: dict[str, Any], body: bytes) -> ForgeEvent | Ig
             return Ignored("a pull request's label is not a trigger event")
         labels = tuple(n for n in [_text(_obj(payload, "label"), "name")] if n)
         return _event("github", "IssueLabeled", repository, thread, body, author=sender, labels=labels)
-    if event == "issue_comment" and action == "created":
-        comment = _obj(payload, "comment")
-        return _event(
-            "github",
-            "Command",
-            repository,
-            _github_thread(_obj(payload, "issue"), False),
-            body,
-            author=_text(_obj(comment, "user"), "login"),
-            comment=_text(comment, "body", COMMENT_MAX),
-            association=_text(comment, "author_association"),
-        )
-    if event == "pull_request_review_comment" and action == "created":
-        comment = _obj(payload, "comment")
-        return _event(
-            "github",
-            "ReviewComment",
-            repository,
-            _github_thread(_obj(payload, "pull_request"), True),
-            body,
-            author=_text(_obj(comment, "user"), "login"),
-            comment=_text(comment, "body", COMMENT_MAX),
-            association=_text(comment, "author_association"),
-        )
-    if event == "pull_request_review" and action == "submitted":
-        review = _obj(payload, "review")
-        text = _text(review, "body", COMMENT_MAX)
-        if _text(review, "state").lower() == "approved" or not text.strip():
+    if (event, action) in _GITHUB_COMMENTS:
+        kind, thread_key, is_pull_request, comment_key = _GITHUB_COMMENTS[event, action]
+        comment = _obj(payload, comment_key)
+        text = _text(comment, "body", COMMENT_MAX)
+        if comment_key == "review" and (_text(comment, "state").lower() == "approved" or not text.strip()):
             return Ignored("a review that approves or says nothing is not a trigger event")
         return _event(
             "github",
-            "ReviewComment",
+            kind,
             repository,
-            _github_thread(_obj(payload, "pull_request"), True),
+            _github_thread(_obj(payload, thread_key), is_pull_request),
             body,
-            author=_text(_obj(review, "user"), "login"),
+            author=_text(_obj(comment, "user"), "login"),
             comment=text,
-            association=_text(review, "author_association"),
+            association=_text(comment, "author_association"),
         )
     if event == "check_run" and action == "completed":
         run = _obj(payload, "check_run")

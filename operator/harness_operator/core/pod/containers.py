@@ -244,15 +244,9 @@ def build_publish_container(
         # The sandbox's proxy URL only to refuse a change that holds it.
         sandbox = {"name": plan_secret_name(run.metadata["name"]), "key": proxy_url_key(target.index)}
         env.append({"name": SANDBOX_PROXY_ENV, "valueFrom": {"secretKeyRef": sandbox}})
-    secrets = [e["name"] for e in env if "valueFrom" in e]
-    tokens = (
-        (CLONE_TOKEN_ENV, git.credentials_secret_ref),
-        (PUBLISH_TOKEN_ENV, publish.credentials_secret_ref),
-    )
-    for name, ref in tokens:
-        if ref is not None:
-            env.append(_secret_env(name, ref))
-            secrets.append(name)
+    tokens = build_publisher_token_env(run)
+    secrets = [e["name"] for e in env if "valueFrom" in e] + [e["name"] for e in tokens]
+    env += tokens
     rules = merge_protected_paths(config.protected_paths, namespace_rules, publish.protected_paths)
     sign = build_signing_plan(run, config)
     if sign is not None:
@@ -269,23 +263,45 @@ def build_publish_container(
     assert plan is not None
     # `$$` is the kubelet's escape for `$`: a template's $(NAME) must not become another variable's value.
     env.append({"name": PUBLISH_PLAN_ENV, "value": plan.to_json().replace("$", "$$")})
+    mounts: list[dict[str, Any]] = [
+        {"name": "workspace", "mountPath": workspace_mount_path(working_dir(run)), "readOnly": True},
+        {"name": "publish", "mountPath": PUBLISH_DIR},
+        {"name": "verdict", "mountPath": VERDICT_DIR, "readOnly": True},
+    ]
+    container = build_publisher_container(config, image, "harness_operator.runner.publish", env, mounts)
+    return {**container, "restartPolicy": "Always"}
+
+
+def build_publisher_token_env(run: HarnessRun) -> list[dict[str, Any]]:
+    """The publisher's tokens, which no other container holds: the clone's read token (to fetch) and the
+    write token (to push and open the pull request), each where the run names one."""
+    workspace = run.spec.workspace
+    git = workspace.git if workspace else None
+    publish = workspace.publish if workspace else None
+    tokens = (
+        (CLONE_TOKEN_ENV, git.credentials_secret_ref if git else None),
+        (PUBLISH_TOKEN_ENV, publish.credentials_secret_ref if publish else None),
+    )
+    return [_secret_env(name, ref) for name, ref in tokens if ref is not None]
+
+
+def build_publisher_container(
+    config: OperatorConfig, image: str, module: str, env: list[dict[str, Any]], mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The publisher's container, the attempt's sidecar or the publish Job's one: `module` the runner's
+    entry point, its report the termination message."""
     return {
         "name": PUBLISH_CONTAINER,
         "image": image,
         "imagePullPolicy": config.image_pull_policy,
-        "restartPolicy": "Always",
-        "command": ["tini", "--", *isolated_python("harness_operator.runner.publish")],
+        "command": ["tini", "--", *isolated_python(module)],
         "workingDir": "/",
         "env": env,
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
         "securityContext": container_security(config),
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
-        "volumeMounts": [
-            {"name": "workspace", "mountPath": workspace_mount_path(working_dir(run)), "readOnly": True},
-            {"name": "publish", "mountPath": PUBLISH_DIR},
-            {"name": "verdict", "mountPath": VERDICT_DIR, "readOnly": True},
-        ],
+        "volumeMounts": mounts,
     }
 
 

@@ -55,6 +55,31 @@ def attempt_image(run: HarnessRun, target: Attempt, config: OperatorConfig) -> s
     )
 
 
+def build_pod_basics(run: HarnessRun, config: OperatorConfig) -> dict[str, Any]:
+    """What every pod of a run holds: never restarted, no API token, no service links, the sandbox's user
+    and seccomp profile, the sandbox's node placement and the image pull secrets."""
+    sandbox = run.spec.sandbox
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": config.sandbox_uid,
+            "runAsGroup": config.sandbox_uid,
+            "fsGroup": config.sandbox_uid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    if sandbox and sandbox.node_selector:
+        pod_spec["nodeSelector"] = dict(sandbox.node_selector)
+    if sandbox and sandbox.tolerations:
+        pod_spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
+    if config.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
+    return pod_spec
+
+
 def build_job(
     run: HarnessRun,
     target: Attempt,
@@ -78,33 +103,16 @@ def build_job(
         if priority:
             job_labels[KUEUE_PRIORITY_LABEL] = priority
     grace = grace_period(run, config)
-    pod_spec: dict[str, Any] = {}
-    if sandbox:
-        if sandbox.runtime_class_name:
-            pod_spec["runtimeClassName"] = sandbox.runtime_class_name
-        if sandbox.node_selector:
-            pod_spec["nodeSelector"] = dict(sandbox.node_selector)
-        if sandbox.tolerations:
-            pod_spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
-    if config.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
+    pod_spec = build_pod_basics(run, config)
+    if sandbox and sandbox.runtime_class_name:
+        pod_spec["runtimeClassName"] = sandbox.runtime_class_name
     init = build_clone_container(run, image, config, target, start)
     publisher = build_publish_container(run, target, config, image, namespace_rules)
     # The publisher acts after the agent, within the pod's grace period and the Job's deadline.
     publish_seconds = config.publish_timeout_seconds + PUBLISH_SLACK_SECONDS if publisher else 0
     pod_spec.update(
         {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
             "terminationGracePeriodSeconds": grace + 5 + publish_seconds,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": config.sandbox_uid,
-                "runAsGroup": config.sandbox_uid,
-                "fsGroup": config.sandbox_uid,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
             "initContainers": [c for c in (init, publisher) if c],
             "containers": [
                 build_runner_container(run, target, config, image),

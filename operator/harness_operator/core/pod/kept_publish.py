@@ -14,13 +14,11 @@ from typing import Any
 
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.contract.changes import (
-    CLONE_TOKEN_ENV,
     KEPT_DIR,
     KEPT_OUTPUT_FILE,
     KEPT_PATCH_FILE,
     PUBLISH_DIR,
     PUBLISH_PLAN_ENV,
-    PUBLISH_TOKEN_ENV,
     KeptChange,
     PublishMode,
 )
@@ -29,15 +27,18 @@ from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.naming import (
     ANNOTATION_RUN,
     LABEL_ATTEMPT,
-    PUBLISH_CONTAINER,
     changes_config_map_name,
     output_config_map_name,
     publish_job_name,
     run_labels,
 )
 from harness_operator.core.objects.ownership import build_child_meta
-from harness_operator.core.pod.containers import build_git_proxy_env, container_security, isolated_python
-from harness_operator.core.pod.job import PUBLISH_SLACK_SECONDS, attempt_image
+from harness_operator.core.pod.containers import (
+    build_git_proxy_env,
+    build_publisher_container,
+    build_publisher_token_env,
+)
+from harness_operator.core.pod.job import PUBLISH_SLACK_SECONDS, attempt_image, build_pod_basics
 from harness_operator.core.pod.publish import PATCH_KEY, build_publish_plan
 from harness_operator.core.pod.signing import build_signing_env, build_signing_plan
 from harness_operator.core.pod.workspace import working_dir
@@ -66,33 +67,17 @@ def build_publish_job(run: HarnessRun, target: Attempt, config: OperatorConfig) 
     if publish is None or git is None or kept is None or plan is None or plan.branch is None:
         return None
     plan = plan.model_copy(update={"mode": PublishMode.publish_kept, "kept": kept})
-    env = build_git_proxy_env(run, target, config)
-    for variable, ref in (
-        (CLONE_TOKEN_ENV, git.credentials_secret_ref),
-        (PUBLISH_TOKEN_ENV, publish.credentials_secret_ref),
-    ):
-        if ref is not None:
-            env.append({"name": variable, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    env = build_git_proxy_env(run, target, config) + build_publisher_token_env(run)
     if sign is not None:
         env.append(build_signing_env(config))
     # `$$` is the kubelet's escape for `$`: a template's $(NAME) must not become another variable's value.
     env.append({"name": PUBLISH_PLAN_ENV, "value": plan.to_json().replace("$", "$$")})
-    container = {
-        "name": PUBLISH_CONTAINER,
-        "image": attempt_image(run, target, config),
-        "imagePullPolicy": config.image_pull_policy,
-        "command": ["tini", "--", *isolated_python("harness_operator.runner.publish_kept")],
-        "workingDir": "/",
-        "env": env,
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
-        "securityContext": container_security(config),
-        "terminationMessagePath": "/dev/termination-log",
-        "terminationMessagePolicy": "File",
-        "volumeMounts": [
-            {"name": "publish", "mountPath": PUBLISH_DIR},
-            {"name": "kept", "mountPath": KEPT_DIR, "readOnly": True},
-        ],
-    }
+    mounts: list[dict[str, Any]] = [
+        {"name": "publish", "mountPath": PUBLISH_DIR},
+        {"name": "kept", "mountPath": KEPT_DIR, "readOnly": True},
+    ]
+    image = attempt_image(run, target, config)
+    container = build_publisher_container(config, image, "harness_operator.runner.publish_kept", env, mounts)
     sources = [
         {
             "configMap": {
@@ -109,29 +94,13 @@ def build_publish_job(run: HarnessRun, target: Attempt, config: OperatorConfig) 
         },
     ]
     pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": config.sandbox_uid,
-            "runAsGroup": config.sandbox_uid,
-            "fsGroup": config.sandbox_uid,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        **build_pod_basics(run, config),
         "containers": [container],
         "volumes": [
             {"name": "publish", "emptyDir": {"sizeLimit": config.scratch_size_limit}},
             {"name": "kept", "projected": {"sources": sources, "defaultMode": 0o444}},
         ],
     }
-    sandbox = run.spec.sandbox
-    if sandbox and sandbox.node_selector:
-        pod_spec["nodeSelector"] = dict(sandbox.node_selector)
-    if sandbox and sandbox.tolerations:
-        pod_spec["tolerations"] = [t.to_api() for t in sandbox.tolerations]
-    if config.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in config.image_pull_secrets]
     # The attempt's label: its NetworkPolicy (egress to the gateway and the run's git rules) selects the pod.
     pod_labels = {**run_labels(name), LABEL_ATTEMPT: str(target.index)}
     metadata = build_child_meta(run, publish_job_name(name), run_labels(name))
