@@ -88,7 +88,7 @@ kueue-test: venv
 ## stops it too)
 forge-test: venv
 	tests/cluster/gitea start
-	HARNESS_FORGE=1 $(PY) -m pytest tests/forge e2e/test_forge_loop.py -q
+	HARNESS_FORGE=1 $(PY) -m pytest tests/forge e2e -m forge -q
 
 ## MultiKueue dispatches runs to a second cluster: starts it (tests/cluster/worker, its own control plane,
 ## kubelet and network namespace; about 15 s warm), Kueue on both clusters, runs
