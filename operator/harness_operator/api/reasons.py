@@ -63,6 +63,8 @@ class Reason(StrEnum):
     RunAlreadyActive = "RunAlreadyActive"
     RunCreated = "RunCreated"
     RunNameTaken = "RunNameTaken"
+    InvalidPipeline = "InvalidPipeline"
+    StepFailed = "StepFailed"
     InvalidDefinition = "InvalidDefinition"
     BudgetExhausted = "BudgetExhausted"
     CostUnknown = "CostUnknown"
@@ -300,12 +302,28 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
         "Normal",
         "concurrencyPolicy Forbid: the scheduled time waits for the schedule's unfinished run",
     ),
-    Reason.RunCreated: ("Event (schedules)", "Normal", "the schedule created its run for a scheduled time"),
+    Reason.RunCreated: (
+        "Event (schedules, pipelines)",
+        "Normal",
+        "the schedule created its run for a scheduled time; the pipeline created a step's run",
+    ),
     Reason.RunNameTaken: (
         "Event (schedules)",
         "Warning",
         "the name of a scheduled time's run is held by a run the schedule does not own; that time is "
         "skipped, the run is never adopted",
+    ),
+    Reason.InvalidPipeline: (
+        "Succeeded (pipelines)",
+        "False",
+        "a step runs after itself, fans out to more than 16 runs, or references a step it does not run after "
+        "or a matrix axis it does not have; the message names each field and the fix",
+    ),
+    Reason.StepFailed: (
+        "Succeeded (pipelines)",
+        "False",
+        "a step's run failed, or the API server refused it (the step's message says why); the steps after "
+        "it were skipped unless it has continueOn.failure",
     ),
     Reason.InvalidDefinition: (
         "Ready (definitions)",

@@ -175,6 +175,33 @@ from harness_operator.api.mcp import (
 from harness_operator.api.mcp import (
     McpSupport as McpSupport,
 )
+from harness_operator.api.pipeline import (
+    ContinueOn as ContinueOn,
+)
+from harness_operator.api.pipeline import (
+    HarnessPipeline as HarnessPipeline,
+)
+from harness_operator.api.pipeline import (
+    HarnessPipelineSpec as HarnessPipelineSpec,
+)
+from harness_operator.api.pipeline import (
+    HarnessPipelineStatus as HarnessPipelineStatus,
+)
+from harness_operator.api.pipeline import (
+    PipelineRunRef as PipelineRunRef,
+)
+from harness_operator.api.pipeline import (
+    PipelineStep as PipelineStep,
+)
+from harness_operator.api.pipeline import (
+    StepMatrix as StepMatrix,
+)
+from harness_operator.api.pipeline import (
+    StepPhase as StepPhase,
+)
+from harness_operator.api.pipeline import (
+    StepStatus as StepStatus,
+)
 from harness_operator.api.run import (
     INLINE_INPUT_MAX_BYTES as INLINE_INPUT_MAX_BYTES,
 )
@@ -456,7 +483,8 @@ KINDS: dict[
     | type[ClusterHarnessDefinition]
     | type[HarnessBudget]
     | type[HarnessSchedule]
-    | type[HarnessTrigger],
+    | type[HarnessTrigger]
+    | type[HarnessPipeline],
 ] = {
     "HarnessRun": HarnessRun,
     "HarnessDefinition": HarnessDefinition,
@@ -464,4 +492,5 @@ KINDS: dict[
     "HarnessBudget": HarnessBudget,
     "HarnessSchedule": HarnessSchedule,
     "HarnessTrigger": HarnessTrigger,
+    "HarnessPipeline": HarnessPipeline,
 }

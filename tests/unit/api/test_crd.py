@@ -63,6 +63,7 @@ def test_names_short_names_and_category() -> None:
     assert names["HarnessBudget"]["shortNames"] == ["hbudget"]
     assert names["HarnessSchedule"]["shortNames"] == ["hsched"]
     assert names["HarnessTrigger"]["shortNames"] == ["htrigger"]
+    assert names["HarnessPipeline"]["shortNames"] == ["hpipe"]
     assert all(n["categories"] == ["harness"] for n in names.values())
     scopes = {c["spec"]["names"]["kind"]: c["spec"]["scope"] for c in CRDS.values()}
     assert scopes == {
@@ -72,6 +73,7 @@ def test_names_short_names_and_category() -> None:
         "HarnessBudget": "Namespaced",
         "HarnessSchedule": "Namespaced",
         "HarnessTrigger": "Namespaced",
+        "HarnessPipeline": "Namespaced",
     }
 
 
