@@ -9,8 +9,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field
 
 from harness_operator.api.common import API_VERSION, Condition, Model, object_name, rule, validations
-from harness_operator.api.run import immutable_except
-from harness_operator.api.schedule import RunTemplate
+from harness_operator.api.run import RunTemplate, immutable_except
 
 STEPS_MAX = 32
 # A fan-in step reads each run of a fanned-out step as one of its inputs, and a run takes at most 16

@@ -490,3 +490,19 @@ class HarnessRun(Model):
         description="What to run.", json_schema_extra=validations(SPEC_IMMUTABLE_RULE)
     )
     status: HarnessRunStatus | None = Field(default=None, description="What happened.")
+
+
+class RunTemplateMetadata(Model):
+    """What a templated run's metadata carries besides what the operator sets."""
+
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels of each run (budgets select them)."
+    )
+    annotations: dict[str, str] = Field(default_factory=dict, description="Annotations of each run.")
+
+
+class RunTemplate(Model):
+    """A run a schedule, a trigger or a pipeline's step creates."""
+
+    metadata: RunTemplateMetadata | None = Field(default=None, description="Labels and annotations.")
+    spec: HarnessRunSpec = Field(description="The run's spec, as a HarnessRun's.")

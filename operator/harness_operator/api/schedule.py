@@ -5,10 +5,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from harness_operator.api.common import API_VERSION, Condition, Model, rule, validations
-from harness_operator.api.run import HarnessRunSpec
+from harness_operator.api.pipeline import HarnessPipelineSpec
+from harness_operator.api.run import RunTemplate, RunTemplateMetadata
 
 HISTORY_LIMIT_MAX = 100
 
@@ -19,20 +20,11 @@ class ConcurrencyPolicy(StrEnum):
     Replace = "Replace"
 
 
-class RunTemplateMetadata(Model):
-    """What a scheduled run's metadata carries besides what the operator sets."""
-
-    labels: dict[str, str] = Field(
-        default_factory=dict, description="Labels of each run (budgets select them)."
-    )
-    annotations: dict[str, str] = Field(default_factory=dict, description="Annotations of each run.")
-
-
-class RunTemplate(Model):
-    """The run each scheduled time creates."""
+class PipelineTemplate(Model):
+    """The pipeline each scheduled time creates."""
 
     metadata: RunTemplateMetadata | None = Field(default=None, description="Labels and annotations.")
-    spec: HarnessRunSpec = Field(description="The run's spec, as a HarnessRun's.")
+    spec: HarnessPipelineSpec = Field(description="The pipeline's spec, as a HarnessPipeline's.")
 
 
 class HarnessScheduleSpec(Model):
@@ -56,7 +48,14 @@ class HarnessScheduleSpec(Model):
         max_length=64,
         description="IANA time zone of the schedule, e.g. Europe/Berlin; unset: UTC.",
     )
-    run_template: RunTemplate = Field(description="The run created at each scheduled time.")
+    run_template: RunTemplate | None = Field(
+        default=None, description="The run created at each scheduled time (or pipelineTemplate)."
+    )
+    pipeline_template: PipelineTemplate | None = Field(
+        default=None,
+        description="The HarnessPipeline created at each scheduled time, instead of a run; the history "
+        "limits and the concurrency policy then count pipelines.",
+    )
     concurrency_policy: ConcurrencyPolicy = Field(
         default=ConcurrencyPolicy.Allow,
         description="Allow: runs may overlap; Forbid: a scheduled time is skipped while a run of this "
@@ -79,6 +78,15 @@ class HarnessScheduleSpec(Model):
         description="Failed and cancelled runs kept; older ones are deleted.",
     )
 
+    model_config = ConfigDict(
+        json_schema_extra=validations(
+            rule(
+                "has(self.runTemplate) != has(self.pipelineTemplate)",
+                "set exactly one of spec.runTemplate and spec.pipelineTemplate",
+            )
+        )
+    )
+
 
 class ScheduledRunRef(Model):
     """A run this schedule created."""
@@ -95,7 +103,9 @@ class HarnessScheduleStatus(Model):
         default=None, description="When the newest succeeded run of this schedule finished."
     )
     next_schedule_time: str | None = Field(default=None, description="The next scheduled time (unsuspended).")
-    active: list[ScheduledRunRef] = Field(default_factory=list, description="Its runs not finished yet.")
+    active: list[ScheduledRunRef] = Field(
+        default_factory=list, description="Its runs (or pipelines) not finished yet."
+    )
     conditions: list[Condition] = Field(
         default_factory=list, description="Ready: the schedule is valid and its runs can be created."
     )

@@ -15,8 +15,9 @@ from harness_operator.api.common import (
     rule,
     validations,
 )
+from harness_operator.api.run import RunTemplate
 from harness_operator.api.sandbox import Forge
-from harness_operator.api.schedule import ConcurrencyPolicy, RunTemplate
+from harness_operator.api.schedule import ConcurrencyPolicy
 
 REPOSITORIES_MAX = 64
 AUTHORS_MAX = 256

@@ -275,6 +275,9 @@ from harness_operator.api.run import (
     RunOutputRef as RunOutputRef,
 )
 from harness_operator.api.run import (
+    RunTemplate as RunTemplate,
+)
+from harness_operator.api.run import (
     ValueSource as ValueSource,
 )
 from harness_operator.api.run import (
@@ -407,7 +410,7 @@ from harness_operator.api.schedule import (
     HarnessScheduleStatus as HarnessScheduleStatus,
 )
 from harness_operator.api.schedule import (
-    RunTemplate as RunTemplate,
+    PipelineTemplate as PipelineTemplate,
 )
 from harness_operator.api.schedule import (
     ScheduledRunRef as ScheduledRunRef,

@@ -168,11 +168,13 @@ def scheduled_run_name(schedule: str, when: datetime) -> str:
 
 
 def build_scheduled_run(schedule: HarnessSchedule, when: datetime, author: str) -> dict[str, Any]:
-    """The HarnessRun the schedule creates for `when`: the template's spec, labels and annotations (but an
-    approval's, written only once the run awaits one), the schedule's label and controller owner
-    reference, the scheduled time, and `author`: the operator's own username, as which it creates it."""
+    """The HarnessRun (or, from a pipelineTemplate, the HarnessPipeline) the schedule creates for `when`:
+    the template's spec, labels and annotations (but an approval's, written only once the run awaits one),
+    the schedule's label and controller owner reference, the scheduled time, and `author`: the operator's
+    own username, as which it creates it."""
     meta = schedule.metadata
-    template = schedule.spec.run_template
+    template = schedule.spec.pipeline_template or schedule.spec.run_template
+    assert template is not None  # the CRD holds exactly one of the two
     labels = dict(template.metadata.labels if template.metadata else {})
     annotations = {
         key: value
@@ -181,7 +183,7 @@ def build_scheduled_run(schedule: HarnessSchedule, when: datetime, author: str) 
     }
     return {
         "apiVersion": API_VERSION,
-        "kind": "HarnessRun",
+        "kind": "HarnessPipeline" if schedule.spec.pipeline_template else "HarnessRun",
         "metadata": {
             "name": scheduled_run_name(meta["name"], when),
             "namespace": meta["namespace"],
