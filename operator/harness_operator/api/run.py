@@ -271,15 +271,34 @@ OUTPUT_REPROMPTS_MAX = 3
 RETRY_LIMIT_MAX = 5
 
 
+class RetryOn(StrEnum):
+    transient = "Transient"
+    any = "Any"
+
+
 class RetryPolicy(Model):
-    """Retries of a provider's attempt after a failure a retry can cure, before fallback moves on."""
+    """Retries of a provider's attempt after a failed attempt, before fallback moves on."""
 
     limit: int = Field(
         ge=1,
         le=RETRY_LIMIT_MAX,
         description="Retries per provider (the primary and each fallback), each its own attempt, after a "
-        "failure with reason RateLimited, ProviderUnavailable, JobLost or PodFailed; never after a cost, "
-        "turn or time limit or a cancel. Other failures go to the fallback at once.",
+        "failure retryOn names. Other failures go to the fallback at once.",
+    )
+    # Not `on`: YAML 1.1 (kubectl's and PyYAML's) reads an unquoted `on:` key as `true`.
+    retry_on: RetryOn = Field(
+        default=RetryOn.transient,
+        description="Which failures are retried. Transient: RateLimited, ProviderUnavailable, JobLost, "
+        "PodFailed and Preempted. Any (Dagu's retry_policy): every failure after which a fallback may "
+        "follow, so all but Timeout, Cancelled, CostLimitExceeded (a HarnessBudget's refusal too), "
+        "NetworkNotConfined and QueueUnavailable, which end the run.",
+    )
+    exit_codes: list[Annotated[int, Field(ge=1, le=255)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="Retry only an attempt whose exit code (status.attempts[].exitCode) is one of these, "
+        "among the failures retryOn names (Dagu's retry_policy.exit_code).",
     )
     backoff_seconds: int = Field(
         default=10,
@@ -358,8 +377,7 @@ class HarnessRunSpec(Model):
     )
     retry: RetryPolicy | None = Field(
         default=None,
-        description="Retry a provider's attempt on a transient failure before falling back (none: no "
-        "retries).",
+        description="Retry a provider's failed attempt before falling back (none: no retries).",
     )
     workspace: Workspace | None = Field(default=None, description="Working directory and its volume.")
     sandbox: Sandbox | None = Field(default=None, description="Isolation and placement.")

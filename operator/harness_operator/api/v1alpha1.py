@@ -266,6 +266,9 @@ from harness_operator.api.run import (
     Limits as Limits,
 )
 from harness_operator.api.run import (
+    RetryOn as RetryOn,
+)
+from harness_operator.api.run import (
     RetryPolicy as RetryPolicy,
 )
 from harness_operator.api.run import (

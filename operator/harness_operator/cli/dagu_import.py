@@ -343,7 +343,8 @@ def _seconds(value: Any) -> int | None:
 
 
 def _retry(policy: Any, notes: _Notes, label: str) -> dict[str, Any] | None:
-    """spec.retry from a step's `retry_policy`: its limit (at most RETRY_LIMIT_MAX), its interval as the
+    """spec.retry from a step's `retry_policy`, `retryOn: Any` (Dagu retries every failure but a timeout or a
+    cancel): its limit (at most RETRY_LIMIT_MAX), its `exit_code` list as exitCodes, its interval as the
     first backoff, doubled when `backoff` is true or 2 and constant without one (the maximum is the
     interval then), capped by `max_interval_sec`. What spec.retry cannot say is listed."""
     if not isinstance(policy, Mapping):
@@ -358,7 +359,17 @@ def _retry(policy: Any, notes: _Notes, label: str) -> dict[str, Any] | None:
         notes.add(
             f"retry_policy.limit: spec.retry.limit is at most {RETRY_LIMIT_MAX}; imported as that", label
         )
-    retry: dict[str, Any] = {"limit": min(limit, RETRY_LIMIT_MAX)}
+    retry: dict[str, Any] = {"limit": min(limit, RETRY_LIMIT_MAX), "retryOn": "Any"}
+    if codes := policy.get("exit_code"):
+        listed = codes if isinstance(codes, list) else [codes]
+        kept = [c for c in listed if isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= 255]
+        if len(kept) < len(listed):
+            what = "codes outside 1-255 dropped (a failed attempt exits 1 to 255, 128 + N when signal N"
+            notes.add(f"retry_policy.exit_code: {what} killed it)", label)
+        if not kept:
+            notes.add("retry_policy.exit_code: no code left, so nothing is retried; not imported", label)
+            return None
+        retry["exitCodes"] = kept
     interval = _seconds(policy.get("interval_sec"))
     if interval is not None:
         retry["backoffSeconds"] = min(interval, 3600)
@@ -370,13 +381,6 @@ def _retry(policy: Any, notes: _Notes, label: str) -> dict[str, Any] | None:
             retry["maxBackoffSeconds"] = cap
     else:
         notes.add(f"retry_policy.backoff: {backoff}: spec.retry doubles each wait; imported as 2", label)
-    if policy.get("exit_code"):
-        notes.add("retry_policy.exit_code: spec.retry retries by reason, not exit code; not imported", label)
-    notes.add(
-        "retry_policy: imported as spec.retry, which retries only RateLimited, ProviderUnavailable, "
-        "JobLost and PodFailed failures (Dagu retries every failure)",
-        label,
-    )
     return retry
 
 
@@ -600,6 +604,9 @@ def import_dagu(
             spec["limits"] = {"timeoutSeconds": int(step["timeout_sec"])}
         if "retry_policy" in step and (retry := _retry(step["retry_policy"], notes, label)):
             spec["retry"] = retry
+            if fallback:
+                what = "Dagu retries the whole chain (each provider, then all again); spec.retry retries"
+                notes.add(f"retry_policy with fallback: {what} each provider before the next", label)
         if "output_schema" in step:
             schema = step["output_schema"]
             problem = output_schema_problem(schema) if isinstance(schema, dict) else None

@@ -186,7 +186,9 @@ class LocalRunner:
             results.append(result)
             index = None
             if not result.succeeded:
-                index = compute_next_index(positions, plan.attempt, result.reason, result.fallback_allowed)
+                index = compute_next_index(
+                    positions, plan.attempt, run.spec.retry, result.reason, result.exit_code
+                )
             if index is not None and not self._announce(run, plan, result, plans[index - 1], positions):
                 break  # cancelled while a retry waited
         last = results[-1]

@@ -237,7 +237,7 @@ class Reconciler:
                 output_invalid=output_invalid,
                 cancelled=cancelled,
             )
-            next_index = compute_next_attempt(observed)
+            next_index = compute_next_attempt(observed, run.spec.retry)
             if next_index is None:
                 written = self._write(run, observed, meter_retry)
                 # A change kept for approval: reconciled again at once, to delete the attempt's Job.

@@ -117,10 +117,11 @@ def test_an_output_inside_a_prompt_becomes_an_input() -> None:
     assert mixed["inputs"] == [{"name": "REVIEW_RESULT", "runOutput": {"name": "nightly-review"}}]
 
 
-def test_a_retry_policy_becomes_spec_retry() -> None:
+def test_a_retry_policy_becomes_spec_retry_of_any_failure() -> None:
     imported = runs(DAG, "nightly")
-    assert imported["nightly-mixed"]["retry"] == {"limit": 2, "maxBackoffSeconds": 10}  # Dagu: constant
-    assert imported["nightly-other"]["retry"] == {"limit": 1, "maxBackoffSeconds": 10}
+    # Dagu's interval is constant: the most is the first.
+    assert imported["nightly-mixed"]["retry"] == {"limit": 2, "retryOn": "Any", "maxBackoffSeconds": 10}
+    assert imported["nightly-other"]["retry"] == {"limit": 1, "retryOn": "Any", "maxBackoffSeconds": 10}
 
 
 @pytest.mark.parametrize(
@@ -134,7 +135,18 @@ def test_a_retry_policy_becomes_spec_retry() -> None:
         ),
         ({"limit": 9, "interval_sec": 1, "backoff": 2.0}, {"limit": 5, "backoffSeconds": 1}, "at most 5"),
         ({"limit": 1, "backoff": 1.5}, {"limit": 1}, "retry_policy.backoff: 1.5"),
-        ({"limit": 1, "exit_code": [2]}, {"limit": 1, "maxBackoffSeconds": 10}, "retry_policy.exit_code"),
+        (
+            {"limit": 1, "exit_code": [2, 75]},
+            {"limit": 1, "exitCodes": [2, 75], "maxBackoffSeconds": 10},
+            None,
+        ),
+        ({"limit": 1, "exit_code": []}, {"limit": 1, "maxBackoffSeconds": 10}, None),  # Dagu: any code
+        (
+            {"limit": 1, "exit_code": [-1, 2, 300]},
+            {"limit": 1, "exitCodes": [2], "maxBackoffSeconds": 10},
+            "retry_policy.exit_code: codes outside 1-255 dropped",
+        ),
+        ({"limit": 1, "exit_code": [0]}, None, "retry_policy.exit_code: no code left"),
         ({"limit": "${N}"}, None, "retry_policy.limit: not a positive number"),
     ],
 )
@@ -144,11 +156,24 @@ def test_retry_policies_map_onto_spec_retry_and_say_what_does_not(
     dag = {"steps": [{"id": "s", "type": "harness", "command": "hi", "with": {"provider": "claude"},
                       "retry_policy": policy}]}  # fmt: skip
     result = import_dagu(dag, "d")
-    assert result.manifests[0]["spec"].get("retry") == retry
+    assert result.manifests[0]["spec"].get("retry") == (retry and {**retry, "retryOn": "Any"})
     if note is not None:
         assert any(line.startswith(note) or note in line for line in result.unsupported), result.unsupported
+    else:
+        assert result.unsupported == []
     imported = HarnessRun.model_validate(result.manifests[0])  # what the importer writes, the API takes
     assert (imported.spec.retry is None) == (retry is None)
+
+
+def test_a_retry_policy_with_a_fallback_says_dagu_retries_the_whole_chain() -> None:
+    dag = {"steps": [{"id": "s", "type": "harness", "command": "hi", "retry_policy": {"limit": 1},
+                      "with": {"provider": "claude", "fallback": [{"provider": "codex"}]}}]}  # fmt: skip
+    result = import_dagu(dag, "d")
+    assert result.manifests[0]["spec"]["retry"]["retryOn"] == "Any"
+    assert result.unsupported == [
+        "retry_policy with fallback: Dagu retries the whole chain (each provider, then all again); "
+        "spec.retry retries each provider before the next (steps: s)"
+    ]
 
 
 def test_depends_through_a_step_not_imported_keeps_the_order() -> None:
@@ -158,8 +183,6 @@ def test_depends_through_a_step_not_imported_keeps_the_order() -> None:
 def test_unsupported_parts_are_listed_once_with_their_steps() -> None:
     assert import_dagu(DAG, "nightly").unsupported == [
         "prompt: ${TEAM} names no output, parameter or env entry; kept verbatim (steps: mixed, other)",
-        "retry_policy: imported as spec.retry, which retries only RateLimited, ProviderUnavailable, JobLost "
-        "and PodFailed failures (Dagu retries every failure) (steps: mixed, other)",
         "not a harness step; not imported (steps: print)",
         "schedule: a HarnessSchedule creates one run, and this DAG has 4 harness steps; not imported "
         "(schedule each run, or a DAG of one step)",

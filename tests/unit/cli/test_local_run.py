@@ -1,5 +1,5 @@
 """`harnessctl run` (local_run.run_paths) end to end with real fake-agent processes: fallback,
-no fallback after timeout, missing fallback binary, secrets from manifests or the environment,
+no fallback after timeout, retries of any failure, missing fallback binary, secrets from manifests or the environment,
 validation first, chaining, the status file, and the demo."""
 
 import base64
@@ -98,6 +98,31 @@ def test_no_fallback_after_timeout(tmp_path, capfd):
     assert out == "" and "trying fallback" not in err
     [status] = statuses(status_file)
     assert (status.phase, status.reason, len(status.attempts)) == ("Failed", "Timeout", 1)
+
+
+def test_retry_on_any_runs_a_failed_provider_again_before_its_fallback(tmp_path, capfd):
+    status_file = tmp_path / "status.yaml"
+    retry = {"limit": 1, "retryOn": "Any", "backoffSeconds": 0}
+    docs = (definition("broken", "fail"), definition("good", "ok"))
+    chain = {"fallback": [{"provider": "good"}]}
+    files = manifests(tmp_path, *docs, harness_run("r", "broken", tmp_path, retry=retry, **chain))
+    assert run_paths([files], str(status_file)) == 0
+    err = capfd.readouterr().err
+    line = "attempt 1/4 with broken failed (ProviderFailed); retry 1/1 with broken as attempt 2/4 in 0s"
+    assert line in err
+    [status] = statuses(status_file)
+    assert [(a.index, a.provider, a.exit_code) for a in status.attempts] == [
+        (1, "broken", 3),
+        (2, "broken", 3),
+        (3, "good", 0),
+    ]
+    # Only the exit codes listed: the fake agent's 3 is not, so the fallback follows at once.
+    other = {**retry, "exitCodes": [2]}
+    files = manifests(tmp_path, *docs, harness_run("r", "broken", tmp_path, retry=other, **chain))
+    assert run_paths([files], str(status_file)) == 0
+    assert "trying fallback 3/4 with good" in capfd.readouterr().err
+    [status] = statuses(status_file)
+    assert [a.index for a in status.attempts] == [1, 3]
 
 
 def test_missing_fallback_binary_matters_only_when_reached(tmp_path, capfd):

@@ -1,4 +1,4 @@
-"""Retries: a provider's attempt repeated after a failure a retry can cure, before fallback moves on (pure).
+"""Retries: a provider's attempt repeated after a failure spec.retry names, before fallback moves on (pure).
 
 Each provider of the chain (spec.provider, then each spec.fallback[]) owns 1 + spec.retry.limit attempt
 numbers, in order. An attempt's number, and with it its Job, plan, tokens and grants, is fixed before
@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import HarnessRunSpec, RetryPolicy
+from harness_operator.api.v1alpha1 import HarnessRunSpec, RetryOn, RetryPolicy
+from harness_operator.contract.result import is_fallback_allowed
 from harness_operator.contract.times import timestamp
 
 # The closed set of reasons a retry can cure: the vendor was busy or down, the cluster lost the pod, or
@@ -30,15 +31,28 @@ def build_positions(spec: HarnessRunSpec) -> list[int]:
     return [position for position in range(1, 2 + len(spec.fallback)) for _ in range(tries)]
 
 
+def is_retried(policy: RetryPolicy | None, reason: str | None, exit_code: int) -> bool:
+    """Whether spec.retry retries a failed attempt that ended with `reason` and `exit_code`: on Transient,
+    a reason of TRANSIENT_REASONS; on Any (Dagu's retry_policy), every failure a fallback may follow (what
+    ends the run for every provider, a timeout, a cancel, a cost cap, ends it for a retry too); either
+    only with an exit code among exitCodes, when set."""
+    if policy is None or (policy.exit_codes and exit_code not in policy.exit_codes):
+        return False
+    if policy.retry_on == RetryOn.any:
+        return is_fallback_allowed(exit_code, reason)
+    return reason in TRANSIENT_REASONS
+
+
 def compute_next_index(
-    positions: Sequence[int], failed: int, reason: str | None, fallback_allowed: bool
+    positions: Sequence[int], failed: int, policy: RetryPolicy | None, reason: str | None, exit_code: int
 ) -> int | None:
-    """The attempt after attempt `failed` ended with `reason`: the same provider's next number on a
-    transient failure while it has one, else the next provider's first (when fallback is allowed)."""
+    """The attempt after attempt `failed` ended with `reason` and `exit_code`: the same provider's next
+    number when `policy` retries it and the provider has one, else the next provider's first (when a
+    fallback may follow)."""
     position = positions[failed - 1]
-    if reason in TRANSIENT_REASONS and failed < len(positions) and positions[failed] == position:
+    if is_retried(policy, reason, exit_code) and failed < len(positions) and positions[failed] == position:
         return failed + 1
-    if not fallback_allowed:
+    if not is_fallback_allowed(exit_code, reason):
         return None
     return next((i for i, p in enumerate(positions, start=1) if p == position + 1), None)
 

@@ -161,8 +161,8 @@ def compute_unattributed(run_meter: MeteredUsage, metered: Sequence[Usage]) -> U
 
 # Behind the gateway the team holds no vendor key: a 401 the CLI reports is the platform's key (or the run's
 # own, which the gateway holds for it), and the CLI's words ("Invalid API key · Fix external API key") would
-# send the team after a key it does not have. AuthFailed is not retried (not transient, resolve/retry.py),
-# and the gateway's answer stops the CLI's own retries.
+# send the team after a key it does not have. AuthFailed is not retried unless spec.retry.on is Any (not
+# transient, resolve/retry.py), and the gateway's answer stops the CLI's own retries.
 def with_refused_key(
     result: ResultDocument, run: HarnessRun, route: ModelRoute, config: OperatorConfig
 ) -> ResultDocument:

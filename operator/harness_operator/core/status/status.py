@@ -24,6 +24,7 @@ from harness_operator.api.v1alpha1 import (
     OutputStatus,
     Phase,
     Protocol,
+    RetryPolicy,
     RunBudget,
     SessionStatus,
 )
@@ -70,9 +71,9 @@ def attempt_positions(observed: Observed) -> list[int]:
     return observed.positions or list(range(1, len(observed.providers) + 1))
 
 
-def compute_next_attempt(observed: Observed) -> int | None:
-    """The 1-based attempt to create now, if any: the first, a retry after a transient failure, or the
-    next provider's first after an allowed fallback."""
+def compute_next_attempt(observed: Observed, policy: RetryPolicy | None) -> int | None:
+    """The 1-based attempt to create now, if any: the first, a retry after a failure `policy` (spec.retry)
+    retries, or the next provider's first after an allowed fallback."""
     if observed.rejected or observed.waiting or observed.failed or observed.cancelled:
         return None
     if not observed.attempts:
@@ -83,7 +84,7 @@ def compute_next_attempt(observed: Observed) -> int | None:
     positions = attempt_positions(observed)
     if not 1 <= last.index <= len(positions):
         return None
-    return compute_next_index(positions, last.index, last.result.reason, last.result.fallback_allowed)
+    return compute_next_index(positions, last.index, policy, last.result.reason, last.result.exit_code)
 
 
 def describe_next_attempt(run: HarnessRun, observed: Observed, next_index: int) -> tuple[str, str]:
@@ -175,7 +176,7 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
     }
     total = len(observed.providers)
     last = observed.attempts[-1] if observed.attempts else None
-    next_index = compute_next_attempt(observed)
+    next_index = compute_next_attempt(observed, run.spec.retry)
 
     if observed.failed:
         reason, message = observed.failed

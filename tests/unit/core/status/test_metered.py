@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from harness_operator.api.reasons import Reason
-from harness_operator.api.v1alpha1 import CostSource, HarnessRun, Usage
+from harness_operator.api.v1alpha1 import CostSource, HarnessRun, RetryPolicy, Usage
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.model_access import MeteredUsage
 from harness_operator.contract.result import ResultDocument
@@ -280,5 +280,5 @@ def test_other_results_are_left_as_the_cli_said(reason: str | None) -> None:
 
 def test_a_refused_key_is_not_retried() -> None:
     # Two tries of claude, then codex: the refused key goes to the fallback, never to claude's retry.
-    assert compute_next_index([1, 1, 2], 1, Reason.AuthFailed, fallback_allowed=True) == 3
-    assert compute_next_index([1, 1], 1, Reason.AuthFailed, fallback_allowed=True) is None
+    assert compute_next_index([1, 1, 2], 1, RetryPolicy(limit=1), Reason.AuthFailed, 1) == 3
+    assert compute_next_index([1, 1], 1, RetryPolicy(limit=1), Reason.AuthFailed, 1) is None

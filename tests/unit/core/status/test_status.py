@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from harness_operator.api.v1alpha1 import AttemptOutcome, HarnessRun, Usage
+from harness_operator.api.v1alpha1 import AttemptOutcome, HarnessRun, RetryPolicy, Usage
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.result import ResultDocument, build_result_doc, render_termination_message
 from harness_operator.core.queue.kueue import slim_workload
@@ -209,7 +209,7 @@ PROVIDERS = ["claude", "codex", "gemini"]
     ],
 )
 def test_next_attempt(attempts: list[ObservedAttempt], expected: int | None) -> None:
-    assert compute_next_attempt(Observed(PROVIDERS, attempts)) == expected
+    assert compute_next_attempt(Observed(PROVIDERS, attempts), None) == expected
 
 
 def conditions(status: Any) -> dict[str, tuple[str, str]]:
@@ -256,7 +256,7 @@ RETRIED = ["claude", "claude", "codex", "codex"]  # spec.retry.limit 1: two atte
 
 def test_a_transient_failure_is_retried_and_its_message_says_which_retry() -> None:
     observed = Observed(RETRIED, [finished(1, "claude", 1, "RateLimited")], positions=[1, 1, 2, 2])
-    assert compute_next_attempt(observed) == 2
+    assert compute_next_attempt(observed, RetryPolicy(limit=1)) == 2
     status = compute_status(run(fallback=[{"provider": "codex"}], retry={"limit": 1}), observed, NOW)
     assert (
         status.message == "attempt 1/4 with claude failed (RateLimited); retry 1/1 with claude as attempt 2/4"
@@ -266,9 +266,22 @@ def test_a_transient_failure_is_retried_and_its_message_says_which_retry() -> No
 
 def test_a_failure_no_retry_cures_skips_to_the_fallbacks_number() -> None:
     observed = Observed(RETRIED, [finished(1, "claude", 1, "AuthFailed")], positions=[1, 1, 2, 2])
-    assert compute_next_attempt(observed) == 3
+    assert compute_next_attempt(observed, RetryPolicy(limit=1)) == 3
     status = compute_status(run(fallback=[{"provider": "codex"}], retry={"limit": 1}), observed, NOW)
     assert status.message == "harness: attempt 1/4 with claude failed; trying fallback 3/4 with codex"
+
+
+def test_on_any_every_failure_a_fallback_may_follow_is_retried() -> None:
+    retried = run(fallback=[{"provider": "codex"}], retry={"limit": 1, "retryOn": "Any"})
+    observed = Observed(RETRIED, [finished(1, "claude", 1, "AuthFailed")], positions=[1, 1, 2, 2])
+    assert compute_next_attempt(observed, retried.spec.retry) == 2
+    status = compute_status(retried, observed, NOW)
+    line = "attempt 1/4 with claude failed (AuthFailed); retry 1/1 with claude as attempt 2/4"
+    assert status.message == line
+    assert conditions(status)["Succeeded"] == ("Unknown", "Retrying")
+    timed_out = Observed(RETRIED, [finished(1, "claude", 124, "Timeout")], positions=[1, 1, 2, 2])
+    assert compute_next_attempt(timed_out, retried.spec.retry) is None
+    assert compute_status(retried, timed_out, NOW).reason == "Timeout"
 
 
 def test_an_end_is_recorded_once_when_the_result_has_none() -> None:
@@ -343,7 +356,7 @@ def test_an_output_that_does_not_match_its_schema_fails_the_run_and_keeps_the_ou
     assert conditions(status)["Succeeded"] == ("False", "OutputInvalid")
     assert status.output is not None and status.output.config_map_name == "r-output"  # to see what it said
     assert status.attempts[0].exit_code == 0  # the agent's own exit, as it was
-    assert compute_next_attempt(observed) is None  # no fallback: the agent succeeded, its answer did not
+    assert compute_next_attempt(observed, None) is None  # no fallback: the agent succeeded, not its answer
 
 
 def test_all_providers_failed_keeps_last_exit_code() -> None:
@@ -516,8 +529,8 @@ def test_a_lost_attempt_is_never_created_again_and_falls_back() -> None:
         }
     )
     assert merged[0].start_time == "x"
-    assert compute_next_attempt(Observed(PROVIDERS, merged)) == 2  # a non-zero exit: fallback follows
-    assert compute_next_attempt(Observed(PROVIDERS[:1], merged)) is None  # never attempt 1 again
+    assert compute_next_attempt(Observed(PROVIDERS, merged), None) == 2  # a non-zero exit: fallback follows
+    assert compute_next_attempt(Observed(PROVIDERS[:1], merged), None) is None  # never attempt 1 again
     status = compute_status(run(), Observed(PROVIDERS[:1], merged), NOW)
     assert (status.phase, status.reason, status.exit_code) == ("Failed", "JobLost", 1)
 
@@ -553,7 +566,7 @@ def test_failed_run_keeps_its_attempts_and_stays_accepted() -> None:
     }
     assert (status.phase, status.exit_code, status.message) == ("Failed", 1, "NetworkPolicy r-a2 exists")
     assert [a.reason for a in status.attempts] == ["ProviderFailed"]
-    assert compute_next_attempt(Observed(PROVIDERS, attempts, failed=("ChildConflict", "x"))) is None
+    assert compute_next_attempt(Observed(PROVIDERS, attempts, failed=("ChildConflict", "x")), None) is None
 
 
 # Every phase and reason compute_status reaches, with the kstatus conditions it must write: Ready follows
@@ -993,8 +1006,8 @@ def test_an_attempt_kueue_takes_back_ends_preempted_and_its_job_goes(
     assert (seen.result.exit_code, seen.result.reason) == (1, "Preempted")
     assert seen.result.message == f"{why}; attempt 1 is not run again"
     assert decide_deletions([seen], False) == ["r-a1"]  # before Kueue admits it and starts a second pod
-    assert compute_next_attempt(Observed(PROVIDERS, [seen])) == 2  # a retry or fallback follows
-    assert compute_next_attempt(Observed(PROVIDERS[:1], [seen])) is None  # never attempt 1 again
+    assert compute_next_attempt(Observed(PROVIDERS, [seen]), None) == 2  # a retry or fallback follows
+    assert compute_next_attempt(Observed(PROVIDERS[:1], [seen]), None) is None  # never attempt 1 again
 
 
 def test_a_suspended_job_under_spec_cancel_is_cancelled_not_preempted() -> None:
