@@ -34,6 +34,7 @@ from harness_operator.controller.leader import LeaderElector
 from harness_operator.controller.logs import setup_logging
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.metrics import LEADER
+from harness_operator.controller.pipelines import PipelineReconciler
 from harness_operator.controller.progress import ProgressReader
 from harness_operator.controller.reconcile import wire_reconciler
 from harness_operator.controller.reference_cache import (
@@ -110,6 +111,7 @@ def compose(kube: Kube, config: OperatorConfig) -> Parts:
         progress=progress,
         progress_interval=config.progress_interval_seconds,
         schedules=ScheduleReconciler(kube, clock, runs.scheduled),
+        pipelines=PipelineReconciler(kube, clock, runs.piped),
         runs=runs,
         budgets=budgets,
         grants=grants,

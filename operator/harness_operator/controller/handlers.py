@@ -1,8 +1,8 @@
 """kopf registrations only: each handler hands its call to the Controller (wiring.py) that __main__ put
-in kopf's memo. kopf tells of budgets, schedules and definitions (event handlers only: no finalizer, no
-annotations), a few objects each. Runs are not kopf's: their watch cache (run_cache.py) drives them, and
-the reconciler reads definitions and budgets from watch caches of its own (reference_cache.py), warm in a
-standby too."""
+in kopf's memo. kopf tells of budgets, schedules, pipelines and definitions (event handlers only: no
+finalizer, no annotations), a few objects each. Runs are not kopf's: their watch cache (run_cache.py)
+drives them, and the reconciler reads definitions and budgets from watch caches of its own
+(reference_cache.py), warm in a standby too."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import kopf
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.controller.reference_cache import build_budget_ref
+from harness_operator.controller.run_cache import is_unfinished
 from harness_operator.controller.wiring import Controller
+from harness_operator.core.schedule import schedule_owner
 
 
 def memo_for(controller: Controller) -> kopf.Memo:
@@ -75,6 +77,22 @@ def schedule_event(namespace: str | None, name: str, type: str | None, memo: kop
         controller.schedule_deleted(namespace, name)
     else:
         controller.reconcile_schedule(namespace, name)
+
+
+@kopf.on.event(GROUP, VERSION, "harnesspipelines")
+def pipeline_event(
+    namespace: str | None, name: str, type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
+    """Every pipeline at startup and on each change (a cancel); our own status write comes back as an
+    event and finds nothing to change. A finished pipeline a schedule controls is news to the schedule."""
+    controller = _controller(memo)
+    if not namespace:
+        return
+    if type != "DELETED":
+        controller.reconcile_pipeline(namespace, name)
+    owner = schedule_owner(body)
+    if owner is not None and (type == "DELETED" or not is_unfinished(body)):
+        controller.reconcile_schedule(namespace, owner[0])
 
 
 @kopf.on.event(GROUP, VERSION, "harnessdefinitions")

@@ -23,6 +23,7 @@ from typing import Any
 from harness_operator.api.v1alpha1 import HarnessRunStatus
 from harness_operator.controller.cache import SYNC_WAIT_SECONDS
 from harness_operator.core.objects.naming import ANNOTATION_DECISION
+from harness_operator.core.pipeline.runs import StepRun, build_step_run_entry, pipeline_owner
 from harness_operator.core.queue.budget import RunCharge, build_run_charge
 from harness_operator.core.queue.fairqueue import QueueEntry, build_queue_entry
 from harness_operator.core.schedule import ScheduledRun, build_scheduled_run_entry, schedule_owner
@@ -45,6 +46,8 @@ class RunEntry:
     charge: RunCharge
     queued: QueueEntry | None
     scheduled: tuple[str, ScheduledRun] | None  # (the schedule's UID, the run)
+    pipeline: str | None = None  # the name of the pipeline that controls it
+    piped: tuple[str, StepRun] | None = None  # (the pipeline's UID, the run as its pipeline reads it)
     decision: str | None = None  # the approval decision annotated on it (core/status/awaiting.py)
 
 
@@ -79,6 +82,7 @@ def build_run_entry(run: Mapping[str, Any], expiry: Expiry, now: datetime) -> Ru
     unfinished = is_unfinished(run)  # first: a finished run (most, at startup) costs no status parse
     delay = None if unfinished else expiry(run, now)
     owner = schedule_owner(run)
+    piped = build_step_run_entry(run)
     return RunEntry(
         uid=str(meta.get("uid") or ""),
         generation=int(meta.get("generation") or 0),
@@ -90,6 +94,8 @@ def build_run_entry(run: Mapping[str, Any], expiry: Expiry, now: datetime) -> Ru
         queued=build_queue_entry(run),
         scheduled=build_scheduled_run_entry(run),
         decision=(meta.get("annotations") or {}).get(ANNOTATION_DECISION),
+        pipeline=(pipeline_owner(run) or (None,))[0] if piped else None,
+        piped=piped,
     )
 
 
@@ -137,6 +143,14 @@ class RunStore:
             entry.scheduled[1]
             for entry in self._entries(namespace)
             if entry.scheduled is not None and entry.scheduled[0] == schedule_uid
+        ]
+
+    def piped(self, namespace: str, pipeline_uid: str) -> list[StepRun]:
+        """The runs the pipeline of `pipeline_uid` controls."""
+        return [
+            entry.piped[1]
+            for entry in self._entries(namespace)
+            if entry.piped is not None and entry.piped[0] == pipeline_uid
         ]
 
     def every_run(self) -> list[RunChange]:

@@ -11,10 +11,13 @@ import structlog
 from pydantic import ValidationError
 
 from harness_operator.api.v1alpha1 import HarnessSchedule
-from harness_operator.controller.kube import Kube
+from harness_operator.controller.kube import PIPELINES, Kube
+from harness_operator.core.objects.naming import label_value
 from harness_operator.core.schedule import (
+    LABEL_SCHEDULE,
     ScheduledRun,
     build_name_taken_event,
+    build_scheduled_run_entry,
     decide_schedule,
     is_owned_by,
 )
@@ -50,12 +53,21 @@ class ScheduleReconciler:
                 log.warning("Schedule not readable", schedule=f"{namespace}/{name}", error=str(exc))
                 return None
             uid = str(raw["metadata"].get("uid", ""))
-            runs = self.runs(namespace, uid) if self.runs is not None else []
+            pipelines = schedule.spec.pipeline_template is not None
+            if pipelines:  # a few per schedule, read when it is reconciled (no cache of pipelines)
+                listed = self.kube.list_pipelines(namespace, f"{LABEL_SCHEDULE}={label_value(name)}")
+                entries = [build_scheduled_run_entry(body) for body in listed]
+                runs = [e[1] for e in entries if e is not None and e[0] == uid]
+            else:
+                runs = self.runs(namespace, uid) if self.runs is not None else []
             if self._author is None:
                 self._author = self.kube.fetch_username()
             decision = decide_schedule(schedule, runs, self.clock(), self._author)
             for run in decision.delete:
-                self.kube.delete_run(namespace, run.name, run.uid)
+                if pipelines:
+                    self.kube.delete_run(namespace, run.name, run.uid, PIPELINES)
+                else:
+                    self.kube.delete_run(namespace, run.name, run.uid)
             status = decision.status.to_api()
             events = list(decision.events)
             if decision.create is not None and decision.created is not None:

@@ -22,6 +22,7 @@ from harness_operator.controller.errors import Permanent, Temporary, classify, c
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube
 from harness_operator.controller.kube_reader import KubeReader
+from harness_operator.controller.pipelines import PipelineReconciler
 from harness_operator.controller.progress import ProgressReader, ProgressTicks
 from harness_operator.controller.reconcile import Reconciler
 from harness_operator.controller.reference_cache import ReferenceStore
@@ -102,12 +103,14 @@ class Controller:
         budget_tick_seconds: float = BUDGET_TICK_SECONDS,
         budgets: BudgetReconciler | None = None,
         grants: Grants | None = None,
+        pipelines: PipelineReconciler | None = None,
     ) -> None:
         self.reconciler = reconciler  # runs
         self.budgets = budgets  # their ledgers, ticked here
         self.grants = grants  # a deleted run's go with it
         self.runs = RunStore() if runs is None else runs  # __main__'s, which a watch fills
         self.schedules = schedules
+        self.pipelines = pipelines
         self.progress = progress
         self.ticks = (
             ProgressTicks(self.refresh_progress, progress_interval) if progress_interval > 0 else None
@@ -209,8 +212,9 @@ class Controller:
         reconciled by a worker; a running one has its progress ticks (nothing is polled); a finished one
         with a TTL its deletion scheduled; a deleted one leaves the gauges and its egress grant; a
         schedule's run that finished or went is news to its schedule (its history limits, Forbid's
-        waiting, its active runs; on `lead` the schedules are reconciled anyway). Nothing here waits on
-        the API server: the watch thread goes on at once."""
+        waiting, its active runs; on `lead` the schedules are reconciled anyway); any change of a
+        pipeline's run is news to its pipeline (its steps, phases and costs). Nothing here waits on the
+        API server: the watch thread goes on at once."""
         children = self._children
         if children is None or self._stopped.is_set():
             return  # a standby, or stopped: the new leader acts on every run it holds
@@ -224,6 +228,9 @@ class Controller:
         if entry.schedule is not None and finished_or_gone and not resuming:
             again = partial(self.reconcile_schedule, namespace, entry.schedule)
             self._later(("schedule-due", namespace, entry.schedule), 0, again)
+        if entry.pipeline is not None and not resuming:
+            again = partial(self.reconcile_pipeline, namespace, entry.pipeline)
+            self._later(("harnesspipelines", namespace, entry.pipeline), 0, again)
         self.schedule_expiry(namespace, name, entry, change.deleted)
 
     def wake_waiting_runs(self, namespace: str) -> None:
@@ -336,6 +343,24 @@ class Controller:
         """A deleted schedule is not woken again (its runs go with it, through their ownerReferences)."""
         self.retries.forget(("schedule-due", namespace, name))
         self.retries.forget(("harnessschedules", namespace, name))
+
+    def reconcile_pipeline(self, namespace: str, name: str, retry: int = 0) -> None:
+        """The pipeline brought forward; like a schedule, a temporary failure retries later, a bounded
+        number of times (its runs' next change tries again too)."""
+        if self.pipelines is None or self._stopped.is_set():
+            return
+        try:
+            self.pipelines.reconcile(namespace, name)
+        except Exception as exc:  # every error goes through the one classifier
+            verdict = classify(exc, retry)
+            metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
+            what = f"{namespace}/{name}"
+            if isinstance(verdict, Temporary) and retry + 1 < self.max_retries:
+                log.warning("Pipeline not reconciled; retrying", pipeline=what, error=verdict.message)
+                again = partial(self.reconcile_pipeline, namespace, name, retry + 1)
+                self._later(("harnesspipelines", namespace, name), verdict.delay, again)
+                return
+            log.error("Pipeline not reconciled", pipeline=what, error=verdict.message)
 
     def check_definition(self, plural: str, namespace: str | None, name: str, retry: int = 0) -> None:
         """Like runs' child events, a temporary failure retries later, a bounded number of times."""

@@ -293,7 +293,8 @@ def decide_schedule(
     status = status.model_copy(
         update={"last_schedule_time": timestamp(due), "active": [*status.active, created]}
     )
-    event = ScheduleEvent("Normal", Reason.RunCreated, f"created run {name} for {timestamp(due)}")
+    what = "pipeline" if spec.pipeline_template else "run"
+    event = ScheduleEvent("Normal", Reason.RunCreated, f"created {what} {name} for {timestamp(due)}")
     return ScheduleDecision(status, run, due, delete, [], wake_in, created=event)
 
 

@@ -13,7 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.common import GROUP, VERSION
 from harness_operator.core.objects.events import build_event
-from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
+from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, as_service_account, service_account_user
 
 TRIGGERS = "harnesstriggers"
 RUNS = "harnessruns"
@@ -21,11 +21,6 @@ FIELD_MANAGER = "harness-trigger-receiver"
 # A forge waits about 10 s for an answer: each call gets a few seconds, never the client's default (none).
 TIMEOUT = (3.0, 5.0)
 CONNECTIONS = 16
-
-
-def service_account_user(namespace: str, name: str) -> str:
-    """The username the API server gives a ServiceAccount."""
-    return f"system:serviceaccount:{namespace}:{name}"
 
 
 def load_api_client() -> client.ApiClient:
@@ -37,13 +32,6 @@ def load_api_client() -> client.ApiClient:
     settings = client.Configuration.get_default_copy()
     settings.connection_pool_maxsize = CONNECTIONS
     return client.ApiClient(settings)
-
-
-def as_service_account(namespace: str, name: str) -> dict[str, str]:
-    """The header that makes one request the ServiceAccount's. No Impersonate-Group: the API server gives
-    an impersonated ServiceAccount its own groups (system:serviceaccounts, ...:<namespace>,
-    system:authenticated) itself, while naming them would need a cluster-wide right to impersonate groups."""
-    return {"Impersonate-User": service_account_user(namespace, name)}
 
 
 class ReceiverKube:

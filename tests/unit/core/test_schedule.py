@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessSchedule
+from harness_operator.api.crd import build_crds
+from harness_operator.api.v1alpha1 import HarnessPipeline, HarnessRun, HarnessSchedule
 from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
 from harness_operator.core.schedule import (
     ANNOTATION_SCHEDULED_TIME,
@@ -90,6 +91,44 @@ def test_the_due_time_creates_its_run_named_by_the_minute_with_the_template_and_
         "RunCreated",
         "created run nightly-29935200 for 2026-12-01T08:00:00Z",
     )
+
+
+def test_a_pipeline_template_creates_a_pipeline_owned_by_the_schedule() -> None:
+    template = {
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {
+            "serviceAccountName": "runner",
+            "steps": [
+                {"name": "review", "run": {"spec": {"provider": "claude", "prompt": "Review main."}}},
+                {
+                    "name": "summary",
+                    "after": ["review"],
+                    "run": {"spec": {"provider": "codex", "prompt": "Summarize $(steps.review.output)"}},
+                },
+            ],
+        },
+    }
+    decision = decide_schedule(schedule(runTemplate=None, pipelineTemplate=template), [], NOW, OPERATOR)
+    assert decision.create is not None
+    pipeline = HarnessPipeline.model_validate(decision.create)  # a pipeline the API takes
+    assert decision.create["kind"] == "HarnessPipeline"
+    assert decision.create["metadata"]["name"] == "nightly-29935200"
+    assert decision.create["metadata"]["labels"][LABEL_SCHEDULE] == "nightly"
+    assert decision.create["metadata"]["ownerReferences"][0]["kind"] == "HarnessSchedule"
+    assert [s.name for s in pipeline.spec.steps] == ["review", "summary"]
+    assert decision.created is not None
+    assert decision.created.message == "created pipeline nightly-29935200 for 2026-12-01T08:00:00Z"
+
+
+def test_a_schedule_takes_exactly_one_template() -> None:
+    crd = next(c for c in build_crds().values() if c["spec"]["names"]["kind"] == "HarnessSchedule")
+    rules = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "x-kubernetes-validations"
+    ]
+    assert {
+        "rule": "has(self.runTemplate) != has(self.pipelineTemplate)",
+        "message": "set exactly one of spec.runTemplate and spec.pipelineTemplate",
+    } in rules
 
 
 def test_a_scheduled_run_records_the_operator_as_its_author_and_never_a_templates_approval() -> None:

@@ -128,3 +128,15 @@ def run_labels(run: str) -> dict[str, str]:
 
 def attempt_labels(run: str, attempt: int, provider: str) -> dict[str, str]:
     return {**run_labels(run), LABEL_ATTEMPT: str(attempt), LABEL_PROVIDER: label_value(provider)}
+
+
+def service_account_user(namespace: str, name: str) -> str:
+    """The username the API server gives a ServiceAccount."""
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+def as_service_account(namespace: str, name: str) -> dict[str, str]:
+    """The header that makes one request the ServiceAccount's. No Impersonate-Group: the API server gives
+    an impersonated ServiceAccount its own groups (system:serviceaccounts, ...:<namespace>,
+    system:authenticated) itself, while naming them would need a cluster-wide right to impersonate groups."""
+    return {"Impersonate-User": service_account_user(namespace, name)}
