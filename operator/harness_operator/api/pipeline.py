@@ -103,6 +103,18 @@ class ContinueOn(Model):
     )
 
 
+class StepWorkspace(Model):
+    """One run of an earlier step, whose published change a step starts from."""
+
+    step: StepName = Field(description="The earlier step (this step must run after it).")
+    where: dict[str, Annotated[str, Field(max_length=1024)]] = Field(
+        default_factory=dict,
+        description="Of a fanned-out step, the run whose matrix values these are: each a literal or one "
+        "reference such as $(steps.judge.output.winner) (best of N: provider: $(steps.judge.output.winner)).",
+        json_schema_extra={"maxProperties": 8},
+    )
+
+
 class PipelineStep(Model):
     """One step: a run template, run once or once per matrix combination, after the steps it names."""
 
@@ -116,10 +128,11 @@ class PipelineStep(Model):
     )
     matrix: StepMatrix | None = Field(default=None, description="Fan the step out: one run per combination.")
     continue_on: ContinueOn | None = Field(default=None, description="Let later steps run after a failure.")
-    workspace_from_step: StepName | None = Field(
+    workspace_from: StepWorkspace | None = Field(
         default=None,
-        description="Start from the published change of this earlier step's run (its spec.workspace.from); "
-        "the step must have one run and come before this one.",
+        description="Start from the published change of one run of an earlier step (its "
+        "spec.workspace.from): the step's run, or of a fanned-out step the run whose matrix values `where` "
+        "names.",
     )
     run: RunTemplate = Field(
         description="The run this step creates. Its prompt and stdin may say $(steps.NAME.output) (the "

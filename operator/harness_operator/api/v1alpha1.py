@@ -202,6 +202,9 @@ from harness_operator.api.pipeline import (
 from harness_operator.api.pipeline import (
     StepStatus as StepStatus,
 )
+from harness_operator.api.pipeline import (
+    StepWorkspace as StepWorkspace,
+)
 from harness_operator.api.run import (
     INLINE_INPUT_MAX_BYTES as INLINE_INPUT_MAX_BYTES,
 )

@@ -13,10 +13,13 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from harness_operator.api.v1alpha1 import HarnessPipeline
+from harness_operator.contract.structured_output import pick_field
 from harness_operator.controller.kube import Kube
+from harness_operator.controller.kube_reader import KubeReader
 from harness_operator.core.objects.ownership import controller_uid
 from harness_operator.core.pipeline.decide import build_created_event, decide_pipeline
-from harness_operator.core.pipeline.runs import StepRun
+from harness_operator.core.pipeline.runs import Field, StepRun
+from harness_operator.core.resolve.resolution import NotTheOutput, Unreadable
 
 log = structlog.get_logger("harness_operator")
 LOCK_STRIPES = 16
@@ -48,6 +51,17 @@ class PipelineReconciler:
         self.runs = runs
         self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
 
+    def _read(self, namespace: str, run: str, path: str | None) -> str | None:
+        """One field (or, path None, all) of a succeeded run's output, read as a chained run reads it: only
+        the ConfigMap the run owns and reports; None when it cannot be read or has no such field."""
+        reader = KubeReader(self.kube)
+        body = reader.run(namespace, run)
+        try:
+            output = reader.run_output(body) if body is not None else None
+            return pick_field(output, path) if output is not None and path else output
+        except (NotTheOutput, Unreadable, KeyError, ValueError):
+            return None
+
     def reconcile(self, namespace: str, name: str) -> None:
         """Start the steps that may start, cancel on spec.cancel, and write the status on change."""
         with self._locks[hash((namespace, name)) % LOCK_STRIPES]:
@@ -63,6 +77,10 @@ class PipelineReconciler:
             runs = self.runs(namespace, uid)
             now = self.clock()
             decision = decide_pipeline(pipeline, runs, now)
+            fields: dict[Field, str | None] = {}
+            if decision.needs:  # a workspaceFrom names its run by an output: read, then decide again
+                fields = {field: self._read(namespace, *field) for field in decision.needs}
+                decision = decide_pipeline(pipeline, runs, now, fields=fields)
             account = pipeline.spec.service_account_name
             events, refused = list(decision.events), {}
             for step, run in decision.create:
@@ -84,7 +102,7 @@ class PipelineReconciler:
                         "create the pipeline again"
                     )
             if refused:
-                decision = decide_pipeline(pipeline, runs, now, refused)
+                decision = decide_pipeline(pipeline, runs, now, refused, fields)
                 events += [e for e in decision.events if e not in events]
             for run_name in decision.cancel:
                 self.kube.cancel_run(namespace, run_name)

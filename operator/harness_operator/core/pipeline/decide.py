@@ -33,7 +33,7 @@ from harness_operator.core.objects.conditions import (
 )
 from harness_operator.core.objects.naming import fit_name
 from harness_operator.core.pipeline.graph import build_combinations, build_order, compute_pipeline_problems
-from harness_operator.core.pipeline.runs import StepRun, build_step_runs
+from harness_operator.core.pipeline.runs import Field, StepRun, build_step_runs, select_source
 
 ENDED = {StepPhase.Succeeded, StepPhase.Failed, StepPhase.Skipped, StepPhase.Cancelled}
 
@@ -51,6 +51,7 @@ class PipelineDecision:
     """What to do now: the runs to create (step by step) and to cancel, the Events, the status."""
 
     status: HarnessPipelineStatus
+    needs: list[Field] = field(default_factory=list)  # output fields to read, then decide again
     create: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (step, run); each announced
     # with build_created_event once the controller has created it
     cancel: list[str] = field(default_factory=list)
@@ -90,8 +91,9 @@ def _step(
     phases: Mapping[str, StepStatus],
     done: Mapping[str, list[StepRun]],
     refused: Mapping[str, str],
-) -> tuple[StepStatus, list[dict[str, Any]], list[str]]:
-    """The step's status, the runs to create for it and the runs to cancel."""
+    fields: Mapping[Field, str | None],
+) -> tuple[StepStatus, list[dict[str, Any]], list[str], tuple[Field, ...]]:
+    """The step's status, the runs to create for it, the runs to cancel and the fields to read first."""
     spec = pipeline.spec
     expected = len(build_combinations(step.matrix))
     refs = [_run_ref(r) for r in sorted(runs, key=lambda r: r.index)]
@@ -101,32 +103,43 @@ def _step(
             StepStatus(name=step.name, phase=StepPhase.Failed, message=refused[step.name], runs=refs),
             [],
             [],
+            (),
         )
     if spec.cancel:
         cancel = [r.name for r in runs if not r.finished and not r.cancelled]
         if runs and not all(r.finished for r in runs):
-            return StepStatus(name=step.name, phase=StepPhase.Running, runs=refs), [], cancel
+            return StepStatus(name=step.name, phase=StepPhase.Running, runs=refs), [], cancel, ()
         phase = _ended_phase(runs, expected) if runs else StepPhase.Cancelled
-        return StepStatus(name=step.name, phase=phase, runs=refs), [], []
+        return StepStatus(name=step.name, phase=phase, runs=refs), [], [], ()
     if runs and len(runs) >= expected:
         if not all(r.finished for r in runs):
-            return StepStatus(name=step.name, phase=StepPhase.Running, runs=refs), [], []
-        return StepStatus(name=step.name, phase=_ended_phase(runs, expected), runs=refs), [], []
+            return StepStatus(name=step.name, phase=StepPhase.Running, runs=refs), [], [], ()
+        return StepStatus(name=step.name, phase=_ended_phase(runs, expected), runs=refs), [], [], ()
     blocker = _blocker(step, phases, continues)
     if blocker is not None:
-        return StepStatus(name=step.name, phase=StepPhase.Skipped, message=blocker, runs=refs), [], []
+        return StepStatus(name=step.name, phase=StepPhase.Skipped, message=blocker, runs=refs), [], [], ()
     waiting = [name for name in step.after if phases[name].phase not in ENDED]
     if waiting:
         message = "waits for step " + ", ".join(waiting)
-        return StepStatus(name=step.name, phase=StepPhase.Waiting, message=message, runs=refs), [], []
+        return StepStatus(name=step.name, phase=StepPhase.Waiting, message=message, runs=refs), [], [], ()
+    source = None
+    if step.workspace_from is not None:
+        chosen = select_source(step.workspace_from, done, fields)
+        if chosen.problem is not None:
+            return StepStatus(name=step.name, phase=StepPhase.Failed, message=chosen.problem), [], [], ()
+        if chosen.needs:
+            message = "reads the output its workspaceFrom names"
+            return StepStatus(name=step.name, phase=StepPhase.Waiting, message=message), [], [], chosen.needs
+        source = chosen.run
     fanned = {s.name for s in spec.steps if s.matrix is not None}
     have = {r.name for r in runs}
-    create = [r for r in build_step_runs(pipeline, step, done, fanned) if r["metadata"]["name"] not in have]
+    made = build_step_runs(pipeline, step, done, fanned, source)
+    create = [r for r in made if r["metadata"]["name"] not in have]
     refs += [
         PipelineRunRef(name=r["metadata"]["name"], phase="Pending", provider=r["spec"]["provider"])
         for r in create
     ]
-    return StepStatus(name=step.name, phase=StepPhase.Running, runs=refs), create, []
+    return StepStatus(name=step.name, phase=StepPhase.Running, runs=refs), create, [], ()
 
 
 def _outcome(pipeline: HarnessPipeline, steps: list[StepStatus]) -> tuple[str, str, str]:
@@ -153,10 +166,15 @@ def build_created_event(step: str, run: str) -> PipelineEvent:
 
 
 def decide_pipeline(
-    pipeline: HarnessPipeline, runs: list[StepRun], now: datetime, refused: Mapping[str, str] | None = None
+    pipeline: HarnessPipeline,
+    runs: list[StepRun],
+    now: datetime,
+    refused: Mapping[str, str] | None = None,
+    fields: Mapping[Field, str | None] | None = None,
 ) -> PipelineDecision:
     """The pipeline's next step from its spec, its status and the runs it owns. `refused` names the steps
-    whose run the API server refused just now, with its message (kept in the status from then on)."""
+    whose run the API server refused just now, with its message (kept in the status from then on);
+    `fields` holds the output fields read for a workspaceFrom (decision.needs says which to read)."""
     meta, spec = pipeline.metadata, pipeline.spec
     previous = pipeline.status or HarnessPipelineStatus()
     generation = meta.get("generation")
@@ -194,12 +212,16 @@ def decide_pipeline(
     done: dict[str, list[StepRun]] = {}
     create: list[tuple[str, dict[str, Any]]] = []
     cancel: list[str] = []
+    needs: list[Field] = []
     for name in build_order(spec):
         own = by_step.get(name, [])
         done[name] = sorted((r for r in own if r.succeeded), key=lambda r: r.index)
-        phases[name], made, stop = _step(pipeline, steps[name], own, phases, done, refused)
+        phases[name], made, stop, read = _step(
+            pipeline, steps[name], own, phases, done, refused, fields or {}
+        )
         create += [(name, run) for run in made]
         cancel += stop
+        needs += read
     ordered = [phases[s.name] for s in spec.steps]
     state, reason, message = _outcome(pipeline, ordered)
     conditions = set_condition(previous.conditions, SUCCEEDED, state, reason, message, generation, now)
@@ -220,4 +242,4 @@ def decide_pipeline(
     if ended and previous.completion_time is None:
         kind = "Normal" if state == TRUE else "Warning"
         events.append(PipelineEvent(kind, reason, message, _event_name(pipeline, "end")))
-    return PipelineDecision(status, create, cancel, events)
+    return PipelineDecision(status, needs, create, cancel, events)

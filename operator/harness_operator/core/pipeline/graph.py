@@ -112,7 +112,7 @@ def _reference_problems(
 ) -> list[str]:
     steps = {s.name: s for s in spec.steps}
     problems: list[str] = []
-    axes = set(build_combinations(step.matrix)[0]) if count_combinations(step.matrix) <= MATRIX_MAX else set()
+    axes = _axes(step)
     for text, where in ((step.run.spec.prompt, "prompt"), (step.run.spec.stdin, "stdin")):
         for opened in OPENED.findall(text or ""):
             if not (STEP_REFERENCE.fullmatch(opened) or MATRIX_REFERENCE.fullmatch(opened)):
@@ -145,10 +145,49 @@ def _reference_problems(
     return problems
 
 
+def _axes(step: PipelineStep) -> set[str]:
+    """The names of the step's matrix axes (none for a matrix too large to build)."""
+    if count_combinations(step.matrix) > MATRIX_MAX:
+        return set()
+    return set(build_combinations(step.matrix)[0])
+
+
+def _workspace_problems(
+    spec: HarnessPipelineSpec, step: PipelineStep, field: str, ancestors: set[str]
+) -> list[str]:
+    source = step.workspace_from
+    if source is None:
+        return []
+    steps = {s.name: s for s in spec.steps}
+    if source.step not in steps or source.step not in ancestors:
+        return [f"{field}.step: {source.step!r} is not a step this one runs after; add it to its after"]
+    axes = _axes(steps[source.step])
+    problems = []
+    if axes and set(source.where) != axes:
+        problems.append(
+            f"{field}.where: step {source.step} fans out over {', '.join(sorted(axes))}; name the run by "
+            "each of them (e.g. provider: $(steps.judge.output.winner))"
+        )
+    if not axes and source.where:
+        problems.append(f"{field}.where: step {source.step} has one run; leave where out")
+    for key, value in source.where.items():
+        match = STEP_REFERENCE.fullmatch(value.strip())
+        if match is None and OPENED.search(value):
+            problems.append(
+                f"{field}.where.{key}: {value!r} is neither a literal nor one $(steps.STEP.output[.FIELD])"
+            )
+        elif match is not None:
+            read = steps.get(match.group(1))
+            if read is None or read.name not in ancestors or count_combinations(read.matrix) != 1:
+                problems.append(
+                    f"{field}.where.{key}: {value} must read a step of one run that this step runs after"
+                )
+    return problems
+
+
 def compute_pipeline_problems(spec: HarnessPipelineSpec) -> list[str]:
     """What keeps the pipeline from running, each naming the field and the fix; empty when it can run."""
     ancestors = build_ancestors(spec)
-    steps = {s.name: s for s in spec.steps}
     problems: list[str] = []
     for i, step in enumerate(spec.steps):
         field = f"spec.steps[{i}]"
@@ -158,16 +197,5 @@ def compute_pipeline_problems(spec: HarnessPipelineSpec) -> list[str]:
             )
         problems += _matrix_problems(step, field)
         problems += _reference_problems(spec, step, field, ancestors[step.name])
-        source = step.workspace_from_step
-        if source is not None:
-            if source not in steps or source not in ancestors[step.name]:
-                problems.append(
-                    f"{field}.workspaceFromStep: {source!r} is not a step this one runs after; add it to "
-                    f"{field}.after"
-                )
-            elif count_combinations(steps[source].matrix) != 1:
-                problems.append(
-                    f"{field}.workspaceFromStep: step {source} fans out to several runs; name a step with "
-                    "one run"
-                )
+        problems += _workspace_problems(spec, step, f"{field}.workspaceFrom", ancestors[step.name])
     return problems

@@ -2,9 +2,9 @@
 
 A step's run is its template's spec with the matrix's values put in (provider, with.model,
 `$(matrix.NAME)`), each `$(steps.NAME.output...)` made into `$(inputs.…)` of one input per succeeded run
-of that step (runOutput, so the run reads the output as any chained run does), and the change of
-`workspaceFromStep` as its workspace.from. Names are fixed by the pipeline, the step and the index, so a
-restart never creates a run twice.
+of that step (runOutput, so the run reads the output as any chained run does), and the run its
+workspaceFrom chooses as its workspace.from. Names are fixed by the pipeline, the step and the index, so
+a restart never creates a run twice.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness_operator.api.v1alpha1 import API_VERSION, GROUP, HarnessPipeline, PipelineStep
+from harness_operator.api.v1alpha1 import API_VERSION, GROUP, HarnessPipeline, PipelineStep, StepWorkspace
 from harness_operator.core.objects.conditions import FALSE, SUCCEEDED, TRUE
 from harness_operator.core.objects.naming import (
     APPROVAL_PREFIX,
@@ -95,6 +95,53 @@ def build_step_run_entry(body: Mapping[str, Any]) -> tuple[str, StepRun] | None:
     )
 
 
+Field = tuple[str, str | None]  # (run, path): one field of a run's output, or (path None) all of it
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What workspaceFrom chose: the run, or why none (problem), or the output fields it must read first."""
+
+    run: StepRun | None = None
+    problem: str | None = None
+    needs: tuple[Field, ...] = ()
+
+
+def select_source(
+    workspace: StepWorkspace, done: Mapping[str, list[StepRun]], fields: Mapping[Field, str | None]
+) -> Selection:
+    """The succeeded run of workspace.step whose matrix values are `where`'s, each reference read from
+    `fields` (None: unreadable); the fields to read first when some are not there yet."""
+    wanted: dict[str, str] = {}
+    needs: list[Field] = []
+    for key, value in workspace.where.items():
+        match = STEP_REFERENCE.fullmatch(value.strip())
+        if match is None:
+            wanted[key] = value.strip()
+            continue
+        read = done.get(match.group(1)) or []
+        if len(read) != 1:
+            return Selection(problem=f"workspaceFrom.where.{key}: step {match.group(1)} has no succeeded run")
+        field = (read[0].name, match.group(2))
+        if field not in fields:
+            needs.append(field)
+        elif fields[field] is None:
+            return Selection(
+                problem=f"workspaceFrom.where.{key}: the output of run {read[0].name} cannot be read"
+            )
+        else:
+            wanted[key] = str(fields[field]).strip()
+    if needs:
+        return Selection(needs=tuple(needs))
+    runs = [r for r in done.get(workspace.step, []) if all(r.matrix.get(k) == v for k, v in wanted.items())]
+    if len(runs) != 1:
+        names = ", ".join(f"{k} {v!r}" for k, v in wanted.items())
+        return Selection(
+            problem=f"workspaceFrom: no succeeded run of step {workspace.step} has {names or 'one run'}"
+        )
+    return Selection(run=runs[0])
+
+
 def step_run_name(pipeline: str, step: str, index: int, fanned_out: bool) -> str:
     """The run of `step` (its `index`th, when the step fans out)."""
     return fit_name(f"{pipeline}-{step}", f"-{index}" if fanned_out else "", 253)
@@ -135,10 +182,15 @@ def _substitute(
 
 
 def build_step_runs(
-    pipeline: HarnessPipeline, step: PipelineStep, done: Mapping[str, list[StepRun]], fanned: set[str]
+    pipeline: HarnessPipeline,
+    step: PipelineStep,
+    done: Mapping[str, list[StepRun]],
+    fanned: set[str],
+    source: StepRun | None = None,
 ) -> list[dict[str, Any]]:
     """The HarnessRuns of `step`: one per matrix combination. `done` holds each earlier step's succeeded
-    runs (a reference reads those), `fanned` the steps with a matrix (their outputs get headings)."""
+    runs (a reference reads those), `fanned` the steps with a matrix (their outputs get headings), `source`
+    the run whose change it starts from (its workspaceFrom, chosen by select_source)."""
     meta = pipeline.metadata
     template = step.run
     labels = dict(template.metadata.labels if template.metadata else {})
@@ -162,9 +214,8 @@ def build_step_runs(
             spec["provider"] = matrix["provider"]
         if "model" in matrix:
             spec["with"] = {**(spec.get("with") or {}), "model": matrix["model"]}
-        source = step.workspace_from_step
-        if source is not None and done.get(source):
-            spec["workspace"] = {**(spec.get("workspace") or {}), "from": {"run": done[source][0].name}}
+        if source is not None:
+            spec["workspace"] = {**(spec.get("workspace") or {}), "from": {"run": source.name}}
         runs.append(
             {
                 "apiVersion": API_VERSION,

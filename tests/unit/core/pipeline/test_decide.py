@@ -207,3 +207,38 @@ def test_status_is_stable_when_nothing_changed() -> None:
     p2 = make_pipeline(*DIAMOND, status=first.status.to_api())
     later = decide_pipeline(p2, runs, datetime(2026, 12, 7, 11, 0, tzinfo=UTC))
     assert later.status.to_api() == first.status.to_api()
+
+
+BEST_OF_TWO: list[dict[str, Any]] = [
+    {"name": "impl", "prompt": "x", "matrix": {"providers": ["claude", "codex"]}},
+    {"name": "judge", "prompt": "$(steps.impl.output)", "after": ["impl"]},
+    {
+        "name": "pr",
+        "prompt": "publish",
+        "after": ["judge"],
+        "workspaceFrom": {"step": "impl", "where": {"provider": "$(steps.judge.output.winner)"}},
+    },
+]
+
+
+def test_the_publish_step_waits_for_the_judges_field_then_starts_from_the_winner() -> None:
+    runs = [
+        StepRun(
+            "p-impl-0", "u0", "impl", 0, {"provider": "claude"}, True, True, False, "Succeeded", "claude", 0.1
+        ),
+        StepRun(
+            "p-impl-1", "u1", "impl", 1, {"provider": "codex"}, True, True, False, "Succeeded", "codex", 0.1
+        ),
+        run("p-judge", "judge"),
+    ]
+    d = decide_pipeline(make_pipeline(*BEST_OF_TWO), runs, NOW)
+    assert d.needs == [("p-judge", "winner")]
+    assert created(d) == []
+    assert phases(d)["pr"] == "Waiting"
+    d = decide_pipeline(make_pipeline(*BEST_OF_TWO), runs, NOW, fields={("p-judge", "winner"): "codex"})
+    [(_, pr)] = d.create
+    assert pr["spec"]["workspace"] == {"from": {"run": "p-impl-1"}}
+    d = decide_pipeline(make_pipeline(*BEST_OF_TWO), runs, NOW, fields={("p-judge", "winner"): "nobody"})
+    assert phases(d)["pr"] == "Failed"
+    assert d.status.steps[2].message == "workspaceFrom: no succeeded run of step impl has provider 'nobody'"
+    assert condition(d, "Succeeded") == ("False", "StepFailed")

@@ -139,15 +139,75 @@ def test_inputs_past_a_runs_bound_are_a_problem() -> None:
     ]
 
 
-def test_workspace_from_step_must_be_an_earlier_single_run_step() -> None:
+def test_workspace_from_names_an_earlier_step_and_a_fanned_out_ones_run_by_each_axis() -> None:
     p = make_pipeline(
         {"name": "fan", "prompt": "x", "matrix": {"providers": ["claude", "codex"]}},
         {"name": "one", "prompt": "x"},
-        {"name": "a", "prompt": "x", "after": ["fan"], "workspaceFromStep": "fan"},
-        {"name": "b", "prompt": "x", "workspaceFromStep": "one"},
-        {"name": "c", "prompt": "x", "after": ["one"], "workspaceFromStep": "one"},
+        {"name": "judge", "prompt": "x", "after": ["fan"]},
+        {"name": "a", "prompt": "x", "after": ["fan"], "workspaceFrom": {"step": "fan"}},
+        {"name": "b", "prompt": "x", "workspaceFrom": {"step": "one"}},
+        {
+            "name": "c",
+            "prompt": "x",
+            "after": ["one"],
+            "workspaceFrom": {"step": "one", "where": {"provider": "x"}},
+        },
+        {
+            "name": "d",
+            "prompt": "x",
+            "after": ["judge", "one"],
+            "workspaceFrom": {"step": "fan", "where": {"provider": "$(steps.judge.output.winner)"}},
+        },
+        {
+            "name": "e",
+            "prompt": "x",
+            "after": ["fan"],
+            "workspaceFrom": {"step": "fan", "where": {"provider": "$(steps.fan.output) or $(steps.x"}},
+        },
+        {"name": "ok1", "prompt": "x", "after": ["one"], "workspaceFrom": {"step": "one"}},
+        {
+            "name": "ok2",
+            "prompt": "x",
+            "after": ["judge"],
+            "workspaceFrom": {"step": "fan", "where": {"provider": "$(steps.judge.output.winner)"}},
+        },
+        {
+            "name": "ok3",
+            "prompt": "x",
+            "after": ["fan"],
+            "workspaceFrom": {"step": "fan", "where": {"provider": "codex"}},
+        },
     )
     assert compute_pipeline_problems(p.spec) == [
-        "spec.steps[2].workspaceFromStep: step fan fans out to several runs; name a step with one run",
-        "spec.steps[3].workspaceFromStep: 'one' is not a step this one runs after; add it to spec.steps[3].after",
+        "spec.steps[3].workspaceFrom.where: step fan fans out over provider; name the run by each of them (e.g. "
+        "provider: $(steps.judge.output.winner))",
+        "spec.steps[4].workspaceFrom.step: 'one' is not a step this one runs after; add it to its after",
+        "spec.steps[5].workspaceFrom.where: step one has one run; leave where out",
+        "spec.steps[7].workspaceFrom.where.provider: '$(steps.fan.output) or $(steps.x' is neither a literal nor "
+        "one $(steps.STEP.output[.FIELD])",
+    ]
+
+
+def test_a_where_must_read_a_single_run_step_run_before() -> None:
+    p = make_pipeline(
+        {"name": "fan", "prompt": "x", "matrix": {"providers": ["claude", "codex"]}},
+        {"name": "late", "prompt": "x"},
+        {
+            "name": "d",
+            "prompt": "x",
+            "after": ["fan"],
+            "workspaceFrom": {"step": "fan", "where": {"provider": "$(steps.late.output)"}},
+        },
+        {
+            "name": "e",
+            "prompt": "x",
+            "after": ["fan"],
+            "workspaceFrom": {"step": "fan", "where": {"provider": "$(steps.fan.output)"}},
+        },
+    )
+    assert compute_pipeline_problems(p.spec) == [
+        "spec.steps[2].workspaceFrom.where.provider: $(steps.late.output) must read a step of one run that this "
+        "step runs after",
+        "spec.steps[3].workspaceFrom.where.provider: $(steps.fan.output) must read a step of one run that this "
+        "step runs after",
     ]

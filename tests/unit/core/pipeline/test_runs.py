@@ -7,7 +7,14 @@ from typing import Any
 
 from tests.unit.core.pipeline.conftest import make_pipeline
 
-from harness_operator.core.pipeline.runs import StepRun, build_step_run_entry, build_step_runs
+from harness_operator.api.v1alpha1 import StepWorkspace
+from harness_operator.core.pipeline.runs import (
+    Selection,
+    StepRun,
+    build_step_run_entry,
+    build_step_runs,
+    select_source,
+)
 
 
 def _done(step: str, *names: str, matrix: list[dict[str, str]] | None = None) -> list[StepRun]:
@@ -134,7 +141,7 @@ def test_a_fan_in_reads_every_succeeded_run_under_a_heading() -> None:
     assert [i["runOutput"]["name"] for i in run["spec"]["inputs"]] == ["p-impl-0", "p-impl-1"]
 
 
-def test_workspace_from_step_names_that_steps_run_and_keeps_the_rest_of_the_workspace() -> None:
+def test_the_source_run_becomes_workspace_from_and_the_rest_of_the_workspace_is_kept() -> None:
     git = {"git": {"url": "https://git.example/acme/app.git"}, "workingDir": "/work"}
     p = make_pipeline(
         {"name": "impl", "prompt": "x", "spec": {"workspace": git}},
@@ -142,12 +149,41 @@ def test_workspace_from_step_names_that_steps_run_and_keeps_the_rest_of_the_work
             "name": "pr",
             "prompt": "y",
             "after": ["impl"],
-            "workspaceFromStep": "impl",
+            "workspaceFrom": {"step": "impl"},
             "spec": {"workspace": git},
         },
     )
-    [run] = build_step_runs(p, p.spec.steps[1], {"impl": _done("impl", "p-impl")}, set())
+    [source] = _done("impl", "p-impl")
+    [run] = build_step_runs(p, p.spec.steps[1], {"impl": [source]}, set(), source)
     assert run["spec"]["workspace"] == {**git, "from": {"run": "p-impl"}}
+
+
+WINNER = StepWorkspace.model_validate({"step": "impl", "where": {"provider": "$(steps.judge.output.winner)"}})
+FANNED = {
+    "impl": _done("impl", "p-impl-0", "p-impl-1", matrix=[{"provider": "claude"}, {"provider": "codex"}]),
+    "judge": _done("judge", "p-judge"),
+}
+
+
+def test_select_source_asks_for_the_judges_field_then_picks_the_run_it_names() -> None:
+    assert select_source(WINNER, FANNED, {}) == Selection(needs=(("p-judge", "winner"),))
+    chosen = select_source(WINNER, FANNED, {("p-judge", "winner"): " codex\n"})
+    assert chosen.run is not None and chosen.run.name == "p-impl-1"
+
+
+def test_select_source_says_why_no_run_is_chosen() -> None:
+    assert select_source(WINNER, FANNED, {("p-judge", "winner"): "gemini"}) == Selection(
+        problem="workspaceFrom: no succeeded run of step impl has provider 'gemini'"
+    )
+    assert select_source(WINNER, FANNED, {("p-judge", "winner"): None}) == Selection(
+        problem="workspaceFrom.where.provider: the output of run p-judge cannot be read"
+    )
+    assert select_source(WINNER, {"impl": FANNED["impl"]}, {}) == Selection(
+        problem="workspaceFrom.where.provider: step judge has no succeeded run"
+    )
+    literal = StepWorkspace.model_validate({"step": "impl", "where": {"provider": "claude"}})
+    chosen = select_source(literal, FANNED, {})
+    assert chosen.run is not None and chosen.run.name == "p-impl-0"
 
 
 def test_template_labels_and_annotations_are_kept_but_an_approvals() -> None:
