@@ -187,8 +187,8 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     Reason.Retrying: (
         "Succeeded",
         "Unknown",
-        "an attempt failed for a reason a retry can cure (spec.retry); the same provider's next attempt "
-        "starts after its backoff",
+        "an attempt failed in a way spec.retry retries (retryOn, exitCodes); the same provider's next "
+        "attempt starts after its backoff",
     ),
     Reason.Succeeded: ("Succeeded", "True", "an attempt exited 0 and its CLI reported no error"),
     Reason.ProviderFailed: ("Succeeded", "False", "the agent exited non-zero"),
