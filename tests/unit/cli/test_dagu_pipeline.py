@@ -9,9 +9,12 @@ import yaml
 from tests.fakes.dagu import DAGS, FIXTURES, dagu_dependencies, expected, import_fixture, pipeline_runs
 
 from harness_operator.api.v1alpha1 import HarnessPipeline, HarnessSchedule
+from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.dagu_import import import_dagu
 from harness_operator.cli.dagu_pipeline import build_continue_on, build_output_path
 from harness_operator.cli.main import main
+from harness_operator.cli.manifests import parse_documents
+from harness_operator.cli.validation import ERROR, validate_documents
 from harness_operator.core.pipeline.graph import build_order, compute_pipeline_problems
 
 SA_NOTE = (
@@ -284,3 +287,18 @@ def test_import_dagu_prints_the_pipeline_and_the_service_account_note(
     assert err == f"{dag}: note: {SA_NOTE.replace('harness-pipeline', 'bots')}\n"
     with pytest.raises(SystemExit):
         main(["import-dagu", str(dag), "--service-account", "Not_A_Name"])
+
+
+EXAMPLE = Path(__file__).parents[3] / "examples" / "dagu" / "nightly-review-summary.yaml"
+
+
+def test_the_example_is_what_the_nightly_dag_imports_into() -> None:
+    assert list(yaml.safe_load_all(EXAMPLE.read_text())) == import_fixture("nightly-review-summary.yaml")
+
+
+@pytest.mark.parametrize("name", DAGS)
+def test_imported_manifests_pass_validate(name: str) -> None:
+    docs = parse_documents(yaml.safe_dump_all(import_fixture(name)), name)
+    errors = [f for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
+    # the options the pinned CLIs no longer take: test_dagu_import's test of the fixtures' runs
+    assert [f.render() for f in errors if "has no option" not in f.message] == []
