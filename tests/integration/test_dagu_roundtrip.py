@@ -1,6 +1,7 @@
-"""Dagu round trip on the cluster: each fixture DAG imported and applied, with the fake agent behind every
-provider, runs to Succeeded in dependency order; each attempt's argv (the plan) and what the agent
-received (its output) are what Dagu executes for that step, step 2's prompt holding step 1's output."""
+"""Dagu round trip on the cluster: each fixture DAG imported (a pipeline as the runs it creates, each
+waiting for the runs of the steps before it) and applied, with the fake agent behind every provider, runs
+to Succeeded in dependency order; each attempt's argv (the plan) and what the agent received (its output)
+are what Dagu executes for that step, step 2's prompt holding step 1's output."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.fakes.dagu import (
     echoed,
     expand,
     expected,
-    import_fixture,
+    imported_runs,
     output_variables,
     with_fake_providers,
 )
@@ -33,7 +34,7 @@ def crds(kube: client.ApiClient) -> Iterator[None]:
 
 @pytest.mark.parametrize("name", DAGS)
 def test_imported_dag_runs_on_the_cluster_as_dagu_would(api: Api, images: dict[str, str], name: str) -> None:
-    manifests = with_fake_providers(import_fixture(name), "fake-agent", images["test"])
+    manifests = with_fake_providers(imported_runs(name), "fake-agent", images["test"])
     for manifest in manifests:
         api.create(manifest)
     want = expected(name)
@@ -53,7 +54,7 @@ def test_imported_dag_runs_on_the_cluster_as_dagu_would(api: Api, images: dict[s
     outputs = {
         run: api.core.read_namespaced_config_map(f"{run}-output", api.ns).data["output"] for run in want
     }
-    variables = output_variables(manifests)
+    variables = output_variables(name)
     for run, expect in want.items():
         attempts = [[expand(a, variables, outputs) for a in argv] for argv in expect["attempts"]]
         plan = api.core.read_namespaced_secret(f"{run}-plan", api.ns).data

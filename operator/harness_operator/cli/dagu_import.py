@@ -1,30 +1,39 @@
-"""Dagu DAG (`harnesses:`, `harness:` and harness steps) -> HarnessDefinition and HarnessRun manifests (pure).
+"""Dagu DAG (`harnesses:`, `harness:` and harness steps) -> HarnessDefinition, and HarnessRun or
+HarnessPipeline manifests (pure).
 
 Dagu's rules, as its loader applies them: base-config `harnesses:` first, the DAG's entries over them by
 name, `null` removing one; the DAG-level `harness:` block merged into every harness step (the step's
 options win key by key, a step-level `fallback`, even `[]`, replaces the DAG's, both maps kebab-cased for
-built-in providers); a step without `type` is a harness step when the DAG has `harness:`; `chain` DAGs
-(the default) run their steps in order, `graph` DAGs by `depends:`. `output: NAME` read back as `${NAME}`
-becomes an input from that run's output (or the whole prompt or stdin). `params:` (with their defaults,
-or the values given on import) and DAG-level `env:` read as `${NAME}`, `${params.NAME}` or `${env.NAME}`
-become literal inputs in prompts and stdin, and are substituted in place in the provider and options.
-`schedule:` (a cron expression, a list of them, or `start:`; `TZ=`/`CRON_TZ=` prefixes) makes the DAG's one
-harness run a HarnessSchedule's template, concurrencyPolicy Forbid (Dagu's scheduler does not start a DAG
-that is still running). A step's inline `output_schema` becomes `spec.outputSchema`.
+built-in providers); a step without `type` is a harness step when the DAG has `harness:`. A DAG of one
+harness step is a HarnessRun; of several, one HarnessPipeline whose steps follow the DAG's order
+(`chain` DAGs, the default, run their steps in order, `graph` DAGs by `depends:`) and read each other's
+`output: NAME` as `${NAME}` (cli/dagu_pipeline.py). `params:` (with their defaults, or the values given on
+import) and DAG-level `env:` read as `${NAME}`, `${params.NAME}` or `${env.NAME}` become literal inputs in
+prompts and stdin, and are substituted in place in the provider and options. `schedule:` makes the run or
+the pipeline a HarnessSchedule's template. A step's inline `output_schema` becomes `spec.outputSchema`.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness_operator.api.pipeline import STEP_NAME_MAX
 from harness_operator.api.v1alpha1 import API_VERSION, RETRY_LIMIT_MAX
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.cli.dagu_pipeline import (
+    PIPELINE_SERVICE_ACCOUNT,
+    build_continue_on,
+    build_cron_entries,
+    build_pipeline,
+    build_schedules,
+    substitute_outputs,
+)
 from harness_operator.contract.structured_output import output_schema_problem
-from harness_operator.core.schedule import InvalidSchedule, parse_cron
 
 _HARNESS_KEYS = {
     "binary": "binary",
@@ -76,8 +85,6 @@ _DAG_KEYS_HANDLED = {
 # Executors a step without `type` gets from DAG-level settings before `harness:` (Dagu's order).
 _DAG_EXECUTORS = ("container", "ssh", "redis")
 _RESERVED = {"provider", "fallback"}
-_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
-_ANY_REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # ${NAME}, ${params.NAME} and ${env.NAME}: a parameter's or an env entry's value (Dagu's value resolution).
 _VALUE_REFERENCE = re.compile(r"\$\{(?:(?:params|env)\.)?([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -85,11 +92,13 @@ _VALUE_REFERENCE = re.compile(r"\$\{(?:(?:params|env)\.)?([A-Za-z_][A-Za-z0-9_]*
 
 @dataclass
 class ImportResult:
-    """The manifests made, what could not be carried over, and why Dagu itself would refuse the DAG."""
+    """The manifests made, what could not be carried over, why Dagu itself would refuse the DAG, and what
+    the manifests need besides themselves."""
 
     manifests: list[dict[str, Any]] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -107,20 +116,20 @@ class _Notes:
         return [f"{m} (steps: {', '.join(s)})" if s else m for m, s in self.steps.items()]
 
 
-def dns_name(text: str) -> str:
-    """A DNS-1123 label from any text: lower case, '-' for the rest, at most 63 characters."""
+def dns_name(text: str, size: int = 63) -> str:
+    """A DNS-1123 label from any text: lower case, '-' for the rest, at most `size` characters."""
     name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return name[:63].strip("-") or "unnamed"
+    return name[:size].strip("-") or "unnamed"
 
 
-def unique_name(text: str, taken: set[str]) -> str:
-    """dns_name(text), with -2, -3, ... when that name is taken; the result is added to `taken`."""
-    base = dns_name(text)
+def unique_name(text: str, taken: set[str], size: int = 63) -> str:
+    """dns_name(text, size), with -2, -3, ... when that name is taken; the result is added to `taken`."""
+    base = dns_name(text, size)
     name, n = base, 1
     while name in taken:
         n += 1
         suffix = f"-{n}"
-        name = base[: 63 - len(suffix)].rstrip("-") + suffix
+        name = base[: size - len(suffix)].rstrip("-") + suffix
     taken.add(name)
     return name
 
@@ -294,21 +303,16 @@ def _resolve_after(
     return list(dict.fromkeys(found))
 
 
-def substitute_outputs(text: str, outputs: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
-    """(text with each `${NAME}` of an output as `$(inputs.NAME)`, {NAME: run} used, other `${...}`
-    kept verbatim)."""
-    used: dict[str, str] = {}
-    unknown: list[str] = []
-
-    def reference(match: re.Match[str]) -> str:
-        variable = match.group(1)
-        if variable in outputs:
-            used[variable] = outputs[variable]
-            return f"$(inputs.{variable})"
-        unknown.append(variable)
-        return match.group(0)
-
-    return _ANY_REFERENCE.sub(reference, text), used, unknown
+def _ancestors(label: str, graph: Mapping[str, list[str]]) -> set[str]:
+    """Every step `label` runs after in Dagu, directly or not."""
+    seen: set[str] = set()
+    todo = list(graph.get(label, []))
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo += graph.get(current, [])
+    return seen
 
 
 def substitute_inputs(text: str, values: Mapping[str, str]) -> tuple[str, dict[str, str]]:
@@ -456,51 +460,143 @@ def substitute_values(value: Any, values: Mapping[str, str]) -> Any:
     return value
 
 
-def _cron_entries(raw: Any, notes: _Notes, errors: list[str]) -> list[tuple[str, str | None]]:
-    """(cron, time zone) of each start expression of a DAG's `schedule:`, checked as the CRD's schedule."""
-    if isinstance(raw, dict):
-        for key in sorted(set(raw) - {"start"}):
-            notes.add(f"schedule.{key}: HarnessSchedules only start runs; not imported")
-        raw = raw.get("start")
-    expressions = [raw] if isinstance(raw, str) else list(raw or []) if isinstance(raw, list) else None
-    if expressions is None or not all(isinstance(e, str) for e in expressions):
-        errors.append("schedule: not a cron expression, a list of them, or a map with start:")
-        return []
-    entries: list[tuple[str, str | None]] = []
-    for expression in expressions:
-        text, zone = expression.strip(), None
-        prefix = re.match(r"^(?:CRON_TZ|TZ)=(\S+)\s+", text)
-        if prefix:
-            zone, text = prefix.group(1), text[prefix.end() :]
-        if text.startswith("@every"):
-            notes.add(f"schedule: {expression!r}: @every has no cron equivalent; not imported")
-            continue
-        try:
-            parse_cron(text, zone)
-        except InvalidSchedule as exc:
-            errors.append(f"schedule: {expression!r}: {str(exc).split(': ', 1)[1]}")
-            continue
-        entries.append((text, zone))
-    return entries
+@dataclass
+class _Dag:
+    """What translating any step of the DAG reads, and where its findings go."""
+
+    harness: dict[str, Any] | None
+    builtin: set[str]
+    known: set[str]
+    renamed: dict[str, str]
+    values: dict[str, str]
+    root_dir: Any
+    notes: _Notes
+    errors: list[str]
 
 
-def _scheduled(run: dict[str, Any], entries: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
-    """One HarnessSchedule per cron entry, each creating `run` (its name, then -2, -3, ...)."""
-    base = run["metadata"]["name"]
-    return [
-        {
-            "apiVersion": API_VERSION,
-            "kind": "HarnessSchedule",
-            "metadata": {"name": base if index == 0 else f"{base}-{index + 1}"},
-            "spec": {
-                "schedule": cron,
-                **({"timeZone": zone} if zone else {}),
-                "concurrencyPolicy": "Forbid",
-                "runTemplate": {"spec": run["spec"]},
-            },
+def _build_run_spec(
+    index: int,
+    label: str,
+    step: dict[str, Any],
+    dag: _Dag,
+    outputs: Mapping[str, str],
+    structured: Collection[str],
+) -> tuple[dict[str, Any], list[str]]:
+    """(the step's HarnessRun spec, the pipeline steps whose output it reads). `outputs` maps the output
+    variables the step may read to their steps, `structured` names the steps with an output schema."""
+    options, prompt, stdin = _step_config(step)
+    options = substitute_values(merge_harness_config(dag.harness, options, dag.builtin), dag.values)
+    check_provider_config(f"steps[{index}] ({label})", options, dag.known, dag.errors)
+    spec: dict[str, Any] = {}
+    provider = str(options.pop("provider", "") or "").strip()
+    spec["provider"] = dag.renamed.get(provider, provider)
+    if "${" in provider:
+        dag.notes.add("a parameterised provider (${...}) is kept verbatim; set spec.provider", label)
+    read: list[str] = []
+    literals: dict[str, str] = {}
+    for source_key, text in (("prompt", prompt), ("stdin", stdin)):
+        if text is None:
+            continue
+
+        def note(message: str, key: str = source_key) -> None:
+            dag.notes.add(f"{key}: {message}", label)
+
+        spec[source_key], steps_read, unknown = substitute_outputs(str(text), outputs, structured, note)
+        spec[source_key], named = substitute_inputs(spec[source_key], dag.values)
+        read += steps_read
+        literals.update(named)
+        for variable in unknown:
+            bare = variable.split(".", 1)[1] if variable.startswith(("params.", "env.")) else variable
+            if bare not in dag.values:
+                note(f"${{{variable}}} names no output, parameter or env entry; kept verbatim")
+    if literals:
+        spec["inputs"] = [{"name": n, "value": v} for n, v in literals.items()]
+    fallback = options.pop("fallback", None) or []
+    if fallback:
+        spec["fallback"] = _fallback(fallback, dag.renamed)
+    if options:
+        spec["with"] = options
+    working_dir = step.get("dir") or step.get("working_dir") or dag.root_dir
+    if working_dir:
+        spec["workspace"] = {"workingDir": str(working_dir)}
+        if not str(working_dir).startswith("/"):
+            dag.notes.add("dir is relative; spec.workspace.workingDir must be absolute", label)
+    if step.get("timeout_sec"):
+        spec["limits"] = {"timeoutSeconds": int(step["timeout_sec"])}
+    if "retry_policy" in step and (retry := _retry(step["retry_policy"], dag.notes, label)):
+        spec["retry"] = retry
+        if fallback:
+            what = "Dagu retries the whole chain (each provider, then all again); spec.retry retries"
+            dag.notes.add(f"retry_policy with fallback: {what} each provider before the next", label)
+    if "output_schema" in step:
+        schema = step["output_schema"]
+        problem = output_schema_problem(schema) if isinstance(schema, dict) else None
+        if not isinstance(schema, dict):
+            dag.notes.add("output_schema: not an inline schema (a file or URL); not imported", label)
+        elif problem is not None:
+            dag.errors.append(f"steps[{index}] ({label}).output_schema: {problem.split(': ', 1)[1]}")
+        else:
+            spec["outputSchema"] = schema
+    return spec, list(dict.fromkeys(read))
+
+
+def _build_steps(
+    dag: dict[str, Any], context: _Dag, labels: list[str], names: dict[str, str], whole: bool
+) -> list[dict[str, Any]]:
+    """Each harness step as a pipeline step (its name, after, continueOn and run); for a DAG of one
+    harness step (`whole` false), that step's run spec is all that is used."""
+    steps = list(dag.get("steps") or [])
+    chain = str(dag.get("type") or "chain") != "graph"
+    graph: dict[str, list[str]] = {}
+    for index, (label, step) in enumerate(zip(labels, steps, strict=True)):
+        depends = _depends(step) if isinstance(step, dict) else []
+        if chain and depends:
+            context.errors.append(
+                f"steps[{index}] ({label}).depends: not allowed in a chain DAG (Dagu's default type, where "
+                "each step follows the one before); set type: graph"
+            )
+        graph[label] = ([labels[index - 1]] if index else []) if chain else depends
+    producers = {
+        str(step["output"]): label
+        for label, step in zip(labels, steps, strict=True)
+        if label in names and isinstance(step.get("output"), str) and _VARIABLE.match(step["output"])
+    }
+    structured = {
+        names[label]
+        for label, step in zip(labels, steps, strict=True)
+        if label in names
+        and isinstance(step.get("output_schema"), dict)
+        and output_schema_problem(step["output_schema"]) is None
+    }
+    handled = _STEP_KEYS_HANDLED | ({"continue_on"} if whole else set())
+    made: list[dict[str, Any]] = []
+    for index, (label, step) in enumerate(zip(labels, steps, strict=True)):
+        if label not in names:
+            context.notes.add("not a harness step; not imported", label)
+            continue
+        # an output of a step that runs after this one is not there yet (Dagu keeps the text)
+        outputs = {
+            v: names[p] for v, p in producers.items() if p != label and label not in _ancestors(p, graph)
         }
-        for index, (cron, zone) in enumerate(entries)
-    ]
+        spec, read = _build_run_spec(index, label, step, context, outputs, structured)
+        after = _resolve_after(label, graph, names)
+        waits = {names[a] for a in _ancestors(label, graph) if a in names}
+        for source in read:
+            if source not in waits:
+                what = "without depending on it; imported to run after it"
+                context.notes.add(f"reads the output of step {source} {what}", label)
+                after.append(source)
+        entry: dict[str, Any] = {"name": names[label], **({"after": after} if after else {})}
+        where = f"steps[{index}] ({label}).continue_on"
+        note = functools.partial(context.notes.add, step=label)
+        if whole and (continue_on := build_continue_on(step.get("continue_on"), where, context.errors, note)):
+            entry["continueOn"] = continue_on
+        for key in sorted(set(step) - handled):
+            context.notes.add(f"{key}: no HarnessRun field; not imported", label)
+        if isinstance(step.get("output"), dict):
+            context.notes.add("output: only `output: NAME` is imported", label)
+        made.append({**entry, "run": {"spec": spec}})
+    return made
 
 
 def import_dagu(
@@ -509,9 +605,12 @@ def import_dagu(
     base: dict[str, Any] | None = None,
     builtins: Collection[str] | None = None,
     params: Mapping[str, str] | None = None,
+    service_account: str = PIPELINE_SERVICE_ACCOUNT,
 ) -> ImportResult:
-    """Every harness of the DAG (and of the base config) as a HarnessDefinition, every harness step as
-    a HarnessRun, in step order; `params` override the DAG's parameter defaults."""
+    """Every harness of the DAG (and of the base config) as a HarnessDefinition; a DAG of one harness step
+    as a HarnessRun, of several as one HarnessPipeline whose runs are created as `service_account`; either
+    made a HarnessSchedule's template when the DAG has a schedule. `params` override the DAG's parameter
+    defaults."""
     builtin = set(builtins) if builtins is not None else {d.metadata["name"] for d in load_builtin_catalog()}
     result = ImportResult()
     notes = _Notes()
@@ -528,118 +627,41 @@ def import_dagu(
     if dag_harness is not None:
         check_provider_config("harness", dag_harness, known, result.errors)
         dag_harness = dag_harness if isinstance(dag_harness, dict) else None
+    context = _Dag(dag_harness, builtin, known, renamed, values, dag.get("working_dir"), notes, result.errors)
 
     steps = list(dag.get("steps") or [])
     labels = [_step_label(s, i) for i, s in enumerate(steps)]
-    chain = str(dag.get("type") or "chain") != "graph"
-    graph: dict[str, list[str]] = {}
-    for index, (label, step) in enumerate(zip(labels, steps, strict=True)):
-        depends = _depends(step) if isinstance(step, dict) else []
-        if chain and depends:
-            result.errors.append(
-                f"steps[{index}] ({label}).depends: not allowed in a chain DAG (Dagu's default type, where "
-                "each step follows the one before); set type: graph"
-            )
-        graph[label] = ([labels[index - 1]] if index else []) if chain else depends
-    run_taken: set[str] = set()
-    runs = {
-        label: unique_name(f"{dag_name}-{label}", run_taken)
-        for label, step in zip(labels, steps, strict=True)
-        if is_harness_step(step, dag)
+    harness = [label for label, step in zip(labels, steps, strict=True) if is_harness_step(step, dag)]
+    whole = len(harness) > 1
+    step_taken: set[str] = set()
+    names = {
+        label: unique_name(label, step_taken, STEP_NAME_MAX)
+        if whole
+        else unique_name(f"{dag_name}-{label}", step_taken)
+        for label in harness
     }
-    outputs = {
-        str(step["output"]): runs[label]
-        for label, step in zip(labels, steps, strict=True)
-        if label in runs and isinstance(step.get("output"), str) and _VARIABLE.match(step["output"])
-    }
-
-    root_dir = dag.get("working_dir")
-    for index, (label, step) in enumerate(zip(labels, steps, strict=True)):
-        if label not in runs:
-            notes.add("not a harness step; not imported", label)
-            continue
-        run_name = runs[label]
-        options, prompt, stdin = _step_config(step)
-        options = substitute_values(merge_harness_config(dag_harness, options, builtin), values)
-        check_provider_config(f"steps[{index}] ({label})", options, known, result.errors)
-        spec: dict[str, Any] = {}
-        provider = str(options.pop("provider", "") or "").strip()
-        spec["provider"] = renamed.get(provider, provider)
-        if "${" in provider:
-            notes.add("a parameterised provider (${...}) is kept verbatim; set spec.provider", label)
-        inputs: dict[str, str] = {}
-        literals: dict[str, str] = {}
-        for source_key, text in (("prompt", prompt), ("stdin", stdin)):
-            if text is None:
-                continue
-            whole = _REFERENCE.match(str(text).strip())
-            if whole and whole.group(1) in outputs and outputs[whole.group(1)] != run_name:
-                spec[f"{source_key}From"] = {"runOutput": {"name": outputs[whole.group(1)]}}
-                continue
-            others = {k: v for k, v in outputs.items() if v != run_name}
-            spec[source_key], used, unknown = substitute_outputs(str(text), others)
-            spec[source_key], named = substitute_inputs(spec[source_key], values)
-            inputs.update(used)
-            literals.update(named)
-            for variable in unknown:
-                bare = variable.split(".", 1)[1] if variable.startswith(("params.", "env.")) else variable
-                if bare not in values:
-                    what = "names no output, parameter or env entry; kept verbatim"
-                    notes.add(f"{source_key}: ${{{variable}}} {what}", label)
-        if inputs or literals:
-            spec["inputs"] = [{"name": n, "runOutput": {"name": r}} for n, r in inputs.items()] + [
-                {"name": n, "value": v} for n, v in literals.items()
-            ]
-        fallback = options.pop("fallback", None) or []
-        if fallback:
-            spec["fallback"] = _fallback(fallback, renamed)
-        if options:
-            spec["with"] = options
-        working_dir = step.get("dir") or step.get("working_dir") or root_dir
-        if working_dir:
-            spec["workspace"] = {"workingDir": str(working_dir)}
-            if not str(working_dir).startswith("/"):
-                notes.add("dir is relative; spec.workspace.workingDir must be absolute", label)
-        if step.get("timeout_sec"):
-            spec["limits"] = {"timeoutSeconds": int(step["timeout_sec"])}
-        if "retry_policy" in step and (retry := _retry(step["retry_policy"], notes, label)):
-            spec["retry"] = retry
-            if fallback:
-                what = "Dagu retries the whole chain (each provider, then all again); spec.retry retries"
-                notes.add(f"retry_policy with fallback: {what} each provider before the next", label)
-        if "output_schema" in step:
-            schema = step["output_schema"]
-            problem = output_schema_problem(schema) if isinstance(schema, dict) else None
-            if not isinstance(schema, dict):
-                notes.add("output_schema: not an inline schema (a file or URL); not imported", label)
-            elif problem is not None:
-                result.errors.append(f"steps[{index}] ({label}).output_schema: {problem.split(': ', 1)[1]}")
-            else:
-                spec["outputSchema"] = schema
-        reads = set(inputs.values()) | {
-            s["runOutput"]["name"] for k in ("promptFrom", "stdinFrom") if (s := spec.get(k))
-        }
-        after = [r for r in _resolve_after(label, graph, runs) if r not in reads]
-        if after:
-            spec["after"] = after
-        for key in sorted(set(step) - _STEP_KEYS_HANDLED):
-            notes.add(f"{key}: no HarnessRun field; not imported", label)
-        if isinstance(step.get("output"), dict):
-            notes.add("output: only `output: NAME` is imported", label)
-        result.manifests.append(
-            {"apiVersion": API_VERSION, "kind": "HarnessRun", "metadata": {"name": run_name}, "spec": spec}
+    made_steps = _build_steps(dag, context, labels, names, whole)
+    made: dict[str, Any] | None = None
+    if whole:
+        made = build_pipeline(dag_name, service_account, made_steps)
+        result.notes.append(
+            f"the pipeline's runs are created as ServiceAccount {service_account}: it must exist in the "
+            "pipeline's namespace and the operator must be allowed to impersonate it (README: Pipelines); "
+            "--service-account names another"
         )
+    elif made_steps:
+        (step,) = made_steps
+        made = {"apiVersion": API_VERSION, "kind": "HarnessRun", "metadata": {"name": step["name"]}}
+        made["spec"] = step["run"]["spec"]
     if "schedule" in dag:
-        entries = _cron_entries(dag["schedule"], notes, result.errors)
-        made = [m for m in result.manifests if m["kind"] == "HarnessRun"]
-        if len(made) != 1:
-            notes.add(
-                f"schedule: a HarnessSchedule creates one run, and this DAG has {len(made)} harness steps; "
-                "not imported (schedule each run, or a DAG of one step)"
-            )
+        entries = build_cron_entries(dag["schedule"], notes.add, result.errors)
+        if made is None:
+            notes.add("schedule: the DAG has no harness step to schedule; not imported")
         elif entries:
-            index = result.manifests.index(made[0])
-            result.manifests[index : index + 1] = _scheduled(made[0], entries)
+            result.manifests += build_schedules(made, entries)
+            made = None
+    if made is not None:
+        result.manifests.append(made)
     for key in sorted(set(dag) - _DAG_KEYS_HANDLED):
         notes.add(f"{key}: DAG-level setting with no HarnessRun equivalent; not imported")
     result.unsupported = notes.render()

@@ -6,6 +6,7 @@ Installed a second time as `kubectl-harness`, so `kubectl harness logs RUN` work
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import yaml
 
 from harness_operator import __version__
+from harness_operator.api.common import DNS_SUBDOMAIN_RULE
 from harness_operator.api.crd import build_crds, render_crd_yaml
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.cli.approvals import add_approval_commands
@@ -30,6 +32,7 @@ from harness_operator.cli.cluster import (
     run_cluster_command,
 )
 from harness_operator.cli.dagu_import import dns_name, import_dagu
+from harness_operator.cli.dagu_pipeline import PIPELINE_SERVICE_ACCOUNT
 from harness_operator.cli.manifests import load_documents
 from harness_operator.cli.triggers import DEFAULT_LIMIT
 from harness_operator.cli.validation import ERROR, WARNING, RunLookup, validate_documents
@@ -116,6 +119,12 @@ def _param(text: str) -> str:
     return text
 
 
+def _object_name(text: str) -> str:
+    if len(text) > 253 or not re.match(DNS_SUBDOMAIN_RULE, text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an object name (a DNS-1123 subdomain)")
+    return text
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
@@ -129,7 +138,8 @@ def cmd_import_dagu(args: argparse.Namespace) -> int:
     if dag is None or base is None:
         return 1
     params = dict(p.split("=", 1) for p in args.param)
-    result = import_dagu(dag, dns_name(str(dag.get("name") or path.stem)), base, params=params)
+    name = dns_name(str(dag.get("name") or path.stem))
+    result = import_dagu(dag, name, base, params=params, service_account=args.service_account)
     for line in result.errors:
         print(f"{path}: error: {line}", file=sys.stderr)
     if result.errors:
@@ -141,6 +151,8 @@ def cmd_import_dagu(args: argparse.Namespace) -> int:
     sys.stdout.write(yaml.safe_dump_all(result.manifests, sort_keys=False))
     for line in result.unsupported:
         print(f"{path}: unsupported: {line}", file=sys.stderr)
+    for line in result.notes:
+        print(f"{path}: note: {line}", file=sys.stderr)
     return 0
 
 
@@ -252,6 +264,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         type=_param,
         help="a value for one of the DAG's params: (as `dagu start DAG -- NAME=VALUE`); repeatable",
+    )
+    dagu.add_argument(
+        "--service-account",
+        metavar="NAME",
+        default=PIPELINE_SERVICE_ACCOUNT,
+        type=_object_name,
+        help="the ServiceAccount a DAG of several harness steps (a HarnessPipeline) creates its runs as "
+        f"(default: {PIPELINE_SERVICE_ACCOUNT}); it must exist, and the operator may impersonate it",
     )
     dagu.set_defaults(func=cmd_import_dagu)
 

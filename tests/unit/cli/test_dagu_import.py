@@ -1,10 +1,11 @@
-"""import_dagu: harnesses and the DAG-level harness: block by Dagu's rules, outputs as inputs, order."""
+"""import_dagu: harnesses and the DAG-level harness: block by Dagu's rules, one step as a run and several
+as a pipeline (outputs as step references, order as after), params, retries, schedules."""
 
 from typing import Any
 
 import pytest
 import yaml
-from tests.fakes.dagu import DAGS, import_fixture
+from tests.fakes.dagu import DAGS, expand_runs, imported_runs
 
 from harness_operator.api.v1alpha1 import HarnessRun, HarnessSchedule
 from harness_operator.catalog import load_builtin_catalog
@@ -66,27 +67,35 @@ steps:
     command: "Say ${TEAM}"
     with: {provider: claude}
     retry_policy: {limit: 1}
-schedule: "0 * * * *"
 """
 )
 
 
 def runs(dag: dict[str, Any], name: str = "d", **kwargs: Any) -> dict[str, dict[str, Any]]:
+    """The run spec of each harness step: the DAG's one HarnessRun, or each step of its pipeline."""
     result = import_dagu(dag, name, **kwargs)
     assert result.errors == []
-    return {m["metadata"]["name"]: m["spec"] for m in result.manifests if m["kind"] == "HarnessRun"}
+    found = {m["metadata"]["name"]: m["spec"] for m in result.manifests if m["kind"] == "HarnessRun"}
+    for pipeline in (m for m in result.manifests if m["kind"] == "HarnessPipeline"):
+        found |= {s["name"]: s["run"]["spec"] for s in pipeline["spec"]["steps"]}
+    return found
 
 
-def test_definitions_and_runs() -> None:
+def steps(dag: dict[str, Any], name: str = "d", **kwargs: Any) -> dict[str, dict[str, Any]]:
+    """The steps of the DAG's pipeline, by name, without their runs."""
+    result = import_dagu(dag, name, **kwargs)
+    assert result.errors == []
+    (pipeline,) = [m for m in result.manifests if m["kind"] == "HarnessPipeline"]
+    return {s["name"]: {k: v for k, v in s.items() if k != "run"} for s in pipeline["spec"]["steps"]}
+
+
+def test_definitions_and_one_pipeline_of_the_harness_steps() -> None:
     result = import_dagu(DAG, "nightly")
     kinds = [(m["kind"], m["metadata"]["name"]) for m in result.manifests]
-    assert kinds == [
-        ("HarnessDefinition", "my-agent"),
-        ("HarnessRun", "nightly-review"),
-        ("HarnessRun", "nightly-summarize"),
-        ("HarnessRun", "nightly-mixed"),
-        ("HarnessRun", "nightly-other"),
-    ]
+    assert kinds == [("HarnessDefinition", "my-agent"), ("HarnessPipeline", "nightly")]
+    pipeline = result.manifests[1]["spec"]
+    assert pipeline["serviceAccountName"] == "harness-pipeline"
+    assert [s["name"] for s in pipeline["steps"]] == ["review", "summarize", "mixed", "other"]
     assert result.manifests[0]["spec"] == {
         "binary": "/usr/local/bin/my-agent",
         "promptMode": "flag",
@@ -95,7 +104,7 @@ def test_definitions_and_runs() -> None:
         "flagStyle": "singleDash",
         "optionFlags": {"max_turns": "--turns"},
     }
-    assert result.manifests[1]["spec"] == {
+    assert pipeline["steps"][0]["run"]["spec"] == {
         "provider": "my-agent",
         "prompt": "Review this patch for correctness.",
         "stdin": "diff --git a/main.go b/main.go\n",
@@ -105,23 +114,22 @@ def test_definitions_and_runs() -> None:
     }
 
 
-def test_an_output_consumed_whole_becomes_the_whole_stdin() -> None:
-    summarize = runs(DAG, "nightly")["nightly-summarize"]
-    assert summarize["stdinFrom"] == {"runOutput": {"name": "nightly-review"}}
-    assert "stdin" not in summarize and "after" not in summarize
+def test_an_output_consumed_whole_becomes_the_step_reference() -> None:
+    assert runs(DAG, "nightly")["summarize"]["stdin"] == "$(steps.review.output)"
+    assert steps(DAG, "nightly")["summarize"] == {"name": "summarize", "after": ["review"]}
 
 
-def test_an_output_inside_a_prompt_becomes_an_input() -> None:
-    mixed = runs(DAG, "nightly")["nightly-mixed"]
-    assert mixed["prompt"] == "Fix what $(inputs.REVIEW_RESULT) says, for ${TEAM}"
-    assert mixed["inputs"] == [{"name": "REVIEW_RESULT", "runOutput": {"name": "nightly-review"}}]
+def test_an_output_inside_a_prompt_becomes_a_step_reference() -> None:
+    mixed = runs(DAG, "nightly")["mixed"]
+    assert mixed["prompt"] == "Fix what $(steps.review.output) says, for ${TEAM}"
+    assert "inputs" not in mixed
 
 
 def test_a_retry_policy_becomes_spec_retry_of_any_failure() -> None:
     imported = runs(DAG, "nightly")
     # Dagu's interval is constant: the most is the first.
-    assert imported["nightly-mixed"]["retry"] == {"limit": 2, "retryOn": "Any", "maxBackoffSeconds": 10}
-    assert imported["nightly-other"]["retry"] == {"limit": 1, "retryOn": "Any", "maxBackoffSeconds": 10}
+    assert imported["mixed"]["retry"] == {"limit": 2, "retryOn": "Any", "maxBackoffSeconds": 10}
+    assert imported["other"]["retry"] == {"limit": 1, "retryOn": "Any", "maxBackoffSeconds": 10}
 
 
 @pytest.mark.parametrize(
@@ -177,15 +185,15 @@ def test_a_retry_policy_with_a_fallback_says_dagu_retries_the_whole_chain() -> N
 
 
 def test_depends_through_a_step_not_imported_keeps_the_order() -> None:
-    assert runs(DAG, "nightly")["nightly-mixed"]["after"] == ["nightly-summarize"]
+    imported = steps(DAG, "nightly")
+    assert imported["mixed"]["after"] == ["summarize"]
+    assert "after" not in imported["other"]  # a graph DAG's step without depends: starts at once
 
 
 def test_unsupported_parts_are_listed_once_with_their_steps() -> None:
     assert import_dagu(DAG, "nightly").unsupported == [
         "prompt: ${TEAM} names no output, parameter or env entry; kept verbatim (steps: mixed, other)",
         "not a harness step; not imported (steps: print)",
-        "schedule: a HarnessSchedule creates one run, and this DAG has 4 harness steps; not imported "
-        "(schedule each run, or a DAG of one step)",
     ]
 
 
@@ -325,7 +333,7 @@ def test_chain_dags_run_each_step_after_the_one_before() -> None:
             {"name": "d", "type": "harness", "command": "D", "with": {"provider": "claude"}},
         ]
     }
-    assert [spec.get("after") for spec in runs(dag).values()] == [None, ["d-a"], ["d-c"]]
+    assert [step.get("after") for step in steps(dag).values()] == [None, ["a"], ["c"]]
 
 
 # Dagu's own cases for the DAG-level harness: block (internal/core/spec/builder_test.go,
@@ -519,13 +527,13 @@ def test_names_are_unique_and_dns_safe() -> None:
         ],
     }
     result = import_dagu(dag, "nightly")
-    assert [m["metadata"]["name"] for m in result.manifests] == [
-        "my-agent",
-        "my-agent-2",
-        "nightly-fix-bugs",
-        "nightly-fix-bugs-2",
+    assert [m["metadata"]["name"] for m in result.manifests] == ["my-agent", "my-agent-2", "nightly"]
+    assert [(s["name"], s["run"]["spec"]["provider"]) for s in result.manifests[2]["spec"]["steps"]] == [
+        ("fix-bugs", "my-agent"),
+        ("fix-bugs-2", "my-agent-2"),
     ]
-    assert [m["spec"].get("provider") for m in result.manifests[2:]] == ["my-agent", "my-agent-2"]
+    one = import_dagu({"steps": dag["steps"][:1]}, "nightly")
+    assert one.manifests[0]["metadata"]["name"] == "nightly-fix-bugs"  # a DAG of one step: a run
 
 
 def test_unique_name_and_dns_name() -> None:
@@ -552,9 +560,8 @@ def test_timeout_sec_becomes_the_timeout_limit() -> None:
 
 
 @pytest.mark.parametrize("name", DAGS)
-def test_fixture_dags_import_into_manifests_validate_accepts(name: str) -> None:
-    manifests = import_fixture(name)
-    docs = parse_documents(yaml.safe_dump_all(manifests), name)
+def test_fixture_dags_import_into_runs_validate_accepts(name: str) -> None:
+    docs = parse_documents(yaml.safe_dump_all(imported_runs(name)), name)
     errors = [f for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
     # Dagu's examples pass options the pinned CLIs no longer take (codex full-auto, copilot bare): the
     # attempt would fail, and validate says so; nothing else is refused.
@@ -565,9 +572,9 @@ def test_fixture_dags_import_into_manifests_validate_accepts(name: str) -> None:
     assert unknown <= {("full-auto", "codex"), ("bare", "copilot")}
 
 
-def test_imported_manifests_validate() -> None:
+def test_imported_runs_validate() -> None:
     result = import_dagu(DAG, "nightly")
-    docs = parse_documents(yaml.safe_dump_all(result.manifests), "out.yaml")
+    docs = parse_documents(yaml.safe_dump_all(expand_runs(result.manifests)), "out.yaml")
     errors = [f for f in validate_documents(docs, load_builtin_catalog()) if f.severity == ERROR]
     assert errors == []
 

@@ -1,5 +1,6 @@
-"""Dagu round trip on this machine: each fixture DAG imported, run by `harnessctl run` with the fake agent
-behind every provider, runs in dependency order to Succeeded, each with the argv and stdin Dagu gives it."""
+"""Dagu round trip on this machine: each fixture DAG imported (a pipeline expanded into the runs it creates,
+step by step), run by `harnessctl run` with the fake agent behind every provider, runs in an order Dagu
+could run to Succeeded, each with the argv and stdin Dagu gives it."""
 
 import json
 import shlex
@@ -10,10 +11,11 @@ import pytest
 import yaml
 from tests.fakes.dagu import (
     DAGS,
+    dagu_dependencies,
     echoed,
     expand,
     expected,
-    import_fixture,
+    imported_runs,
     output_variables,
     with_fake_providers,
 )
@@ -39,7 +41,7 @@ def outputs_in_order(stdout: str) -> list[str]:
 def test_imported_dag_runs_locally_as_dagu_would(
     name: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    manifests = with_fake_providers(import_fixture(name), LAUNCHER)
+    manifests = with_fake_providers(imported_runs(name), LAUNCHER)
     path = tmp_path / "imported.yaml"
     path.write_text(yaml.safe_dump_all(manifests))
     status_file = tmp_path / "status.yaml"
@@ -48,9 +50,11 @@ def test_imported_dag_runs_locally_as_dagu_would(
     statuses = [HarnessRunStatus.model_validate(s) for s in yaml.safe_load_all(status_file.read_text())]
     assert [s.phase for s in statuses] == ["Succeeded"] * len(expected(name))
     order = [line.split()[2].split("/")[1].rstrip(":") for line in err.splitlines() if ": attempt 1/" in line]
-    assert order == list(expected(name)), "runs in dependency order (the order of the DAG's steps)"
+    assert order == list(expected(name)), "runs in the pipeline's build_order (the order of the DAG's steps)"
+    for index, run in enumerate(order):
+        assert dagu_dependencies(name)[run] <= set(order[:index]), f"{run} runs after what Dagu runs first"
     outputs = dict(zip(order, outputs_in_order(out), strict=True))
-    variables = output_variables(manifests)
+    variables = output_variables(name)
     for run, want in expected(name).items():
         argv, stdin = echoed(outputs[run])
         assert argv == [expand(a, variables, outputs) for a in want["attempts"][0]], run
@@ -58,7 +62,7 @@ def test_imported_dag_runs_locally_as_dagu_would(
 
 
 def test_step_two_prompt_holds_step_one_output(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    manifests = with_fake_providers(import_fixture("plan-implement.yaml"), LAUNCHER)
+    manifests = with_fake_providers(imported_runs("plan-implement.yaml"), LAUNCHER)
     # file order reversed: the implement run still goes second
     path = tmp_path / "imported.yaml"
     path.write_text(yaml.safe_dump_all(list(reversed(manifests))))
