@@ -15,6 +15,8 @@ from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
+from harness_operator.core.schedule import LABEL_SCHEDULE
+from tests.fakes.dagu import import_fixture
 
 from .conftest import Api, wait_until
 from .operator_env import RELEASE_NAMESPACE, SERVICE_ACCOUNT
@@ -42,18 +44,22 @@ def rbac(
     )
 
 
+def grant_account(kube: client.ApiClient, namespace: str, account: str) -> None:
+    """A pipelines' ServiceAccount that may create and read runs, which the operator may act as (the Roles
+    a team grants, README: Pipelines)."""
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata={"name": account}))
+    runs = client.V1PolicyRule(api_groups=[GROUP], resources=["harnessruns"], verbs=["create", "get", "list"])
+    rbac(kube, namespace, account, [runs], (namespace, account))
+    act_as = client.V1PolicyRule(
+        api_groups=[""], resources=["serviceaccounts"], verbs=["impersonate"], resource_names=[account]
+    )
+    rbac(kube, namespace, f"operator-acts-as-{account}", [act_as], (RELEASE_NAMESPACE, SERVICE_ACCOUNT))
+
+
 @pytest.fixture
 def runner(kube: client.ApiClient, namespace: str) -> Iterator[str]:
-    """The pipelines' ServiceAccount: it may create and read runs; the operator may act as it (the Role a
-    team grants, README: Pipelines)."""
-    core = client.CoreV1Api(kube)
-    core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata={"name": RUNNER}))
-    runs = client.V1PolicyRule(api_groups=[GROUP], resources=["harnessruns"], verbs=["create", "get", "list"])
-    rbac(kube, namespace, RUNNER, [runs], (namespace, RUNNER))
-    act_as = client.V1PolicyRule(
-        api_groups=[""], resources=["serviceaccounts"], verbs=["impersonate"], resource_names=[RUNNER]
-    )
-    rbac(kube, namespace, "operator-acts-as-runner", [act_as], (RELEASE_NAMESPACE, SERVICE_ACCOUNT))
+    grant_account(kube, namespace, RUNNER)
     yield RUNNER
 
 
@@ -270,3 +276,44 @@ def _admitted(tenant: Pipelines) -> bool:
             return False
         raise
     return True
+
+
+def test_the_dagu_nightly_dag_imported_runs_as_a_scheduled_pipeline(
+    api: Api, kube: client.ApiClient, fake: Callable[..., None]
+) -> None:
+    """Dagu's nightly DAG of two harness steps, as `harnessctl import-dagu` makes it (a HarnessSchedule of
+    a pipeline), applied with its cron set to every minute (the test cannot wait for 02:00) and the fake
+    agent behind claude: at the next minute the schedule creates the pipeline, whose summary runs after
+    the review, reading its output."""
+    [schedule] = [m for m in import_fixture("nightly-review-summary.yaml") if m["kind"] == "HarnessSchedule"]
+    account = schedule["spec"]["pipelineTemplate"]["spec"]["serviceAccountName"]
+    assert (schedule["spec"]["schedule"], account) == ("0 2 * * 1-5", "harness-pipeline")
+    grant_account(kube, api.ns, account)
+    fake("claude", "ok")
+    schedule["spec"]["schedule"] = "* * * * *"
+    api.custom.create_namespaced_custom_object(GROUP, VERSION, api.ns, "harnessschedules", schedule)
+    pipelines = Pipelines(api)
+
+    def created() -> str | None:
+        listed = api.custom.list_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            api.ns,
+            "harnesspipelines",
+            label_selector=f"{LABEL_SCHEDULE}={schedule['metadata']['name']}",
+        )["items"]
+        return listed[0]["metadata"]["name"] if listed else None
+
+    name = wait_until(created, timeout=90, what="the schedule to create its pipeline at the next minute")
+    wait_until(
+        lambda: pipelines.succeeded(name).get("status") in ("True", "False"),
+        timeout=180,
+        what=f"pipeline {name}",
+    )
+    assert pipelines.steps(name) == {"review": "Succeeded", "summarize": "Succeeded"}, pipelines.status(name)
+    review, summary = api.run(f"{name}-review"), api.run(f"{name}-summarize")
+    assert summary["spec"]["inputs"] == [{"name": "steps-review-0", "runOutput": {"name": f"{name}-review"}}]
+    assert summary["metadata"]["creationTimestamp"] >= review["status"]["completionTime"]
+    assert review["spec"]["retry"]["retryOn"] == "Any"
+    owner = api.custom.get_namespaced_custom_object(GROUP, VERSION, api.ns, "harnesspipelines", name)
+    assert owner["metadata"]["ownerReferences"][0]["kind"] == "HarnessSchedule"
