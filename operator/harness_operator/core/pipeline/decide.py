@@ -182,6 +182,8 @@ def decide_pipeline(
         **{s.name: s.message or "" for s in previous.steps if s.phase == StepPhase.Failed and not s.runs},
         **(refused or {}),
     }
+    if previous.completion_time is not None:  # ended: its runs may expire (TTL); nothing starts again
+        return PipelineDecision(previous)
     problems = compute_pipeline_problems(spec)
     if problems:
         conditions = set_condition(

@@ -242,3 +242,14 @@ def test_the_publish_step_waits_for_the_judges_field_then_starts_from_the_winner
     assert phases(d)["pr"] == "Failed"
     assert d.status.steps[2].message == "workspaceFrom: no succeeded run of step impl has provider 'nobody'"
     assert condition(d, "Succeeded") == ("False", "StepFailed")
+
+
+def test_an_ended_pipeline_creates_nothing_when_its_runs_expire() -> None:
+    p = make_pipeline({"name": "a", "prompt": "x"})
+    ended = decide_pipeline(p, [run("p-a", "a")], NOW)
+    assert ended.status.completion_time is not None
+    again = decide_pipeline(
+        make_pipeline({"name": "a", "prompt": "x"}, status=ended.status.to_api()), [], NOW
+    )
+    assert again.create == [] and again.events == []
+    assert again.status.to_api() == ended.status.to_api()
