@@ -198,6 +198,7 @@ def decide_pipeline(
         status = previous.model_copy(
             update={
                 "phase": "Failed",
+                "completion_time": timestamp(now),
                 "conditions": compute_kstatus_conditions(conditions, generation, now),
                 "observed_generation": generation,
             }
