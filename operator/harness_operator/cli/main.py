@@ -163,7 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from harness_operator.cli.render import build_rendered_objects
+    from harness_operator.cli.render import build_pipeline_wave, build_rendered_objects
     from harness_operator.core.config import OperatorConfig
 
     docs = load_documents(args.paths)
@@ -187,9 +187,16 @@ def cmd_render(args: argparse.Namespace) -> int:
     objects, problems = build_rendered_objects(
         docs, load_builtin_catalog(), OperatorConfig.from_env(env), datetime.now(UTC)
     )
+    notes: list[str] = []
+    for doc in docs:
+        if doc.kind == "HarnessPipeline":
+            runs, later = build_pipeline_wave(doc, datetime.now(UTC))
+            objects += runs
+            notes += later
     for problem in problems:
         print(problem, file=sys.stderr)
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    sys.stdout.write("".join(f"# {note}\n" for note in notes))
     return 1 if problems else 0
 
 
@@ -235,7 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--status-file", metavar="FILE", help="write the final status (as in the CR) as YAML")
     run.set_defaults(func=cmd_run)
 
-    render = sub.add_parser("render", help="print the objects the operator would create (secrets redacted)")
+    render = sub.add_parser(
+        "render",
+        help="print the objects the operator would create (secrets redacted); for a pipeline, the runs it "
+        "creates first",
+    )
     render.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     render.add_argument(
         "--operator",
