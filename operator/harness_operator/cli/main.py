@@ -237,7 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.set_defaults(func=cmd_validate)  # --cluster sets args.cluster: main() prints kubectl's errors
 
-    run = sub.add_parser("run", help="execute each HarnessRun in the files locally, with no cluster")
+    run = sub.add_parser(
+        "run", help="execute each HarnessRun, then each HarnessPipeline, in the files here, with no cluster"
+    )
     run.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     run.add_argument("--status-file", metavar="FILE", help="write the final status (as in the CR) as YAML")
     run.set_defaults(func=cmd_run)
