@@ -29,6 +29,7 @@ from harness_operator.cli.cluster import (
     cmd_rerun,
     cmd_triggers,
     connect,
+    parse_logs_target,
     run_cluster_command,
 )
 from harness_operator.cli.dagu_import import dns_name, import_dagu
@@ -288,9 +289,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dagu.set_defaults(func=cmd_import_dagu)
 
-    logs = sub.add_parser("logs", help="show a run's progress: turns, tool calls, text, usage, outcome")
-    add_cluster_arguments(logs)
-    logs.add_argument("-f", "--follow", action="store_true", help="follow the run until it ends")
+    logs = sub.add_parser(
+        "logs",
+        help="show a run's progress: turns, tool calls, text, usage, outcome; or a pipeline's: its steps' "
+        "phases and their runs' progress",
+    )
+    logs.add_argument(
+        "run",
+        metavar="RUN",
+        type=parse_logs_target,
+        help="the HarnessRun's name (or run/NAME), or pipeline/NAME: a HarnessPipeline's steps, and each "
+        "run's progress in turn, prefixed with [step/run]",
+    )
+    add_connection_arguments(logs)
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="follow the run (or the pipeline) until it ends"
+    )
     logs.add_argument(
         "-o", "--output", choices=["text", "jsonl"], default="text", help="jsonl: the normalized events"
     )
