@@ -25,9 +25,9 @@ EXIT_UNREACHABLE = 4  # no answer from the API server
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = f"""exit codes:
-  0    done (logs: the run succeeded, or is still running without -f)
-  {EXIT_FAILED}    the run ended without success (logs); manifests with errors (validate, render,
-       import-dagu); the run is not awaiting approval (approve, reject)
+  0    done (logs: the run or pipeline succeeded, or is still running without -f)
+  {EXIT_FAILED}    the run or pipeline ended without success (logs); manifests with errors (validate,
+       render, import-dagu); the run is not awaiting approval (approve, reject)
   {EXIT_USAGE}    bad arguments, or a kubeconfig that cannot be used (no file, no such context)
   {EXIT_SERVER}    Error from server: the API server refused or failed the request (Forbidden,
        Unauthorized, NotFound, Conflict, ...); the reason is in parentheses on stderr
@@ -105,22 +105,57 @@ def connect(args: argparse.Namespace) -> tuple[Kube, str]:
     return Kube.from_kubeconfig(flags)
 
 
+PIPELINE_TYPES = {"pipeline", "pipelines", "harnesspipeline", "harnesspipelines", "hpipe"}
+RUN_TYPES = {"run", "runs", "harnessrun", "harnessruns", "hrun"}
+
+
+def parse_logs_target(text: str) -> tuple[str, str]:
+    """(kind, name) of `logs`' argument: NAME or TYPE/NAME as kubectl names objects (`run/NAME`,
+    `pipeline/NAME`, their plurals, kinds, short names, with or without the group)."""
+    kind, slash, name = text.partition("/")
+    if not slash:
+        return "HarnessRun", text
+    kind = kind.lower().removesuffix(f".{GROUP}")
+    if name and kind in PIPELINE_TYPES:
+        return "HarnessPipeline", name
+    if name and kind in RUN_TYPES:
+        return "HarnessRun", name
+    raise argparse.ArgumentTypeError(f"{text!r}: give RUN, run/RUN or pipeline/PIPELINE")
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
-    from harness_operator.cli.follow import RunNotFound, follow_run
+    from harness_operator.cli.follow import (
+        PipelineNews,
+        PipelineNotFound,
+        RunNotFound,
+        follow_pipeline,
+        follow_run,
+    )
     from harness_operator.contract.events import Event, render_event
 
-    def write(event: Event) -> None:
-        line = (
-            json.dumps(event.to_json(), ensure_ascii=False) if args.output == "jsonl" else render_event(event)
-        )
+    def say(line: str | None) -> None:
         if line is not None:
             print(line, flush=True)
 
+    def write(event: Event) -> None:
+        say(
+            json.dumps(event.to_json(), ensure_ascii=False) if args.output == "jsonl" else render_event(event)
+        )
+
+    def tell(news: PipelineNews) -> None:
+        say(json.dumps(news.to_json(), ensure_ascii=False) if args.output == "jsonl" else news.render())
+
+    kind, name = args.run
     kube, namespace = connect(args)
+    if kind == "HarnessPipeline":
+        try:
+            return follow_pipeline(kube, namespace, name, args.follow, tell)
+        except PipelineNotFound as exc:
+            raise not_found(name, "harnesspipelines") from exc
     try:
-        return follow_run(kube, namespace, args.run, args.follow, write)
+        return follow_run(kube, namespace, name, args.follow, write)
     except RunNotFound as exc:
-        raise not_found(args.run) from exc
+        raise not_found(name) from exc
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:

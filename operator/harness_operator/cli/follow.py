@@ -1,21 +1,25 @@
-"""`harnessctl logs`: follow a run's attempts through the API and hand their events on, in order (I/O)."""
+"""`harnessctl logs`: follow a run's attempts, or a pipeline's steps and their runs, through the API and hand
+their events on, in order (I/O); what a pipeline's follower says, as text or JSON (pure)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from harness_operator.api.v1alpha1 import HarnessRun
-from harness_operator.contract.events import Event, decode_event_line
+from harness_operator.api.v1alpha1 import HarnessPipeline, HarnessPipelineStatus, HarnessRun, StepStatus
+from harness_operator.contract.events import Event, decode_event_line, render_event
 from harness_operator.controller.kube import Kube
 from harness_operator.core.objects.conditions import (
+    SUCCEEDED,
     is_finished,
     is_succeeded,
 )
 from harness_operator.core.objects.naming import output_config_map_name
 from harness_operator.core.objects.ownership import is_run_output
+from harness_operator.core.pipeline.graph import build_order
 from harness_operator.core.resolve.retry import build_positions, retry_number
 from harness_operator.core.status.watch import (
     build_attempt_events,
@@ -40,20 +44,23 @@ def follow_run(
     name: str,
     follow: bool,
     write: Callable[[Event], None],
+    changed: threading.Event | None = None,
 ) -> int:
     """Write every attempt's events, then the run's outcome; 0 unless the run ended without success.
 
     An attempt whose pod is still there is read from its log (followed while it runs, with `follow`);
     one whose pod is gone is told from status.attempts[] and, for the answer, the output ConfigMap.
     Between attempts and until the run's status is final it waits for a watch of the run or its pods
-    to say something changed: pods of the next attempt have no log to follow yet. Meanwhile, with
-    `follow`, it says why the run waits each time the reason changes (from the run's status)."""
+    to say something changed: pods of the next attempt have no log to follow yet; `changed` given, the
+    caller's watches set it instead. Meanwhile, with `follow`, it says why the run waits each time the
+    reason changes (from the run's status)."""
     shown = 0
     hinted = False
     said: Event | None = None
-    changed = threading.Event()
-    if follow:
-        kube.watch_run_and_pods(namespace, name, changed.set)
+    if changed is None:
+        changed = threading.Event()
+        if follow:
+            kube.watch_run_and_pods(namespace, name, changed.set)
     while True:
         changed.clear()
         raw = kube.fetch_run(namespace, name)
@@ -106,3 +113,98 @@ def _read_output(kube: Kube, run: dict[str, Any]) -> str | None:
     if cm is None or not is_run_output(cm, run):
         return None
     return str(cm["data"]["output"])
+
+
+class PipelineNotFound(LookupError):
+    """The pipeline does not exist (or went away while followed)."""
+
+
+@dataclass(frozen=True)
+class PipelineNews:
+    """What `harnessctl logs pipeline/NAME` tells: a step's new phase (`step`, `phase`, `message`), an
+    event of one of its runs (`step`, `run`, `event`; no event: the run is gone), or the pipeline's
+    outcome (`step` None: `phase`, `reason`, `message`)."""
+
+    step: str | None
+    phase: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    run: str | None = None
+    event: Event | None = None
+
+    def render(self) -> str | None:
+        """Lines for a person: a run's prefixed with [step/run]; None for events that add nothing."""
+        if self.run is not None:
+            line = render_event(self.event) if self.event else "not found: deleted before it was read"
+            if line is None:
+                return None
+            return "\n".join(f"[{self.step}/{self.run}] {part}" for part in line.split("\n"))
+        if self.step is not None:
+            return f"step {self.step}: {self.phase}" + (f" ({self.message})" if self.message else "")
+        return f"pipeline {self.phase} ({self.reason})" + (f": {self.message}" if self.message else "")
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSON line: a run's event with its step and run added, else kind `step` or `pipeline`."""
+        if self.run is not None:
+            event = self.event.to_json() if self.event else {"kind": "gone"}
+            return {**event, "step": self.step, "run": self.run}
+        kind = "step" if self.step is not None else "pipeline"
+        fields = {"step": self.step, "phase": self.phase, "reason": self.reason, "message": self.message}
+        return {"kind": kind, **{k: v for k, v in fields.items() if v is not None}}
+
+
+def _tell_steps(
+    steps: list[StepStatus], said: dict[str, tuple[str, str | None]], write: Callable[[PipelineNews], None]
+) -> None:
+    for step in steps:
+        now = (str(step.phase), step.message)
+        if said.get(step.name) != now:
+            write(PipelineNews(step.name, phase=now[0], message=step.message))
+            said[step.name] = now
+
+
+def _run_writer(write: Callable[[PipelineNews], None], step: str, run: str) -> Callable[[Event], None]:
+    return lambda event: write(PipelineNews(step, run=run, event=event))
+
+
+def follow_pipeline(
+    kube: Kube, namespace: str, name: str, follow: bool, write: Callable[[PipelineNews], None]
+) -> int:
+    """Write each step's phase as it changes and each of its runs' events, the runs one after another in
+    the steps' order (each followed to its end with `follow`, as follow_run follows a run), then the
+    pipeline's outcome; 0 unless the pipeline ended without success. With `follow` it waits for a watch
+    of the pipeline or its runs to say something changed, and goes on until the pipeline has ended."""
+    said: dict[str, tuple[str, str | None]] = {}
+    done: set[str] = set()
+    changed = threading.Event()
+    if follow:
+        kube.watch_pipeline(namespace, name, changed.set)
+    while True:
+        changed.clear()
+        raw = kube.fetch_pipeline(namespace, name)
+        if raw is None:
+            raise PipelineNotFound(f'HarnessPipeline "{name}" not found in namespace "{namespace}"')
+        pipeline = HarnessPipeline.model_validate(raw)
+        status = pipeline.status or HarnessPipelineStatus()
+        finished = is_finished(status.conditions)
+        order = build_order(pipeline.spec)
+        steps = sorted(status.steps, key=lambda s: order.index(s.name) if s.name in order else len(order))
+        _tell_steps(steps, said, write)
+        pending = next(((s.name, r.name) for s in steps for r in s.runs if r.name not in done), None)
+        if pending is not None:
+            step, run = pending
+            try:
+                follow_run(kube, namespace, run, follow, _run_writer(write, step, run), changed)
+            except RunNotFound:
+                if follow and not finished:  # listed before it was created: wait for it
+                    changed.wait(WAKE_SECONDS)
+                    continue
+                write(PipelineNews(step, run=run))
+            done.add(run)
+            continue
+        if finished or not follow:
+            ended = next((c for c in status.conditions if c.type == SUCCEEDED), None)
+            reason, message = (ended.reason, ended.message) if ended else ("Pending", None)
+            write(PipelineNews(None, phase=status.phase or "Pending", reason=reason, message=message))
+            return 1 if finished and not is_succeeded(status.conditions) else 0
+        changed.wait(WAKE_SECONDS)

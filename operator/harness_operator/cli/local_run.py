@@ -1,4 +1,5 @@
-"""`harnessctl run`: execute the HarnessRuns in manifest files on this machine, no cluster (I/O).
+"""`harnessctl run`: execute the HarnessRuns and HarnessPipelines in manifest files on this machine, no
+cluster (I/O).
 
 Same plan builder, same executor as the pod. Definitions come from the files or the built-in catalog;
 `secretKeyRef` resolves from Secret manifests in the files, else from the grant's own variable in
@@ -13,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -21,8 +23,15 @@ from typing import Any
 import yaml
 
 from harness_operator.api.reasons import Reason, ReasonedError
-from harness_operator.api.v1alpha1 import HarnessDefinitionSpec, HarnessRun, HarnessRunStatus, Usage
+from harness_operator.api.v1alpha1 import (
+    HarnessDefinitionSpec,
+    HarnessPipelineStatus,
+    HarnessRun,
+    HarnessRunStatus,
+    Usage,
+)
 from harness_operator.catalog import load_builtin_catalog
+from harness_operator.cli.local_pipeline import run_pipeline
 from harness_operator.cli.manifests import Document, load_documents
 from harness_operator.cli.validation import ERROR, Catalog, build_catalog, validate_documents
 from harness_operator.contract.events import Event, render_event
@@ -298,14 +307,15 @@ def summary_line(label: str, status: HarnessRunStatus) -> str:
     )
 
 
-def render_statuses(statuses: list[tuple[str, HarnessRunStatus]]) -> str:
-    """One YAML document per run, each the run's `status` as the CR would hold it."""
+def render_statuses(statuses: list[tuple[str, HarnessRunStatus | HarnessPipelineStatus]]) -> str:
+    """One YAML document per object run, each its `status` as the CR would hold it, under a comment naming
+    it (`HarnessRun NS/NAME`, `HarnessPipeline NS/NAME`)."""
     parts = []
     for label, status in statuses:
         body = yaml.safe_dump(
             status.model_dump(by_alias=True, exclude_none=True, mode="json"), sort_keys=False
         )
-        parts.append(f"# HarnessRun {label}\n{body}")
+        parts.append(f"# {label}\n{body}")
     return "---\n".join(parts)
 
 
@@ -328,7 +338,8 @@ def cancel_on_signals(cancel: threading.Event) -> Iterator[None]:
 
 
 def run_paths(paths: list[str], status_file: str | None) -> int:
-    """Validate the files, then run each HarnessRun in order; the exit code is the (failed) run's."""
+    """Validate the files, then run each HarnessRun in order, then each HarnessPipeline; the exit code is
+    the (failed) run's."""
     docs = load_documents(paths)
     if not docs:
         say(f"harnessctl: no manifests found in {' '.join(paths)}")
@@ -341,28 +352,37 @@ def run_paths(paths: list[str], status_file: str | None) -> int:
     if errors:
         say(f"harnessctl: {len(errors)} errors in the manifests; nothing was run")
         return 1
-    runs = [d for d in docs if d.kind == "HarnessRun"]
-    if not runs:
-        say(f"harnessctl: no HarnessRun in {' '.join(paths)}")
+    runs = build_run_order([d for d in docs if d.kind == "HarnessRun"])
+    todo = runs + [d for d in docs if d.kind == "HarnessPipeline"]
+    if not todo:
+        say(f"harnessctl: no HarnessRun or HarnessPipeline in {' '.join(paths)}")
         return 1
-    runs = build_run_order(runs)
     cancel = threading.Event()
     runner = LocalRunner(
         docs, build_catalog(docs, builtins), cancel, show_event if sys.stdout.isatty() else None
     )
-    statuses: list[tuple[str, HarnessRunStatus]] = []
+    statuses: list[tuple[str, HarnessRunStatus | HarnessPipelineStatus]] = []
     code = 0
     with cancel_on_signals(cancel):
-        for index, doc in enumerate(runs):
-            status, code = runner.run(doc)
-            statuses.append((f"{doc.namespace}/{doc.name}", status))
-            output = runner.files.outputs.get((doc.namespace, doc.name))
-            if code == 0 and output is not None:
+        for index, doc in enumerate(todo):
+            label = f"{doc.namespace}/{doc.name}"
+            if doc.kind == "HarnessPipeline":
+                outcome = run_pipeline(doc, runner.run, runner.files.outputs, cancel)
+                statuses += [(f"HarnessRun {name}", status) for name, status in outcome.runs]
+                statuses.append((f"HarnessPipeline {label}", outcome.status))
+                outputs, code = outcome.outputs, outcome.code
+            else:
+                status, code = runner.run(doc)
+                statuses.append((f"HarnessRun {label}", status))
+                output = runner.files.outputs.get((doc.namespace, doc.name))
+                outputs = [output] if code == 0 and output is not None else []
+            for output in outputs:
                 write_output(output)
             if code != 0:
-                left = len(runs) - index - 1
+                left = Counter(d.kind for d in todo[index + 1 :])
                 if left:
-                    say(f"harness: {left} remaining HarnessRun(s) not run after a failure")
+                    counts = ", ".join(f"{n} remaining {kind}(s)" for kind, n in left.items())
+                    say(f"harness: {counts} not run after a failure")
                 break
     if status_file:
         with open(status_file, "w", encoding="utf-8") as fh:

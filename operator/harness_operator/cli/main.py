@@ -29,6 +29,7 @@ from harness_operator.cli.cluster import (
     cmd_rerun,
     cmd_triggers,
     connect,
+    parse_logs_target,
     run_cluster_command,
 )
 from harness_operator.cli.dagu_import import dns_name, import_dagu
@@ -163,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from harness_operator.cli.render import build_rendered_objects
+    from harness_operator.cli.render import build_pipeline_wave, build_rendered_objects
     from harness_operator.core.config import OperatorConfig
 
     docs = load_documents(args.paths)
@@ -187,9 +188,16 @@ def cmd_render(args: argparse.Namespace) -> int:
     objects, problems = build_rendered_objects(
         docs, load_builtin_catalog(), OperatorConfig.from_env(env), datetime.now(UTC)
     )
+    notes: list[str] = []
+    for doc in docs:
+        if doc.kind == "HarnessPipeline":
+            runs, later = build_pipeline_wave(doc, datetime.now(UTC))
+            objects += runs
+            notes += later
     for problem in problems:
         print(problem, file=sys.stderr)
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    sys.stdout.write("".join(f"# {note}\n" for note in notes))
     return 1 if problems else 0
 
 
@@ -230,12 +238,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.set_defaults(func=cmd_validate)  # --cluster sets args.cluster: main() prints kubectl's errors
 
-    run = sub.add_parser("run", help="execute each HarnessRun in the files locally, with no cluster")
+    run = sub.add_parser(
+        "run", help="execute each HarnessRun, then each HarnessPipeline, in the files here, with no cluster"
+    )
     run.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     run.add_argument("--status-file", metavar="FILE", help="write the final status (as in the CR) as YAML")
     run.set_defaults(func=cmd_run)
 
-    render = sub.add_parser("render", help="print the objects the operator would create (secrets redacted)")
+    render = sub.add_parser(
+        "render",
+        help="print the objects the operator would create (secrets redacted); for a pipeline, the runs it "
+        "creates first",
+    )
     render.add_argument("paths", nargs="+", metavar="PATH", help=PATHS_HELP)
     render.add_argument(
         "--operator",
@@ -275,9 +289,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dagu.set_defaults(func=cmd_import_dagu)
 
-    logs = sub.add_parser("logs", help="show a run's progress: turns, tool calls, text, usage, outcome")
-    add_cluster_arguments(logs)
-    logs.add_argument("-f", "--follow", action="store_true", help="follow the run until it ends")
+    logs = sub.add_parser(
+        "logs",
+        help="show a run's progress: turns, tool calls, text, usage, outcome; or a pipeline's: its steps' "
+        "phases and their runs' progress",
+    )
+    logs.add_argument(
+        "run",
+        metavar="RUN",
+        type=parse_logs_target,
+        help="the HarnessRun's name (or run/NAME), or pipeline/NAME: a HarnessPipeline's steps, and each "
+        "run's progress in turn, prefixed with [step/run]",
+    )
+    add_connection_arguments(logs)
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="follow the run (or the pipeline) until it ends"
+    )
     logs.add_argument(
         "-o", "--output", choices=["text", "jsonl"], default="text", help="jsonl: the normalized events"
     )

@@ -1,4 +1,5 @@
-"""Read multi-document YAML manifests from files and folders (file I/O only)."""
+"""Read multi-document YAML manifests from files and folders, and what a check finds in one (file I/O
+only)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,29 @@ class Document:
     @property
     def namespace(self) -> str:
         return str((self.obj.get("metadata") or {}).get("namespace") or "default")
+
+
+ERROR = "error"
+WARNING = "warning"
+NOTE = "note"  # what the run will do, worth knowing before it does
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem in one manifest."""
+
+    path: str
+    kind: str
+    name: str
+    field: str
+    message: str
+    severity: str = ERROR
+
+    def render(self) -> str:
+        label = {WARNING: "warning: ", NOTE: "note: "}.get(self.severity, "")
+        return (
+            f"{self.path}: {self.kind or '?'}/{self.name or '?'}: {self.field or '-'}: {label}{self.message}"
+        )
 
 
 def manifest_files(paths: list[str]) -> list[Path]:

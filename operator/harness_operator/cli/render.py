@@ -1,4 +1,5 @@
-"""`harnessctl render`: the objects the operator would create for each run (pure).
+"""`harnessctl render`: the objects the operator would create for each run, and the runs each pipeline
+creates first (pure).
 
 Nothing secret is read: credentials appear only as secretKeyRefs, and a prompt or stdin taken from a
 ConfigMap, Secret or another run (directly or as an input) shows as a placeholder naming its source.
@@ -10,11 +11,19 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from harness_operator.api.v1alpha1 import ClusterHarnessDefinition, HarnessRun, RunInput, ValueSource
+from harness_operator.api.v1alpha1 import (
+    ClusterHarnessDefinition,
+    HarnessPipeline,
+    HarnessRun,
+    RunInput,
+    ValueSource,
+)
 from harness_operator.cli.manifests import Document
 from harness_operator.cli.validation import build_catalog
 from harness_operator.core.attempt import decide_attempts
 from harness_operator.core.config import OperatorConfig
+from harness_operator.core.pipeline.decide import decide_pipeline
+from harness_operator.core.pipeline.graph import build_order, count_combinations
 from harness_operator.core.plan.planning import PlanError
 from harness_operator.core.plan.plans import build_plans
 from harness_operator.core.pod.job import build_job
@@ -103,3 +112,26 @@ def build_rendered_objects(
                 build_job(run, attempt, config, queue=resolve_queue(run, config.kueue_default_queue, False))
             )
     return objects, problems
+
+
+def build_pipeline_wave(doc: Document, now: datetime) -> tuple[list[dict[str, Any]], list[str]]:
+    """(runs, notes): the HarnessRuns a new pipeline creates at once, as the operator decides them (every
+    combination of each step that runs after none), and one note for each later step, in the steps'
+    order."""
+    raw = {
+        **doc.obj,
+        "metadata": {**doc.obj.get("metadata", {}), "namespace": doc.namespace, "uid": UID_PLACEHOLDER},
+    }
+    pipeline = HarnessPipeline.model_validate(raw)
+    runs = [run for _, run in decide_pipeline(pipeline, [], now).create]
+    steps = {s.name: s for s in pipeline.spec.steps}
+    notes = []
+    for name in build_order(pipeline.spec):
+        step = steps[name]
+        if not step.after:
+            continue
+        count = count_combinations(step.matrix)
+        what = "its run is" if count == 1 else f"its {count} runs are"
+        ends = f"step {step.after[0]} ends" if len(step.after) == 1 else f"steps {', '.join(step.after)} end"
+        notes.append(f"HarnessPipeline {doc.namespace}/{doc.name}: step {name}: {what} created when {ends}")
+    return runs, notes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,7 +25,11 @@ from harness_operator.api.v1alpha1 import (
     rule,
     validations,
 )
-from harness_operator.cli.manifests import Document
+from harness_operator.cli.manifests import ERROR as ERROR
+from harness_operator.cli.manifests import NOTE as NOTE
+from harness_operator.cli.manifests import WARNING as WARNING
+from harness_operator.cli.manifests import Document, Finding
+from harness_operator.cli.pipeline_checks import pipeline_findings
 from harness_operator.cli.run_checks import (
     find_literal_variables,
     find_option_typos,
@@ -47,28 +51,6 @@ from harness_operator.core.resolve.resolution import (
     resolve_definition,
 )
 from harness_operator.core.schedule import InvalidSchedule, parse_cron
-
-ERROR = "error"
-WARNING = "warning"
-NOTE = "note"  # what the run will do, worth knowing before it does
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem in one manifest."""
-
-    path: str
-    kind: str
-    name: str
-    field: str
-    message: str
-    severity: str = ERROR
-
-    def render(self) -> str:
-        label = {WARNING: "warning: ", NOTE: "note: "}.get(self.severity, "")
-        return (
-            f"{self.path}: {self.kind or '?'}/{self.name or '?'}: {self.field or '-'}: {label}{self.message}"
-        )
 
 
 def schema_findings(doc: Document) -> list[Finding]:
@@ -277,6 +259,65 @@ def schedule_findings(doc: Document) -> list[Finding]:
     return []
 
 
+@dataclass(frozen=True)
+class Known:
+    """What the cross-reference checks know: the files' definitions, runs and Secrets, and how to look up
+    the rest."""
+
+    catalog: Catalog
+    runs: set[tuple[str, str]]
+    secrets: set[tuple[str, str]]
+    strict: bool
+    lookup: RunLookup | None
+    config: OperatorConfig | None
+
+
+def refusal_findings(doc: Document) -> list[Finding]:
+    """What the API server (its schema and CEL rules, the chart's admission policy) or the operator's
+    first checks would refuse in a manifest of one of our kinds."""
+    schema = schema_findings(doc)
+    taken = {f.field for f in schema}  # a field of the wrong shape gets no CEL message on top
+    refused = schema + [f for f in cel_findings(doc) if f.field not in taken]
+    if doc.kind == "HarnessRun":
+        refused += with_findings(doc)
+    if doc.kind in ("HarnessRun", "HarnessSchedule", "HarnessTrigger") and not refused:
+        refused += output_schema_findings(doc)
+    if doc.kind == "HarnessTrigger" and not refused:
+        refused += trigger_findings(doc)
+    if doc.kind == "HarnessSchedule" and not refused:
+        refused += schedule_findings(doc)
+    return refused
+
+
+def run_findings(doc: Document, known: Known) -> list[Finding]:
+    """A HarnessRun the API server takes: its providers, the runs it names, what its prompt and options
+    get wrong, its warnings and what it will publish."""
+    run = HarnessRun.model_validate(doc.obj)
+    found = _provider_findings(doc, run, known.catalog)
+    found += _reference_findings(doc, run, known.runs, known.strict, known.lookup)
+    found += _run_findings(doc, run, known.catalog)
+    found += [
+        Finding(doc.path, doc.kind, doc.name, field, message, WARNING)
+        for field, message in find_run_warnings(
+            run, doc.namespace, known.catalog, known.secrets, known.config
+        )
+    ]
+    definitions = [
+        resolve_definition(known.catalog, doc.namespace, e.provider) for e in compute_provider_chain(run.spec)
+    ]
+    found += [
+        Finding(doc.path, doc.kind, doc.name, field, message, WARNING if warn else NOTE)
+        for field, message, warn in describe_publish(run, [d for d in definitions if d is not None])
+    ]
+    return found
+
+
+def _step_run_findings(doc: Document, known: Known, pipeline_runs: set[tuple[str, str]]) -> list[Finding]:
+    """A run a pipeline's step would create, checked as a HarnessRun of the files; the pipeline's other
+    runs, whose outputs it reads, count as given."""
+    return refusal_findings(doc) or run_findings(doc, replace(known, runs=known.runs | pipeline_runs))
+
+
 def validate_documents(
     docs: Sequence[Document],
     builtins: Iterable[ClusterHarnessDefinition],
@@ -288,9 +329,14 @@ def validate_documents(
     """All findings for a set of manifests, in document order. A run named but not given is a warning
     unless `strict`; `lookup` looks it up on the cluster instead. `config`, the operator's, says which
     vendors the model gateway routes."""
-    catalog = build_catalog(docs, builtins)
-    runs = {(d.namespace, d.name) for d in docs if d.kind == "HarnessRun"}
-    secrets = {(d.namespace, d.name) for d in docs if d.kind == "Secret"}
+    known = Known(
+        build_catalog(docs, builtins),
+        {(d.namespace, d.name) for d in docs if d.kind == "HarnessRun"},
+        {(d.namespace, d.name) for d in docs if d.kind == "Secret"},
+        strict,
+        lookup,
+        config,
+    )
     found: list[Finding] = []
     for doc in docs:
         if doc.error:
@@ -320,46 +366,24 @@ def validate_documents(
                 )
             )
             continue
-        if not doc.name:
-            found.append(Finding(doc.path, doc.kind, doc.name, "metadata.name", "required field is missing"))
-        elif len(doc.name) > 253 or not re.fullmatch(DNS_SUBDOMAIN_RULE, doc.name):
-            found.append(
-                Finding(
-                    doc.path,
-                    doc.kind,
-                    doc.name,
-                    "metadata.name",
-                    "must be a DNS subdomain (lower-case letters, digits, '-' and '.', starting and ending "
-                    "with a letter or digit, at most 253 characters), as the API server requires",
-                )
-            )
-        schema = schema_findings(doc)
-        taken = {f.field for f in schema}  # a field of the wrong shape gets no CEL message on top
-        refused = schema + [f for f in cel_findings(doc) if f.field not in taken]
-        if doc.kind == "HarnessRun":
-            refused += with_findings(doc)
-        if doc.kind in ("HarnessRun", "HarnessSchedule", "HarnessTrigger") and not refused:
-            refused += output_schema_findings(doc)
-        if doc.kind == "HarnessTrigger" and not refused:
-            refused += trigger_findings(doc)
-        if doc.kind == "HarnessSchedule" and not refused:
-            refused += schedule_findings(doc)
+        found += _name_findings(doc)
+        refused = refusal_findings(doc)
         found += refused
-        if refused or doc.kind != "HarnessRun":
+        if refused:
             continue  # what the API server refuses gets no cross-reference checks or warnings on top
-        run = HarnessRun.model_validate(doc.obj)
-        found += _provider_findings(doc, run, catalog)
-        found += _reference_findings(doc, run, runs, strict, lookup)
-        found += _run_findings(doc, run, catalog)
-        found += [
-            Finding(doc.path, doc.kind, doc.name, field, message, WARNING)
-            for field, message in find_run_warnings(run, doc.namespace, catalog, secrets, config)
-        ]
-        definitions = [
-            resolve_definition(catalog, doc.namespace, e.provider) for e in compute_provider_chain(run.spec)
-        ]
-        found += [
-            Finding(doc.path, doc.kind, doc.name, field, message, WARNING if warn else NOTE)
-            for field, message, warn in describe_publish(run, [d for d in definitions if d is not None])
-        ]
+        if doc.kind == "HarnessRun":
+            found += run_findings(doc, known)
+        found += pipeline_findings(doc, lambda step, own: _step_run_findings(step, known, own))
     return found + _cycle_findings(docs)
+
+
+def _name_findings(doc: Document) -> list[Finding]:
+    if not doc.name:
+        return [Finding(doc.path, doc.kind, doc.name, "metadata.name", "required field is missing")]
+    if len(doc.name) > 253 or not re.fullmatch(DNS_SUBDOMAIN_RULE, doc.name):
+        message = (
+            "must be a DNS subdomain (lower-case letters, digits, '-' and '.', starting and ending with a "
+            "letter or digit, at most 253 characters), as the API server requires"
+        )
+        return [Finding(doc.path, doc.kind, doc.name, "metadata.name", message)]
+    return []

@@ -21,6 +21,7 @@ from harness_operator.core.objects.naming import (
     RUNNER_CONTAINER,
     label_value,
 )
+from harness_operator.core.pipeline.runs import LABEL_PIPELINE
 from harness_operator.core.queue.kueue import KUEUE_GROUP, KUEUE_PLURALS, KUEUE_VERSION
 
 LIST_PAGE_SIZE = 500
@@ -30,6 +31,7 @@ OUR_PLURALS = {
     "ClusterHarnessDefinition": "clusterharnessdefinitions",
     "HarnessBudget": "harnessbudgets",
     "HarnessTrigger": "harnesstriggers",
+    "HarnessPipeline": "harnesspipelines",
 }
 WATCH_TIMEOUT_SECONDS = 300  # how long the API server keeps one watch open before it is opened again
 
@@ -46,7 +48,21 @@ class KubeStreams(KubeConnection):
         """Call `changed` on every change of the run or of its pods, from two watches in daemon threads
         (each re-opened where the API server ends it, from its last resourceVersion)."""
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_RUN}={label_value(run)}"
-        streams = (("HarnessRun", "", f"metadata.name={run}"), ("Pod", selector, ""))
+        self._watch_all(
+            namespace, [("HarnessRun", "", f"metadata.name={run}"), ("Pod", selector, "")], changed
+        )
+
+    def watch_pipeline(self, namespace: str, pipeline: str, changed: Callable[[], None]) -> None:
+        """Call `changed` on every change of the pipeline or of its runs, as watch_run_and_pods does (a
+        run's status says when its pod starts, so its pods need no watch of their own)."""
+        selector = f"{LABEL_PIPELINE}={label_value(pipeline)}"
+        streams = [("HarnessPipeline", "", f"metadata.name={pipeline}"), ("HarnessRun", selector, "")]
+        self._watch_all(namespace, streams, changed)
+
+    def _watch_all(
+        self, namespace: str, streams: list[tuple[str, str, str]], changed: Callable[[], None]
+    ) -> None:
+        """One daemon thread watching each (kind, label selector, field selector) of `streams`."""
         for kind, labels, fields in streams:
             threading.Thread(
                 target=self._watch_forever, args=(kind, namespace, labels, fields, changed), daemon=True

@@ -73,6 +73,18 @@ def test_a_missing_run_is_notfound_as_kubectl_says_it(tmp_path: Path) -> None:
             ), command
 
 
+def test_a_missing_pipeline_is_notfound_as_kubectl_says_it(tmp_path: Path) -> None:
+    with recording_api() as api:  # answers 404
+        done = harnessctl("logs", "pipeline/gone", "--kubeconfig", kubeconfig(tmp_path / "config", api.url))
+        assert (done.returncode, done.stderr) == (
+            EXIT_SERVER,
+            'Error from server (NotFound): harnesspipelines.agentharness.dev "gone" not found\n',
+        )
+        assert [path for path, _ in api.requests] == [
+            "/apis/agentharness.dev/v1alpha1/namespaces/team-a/harnesspipelines/gone"
+        ]
+
+
 def test_no_server_and_bad_kubeconfig(tmp_path: Path) -> None:
     done = harnessctl("cancel", "r", "--kubeconfig", kubeconfig(tmp_path / "config", "http://127.0.0.1:9"))
     assert done.returncode == EXIT_UNREACHABLE and done.stderr.startswith("Unable to connect to the server: ")

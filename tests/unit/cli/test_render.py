@@ -163,3 +163,46 @@ def test_render_names_a_file_without_an_operator_deployment(tmp_path: Path) -> N
     result = render("--operator", str(empty), "examples/review-run.yaml")
     assert result.returncode == 2
     assert "holds no Deployment with an `operator` container" in result.stderr
+
+
+def test_render_a_pipeline_prints_its_first_runs_and_when_the_rest_come(tmp_path: Path) -> None:
+    """The runs of every step that runs after none, one per matrix combination, as the operator creates
+    them; a comment line for each later step; a Secret's value is never read into them."""
+    run = {"provider": "claude", "prompt": "Review as $(matrix.tone)", "workspace": {"workingDir": "/w"}}
+    token = {"name": "token", "secretKeyRef": {"name": "tok", "key": "t"}}
+    axes = {"params": [{"name": "tone", "values": ["kind", "blunt"]}]}
+    steps = [
+        {"name": "review", "matrix": axes, "run": {"spec": {**run, "inputs": [token]}}},
+        {"name": "lint", "run": {"spec": {**run, "prompt": "Lint"}}},
+        {
+            "name": "judge",
+            "after": ["review", "lint"],
+            "run": {"spec": {**run, "prompt": "$(steps.review.output)"}},
+        },
+        {"name": "report", "after": ["judge"], "run": {"spec": {**run, "prompt": "Report"}}},
+    ]
+    pipeline = {
+        "apiVersion": "agentharness.dev/v1alpha1",
+        "kind": "HarnessPipeline",
+        "metadata": {"name": "pr", "namespace": "team"},
+        "spec": {"serviceAccountName": "runner", "steps": steps},
+    }
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tok", "namespace": "team"},
+              "stringData": {"t": "replace-me"}}  # fmt: skip
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump_all([pipeline, secret]))
+    result = render(str(path))
+    assert result.returncode == 0, result.stderr
+    runs = list(yaml.safe_load_all(result.stdout))
+    assert [(r["kind"], r["metadata"]["name"], r["spec"]["prompt"]) for r in runs] == [
+        ("HarnessRun", "pr-review-0", "Review as kind"),
+        ("HarnessRun", "pr-review-1", "Review as blunt"),
+        ("HarnessRun", "pr-lint", "Lint"),
+    ]
+    assert runs[0]["metadata"]["ownerReferences"][0]["kind"] == "HarnessPipeline"
+    assert runs[0]["spec"]["inputs"] == [token]
+    assert result.stdout.splitlines()[-2:] == [
+        "# HarnessPipeline team/pr: step judge: its run is created when steps review, lint end",
+        "# HarnessPipeline team/pr: step report: its run is created when step judge ends",
+    ]
+    assert "replace-me" not in result.stdout
