@@ -86,7 +86,8 @@ class StepMatrix(Model):
     model_config = ConfigDict(
         json_schema_extra=validations(
             rule(
-                "(has(self.providers) ? size(self.providers) : 0) + (has(self.models) ? size(self.models) : 0) "
+                "(has(self.providers) ? size(self.providers) : 0) "
+                "+ (has(self.models) ? size(self.models) : 0) "
                 "+ (has(self.params) ? size(self.params) : 0) > 0",
                 "a matrix needs at least one axis: providers, models or params",
             )

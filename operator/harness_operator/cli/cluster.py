@@ -105,6 +105,7 @@ def connect(args: argparse.Namespace) -> tuple[Kube, str]:
     return Kube.from_kubeconfig(flags)
 
 
+RUN_KIND, PIPELINE_KIND = "HarnessRun", "HarnessPipeline"
 PIPELINE_TYPES = {"pipeline", "pipelines", "harnesspipeline", "harnesspipelines", "hpipe"}
 RUN_TYPES = {"run", "runs", "harnessrun", "harnessruns", "hrun"}
 
@@ -114,12 +115,12 @@ def parse_logs_target(text: str) -> tuple[str, str]:
     `pipeline/NAME`, their plurals, kinds, short names, with or without the group)."""
     kind, slash, name = text.partition("/")
     if not slash:
-        return "HarnessRun", text
+        return RUN_KIND, text
     kind = kind.lower().removesuffix(f".{GROUP}")
     if name and kind in PIPELINE_TYPES:
-        return "HarnessPipeline", name
+        return PIPELINE_KIND, name
     if name and kind in RUN_TYPES:
-        return "HarnessRun", name
+        return RUN_KIND, name
     raise argparse.ArgumentTypeError(f"{text!r}: give RUN, run/RUN or pipeline/PIPELINE")
 
 
@@ -147,7 +148,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
     kind, name = args.run
     kube, namespace = connect(args)
-    if kind == "HarnessPipeline":
+    if kind == PIPELINE_KIND:
         try:
             return follow_pipeline(kube, namespace, name, args.follow, tell)
         except PipelineNotFound as exc:

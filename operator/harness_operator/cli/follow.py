@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import HarnessPipeline, HarnessPipelineStatus, HarnessRun, StepStatus
 from harness_operator.contract.events import Event, decode_event_line, render_event
 from harness_operator.controller.kube import Kube
@@ -204,7 +205,7 @@ def follow_pipeline(
             continue
         if finished or not follow:
             ended = next((c for c in status.conditions if c.type == SUCCEEDED), None)
-            reason, message = (ended.reason, ended.message) if ended else ("Pending", None)
+            reason, message = (ended.reason, ended.message) if ended else (Reason.Pending, None)
             write(PipelineNews(None, phase=status.phase or "Pending", reason=reason, message=message))
             return 1 if finished and not is_succeeded(status.conditions) else 0
         changed.wait(WAKE_SECONDS)
