@@ -8,7 +8,15 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
 
-from harness_operator.api.common import API_VERSION, Condition, Model, object_name, rule, validations
+from harness_operator.api.common import (
+    API_VERSION,
+    WITHOUT_SCANS,
+    Condition,
+    Model,
+    object_name,
+    rule,
+    validations,
+)
 from harness_operator.api.run import RunTemplate, immutable_except
 
 STEPS_MAX = 32
@@ -137,7 +145,11 @@ class PipelineStep(Model):
     run: RunTemplate = Field(
         description="The run this step creates. Its prompt and stdin may say $(steps.NAME.output) (the "
         "output of an earlier step; of a fanned-out step, every succeeded run's output, each under a "
-        "heading), $(steps.NAME.output.PATH) (one field of a structured output) and $(matrix.NAME)."
+        "heading), $(steps.NAME.output.PATH) (one field of a structured output) and $(matrix.NAME). The "
+        "HarnessRun's rules that scan text or lists (NUL characters, $(inputs.NAME) counts, unique names, "
+        "env against credentials) are checked when the run is created: a refusal fails the step.",
+        # 32 steps' worth of those scans exceed the API server's CEL cost budget for one CRD.
+        json_schema_extra=WITHOUT_SCANS,
     )
 
 
