@@ -94,7 +94,9 @@ class StepMatrix(Model):
     model_config = ConfigDict(
         json_schema_extra=validations(
             rule(
-                "size(self.providers) + size(self.models) + size(self.params) > 0",
+                # An empty list is not stored (the CRD defaults no container): absent counts as empty.
+                "(has(self.providers) ? size(self.providers) : 0) + (has(self.models) ? size(self.models) : 0)"
+                " + (has(self.params) ? size(self.params) : 0) > 0",
                 "a matrix needs at least one axis: providers, models or params",
             )
         )
@@ -170,7 +172,7 @@ class HarnessPipelineSpec(Model):
         json_schema_extra=validations(
             rule("self.all(a, self.filter(b, b.name == a.name).size() == 1)", "step names must be unique"),
             rule(
-                "self.all(s, s.after.all(a, self.exists(t, t.name == a)))",
+                "self.all(s, !has(s.after) || s.after.all(a, self.exists(t, t.name == a)))",
                 "every step's after names a step of this pipeline",
             ),
         ),
