@@ -194,7 +194,7 @@ KIND_SPECS = [
             },
             {"name": "Cost", "type": "number", "jsonPath": ".status.costUSD"},
             _AGE,
-            {"name": "Steps", "type": "string", "jsonPath": ".status.steps[*].phase", "priority": 1},
+            {"name": "Steps", "type": "string", "jsonPath": ".status.stepPhases", "priority": 1},
         ],
     ),
 ]

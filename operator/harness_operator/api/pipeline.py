@@ -95,8 +95,8 @@ class StepMatrix(Model):
         json_schema_extra=validations(
             rule(
                 # An empty list is not stored (the CRD defaults no container): absent counts as empty.
-                "(has(self.providers) ? size(self.providers) : 0) + (has(self.models) ? size(self.models) : 0)"
-                " + (has(self.params) ? size(self.params) : 0) > 0",
+                "(has(self.providers) ? size(self.providers) : 0) + "
+                "(has(self.models) ? size(self.models) : 0) + (has(self.params) ? size(self.params) : 0) > 0",
                 "a matrix needs at least one axis: providers, models or params",
             )
         )
@@ -217,6 +217,11 @@ class HarnessPipelineStatus(Model):
         default=None, description="Pending, Running, Succeeded, Failed or Cancelled (from the conditions)."
     )
     steps: list[StepStatus] = Field(default_factory=list, description="Each step, in the spec's order.")
+    step_phases: str | None = Field(
+        default=None,
+        description="Each step's phase in the spec's order, space-separated: kubectl's Steps column (a "
+        "column shows one value, not a list's).",
+    )
     cost_usd: float | None = Field(
         default=None, alias="costUSD", description="The runs' cost so far, where known."
     )

@@ -172,3 +172,14 @@ def test_a_pipeline_steps_run_template_keeps_only_the_rules_that_scan_nothing(
 @pytest.mark.parametrize("name", sorted(CRDS))
 def test_no_generator_marker_reaches_a_crd(name: str) -> None:
     assert "x-harness-" not in yaml.safe_dump(CRDS[name])
+
+
+def test_the_pipelines_steps_column_reads_one_value() -> None:
+    """The API server prints a column's first JSONPath result only: `.status.steps[*].phase` showed the
+    first step's phase alone."""
+    columns = CRDS["agentharness.dev_harnesspipelines.yaml"]["spec"]["versions"][0][
+        "additionalPrinterColumns"
+    ]
+    assert [c["name"] for c in columns] == ["Phase", "Reason", "Cost", "Age", "Steps"]
+    assert columns[-1]["jsonPath"] == ".status.stepPhases" and columns[-1]["priority"] == 1
+    assert not [c for c in columns if "[*]" in c["jsonPath"]], columns
