@@ -45,6 +45,11 @@ def validations(*rules: JsonDict) -> JsonDict:
 
 FREE_FORM: JsonDict = {"x-kubernetes-preserve-unknown-fields": True}
 
+# Marks a field whose schema keeps only the CEL rules that walk no string or list (crd.py drops the others):
+# for a run template repeated in a list, whose scans the API server's CEL cost budget cannot afford.
+WITHOUT_SCANS_KEY = "x-harness-without-scans"
+WITHOUT_SCANS: JsonDict = {WITHOUT_SCANS_KEY: True}
+
 
 def object_name(kind: str) -> JsonDict:
     """The rule for a field that names an object of `kind`: its name as Kubernetes would accept it."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from harness_operator.api.common import WITHOUT_SCANS_KEY
 from harness_operator.api.v1alpha1 import (
     GROUP,
     VERSION,
@@ -27,7 +28,18 @@ GENERATED_HEADER = (
 )
 
 # Keys of pydantic's JSON Schema that a structural OpenAPI v3 schema does not carry.
-_DROPPED_KEYS = {"title", "$defs", "additionalProperties", "anyOf", "$ref", "exclusiveMinimum", "default"}
+_DROPPED_KEYS = {
+    "title",
+    "$defs",
+    "additionalProperties",
+    "anyOf",
+    "$ref",
+    "exclusiveMinimum",
+    "default",
+    WITHOUT_SCANS_KEY,
+}
+# CEL calls whose cost grows with a string's length or a list's size.
+_SCANS = ("contains(", "split(", ".all(", ".exists(", ".filter(")
 
 
 @dataclass(frozen=True)
@@ -182,7 +194,7 @@ KIND_SPECS = [
             },
             {"name": "Cost", "type": "number", "jsonPath": ".status.costUSD"},
             _AGE,
-            {"name": "Steps", "type": "string", "jsonPath": ".status.steps[*].phase", "priority": 1},
+            {"name": "Steps", "type": "string", "jsonPath": ".status.stepPhases", "priority": 1},
         ],
     ),
 ]
@@ -195,6 +207,22 @@ def _is_null(node: dict[str, Any]) -> bool:
 def _keep_default(value: Any) -> bool:
     """Defaults worth letting the API server apply: scalars only, never empty containers."""
     return isinstance(value, str | bool | int | float) and value != ""
+
+
+def is_scan_rule(validation: dict[str, Any]) -> bool:
+    """Whether a CEL rule walks a string or a list (its cost grows with their sizes)."""
+    return any(call in validation["rule"] for call in _SCANS)
+
+
+def _drop_scan_rules(node: dict[str, Any]) -> None:
+    """Remove every scan rule from the schema `node` and below, in place."""
+    kept = [v for v in node.pop("x-kubernetes-validations", []) if not is_scan_rule(v)]
+    if kept:
+        node["x-kubernetes-validations"] = kept
+    children = [*node.get("properties", {}).values(), node.get("items"), node.get("additionalProperties")]
+    for child in children:
+        if isinstance(child, dict):
+            _drop_scan_rules(child)
 
 
 def build_structural_schema(
@@ -250,6 +278,8 @@ def build_structural_schema(
         )
     if out.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
+    if node.get(WITHOUT_SCANS_KEY):
+        _drop_scan_rules(out)
     return out
 
 

@@ -8,7 +8,15 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
 
-from harness_operator.api.common import API_VERSION, Condition, Model, object_name, rule, validations
+from harness_operator.api.common import (
+    API_VERSION,
+    WITHOUT_SCANS,
+    Condition,
+    Model,
+    object_name,
+    rule,
+    validations,
+)
 from harness_operator.api.run import RunTemplate, immutable_except
 
 STEPS_MAX = 32
@@ -86,9 +94,9 @@ class StepMatrix(Model):
     model_config = ConfigDict(
         json_schema_extra=validations(
             rule(
-                "(has(self.providers) ? size(self.providers) : 0) "
-                "+ (has(self.models) ? size(self.models) : 0) "
-                "+ (has(self.params) ? size(self.params) : 0) > 0",
+                # An empty list is not stored (the CRD defaults no container): absent counts as empty.
+                "(has(self.providers) ? size(self.providers) : 0) + "
+                "(has(self.models) ? size(self.models) : 0) + (has(self.params) ? size(self.params) : 0) > 0",
                 "a matrix needs at least one axis: providers, models or params",
             )
         )
@@ -139,7 +147,11 @@ class PipelineStep(Model):
     run: RunTemplate = Field(
         description="The run this step creates. Its prompt and stdin may say $(steps.NAME.output) (the "
         "output of an earlier step; of a fanned-out step, every succeeded run's output, each under a "
-        "heading), $(steps.NAME.output.PATH) (one field of a structured output) and $(matrix.NAME)."
+        "heading), $(steps.NAME.output.PATH) (one field of a structured output) and $(matrix.NAME). The "
+        "HarnessRun's rules that scan text or lists (NUL characters, $(inputs.NAME) counts, unique names, "
+        "env against credentials) are checked when the run is created: a refusal fails the step.",
+        # 32 steps' worth of those scans exceed the API server's CEL cost budget for one CRD.
+        json_schema_extra=WITHOUT_SCANS,
     )
 
 
@@ -205,6 +217,11 @@ class HarnessPipelineStatus(Model):
         default=None, description="Pending, Running, Succeeded, Failed or Cancelled (from the conditions)."
     )
     steps: list[StepStatus] = Field(default_factory=list, description="Each step, in the spec's order.")
+    step_phases: str | None = Field(
+        default=None,
+        description="Each step's phase in the spec's order, space-separated: kubectl's Steps column (a "
+        "column shows one value, not a list's).",
+    )
     cost_usd: float | None = Field(
         default=None, alias="costUSD", description="The runs' cost so far, where known."
     )

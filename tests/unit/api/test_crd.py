@@ -134,3 +134,52 @@ def test_status_schema_carries_no_defaults() -> None:
     schema = CRDS["agentharness.dev_harnessruns.yaml"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     for path, node in walk(schema["properties"]["status"], ".status"):
         assert "default" not in node, path
+
+
+def rules_under(node: dict[str, Any]) -> list[str]:
+    return [v["rule"] for _, n in walk(node) for v in n.get("x-kubernetes-validations", [])]
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("agentharness.dev_harnesspipelines.yaml", ["spec"]),
+        ("agentharness.dev_harnessschedules.yaml", ["spec", "pipelineTemplate", "spec"]),
+    ],
+)
+def test_a_pipeline_steps_run_template_keeps_only_the_rules_that_scan_nothing(
+    name: str, path: list[str]
+) -> None:
+    """32 steps' worth of a run's scans (NUL characters, $(inputs.NAME) counts, unique names) exceed the API
+    server's CEL cost budget, which refused the CRD: the run's CRD checks them when the step's run is
+    created. Its other rules stay, and the run's own CRD keeps every rule."""
+    node = CRDS[name]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for key in path:
+        node = node["properties"][key]
+    template = node["properties"]["steps"]["items"]["properties"]["run"]
+    kept = rules_under(template)
+    assert "has(self.prompt) || has(self.promptFrom)" in kept
+    assert "!has(self.publish) || has(self.git)" in kept
+    assert not [r for r in kept if any(c in r for c in ("contains(", "split(", ".all(", ".exists("))], kept
+    run = CRDS["agentharness.dev_harnessruns.yaml"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert "!self.contains('\\u0000')" in rules_under(run["properties"]["spec"])
+    # The pipeline's own rules over its steps are not a template's: they stay.
+    assert "step names must be unique" in yaml.safe_dump(
+        node["properties"]["steps"]["x-kubernetes-validations"]
+    )
+
+
+@pytest.mark.parametrize("name", sorted(CRDS))
+def test_no_generator_marker_reaches_a_crd(name: str) -> None:
+    assert "x-harness-" not in yaml.safe_dump(CRDS[name])
+
+
+def test_the_pipelines_steps_column_reads_one_value() -> None:
+    """The API server prints a column's first JSONPath result only: `.status.steps[*].phase` showed the
+    first step's phase alone."""
+    columns = CRDS["agentharness.dev_harnesspipelines.yaml"]["spec"]["versions"][0][
+        "additionalPrinterColumns"
+    ]
+    assert [c["name"] for c in columns] == ["Phase", "Reason", "Cost", "Age", "Steps"]
+    assert columns[-1]["jsonPath"] == ".status.stepPhases" and columns[-1]["priority"] == 1
+    assert not [c for c in columns if "[*]" in c["jsonPath"]], columns

@@ -142,6 +142,7 @@ def test_policies_are_bound_and_never_match_the_status_subresource() -> None:
             "definitions",
             "mcp-servers",
             "operator-pods",
+            "pipelines",
             "run-user",
             "runs",
             "schedules",
@@ -161,6 +162,16 @@ def test_policies_are_bound_and_never_match_the_status_subresource() -> None:
         ]
         binding = objects[f"ValidatingAdmissionPolicyBinding/{name}"]["spec"]
         assert binding == {"policyName": f"r-harness-operator-{name}", "validationActions": ["Deny"]}
+    # A pipeline's account, named by a pipeline or by a schedule's pipelineTemplate.
+    pipelines = objects["ValidatingAdmissionPolicy/pipelines"]["spec"]
+    assert pipelines["failurePolicy"] == "Fail"
+    assert [r["resources"] for r in pipelines["matchConstraints"]["resourceRules"]] == [
+        ["harnesspipelines", "harnessschedules"]
+    ]
+    binding = objects["ValidatingAdmissionPolicyBinding/pipelines"]["spec"]
+    assert binding["policyName"] == "r-harness-operator-pipelines" and binding["validationActions"] == [
+        "Deny"
+    ]
 
 
 def test_a_triggers_secrets_are_judged_for_its_author() -> None:
@@ -283,7 +294,9 @@ def test_every_reference_the_api_can_hold_is_checked_against_the_requester(
     """A new input source (a `variables` list, say) fails here until the policy checks it; a schedule's
     references are those of its run template (spec.runTemplate.spec.*)."""
     reads = variable(render_policies()[f"ValidatingAdmissionPolicy/{name}"], "reads")
-    paths = reference_paths(model, "spec")
+    # A pipelineTemplate's runs are created as its ServiceAccount and judged as any run it creates: the
+    # pipelines policy judges only whether the schedule's author may act as that account.
+    paths = [p for p in reference_paths(model, "spec") if not p.startswith("spec.pipelineTemplate.")]
     assert paths
     for path in paths:
         assert f"'field': '{path}'" in reads, path
@@ -303,14 +316,16 @@ def test_a_schedules_run_template_is_judged_against_the_schedules_author_as_a_ru
     objects = render_policies()
     runs, schedules = (objects[f"ValidatingAdmissionPolicy/{n}"]["spec"] for n in ("runs", "schedules"))
     assert schedules["failurePolicy"] == "Fail"
-    [condition] = [c["expression"] for c in schedules["matchConditions"]]
+    conditions = {c["name"]: c["expression"] for c in schedules["matchConditions"]}
+    assert conditions["has-a-run-template"] == "has(object.spec.runTemplate)"  # pipelineTemplate: pipelines
+    condition = conditions["creates-or-changes-the-spec"]
     assert condition.startswith("request.operation == 'CREATE' || (object.spec != oldObject.spec")
     # A suspend alone is not judged: every other spec field must be unchanged, so a field added to the
     # spec fails here until the exemption compares it.
     assert "!(object.spec.?suspend.orValue(false)" in condition
     for field in HarnessScheduleSpec.model_fields.values():
         key = field.alias or ""
-        if key != "suspend":
+        if key not in ("suspend", "pipelineTemplate"):
             assert f"object.spec.?{key} == oldObject.spec.?{key}" in condition or (
                 f"object.spec.{key} == oldObject.spec.{key}" in condition
             ), key

@@ -398,6 +398,7 @@ def test_admission_bindings_cover_only_the_watched_namespaces() -> None:
         "harness-operator-definitions",
         "harness-operator-mcp-servers",
         "harness-operator-operator-pods",
+        "harness-operator-pipelines",
         "harness-operator-run-user",
         "harness-operator-runs",
         "harness-operator-schedules",

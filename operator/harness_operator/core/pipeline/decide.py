@@ -235,6 +235,7 @@ def decide_pipeline(
             state, "Cancelled" if reason == Reason.Cancelled else "Failed"
         ),
         steps=ordered,
+        step_phases=" ".join(s.phase for s in ordered),
         cost_usd=round(sum(costs), 6) if costs else None,
         start_time=previous.start_time or (timestamp(now) if runs or create else None),
         completion_time=previous.completion_time or (timestamp(now) if ended else None),

@@ -49,6 +49,7 @@ def test_first_reconcile_creates_only_the_steps_with_no_dependencies() -> None:
     d = decide_pipeline(make_pipeline(*DIAMOND), [], NOW)
     assert created(d) == ["p-plan"]
     assert phases(d) == {"plan": "Running", "a": "Waiting", "b": "Waiting", "join": "Waiting"}
+    assert d.status.step_phases == "Running Waiting Waiting Waiting"  # kubectl's Steps column
     assert d.status.steps[1].message == "waits for step plan"
     assert d.status.phase == "Running"
     assert condition(d, "Succeeded") == ("Unknown", "Running")
@@ -148,6 +149,7 @@ def test_a_matrix_step_runs_all_its_runs_at_once_and_succeeds_when_all_do() -> N
     assert condition(d, "Succeeded") == ("True", "Succeeded")
     assert condition(d, "Ready") == ("True", "Succeeded")
     assert d.status.phase == "Succeeded"
+    assert d.status.step_phases == "Succeeded"
     assert d.status.cost_usd == 0.75
     assert [e.reason for e in d.events] == ["Succeeded"]
 
