@@ -40,12 +40,10 @@ PROVIDERS = ["claude", "codex", "gemini"]
 WRITTEN = "src/backoff.py"  # a new file: Claude Code's Write refuses to overwrite a file it has not read
 EDITS = {p: f"# {p}'s fix: the retry waits on a fake clock, not on sleep\n" for p in PROVIDERS}
 VERDICT = {"winner": "codex", "why": "the smallest change, and no sleep left"}
-# As the README writes it, no implementing agent edits: Claude Code refuses Write unasked (its permission
-# default), Codex exec's sandbox is read-only and headless Gemini CLI offers no write tool. Each edits with
-# one option of its own, which a matrix shared by the three cannot carry in `with` (the others refuse a
-# flag they lack): the namespace shadows the three built-ins with it (README: a HarnessDefinition shadows
-# a cluster one of the same name). Codex's own sandbox is off: the pod is the sandbox.
-EDITING_DEFAULTS = {
+# Each implementing CLI edits only with an option of its own (Claude Code refuses Write unasked, Codex
+# exec's sandbox is read-only, headless Gemini CLI offers no write tool): the README's matrix gives them
+# in providerOptions, which the test checks it still does.
+EDITING_OPTIONS = {
     "claude": {"permission-mode": "acceptEdits"},
     "codex": {"sandbox": "danger-full-access"},
     "gemini": {"approval-mode": "auto_edit"},
@@ -113,18 +111,6 @@ def readme_manifests(namespace: str, git_url: str, api_url: str) -> list[dict[st
     return objects
 
 
-def shadow_with_edits(runs: Runs, provider: str) -> None:
-    """A HarnessDefinition of the namespace: the built-in `provider` with EDITING_DEFAULTS added to its
-    defaults, as a team writes one from `kubectl get chdef PROVIDER -o yaml`."""
-    builtin = runs.custom.get_cluster_custom_object(GROUP, VERSION, "clusterharnessdefinitions", provider)
-    spec = dict(builtin["spec"])
-    spec["defaults"] = {**(spec.get("defaults") or {}), **EDITING_DEFAULTS[provider]}
-    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HarnessDefinition", "metadata": {"name": provider}}
-    runs.custom.create_namespaced_custom_object(
-        GROUP, VERSION, runs.ns, "harnessdefinitions", {**body, "spec": spec}
-    )
-
-
 @contextmanager
 def agents_that_edit(stubs: dict[str, Any], working_dir: str) -> Iterator[None]:
     """The gateway's stubs as the pipeline's agents: each implementing CLI writes WRITTEN with its own
@@ -168,8 +154,8 @@ def test_best_of_three_as_the_readme_writes_it(
 ) -> None:
     """The README's block applied with kubectl (readme_manifests' three substitutions; the operator's
     ServiceAccount is the release's, asserted, not substituted), beside what the README leaves to the
-    team: the Secret its publish step names, and the three HarnessDefinitions that let the agents edit
-    (EDITING_DEFAULTS). The judge names codex: the pull request holds Codex's change."""
+    team: the Secret its publish step names. The judge names codex: the pull request holds Codex's
+    change."""
     started = time.monotonic()
     git_url = f"http://{STUB_NAME}:{git_server.port}/git/{OWNER_REPO}.git"
     git_server.create_repo(
@@ -188,8 +174,7 @@ def test_best_of_three_as_the_readme_writes_it(
     assert spec["serviceAccountName"] == RUNNER and spec["steps"][0]["matrix"]["providers"] == PROVIDERS
     credentials = spec["steps"][2]["run"]["spec"]["workspace"]["publish"]["credentialsSecretRef"]
     runs.secret(credentials["name"], credentials["key"], WRITE_TOKEN)
-    for provider in EDITING_DEFAULTS:
-        shadow_with_edits(runs, provider)
+    assert spec["steps"][0]["matrix"]["providerOptions"] == EDITING_OPTIONS
     working_dir = spec["steps"][0]["run"]["spec"]["workspace"]["workingDir"]
     (tmp_path / "best-of-three.yaml").write_text(yaml.safe_dump_all(objects))
     pipelines = Pipelines(runs)

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field
 
 from harness_operator.api.common import (
     API_VERSION,
+    FREE_FORM,
     WITHOUT_SCANS,
     Condition,
     Model,
@@ -74,6 +75,12 @@ class StepMatrix(Model):
         default_factory=list,
         max_length=MATRIX_MAX,
         description="Each run's with.model, in turn; $(matrix.model) in the prompt names it.",
+    )
+    provider_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Options added to `with` of the run of each provider named (its own CLI's flags: a "
+        "matrix over several CLIs cannot share them), e.g. claude: {permission-mode: acceptEdits}.",
+        json_schema_extra={"type": "object", "maxProperties": MATRIX_MAX, **FREE_FORM},
     )
     params: list[MatrixParam] = Field(
         default_factory=list,

@@ -98,13 +98,21 @@ def build_order(spec: HarnessPipelineSpec) -> list[str]:
 
 
 def _matrix_problems(step: PipelineStep, field: str) -> list[str]:
+    options = step.matrix.provider_options if step.matrix else {}
+    strays = [name for name in options if name not in (step.matrix.providers if step.matrix else [])]
+    problems = [
+        f"{field}.matrix.providerOptions.{name}: {name} is not one of matrix.providers; add it there or "
+        "remove its options"
+        for name in strays
+    ]
     count = count_combinations(step.matrix)
     if count > MATRIX_MAX:
         return [
+            *problems,
             f"{field}.matrix: {count} combinations, more than {MATRIX_MAX} (a later step reads each run as "
-            "one of its inputs, and a run takes at most 16); split the step or drop an axis"
+            "one of its inputs, and a run takes at most 16); split the step or drop an axis",
         ]
-    return []
+    return problems
 
 
 def _reference_problems(

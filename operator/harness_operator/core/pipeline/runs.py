@@ -212,6 +212,9 @@ def build_step_runs(
             spec["inputs"] = inputs
         if "provider" in matrix:
             spec["provider"] = matrix["provider"]
+            options = step.matrix.provider_options.get(matrix["provider"]) if step.matrix else None
+            if options:
+                spec["with"] = {**(spec.get("with") or {}), **options}
         if "model" in matrix:
             spec["with"] = {**(spec.get("with") or {}), "model": matrix["model"]}
         if source is not None:

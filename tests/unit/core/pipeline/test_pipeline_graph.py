@@ -211,3 +211,17 @@ def test_a_where_must_read_a_single_run_step_run_before() -> None:
         "spec.steps[3].workspaceFrom.where.provider: $(steps.fan.output) must read a step of one run that this "
         "step runs after",
     ]
+
+
+def test_provider_options_name_only_providers_of_the_matrix() -> None:
+    p = make_pipeline(
+        {
+            "name": "impl",
+            "prompt": "x",
+            "matrix": {"providers": ["claude"], "providerOptions": {"claude": {}, "codex": {"sandbox": "x"}}},
+        }
+    )
+    assert compute_pipeline_problems(p.spec) == [
+        "spec.steps[0].matrix.providerOptions.codex: codex is not one of matrix.providers; add it there or "
+        "remove its options"
+    ]

@@ -103,6 +103,29 @@ def test_a_matrix_makes_one_run_per_combination_with_its_values_put_in() -> None
     )
 
 
+def test_provider_options_go_into_with_of_that_providers_run_only() -> None:
+    p = make_pipeline(
+        {
+            "name": "impl",
+            "prompt": "x",
+            "spec": {"with": {"effort": "high"}},
+            "matrix": {
+                "providers": ["claude", "codex", "gemini"],
+                "providerOptions": {
+                    "claude": {"permission-mode": "acceptEdits"},
+                    "codex": {"sandbox": "danger-full-access", "effort": "low"},
+                },
+            },
+        }
+    )
+    runs = build_step_runs(p, p.spec.steps[0], {}, set())
+    assert [r["spec"]["with"] for r in runs] == [
+        {"effort": "high", "permission-mode": "acceptEdits"},
+        {"effort": "low", "sandbox": "danger-full-access"},
+        {"effort": "high"},
+    ]
+
+
 def test_a_reference_to_a_single_run_becomes_one_run_output_input() -> None:
     p = make_pipeline(
         {"name": "review", "prompt": "x"},
