@@ -76,11 +76,11 @@ class StepMatrix(Model):
         max_length=MATRIX_MAX,
         description="Each run's with.model, in turn; $(matrix.model) in the prompt names it.",
     )
-    provider_options: dict[str, dict[str, Any]] = Field(
+    provider_options: dict[str, Annotated[dict[str, Any], Field(json_schema_extra=FREE_FORM)]] = Field(
         default_factory=dict,
         description="Options added to `with` of the run of each provider named (its own CLI's flags: a "
         "matrix over several CLIs cannot share them), e.g. claude: {permission-mode: acceptEdits}.",
-        json_schema_extra={"type": "object", "maxProperties": MATRIX_MAX, **FREE_FORM},
+        json_schema_extra={"maxProperties": MATRIX_MAX},
     )
     params: list[MatrixParam] = Field(
         default_factory=list,

@@ -57,3 +57,15 @@ def test_the_spec_is_immutable_but_for_cancel_which_stays_set() -> None:
     ]
     assert violations(body(step("b"), cancel=False), old) == changed
     assert violations(body(step("a"), cancel=False), body(step("a"), cancel=True)) == changed
+
+
+def test_provider_options_keep_each_clis_own_options() -> None:
+    """The API server prunes what a structural schema does not declare: each provider's options map keeps
+    its unknown keys (the CLI's flags), or kubectl apply refuses them."""
+    matrix = SCHEMA["properties"]["spec"]["properties"]["steps"]["items"]["properties"]["matrix"]
+    options = matrix["properties"]["providerOptions"]
+    assert options["additionalProperties"] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    doc = body(
+        step("a", matrix={"providers": ["claude"], "providerOptions": {"claude": {"permission-mode": "x"}}})
+    )
+    assert violations(doc) == []
