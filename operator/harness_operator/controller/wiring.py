@@ -320,19 +320,10 @@ class Controller:
         if self.schedules is None or self._stopped.is_set():
             return
         self.retries.start()
-        try:
-            wake_in = self.schedules.reconcile(namespace, name)
-        except Exception as exc:  # every error goes through the one classifier
-            verdict = classify(exc, retry)
-            metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
-            what = f"{namespace}/{name}"
-            if isinstance(verdict, Temporary) and retry + 1 < self.max_retries:
-                log.warning("Schedule not reconciled; retrying", schedule=what, error=verdict.message)
-                again = partial(self.reconcile_schedule, namespace, name, retry + 1)
-                self._later(("harnessschedules", namespace, name), verdict.delay, again)
-                return
-            log.error("Schedule not reconciled", schedule=what, error=verdict.message)
-            wake_in = None
+        again = partial(self.reconcile_schedule, namespace, name)
+        retrying, wake_in = self._tried("schedule", namespace, name, retry, self.schedules.reconcile, again)
+        if retrying:
+            return
         key = ("schedule-due", namespace, name)
         if wake_in is None:
             self.retries.forget(key)
@@ -349,18 +340,32 @@ class Controller:
         number of times (its runs' next change tries again too)."""
         if self.pipelines is None or self._stopped.is_set():
             return
+        again = partial(self.reconcile_pipeline, namespace, name)
+        self._tried("pipeline", namespace, name, retry, self.pipelines.reconcile, again)
+
+    def _tried(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        retry: int,
+        reconcile: Callable[[str, str], Any],
+        again: Callable[[int], None],
+    ) -> tuple[bool, Any]:
+        """(retrying, result) of reconcile(namespace, name), every error through the one classifier: a
+        temporary one is tried again later (`again(retry + 1)`), a bounded number of times."""
         try:
-            self.pipelines.reconcile(namespace, name)
-        except Exception as exc:  # every error goes through the one classifier
+            return False, reconcile(namespace, name)
+        except Exception as exc:
             verdict = classify(exc, retry)
             metrics.RECONCILE_ERRORS.labels(kind=type(verdict).__name__).inc()
-            what = f"{namespace}/{name}"
+            what = {kind: f"{namespace}/{name}"}
             if isinstance(verdict, Temporary) and retry + 1 < self.max_retries:
-                log.warning("Pipeline not reconciled; retrying", pipeline=what, error=verdict.message)
-                again = partial(self.reconcile_pipeline, namespace, name, retry + 1)
-                self._later(("harnesspipelines", namespace, name), verdict.delay, again)
-                return
-            log.error("Pipeline not reconciled", pipeline=what, error=verdict.message)
+                log.warning(f"{kind.capitalize()} not reconciled; retrying", **what, error=verdict.message)
+                self._later((f"harness{kind}s", namespace, name), verdict.delay, partial(again, retry + 1))
+                return True, None
+            log.error(f"{kind.capitalize()} not reconciled", **what, error=verdict.message)
+            return False, None
 
     def check_definition(self, plural: str, namespace: str | None, name: str, retry: int = 0) -> None:
         """Like runs' child events, a temporary failure retries later, a bounded number of times."""

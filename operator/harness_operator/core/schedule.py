@@ -28,6 +28,7 @@ from harness_operator.api.v1alpha1 import (
 )
 from harness_operator.contract.times import parse_time, timestamp
 from harness_operator.core.objects.conditions import FALSE, READY, SUCCEEDED, TRUE, set_condition
+from harness_operator.core.objects.events import PlannedEvent
 from harness_operator.core.objects.naming import (
     ANNOTATION_AUTHOR,
     APPROVAL_PREFIX,
@@ -141,14 +142,6 @@ def build_scheduled_run_entry(body: Mapping[str, Any]) -> tuple[str, ScheduledRu
 
 
 @dataclass(frozen=True)
-class ScheduleEvent:
-    type: str
-    reason: str
-    message: str
-    name: str | None = None  # fixed: posted once however often the schedule is reconciled
-
-
-@dataclass(frozen=True)
 class ScheduleDecision:
     """What to do now: the run to create (for `scheduled`), the runs to delete, the Events, the status,
     and when to look again."""
@@ -157,9 +150,9 @@ class ScheduleDecision:
     create: dict[str, Any] | None = None
     scheduled: datetime | None = None
     delete: list[ScheduledRun] = field(default_factory=list)
-    events: list[ScheduleEvent] = field(default_factory=list)
+    events: list[PlannedEvent] = field(default_factory=list)
     wake_in: float | None = None
-    created: ScheduleEvent | None = None  # posted only when `create` is created now (not found there)
+    created: PlannedEvent | None = None  # posted only when `create` is created now (not found there)
 
 
 def scheduled_run_name(schedule: str, when: datetime) -> str:
@@ -274,16 +267,14 @@ def decide_schedule(
             f"missed the run of {timestamp(due)}: {int(late)}s late, past spec.startingDeadlineSeconds "
             f"{deadline}"
         )
-        event = ScheduleEvent("Warning", Reason.MissedSchedule, message, _event_name(schedule, "missed", due))
+        event = PlannedEvent("Warning", Reason.MissedSchedule, message, _event_name(schedule, "missed", due))
         return ScheduleDecision(status, delete=delete, events=[event], wake_in=wake_in)
     if active and spec.concurrency_policy == ConcurrencyPolicy.Forbid:
         message = (
             f"the run of {timestamp(due)} waits: run {active[0].name} is unfinished and "
             "spec.concurrencyPolicy is Forbid"
         )
-        event = ScheduleEvent(
-            "Normal", Reason.RunAlreadyActive, message, _event_name(schedule, "active", due)
-        )
+        event = PlannedEvent("Normal", Reason.RunAlreadyActive, message, _event_name(schedule, "active", due))
         return ScheduleDecision(status, delete=delete, events=[event], wake_in=wake_in)
     if active and spec.concurrency_policy == ConcurrencyPolicy.Replace:
         delete += active
@@ -294,7 +285,7 @@ def decide_schedule(
         update={"last_schedule_time": timestamp(due), "active": [*status.active, created]}
     )
     what = "pipeline" if spec.pipeline_template else "run"
-    event = ScheduleEvent("Normal", Reason.RunCreated, f"created {what} {name} for {timestamp(due)}")
+    event = PlannedEvent("Normal", Reason.RunCreated, f"created {what} {name} for {timestamp(due)}")
     return ScheduleDecision(status, run, due, delete, [], wake_in, created=event)
 
 
@@ -304,11 +295,11 @@ def is_owned_by(run: Mapping[str, Any], schedule_uid: str) -> bool:
     return owner is not None and owner[1] == schedule_uid
 
 
-def build_name_taken_event(schedule: HarnessSchedule, run_name: str, when: datetime | None) -> ScheduleEvent:
+def build_name_taken_event(schedule: HarnessSchedule, run_name: str, when: datetime | None) -> PlannedEvent:
     """A Warning: the run for a scheduled time has a name a run the schedule does not own holds."""
     message = (
         f"the run of {timestamp(when) if when else 'this time'} is not created: run {run_name} exists and "
         "is not this schedule's; delete or rename it (the next times are not affected)"
     )
     name = _event_name(schedule, "taken", when) if when else None
-    return ScheduleEvent("Warning", Reason.RunNameTaken, message, name)
+    return PlannedEvent("Warning", Reason.RunNameTaken, message, name)

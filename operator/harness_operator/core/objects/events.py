@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from harness_operator.api.common import GROUP, VERSION
 
 MESSAGE_LIMIT = 1024
+
+
+@dataclass(frozen=True)
+class PlannedEvent:
+    """An Event a pure decision asks the controller to post on its object."""
+
+    type: str
+    reason: str
+    message: str
+    name: str | None = None  # fixed: posted once however often the object is reconciled
 
 
 def build_event(

@@ -31,19 +31,12 @@ from harness_operator.core.objects.conditions import (
     compute_kstatus_conditions,
     set_condition,
 )
+from harness_operator.core.objects.events import PlannedEvent
 from harness_operator.core.objects.naming import fit_name
 from harness_operator.core.pipeline.graph import build_combinations, build_order, compute_pipeline_problems
 from harness_operator.core.pipeline.runs import Field, StepRun, build_step_runs, select_source
 
 ENDED = {StepPhase.Succeeded, StepPhase.Failed, StepPhase.Skipped, StepPhase.Cancelled}
-
-
-@dataclass(frozen=True)
-class PipelineEvent:
-    type: str
-    reason: str
-    message: str
-    name: str | None = None  # fixed: posted once however often the pipeline is reconciled
 
 
 @dataclass(frozen=True)
@@ -55,7 +48,7 @@ class PipelineDecision:
     create: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (step, run); each announced
     # with build_created_event once the controller has created it
     cancel: list[str] = field(default_factory=list)
-    events: list[PipelineEvent] = field(default_factory=list)
+    events: list[PlannedEvent] = field(default_factory=list)
 
 
 def _run_ref(run: StepRun) -> PipelineRunRef:
@@ -160,9 +153,9 @@ def _event_name(pipeline: HarnessPipeline, what: str) -> str:
     return fit_name(f"{meta['name']}.{meta.get('uid', '')}", f".{what}", 253)
 
 
-def build_created_event(step: str, run: str) -> PipelineEvent:
+def build_created_event(step: str, run: str) -> PlannedEvent:
     """The Event of a run created for a step."""
-    return PipelineEvent("Normal", Reason.RunCreated, f"created run {run} for step {step}")
+    return PlannedEvent("Normal", Reason.RunCreated, f"created run {run} for step {step}")
 
 
 def decide_pipeline(
@@ -203,7 +196,7 @@ def decide_pipeline(
                 "observed_generation": generation,
             }
         )
-        event = PipelineEvent(
+        event = PlannedEvent(
             "Warning", Reason.InvalidPipeline, "; ".join(problems), _event_name(pipeline, "invalid")
         )
         return PipelineDecision(status, events=[event])
@@ -245,5 +238,5 @@ def decide_pipeline(
     events = []
     if ended and previous.completion_time is None:
         kind = "Normal" if state == TRUE else "Warning"
-        events.append(PipelineEvent(kind, reason, message, _event_name(pipeline, "end")))
+        events.append(PlannedEvent(kind, reason, message, _event_name(pipeline, "end")))
     return PipelineDecision(status, needs, create, cancel, events)
