@@ -115,7 +115,8 @@ class Writer:
 
 
 def serve_command(gate: Gate, command: list[str], agent: IO[bytes]) -> int:
-    """Start the local server and pass messages both ways until the agent's input ends."""
+    """Start the local server and pass messages both ways until the agent's input ends and the server's
+    last answer has been passed on."""
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert server.stdin is not None and server.stdout is not None
     to_server = Writer(server.stdin)
@@ -125,7 +126,8 @@ def serve_command(gate: Gate, command: list[str], agent: IO[bytes]) -> int:
         for message in read_messages(out):
             gate.say(gate.from_server(message))
 
-    threading.Thread(target=pump, daemon=True).start()
+    pumping = threading.Thread(target=pump, daemon=True)
+    pumping.start()
     try:
         for message in read_messages(agent):
             if (passed := gate.from_agent(message)) is not None:
@@ -135,10 +137,12 @@ def serve_command(gate: Gate, command: list[str], agent: IO[bytes]) -> int:
     finally:
         server.stdin.close()
     try:
-        return server.wait(timeout=5)
+        code = server.wait(timeout=5)
     except subprocess.TimeoutExpired:
         server.kill()
-        return server.wait()
+        code = server.wait()
+    pumping.join(timeout=5)  # the server's last answers, still in the pipe, reach the agent before the gate exits
+    return code
 
 
 def serve_url(gate: Gate, url: str, headers: dict[str, str], agent: IO[bytes]) -> int:
