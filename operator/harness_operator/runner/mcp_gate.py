@@ -141,7 +141,7 @@ def serve_command(gate: Gate, command: list[str], agent: IO[bytes]) -> int:
     except subprocess.TimeoutExpired:
         server.kill()
         code = server.wait()
-    pumping.join(timeout=5)  # the server's last answers, still in the pipe, reach the agent before the gate exits
+    pumping.join(timeout=5)  # the server's last answers, still in its pipe, reach the agent first
     return code
 
 
