@@ -89,14 +89,11 @@ operator's rights; unset references are left out. A new input source is one more
 {{- /*
 The variables a run spec's checks use (runSpecValidations): call with (dict "ctx" $ "root" ... "field"
 ...). The HarnessRun policy judges object.spec, the HarnessSchedule and HarnessTrigger policies their run
-template; "extraReads" (a CEL list, optional) puts the kind's own reads first (a trigger's Secrets).
+template.
 */ -}}
 {{- define "harness-operator.admission.runSpecVariables" -}}
 - name: reads
   expression: >-
-    {{- with .extraReads }}
-    {{ . }} +
-    {{- end }}
     {{- include "harness-operator.admission.runReads" . | nindent 4 }}
 - name: imagePrefixes
   expression: {{ include "harness-operator.admission.imagePrefixes" .ctx | quote }}
@@ -127,9 +124,8 @@ placement (admission.runsMaySet) and denied env names. */ -}}
     + ': keys and values must not contain a NUL character (a command-line argument cannot carry one); a key is at most 253 characters, a string at most 8192, a list at most 64 items'
   reason: Invalid
 {{- /* 74: the most reads the CRD allows (a source each for prompt and stdin, git, publish, from, a
-claim, 32 grants: 42 before inputs; a source for each of 16 inputs, 16 runs in spec.after), plus the
-extraReadCount the kind's own extraReads hold at most */}}
-{{- include "harness-operator.admission.readValidations" (add 74 (default 0 .extraReadCount)) | nindent 0 }}
+claim, 32 grants: 42 before inputs; a source for each of 16 inputs, 16 runs in spec.after) */}}
+{{- include "harness-operator.admission.readValidations" 74 | nindent 0 }}
 {{- include "harness-operator.admission.imageValidation" (dict "path" (printf "%s.?sandbox.?image" $root) "field" (printf "%s.sandbox.image" $field)) | nindent 0 }}
 {{- range $name, $allowed := .ctx.Values.admission.runsMaySet }}
 {{- if not $allowed }}

@@ -1,4 +1,5 @@
-"""HarnessTrigger: runs created from a forge's webhook deliveries (issues, commands, reviews, checks)."""
+"""HarnessTrigger: runs and pipelines created from a forge's webhook deliveries (issues, commands, reviews,
+checks)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from harness_operator.api.common import (
 )
 from harness_operator.api.run import RunTemplate
 from harness_operator.api.sandbox import Forge
-from harness_operator.api.schedule import ConcurrencyPolicy
+from harness_operator.api.schedule import ConcurrencyPolicy, PipelineTemplate
 
 REPOSITORIES_MAX = 64
 AUTHORS_MAX = 256
@@ -198,7 +199,8 @@ class TriggerReport(Model):
 
 
 class HarnessTriggerSpec(Model):
-    """Which forge deliveries start which run, whose deliveries count, and how runs of one thread overlap."""
+    """Which forge deliveries start which run or pipeline, whose deliveries count, and how the runs of one
+    thread overlap."""
 
     forge: TriggerForge = Field(description="The forge, its webhook secret and its reporting token.")
     repositories: list[Repository] = Field(
@@ -222,20 +224,43 @@ class HarnessTriggerSpec(Model):
     )
     concurrency_policy: ConcurrencyPolicy = Field(
         default=ConcurrencyPolicy.Forbid,
-        description="Per issue or pull request: Forbid (default): a delivery starts nothing while a run of "
-        "the thread is unfinished; Replace: those runs are deleted first; Allow: runs may overlap.",
+        description="Per issue or pull request: Forbid (default): a delivery starts nothing while a run (or "
+        "pipeline) of the thread is unfinished; Replace: those are deleted first; Allow: they may overlap.",
     )
     report: TriggerReport = Field(
         default_factory=TriggerReport, description="What is written on the forge while a run works."
     )
-    run_template: RunTemplate = Field(
+    run_template: RunTemplate | None = Field(
+        default=None,
         description="The run each delivery creates; $(event.repository), $(event.number), $(event.title), "
         "$(event.body), $(event.comment), $(event.author), $(event.headBranch), $(event.check) and "
-        "$(event.url) in its spec's strings are replaced, once."
+        "$(event.url) in its spec's strings are replaced, once. With pipelineTemplate: the follow-up run a "
+        "comment, review or failed check on a pull request a pipeline's run opened creates.",
+    )
+    pipeline_template: PipelineTemplate | None = Field(
+        default=None,
+        description="The HarnessPipeline an issue's delivery creates (its spec's strings get the same "
+        "$(event.NAME) parameters), created as serviceAccountName, which must then be allowed to "
+        "impersonate the pipeline's spec.serviceAccountName unless it is the same account. Its runs "
+        "carry the trigger's labels, so each is reported on the issue; a pull request one of them opens "
+        "is followed up by runTemplate's run.",
     )
 
     model_config = ConfigDict(
         json_schema_extra=validations(
+            rule(
+                "has(self.runTemplate) || has(self.pipelineTemplate)",
+                "set spec.runTemplate (the run a delivery creates), spec.pipelineTemplate (the pipeline an "
+                "issue's delivery creates), or both",
+            ),
+            rule(
+                "has(self.runTemplate) || "
+                "self.events.all(e, e.type == 'IssueLabeled' || e.type == 'Command')",
+                "spec.events: ReviewComment and CheckFailed follow up on a pull request with a run, and "
+                "spec.pipelineTemplate makes pipelines only: set spec.runTemplate, the run that answers on "
+                "the pull request",
+                field_path=".events",
+            ),
             rule(
                 "self.forge.type == 'github' || !has(self.authors.associations) || "
                 "size(self.authors.associations) == 0",

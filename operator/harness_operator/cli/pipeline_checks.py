@@ -1,5 +1,6 @@
-"""What `harnessctl validate` checks in a HarnessPipeline, or in a HarnessSchedule's pipelineTemplate: the
-graph's problems, and every run its steps would create, checked as a HarnessRun is (pure).
+"""What `harnessctl validate` checks in a HarnessPipeline, or in a HarnessSchedule's or HarnessTrigger's
+pipelineTemplate: the graph's problems, and every run its steps would create, checked as a HarnessRun is
+(pure).
 
 A step's runs are built as the operator builds them (core/pipeline/runs.py), with each earlier step
 taken to have succeeded, so `$(steps.NAME.output)` and `$(matrix.NAME)` are put in as on the cluster and
@@ -12,8 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness_operator.api.pipeline import MATRIX_MAX
-from harness_operator.api.v1alpha1 import HarnessPipeline, HarnessSchedule
+from harness_operator.api.v1alpha1 import (
+    HarnessPipeline,
+    HarnessPipelineSpec,
+    HarnessSchedule,
+    HarnessTrigger,
+)
 from harness_operator.cli.manifests import Document, Finding
+from harness_operator.core.forge.triggering import EVENT_PARAMETERS, substitute
 from harness_operator.core.pipeline.graph import (
     build_combinations,
     compute_pipeline_problems,
@@ -37,17 +44,25 @@ class StepDocument:
 
 
 def find_pipeline(doc: Document) -> tuple[str, HarnessPipeline] | None:
-    """(the field its spec is at, the pipeline) of a HarnessPipeline or a schedule's pipelineTemplate
-    that passed the schema check; None for any other document. A schedule's pipeline is named as the
-    schedule here (the operator adds the scheduled minute)."""
+    """(the field its spec is at, the pipeline) of a HarnessPipeline or a schedule's or trigger's
+    pipelineTemplate that passed the schema check; None for any other document. A template's pipeline is
+    named as its schedule or trigger here (the operator adds the scheduled minute, the receiver the
+    delivery)."""
     meta = {"name": doc.name, "namespace": doc.namespace, "uid": UID_PLACEHOLDER}
     if doc.kind == "HarnessPipeline":
         pipeline = HarnessPipeline.model_validate(doc.obj)
         return "spec", pipeline.model_copy(update={"metadata": {**pipeline.metadata, **meta}})
+    template = None
     if doc.kind == "HarnessSchedule":
         template = HarnessSchedule.model_validate(doc.obj).spec.pipeline_template
-        if template is not None:
-            return "spec.pipelineTemplate.spec", HarnessPipeline(metadata=meta, spec=template.spec)
+    if doc.kind == "HarnessTrigger":
+        template = HarnessTrigger.model_validate(doc.obj).spec.pipeline_template
+        if template is not None:  # as a delivery fills them in (their names checked by trigger_findings)
+            sample = {name: "1" if name == "number" else name for name in EVENT_PARAMETERS}
+            spec = HarnessPipelineSpec.model_validate(substitute(template.spec.to_api(), sample))
+            template = template.model_copy(update={"spec": spec})
+    if template is not None:
+        return "spec.pipelineTemplate.spec", HarnessPipeline(metadata=meta, spec=template.spec)
     return None
 
 
@@ -130,9 +145,9 @@ def build_step_run_names(pipeline: HarnessPipeline) -> set[str]:
 
 
 def pipeline_findings(doc: Document, check_run: CheckRun) -> list[Finding]:
-    """A HarnessPipeline, or a schedule's pipelineTemplate, that the API server takes: the graph's
-    problems, then each run its steps would create as `check_run` finds it, at the step's field, each
-    finding once; empty for any other document."""
+    """A HarnessPipeline, or a schedule's or trigger's pipelineTemplate, that the API server takes: the
+    graph's problems, then each run its steps would create as `check_run` finds it, at the step's field,
+    each finding once; empty for any other document."""
     found_pipeline = find_pipeline(doc)
     if found_pipeline is None:
         return []

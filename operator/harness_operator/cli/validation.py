@@ -230,9 +230,9 @@ def output_schema_findings(doc: Document) -> list[Finding]:
 
 
 def trigger_findings(doc: Document) -> list[Finding]:
-    """A $(event.NAME) in a trigger's run template that no delivery replaces: its runs would carry it as
-    written (the receiver replaces only the event's parameters)."""
-    template = ((doc.obj.get("spec") or {}).get("runTemplate") or {}).get("spec") or {}
+    """A $(event.NAME) in a trigger's run or pipeline template that no delivery replaces: its runs would
+    carry it as written (the receiver replaces only the event's parameters)."""
+    spec = doc.obj.get("spec") or {}
     known = ", ".join(f"$(event.{n})" for n in EVENT_PARAMETERS)
     return [
         Finding(
@@ -243,7 +243,10 @@ def trigger_findings(doc: Document) -> list[Finding]:
             f"{text} is no event parameter, so every run would carry it as written; the parameters are "
             f"{known}",
         )
-        for field, text in find_unknown_parameters(template, "spec.runTemplate.spec")
+        for template in ("runTemplate", "pipelineTemplate")
+        for field, text in find_unknown_parameters(
+            (spec.get(template) or {}).get("spec") or {}, f"spec.{template}.spec"
+        )
     ]
 
 

@@ -16,7 +16,7 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.controller.kube_connection import FIELD_MANAGER, RUNS, none_if_missing
 from harness_operator.controller.kube_streams import KubeStreams
 from harness_operator.core.objects.events import build_event
-from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, as_service_account, service_account_user
+from harness_operator.core.objects.naming import as_service_account, with_author
 from harness_operator.core.queue.kueue import KUEUE_GROUP, KUEUE_VERSION
 
 SCHEDULES = "harnessschedules"
@@ -277,11 +277,7 @@ class Kube(KubeStreams):
         judges it as any run the ServiceAccount creates; None when created, else the run that holds the
         name (409). A refusal (400, 403, 422) propagates."""
         ns, name = run["metadata"]["namespace"], run["metadata"]["name"]
-        author = {ANNOTATION_AUTHOR: service_account_user(ns, service_account)}
-        body: Any = {
-            **run,
-            "metadata": {**run["metadata"], "annotations": {**run["metadata"]["annotations"], **author}},
-        }
+        body: Any = with_author(run, service_account)
         try:
             self.custom.create_namespaced_custom_object(
                 GROUP,

@@ -12,11 +12,14 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.common import GROUP, VERSION
+from harness_operator.core.forge.triggering import PIPELINE, RUN
 from harness_operator.core.objects.events import build_event
-from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, as_service_account, service_account_user
+from harness_operator.core.objects.naming import as_service_account, with_author
 
 TRIGGERS = "harnesstriggers"
 RUNS = "harnessruns"
+PIPELINES = "harnesspipelines"
+PLURALS = {RUN: RUNS, PIPELINE: PIPELINES}
 FIELD_MANAGER = "harness-trigger-receiver"
 # A forge waits about 10 s for an answer: each call gets a few seconds, never the client's default (none).
 TIMEOUT = (3.0, 5.0)
@@ -66,9 +69,10 @@ class ReceiverKube:
         data = secret.data or {}
         return base64.b64decode(data[key]) if key in data else None
 
-    def list_runs(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+    def list_runs(self, namespace: str, selector: str, kind: str = RUN) -> list[dict[str, Any]]:
+        """The runs (or pipelines) the label selector matches."""
         listed = self.custom.list_namespaced_custom_object(
-            GROUP, VERSION, namespace, RUNS, label_selector=selector, _request_timeout=TIMEOUT
+            GROUP, VERSION, namespace, PLURALS[kind], label_selector=selector, _request_timeout=TIMEOUT
         )
         return list(cast(dict[str, Any], listed).get("items") or [])
 
@@ -132,34 +136,29 @@ class ReceiverKube:
 
     # --- as the trigger's ServiceAccount ---------------------------------------------------------------
 
-    def create_run_as(self, service_account: str, run: dict[str, Any]) -> None:
-        """Create the run as the ServiceAccount, recorded as its author (admission takes no other); 409 (the
-        name taken: the same delivery) propagates."""
-        namespace = run["metadata"]["namespace"]
-        annotations = {
-            **run["metadata"].get("annotations", {}),
-            ANNOTATION_AUTHOR: service_account_user(namespace, service_account),
-        }
-        run = {**run, "metadata": {**run["metadata"], "annotations": annotations}}
+    def create_as(self, service_account: str, obj: dict[str, Any]) -> None:
+        """Create the run (or pipeline) as the ServiceAccount, recorded as its author (admission takes no
+        other); 409 (the name taken: the same delivery) propagates."""
+        namespace = obj["metadata"]["namespace"]
         self.custom.create_namespaced_custom_object(
             GROUP,
             VERSION,
             namespace,
-            RUNS,
-            run,
+            PLURALS[obj["kind"]],
+            with_author(obj, service_account),
             field_manager=FIELD_MANAGER,
             _request_timeout=TIMEOUT,
             _headers=as_service_account(namespace, service_account),
         )
 
-    def delete_run_as(self, service_account: str, namespace: str, name: str) -> None:
-        """Delete a run as the ServiceAccount (gone already: nothing to do)."""
+    def delete_as(self, service_account: str, namespace: str, kind: str, name: str) -> None:
+        """Delete a run (or pipeline, with its runs) as the ServiceAccount (gone already: nothing to do)."""
         try:
             self.custom.delete_namespaced_custom_object(
                 GROUP,
                 VERSION,
                 namespace,
-                RUNS,
+                PLURALS[kind],
                 name,
                 _request_timeout=TIMEOUT,
                 _headers=as_service_account(namespace, service_account),

@@ -31,12 +31,14 @@ from harness_operator.core.forge.report_calls import compute_api_root
 from harness_operator.core.forge.signatures import verify_delivery
 from harness_operator.core.forge.triggering import (
     LABEL_TRIGGER,
+    PIPELINE,
     TeamAnswer,
     TriggerDecision,
     build_trigger_run,
     decide_delivery,
     find_teams_to_ask,
 )
+from harness_operator.core.objects.naming import label_value
 from harness_operator.receiver.checks import mark_checks_changed
 from harness_operator.receiver.deliveries import (
     Outcome,
@@ -206,10 +208,17 @@ class Receiver:
         teams = find_teams_to_ask(trigger, event)
         answer = await self._ask_teams(namespace, trigger, event, teams) if teams else None
         name = str(trigger.metadata["name"])
-        listed = await self._call(
-            "listing the trigger's runs", self.kube.list_runs, namespace, f"{LABEL_TRIGGER}={name}"
-        )
-        decision = decide_delivery(trigger, event, [build_trigger_run(r) for r in listed], answer)
+        selector = f"{LABEL_TRIGGER}={label_value(name)}"
+        listed = [
+            build_trigger_run(r)
+            for r in await self._call("listing the trigger's runs", self.kube.list_runs, namespace, selector)
+        ]
+        if trigger.spec.pipeline_template is not None:
+            pipelines = await self._call(
+                "listing the trigger's pipelines", self.kube.list_runs, namespace, selector, PIPELINE
+            )
+            listed += [build_trigger_run(p, PIPELINE) for p in pipelines]
+        decision = decide_delivery(trigger, event, listed, answer)
         if decision.create is None:
             return build_decided(decision, None)
         return await self._apply(namespace, trigger.spec.service_account_name, decision)
@@ -243,9 +252,9 @@ class Receiver:
         run = {**decision.create, "metadata": {**decision.create["metadata"], "namespace": namespace}}
         run_name = str(run["metadata"]["name"])
         try:
-            for old in decision.delete:
-                await self._call("deleting a run", self.kube.delete_run_as, account, namespace, old)
-            await self._call("creating the run", self.kube.create_run_as, account, run)
+            for kind, old in decision.delete:
+                await self._call("deleting a run", self.kube.delete_as, account, namespace, kind, old)
+            await self._call("creating the run", self.kube.create_as, account, run)
         except ApiException as exc:
             if exc.status == 409:
                 return build_duplicate(run_name)

@@ -104,7 +104,6 @@ def test_the_schema_bounds_what_cel_cannot() -> None:
         "serviceAccountName",
         "events",
         "authors",
-        "runTemplate",
     }
     assert spec["properties"]["concurrencyPolicy"]["enum"] == ["Allow", "Forbid", "Replace"]
     assert spec["properties"]["forge"]["properties"]["type"]["enum"] == ["github", "gitea", "gitlab"]
@@ -113,3 +112,38 @@ def test_the_schema_bounds_what_cel_cannot() -> None:
     assert violations(
         body(forge={"type": "gitea", "url": "gitea.test", "webhookSecretRef": {"name": "h", "key": "s"}})
     ) == ["spec.forge.url: must be an http(s) URL"]
+
+
+PIPELINE = {
+    "spec": {
+        "serviceAccountName": "agent-trigger",
+        "steps": [{"name": "fix", "run": {"spec": {"provider": "claude", "prompt": "Fix #$(event.number)"}}}],
+    }
+}
+
+
+def test_a_trigger_makes_runs_pipelines_or_both_and_never_nothing() -> None:
+    pipeline_only = body(pipelineTemplate=PIPELINE)
+    del pipeline_only["spec"]["runTemplate"]
+    assert violations(pipeline_only) == []
+    assert violations(body(pipelineTemplate=PIPELINE)) == []  # runTemplate then answers on pull requests
+    neither = body()
+    del neither["spec"]["runTemplate"]
+    assert violations(neither) == [
+        "spec: set spec.runTemplate (the run a delivery creates), spec.pipelineTemplate (the pipeline an "
+        "issue's delivery creates), or both"
+    ]
+    trigger = HarnessTrigger.model_validate(pipeline_only)
+    assert trigger.spec.run_template is None and trigger.spec.pipeline_template is not None
+
+
+@pytest.mark.parametrize("kind", ["ReviewComment", "CheckFailed"])
+def test_a_pipeline_trigger_answers_on_a_pull_request_only_with_a_run_template(kind: str) -> None:
+    doc = body(pipelineTemplate=PIPELINE, events=[{"type": kind}])
+    assert violations(doc) == []
+    del doc["spec"]["runTemplate"]
+    assert violations(doc) == [
+        "spec.events: spec.events: ReviewComment and CheckFailed follow up on a pull request with a run, "
+        "and spec.pipelineTemplate makes pipelines only: set spec.runTemplate, the run that answers on the "
+        "pull request"
+    ]

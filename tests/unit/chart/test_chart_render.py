@@ -402,6 +402,7 @@ def test_admission_bindings_cover_only_the_watched_namespaces() -> None:
         "harness-operator-run-user",
         "harness-operator-runs",
         "harness-operator-schedules",
+        "harness-operator-trigger-secrets",
         "harness-operator-triggers",
     ]
     for binding in scoped:

@@ -118,7 +118,7 @@ def rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
     }
 
 
-def test_its_own_rights_are_reading_triggers_listing_and_marking_runs_events_and_trigger_status_only() -> (
+def test_its_own_rights_are_reading_triggers_listing_runs_and_pipelines_marking_runs_events_and_status() -> (
     None
 ):
     """No Secret, no impersonation, no run create: a team grants those for its own trigger, so a
@@ -132,6 +132,7 @@ def test_its_own_rights_are_reading_triggers_listing_and_marking_runs_events_and
         (group, "harnesstriggers/status", "patch"),
         (group, "harnessruns", "list"),
         (group, "harnessruns", "patch"),  # the checks-changed mark only (receiver/checks.py)
+        (group, "harnesspipelines", "list"),  # a pipeline trigger's, for duplicates and concurrency
         ("", "events", "create"),
         ("", "events", "patch"),
     }

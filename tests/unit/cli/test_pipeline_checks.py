@@ -140,6 +140,46 @@ def test_a_schedules_pipeline_template_is_checked_the_same_way() -> None:
     ]
 
 
+def test_a_triggers_pipeline_template_is_checked_and_its_event_parameters_too() -> None:
+    trigger = {
+        "apiVersion": "agentharness.dev/v1alpha1",
+        "kind": "HarnessTrigger",
+        "metadata": {"name": "fixer", "namespace": "ns"},
+        "spec": {
+            "forge": {
+                "type": "gitea",
+                "url": "http://gitea.test:3000",
+                "webhookSecretRef": {"name": "hook", "key": "secret"},
+            },
+            "repositories": ["acme/payments"],
+            "serviceAccountName": "runner",
+            "events": [{"type": "IssueLabeled", "label": "agent"}],
+            "authors": {"users": ["alice"]},
+            "pipelineTemplate": {
+                "spec": {
+                    "serviceAccountName": "runner",
+                    "steps": [
+                        step("draft", "Fix #$(event.number), $(event.titel)"),
+                        step("judge", "$(steps.draft.output)"),
+                    ],
+                }
+            },
+        },
+    }
+    assert lines(check(trigger, SECRET)) == [
+        "HarnessTrigger/fixer: spec.pipelineTemplate.spec.steps[0].run.spec.prompt: $(event.titel) is no event "
+        "parameter, so every run would carry it as written; the parameters are $(event.repository), "
+        "$(event.number), $(event.title), $(event.body), $(event.comment), $(event.author), "
+        "$(event.headBranch), $(event.check), $(event.url)",
+    ]
+    steps = trigger["spec"]["pipelineTemplate"]["spec"]["steps"]
+    steps[0]["run"]["spec"]["prompt"] = "Fix #$(event.number), $(event.title)"
+    assert lines(check(trigger, SECRET)) == [
+        "HarnessTrigger/fixer: spec.pipelineTemplate.spec.steps[1].run.spec: $(steps.draft.output) reads step "
+        "draft, which this step does not run after; add 'draft' to spec.pipelineTemplate.spec.steps[1].after",
+    ]
+
+
 def test_what_the_api_server_refuses_gets_no_step_checks_on_top() -> None:
     broken = pipeline(step("a", "go"))
     del broken["spec"]["serviceAccountName"]

@@ -34,6 +34,7 @@ class ApiServer:
     status: dict[str, Any] | None = None
     calls: list[str] = field(default_factory=list)
     created_as: list[str] = field(default_factory=list)
+    pipeline_template: dict[str, Any] | None = None
 
     def fetch_trigger(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.calls.append(f"get trigger {namespace}/{name}")
@@ -41,18 +42,20 @@ class ApiServer:
             return None
         body = trigger_body(name, "agent-trigger")
         body["metadata"].update(namespace=namespace, uid="trigger-uid")
+        if self.pipeline_template is not None:
+            body["spec"]["pipelineTemplate"] = self.pipeline_template
         return body
 
     def fetch_secret_key(self, namespace: str, name: str, key: str) -> bytes | None:
         self.calls.append(f"get secret {namespace}/{name}")
         return self.secret
 
-    def list_runs(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        self.calls.append(f"list runs {selector}")
-        return list(self.runs.values())
+    def list_runs(self, namespace: str, selector: str, kind: str = "HarnessRun") -> list[dict[str, Any]]:
+        self.calls.append(f"list {'runs' if kind == 'HarnessRun' else 'pipelines'} {selector}")
+        return [r for r in self.runs.values() if r.get("kind", "HarnessRun") == kind]
 
-    def create_run_as(self, account: str, run: dict[str, Any]) -> None:
-        self.calls.append(f"create run as {account}")
+    def create_as(self, account: str, run: dict[str, Any]) -> None:
+        self.calls.append(f"create {'run' if run['kind'] == 'HarnessRun' else 'pipeline'} as {account}")
         if self.create_refused is not None:
             raise self.create_refused
         name = run["metadata"]["name"]
@@ -64,7 +67,7 @@ class ApiServer:
             "metadata": {**run["metadata"], "creationTimestamp": "2026-12-07T05:00:00Z"},
         }
 
-    def delete_run_as(self, account: str, namespace: str, name: str) -> None:
+    def delete_as(self, account: str, namespace: str, kind: str, name: str) -> None:
         self.runs.pop(name, None)
 
     def create_event(
@@ -133,6 +136,28 @@ def test_a_signed_delivery_creates_its_run_as_the_triggers_account_and_a_replay_
         assert await s.counted() == {"created": 1.0, "duplicate": 1.0}
 
     served(test)
+
+
+def test_a_pipeline_trigger_creates_its_pipeline_as_the_triggers_account_once() -> None:
+    template = {
+        "spec": {
+            "serviceAccountName": "agent-trigger",
+            "steps": [{"name": "fix", "run": {"spec": {"provider": "claude", "prompt": "#$(event.number)"}}}],
+        }
+    }
+
+    async def test(s: Served) -> None:
+        status, answer = await s.deliver(labelled(3))
+        assert (status, answer["result"]) == (202, "created")
+        made = s.api.runs[answer["run"]]
+        assert made["kind"] == "HarnessPipeline" and s.api.created_as == ["agent-trigger"]
+        assert made["spec"]["steps"][0]["run"]["spec"]["prompt"] == "#3"
+        assert "create pipeline as agent-trigger" in s.api.calls
+        assert "list pipelines agentharness.dev/trigger=payments-agent" in s.api.calls
+        status, again = await s.deliver(labelled(3))
+        assert (status, again["result"]) == (200, "duplicate") and len(s.api.runs) == 1
+
+    served(test, ApiServer(pipeline_template=template))
 
 
 def test_a_create_that_races_another_replica_is_a_duplicate() -> None:

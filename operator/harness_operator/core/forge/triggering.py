@@ -1,9 +1,12 @@
-"""What a verified forge delivery does for a HarnessTrigger: the run it creates, or why none (pure).
+"""What a verified forge delivery does for a HarnessTrigger: the run or pipeline it creates, or why none
+(pure).
 
-The run is the trigger's runTemplate with the event's fields substituted; its name is fixed by the
-delivery's body, so a replayed or redelivered body names the same run and its second create fails
-AlreadyExists. A comment, review or failed check on a pull request that a run of the trigger opened
-continues the newest run of that pull request on its branch (resumeFrom, fast-forward publish).
+The run is the trigger's runTemplate with the event's fields substituted (a pipelineTemplate's pipeline,
+for an issue's delivery, when the trigger has one); its name is fixed by the delivery's body, so a
+replayed or redelivered body names the same object and its second create fails AlreadyExists. A comment,
+review or failed check on a pull request that a run of the trigger opened (a pipeline's run too: it
+carries the pipeline's forge context) continues the newest run of that pull request on its branch
+(resumeFrom, fast-forward publish), always as a run of runTemplate.
 """
 
 from __future__ import annotations
@@ -39,6 +42,18 @@ ANNOTATION_DELIVERY = f"{GROUP}/forge-delivery"
 ANNOTATION_EVENT = f"{GROUP}/forge-event"
 ANNOTATION_HEAD = f"{GROUP}/forge-head"
 ANNOTATION_COMMENT_ID = f"{GROUP}/forge-comment-id"
+# The forge context a pipeline made by a trigger hands to each of its runs (core/pipeline/runs.py): the
+# reporting step and the receiver's follow-ups find them by it, as they find a trigger's own runs.
+FORGE_LABELS = (LABEL_TRIGGER, LABEL_THREAD)
+FORGE_ANNOTATIONS = (
+    ANNOTATION_REPOSITORY,
+    ANNOTATION_THREAD_KIND,
+    ANNOTATION_DELIVERY,
+    ANNOTATION_EVENT,
+    ANNOTATION_HEAD,
+)
+RUN = "HarnessRun"
+PIPELINE = "HarnessPipeline"
 THREAD_ISSUE = "issue"
 THREAD_PULL = "pull"
 TRIGGER_NAME_CUT = 30
@@ -55,7 +70,8 @@ _PARAMETER = re.compile(r"\$\(event\.([A-Za-z]+)\)")
 
 @dataclass(frozen=True)
 class TriggerRun:
-    """A run of the trigger (labelled agentharness.dev/trigger=<name>), as the receiver lists it."""
+    """A run or pipeline of the trigger (labelled agentharness.dev/trigger=<name>), as the receiver lists
+    it."""
 
     name: str
     labels: Mapping[str, str]
@@ -65,16 +81,19 @@ class TriggerRun:
     branch: str | None  # status.changes.branch: the branch it pushed
     succeeded: bool = False
     commit: str | None = None  # status.changes.commit: the commit it pushed
+    kind: str = RUN
+    pipeline: str | None = None  # a run's: the pipeline that owns it
 
 
 @dataclass(frozen=True)
 class TriggerDecision:
-    """What the receiver does: create `create` after deleting `delete`, or nothing, and why."""
+    """What the receiver does: create `create` after deleting `delete` ((kind, name) each), or nothing,
+    and why."""
 
     result: str  # created | duplicate | skipped | ignored | refused | error (teams not asked)
     reason: str  # one sentence for the Event and the HTTP answer; never echoes the delivery's text
     create: dict[str, Any] | None = None
-    delete: tuple[str, ...] = ()
+    delete: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,9 +105,17 @@ class TeamAnswer:
     failed: str | None = None
 
 
-def build_trigger_run(body: Mapping[str, Any]) -> TriggerRun:
-    """A HarnessRun object (as the API returns it) as decide_delivery reads it."""
+def build_trigger_run(body: Mapping[str, Any], kind: str = RUN) -> TriggerRun:
+    """A HarnessRun or HarnessPipeline object (as the API returns it) as decide_delivery reads it."""
     meta = body.get("metadata") or {}
+    owner = next(
+        (
+            o.get("name")
+            for o in meta.get("ownerReferences") or []
+            if o.get("kind") == PIPELINE and o.get("controller")
+        ),
+        None,
+    )
     status = body.get("status") or {}
     succeeded = next(
         (c.get("status") for c in status.get("conditions") or [] if c.get("type") == SUCCEEDED), None
@@ -102,11 +129,14 @@ def build_trigger_run(body: Mapping[str, Any]) -> TriggerRun:
         branch=(status.get("changes") or {}).get("branch"),
         succeeded=succeeded == TRUE,
         commit=(status.get("changes") or {}).get("commit"),
+        kind=kind,
+        pipeline=str(owner) if owner and kind == RUN else None,
     )
 
 
 def trigger_run_name(trigger: str, number: int, delivery_key: str) -> str:
-    """`<trigger cut to 30>-<number>-<10 hex of the body's sha256>`: a replay names the same run."""
+    """`<trigger cut to 30>-<number>-<10 hex of the body's sha256>`: a replay names the same run (or
+    pipeline)."""
     return f"{trigger[:TRIGGER_NAME_CUT].rstrip('-.')}-{number}-{delivery_key[:10]}"
 
 
@@ -130,10 +160,12 @@ def decide_delivery(
     runs: Sequence[TriggerRun],
     teams: TeamAnswer | None = None,
 ) -> TriggerDecision:
-    """What a verified delivery does, given the runs of this trigger in its namespace and what the forge
-    said of the teams find_teams_to_ask named: ignored (not this trigger's repository or event), refused
-    (an author not allowed), error (the teams could not be asked), duplicate (its run exists), skipped
-    (Forbid and the thread's run is unfinished), or created (after deleting the thread's runs: Replace)."""
+    """What a verified delivery does, given the runs and pipelines of this trigger in its namespace and
+    what the forge said of the teams find_teams_to_ask named: ignored (not this trigger's repository or
+    event), refused (an author not allowed), error (the teams could not be asked), duplicate (its run
+    exists), skipped (Forbid and the thread's run is unfinished), or created (after deleting the thread's
+    runs: Replace). An issue's delivery creates a pipeline when the trigger has a pipelineTemplate; a pull
+    request's is a follow-up run, from runTemplate."""
     spec, name = trigger.spec, str(trigger.metadata.get("name", ""))
     matched = _matched(trigger, event)
     if isinstance(matched, str):
@@ -153,7 +185,7 @@ def decide_delivery(
         event = replace(event, number=number)
     previous = None
     if event.is_pull_request:
-        opened = _runs_of_pull_request(ours, event)
+        opened = [r for r in _runs_of_pull_request(ours, event) if r.kind == RUN]
         if not opened:
             return TriggerDecision(
                 IGNORED, f"pull request #{event.number} was not opened by a run of trigger {name}"
@@ -168,18 +200,33 @@ def decide_delivery(
             why = _check_not_followed(previous, event)
             if why:
                 return TriggerDecision(IGNORED, why)
+        if spec.run_template is None:
+            return TriggerDecision(
+                IGNORED,
+                f"trigger {name} makes pipelines from issues, and a follow-up on pull request "
+                f"#{event.number} is a run: set spec.runTemplate, the run that answers on it",
+            )
+    pipeline = not event.is_pull_request and spec.pipeline_template is not None
+    what = "pipeline" if pipeline else "run"
     run_name = trigger_run_name(name, event.number, event.delivery_key)
-    if any(r.name == run_name for r in runs):
-        return TriggerDecision(DUPLICATE, f"run {run_name} exists: this delivery was received before")
-    active = [r.name for r in _runs_of_thread(ours, event) if not r.finished]
+    taken = next((r for r in runs if r.name == run_name and r.kind == (PIPELINE if pipeline else RUN)), None)
+    if taken is not None:
+        return TriggerDecision(DUPLICATE, f"{what} {run_name} exists: this delivery was received before")
+    active = _unfinished_of_thread(ours, event)
     if active and spec.concurrency_policy == ConcurrencyPolicy.Forbid:
+        first = active[0]
         return TriggerDecision(
             SKIPPED,
-            f"run {active[0]} of {_thread(event)} is unfinished and spec.concurrencyPolicy is Forbid",
+            f"{'pipeline' if first.kind == PIPELINE else 'run'} {first.name} of {_thread(event)} is "
+            "unfinished and spec.concurrencyPolicy is Forbid",
         )
-    delete = tuple(active) if spec.concurrency_policy == ConcurrencyPolicy.Replace else ()
-    run = build_trigger_run_manifest(trigger, event, kind, comment, run_name, previous)
-    return TriggerDecision(CREATED, f"created run {run_name} for {_thread(event)}", run, delete)
+    replaced = spec.concurrency_policy == ConcurrencyPolicy.Replace
+    delete = tuple((r.kind, r.name) for r in active) if replaced else ()
+    if pipeline:
+        made = build_trigger_pipeline_manifest(trigger, event, kind, comment, run_name)
+    else:
+        made = build_trigger_run_manifest(trigger, event, kind, comment, run_name, previous)
+    return TriggerDecision(CREATED, f"created {what} {run_name} for {_thread(event)}", made, delete)
 
 
 def _matched(trigger: HarnessTrigger, event: ForgeEvent) -> tuple[TriggerEventType, str] | str:
@@ -292,6 +339,18 @@ def _runs_of_pull_request(runs: Sequence[TriggerRun], event: ForgeEvent) -> list
     ]
 
 
+def _unfinished_of_thread(ours: Sequence[TriggerRun], event: ForgeEvent) -> list[TriggerRun]:
+    """The thread's unfinished runs and pipelines; a pipeline's run counts as its pipeline (Replace deletes
+    the pipeline, whose runs go with it)."""
+    thread = _runs_of_thread(ours, event)
+    owners = {r.pipeline for r in thread if r.pipeline}
+    return [
+        r
+        for r in ours
+        if not r.finished and ((r in thread and not r.pipeline) or (r.kind == PIPELINE and r.name in owners))
+    ]
+
+
 def _runs_of_thread(runs: Sequence[TriggerRun], event: ForgeEvent) -> list[TriggerRun]:
     """The runs of this issue or pull request (a pull request's include the run that opened it)."""
     kind = THREAD_PULL if event.is_pull_request else THREAD_ISSUE
@@ -368,20 +427,50 @@ def build_trigger_run_manifest(
 ) -> dict[str, Any]:
     """The HarnessRun a delivery creates: the template's spec with the event's parameters, its labels and
     annotations with ours last; a follow-up (`previous` set) resumes `previous` on its branch."""
-    meta = trigger.metadata
     template = trigger.spec.run_template
+    assert template is not None  # decide_delivery makes a run only from a trigger with one
     spec = substitute(template.spec.to_api(), build_event_parameters(event, comment))
-    labels = dict(template.metadata.labels if template.metadata else {})
-    annotations = dict(template.metadata.annotations if template.metadata else {})
-    labels.pop(LABEL_USER, None)
+    labels, annotations = _forge_metadata(trigger, event, kind, template.metadata)
     # The run's author is the trigger's ServiceAccount (the receiver creates it so); admission checks it.
-    user = encode_user_label(f"system:serviceaccount:{meta['namespace']}:{trigger.spec.service_account_name}")
+    user = encode_user_label(
+        f"system:serviceaccount:{trigger.metadata['namespace']}:{trigger.spec.service_account_name}"
+    )
+    if user:
+        labels[LABEL_USER] = user
+    if previous is not None:
+        labels[LABEL_PULL_REQUEST] = str(event.number)
+        spec = _follow_up(spec, previous, event)
+    return _manifest(RUN, trigger, run_name, labels, annotations, spec)
+
+
+def build_trigger_pipeline_manifest(
+    trigger: HarnessTrigger, event: ForgeEvent, kind: TriggerEventType, comment: str, name: str
+) -> dict[str, Any]:
+    """The HarnessPipeline an issue's delivery creates: the pipelineTemplate's spec with the event's
+    parameters (a step's $(steps...) and $(matrix...) stay for the pipeline), and the forge context its
+    runs inherit."""
+    template = trigger.spec.pipeline_template
+    assert template is not None  # decide_delivery makes a pipeline only from a trigger with one
+    spec = substitute(template.spec.to_api(), build_event_parameters(event, comment))
+    labels, annotations = _forge_metadata(trigger, event, kind, template.metadata)
+    return _manifest(PIPELINE, trigger, name, labels, annotations, spec)
+
+
+def _forge_metadata(
+    trigger: HarnessTrigger, event: ForgeEvent, kind: TriggerEventType, template: Any
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The template's labels and annotations with the delivery's forge context last (the template can
+    set none of it, nor the author label)."""
+    labels = dict(template.labels if template else {})
+    annotations = dict(template.annotations if template else {})
+    for key in (LABEL_USER, ANNOTATION_COMMENT_ID, LABEL_PULL_REQUEST):
+        labels.pop(key, None)
+        annotations.pop(key, None)
     labels.update(
         {
-            LABEL_TRIGGER: label_value(meta["name"]),
+            LABEL_TRIGGER: label_value(trigger.metadata["name"]),
             LABEL_THREAD: str(event.number),
             LABEL_MANAGED_BY: MANAGED_BY,
-            **({LABEL_USER: user} if user else {}),
         }
     )
     annotations.update(
@@ -393,18 +482,25 @@ def build_trigger_run_manifest(
             **({ANNOTATION_HEAD: event.head_sha} if event.head_sha else {}),
         }
     )
-    for key in (ANNOTATION_COMMENT_ID, LABEL_PULL_REQUEST):
-        annotations.pop(key, None)
-        labels.pop(key, None)
-    if previous is not None:
-        labels[LABEL_PULL_REQUEST] = str(event.number)
-        spec = _follow_up(spec, previous, event)
+    if not event.head_sha:
+        annotations.pop(ANNOTATION_HEAD, None)
+    return labels, annotations
+
+
+def _manifest(
+    kind: str,
+    trigger: HarnessTrigger,
+    name: str,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    spec: dict[str, Any],
+) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
-        "kind": "HarnessRun",
+        "kind": kind,
         "metadata": {
-            "name": run_name,
-            "namespace": meta["namespace"],
+            "name": name,
+            "namespace": trigger.metadata["namespace"],
             "labels": labels,
             "annotations": annotations,
         },

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 
 from harness_operator.api.v1alpha1 import GROUP
 
@@ -133,6 +134,14 @@ def attempt_labels(run: str, attempt: int, provider: str) -> dict[str, str]:
 def service_account_user(namespace: str, name: str) -> str:
     """The username the API server gives a ServiceAccount."""
     return f"system:serviceaccount:{namespace}:{name}"
+
+
+def with_author(obj: dict[str, Any], service_account: str) -> dict[str, Any]:
+    """`obj` recorded as created by the ServiceAccount of its namespace (agentharness.dev/author, which
+    admission holds to the requester): what a create as that account sends."""
+    meta = obj["metadata"]
+    author = {ANNOTATION_AUTHOR: service_account_user(meta["namespace"], service_account)}
+    return {**obj, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), **author}}}
 
 
 def as_service_account(namespace: str, name: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness_operator.api.v1alpha1 import API_VERSION, GROUP, HarnessPipeline, PipelineStep, StepWorkspace
+from harness_operator.core.forge.triggering import FORGE_ANNOTATIONS, FORGE_LABELS
 from harness_operator.core.objects.conditions import FALSE, SUCCEEDED, TRUE
 from harness_operator.core.objects.naming import (
     APPROVAL_PREFIX,
@@ -199,6 +200,12 @@ def build_step_runs(
         for k, v in (template.metadata.annotations if template.metadata else {}).items()
         if not k.startswith(APPROVAL_PREFIX)
     }
+    # A trigger's pipeline hands its forge context on, so each run is reported on the issue and a pull
+    # request one opens is followed up (core/forge/triggering.py); a template cannot set it.
+    labels = {k: v for k, v in labels.items() if k not in FORGE_LABELS}
+    labels.update({k: v for k, v in (meta.get("labels") or {}).items() if k in FORGE_LABELS})
+    annotations = {k: v for k, v in annotations.items() if k not in FORGE_ANNOTATIONS}
+    annotations.update({k: v for k, v in (meta.get("annotations") or {}).items() if k in FORGE_ANNOTATIONS})
     combinations = build_combinations(step.matrix)
     runs = []
     for index, matrix in enumerate(combinations):

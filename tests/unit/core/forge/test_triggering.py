@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from harness_operator.api.crd import crd_schema_for
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessTrigger
+from harness_operator.api.v1alpha1 import HarnessPipeline, HarnessRun, HarnessTrigger
 from harness_operator.core.forge.events import ForgeEvent
 from harness_operator.core.forge.triggering import (
     ANNOTATION_COMMENT_ID,
@@ -21,6 +21,7 @@ from harness_operator.core.forge.triggering import (
     LABEL_PULL_REQUEST,
     LABEL_THREAD,
     LABEL_TRIGGER,
+    PIPELINE,
     TeamAnswer,
     TriggerRun,
     build_trigger_run,
@@ -414,7 +415,7 @@ def test_a_pull_requests_thread_includes_the_run_that_opened_it() -> None:
 def test_replace_deletes_the_threads_unfinished_runs_and_allow_keeps_them() -> None:
     runs = [run("r1", finished=False), run("r2", finished=True), run("r3", finished=False)]
     replace = decide_delivery(trigger(concurrencyPolicy="Replace"), event(), runs)
-    assert (replace.result, replace.delete) == ("created", ("r1", "r3"))
+    assert (replace.result, replace.delete) == ("created", (("HarnessRun", "r1"), ("HarnessRun", "r3")))
     allow = decide_delivery(trigger(concurrencyPolicy="Allow"), event(), runs)
     assert (allow.result, allow.delete) == ("created", ())
 
@@ -559,3 +560,112 @@ def test_the_crd_refuses_a_trigger_name_longer_than_a_label_value() -> None:
     body["metadata"]["name"] = "t" * 64
     [violation] = check_rules(TRIGGER_SCHEMA, body)
     assert violation.message.startswith("metadata.name: a HarnessTrigger's name is at most 63 characters")
+
+
+PIPELINE_TEMPLATE: dict[str, Any] = {
+    "metadata": {"labels": {"team": "a", LABEL_THREAD: "99"}, "annotations": {ANNOTATION_REPOSITORY: "x/y"}},
+    "spec": {
+        "serviceAccountName": "agent-pipelines",
+        "steps": [
+            {
+                "name": "try",
+                "matrix": {"providers": ["claude", "codex"]},
+                "run": {"spec": {"provider": "claude", "prompt": "Fix #$(event.number): $(event.title)"}},
+            },
+            {
+                "name": "pick",
+                "after": ["try"],
+                "run": {"spec": {"provider": "claude", "prompt": "Pick: $(steps.try.output)"}},
+            },
+        ],
+    },
+}
+PIPELINE_SCHEMA = crd_schema_for("HarnessPipeline")
+
+
+def pipeline(name: str, **fields: Any) -> TriggerRun:
+    return run(name, kind=PIPELINE, **fields)
+
+
+def test_an_issues_delivery_creates_the_pipeline_with_the_forge_context_and_the_event_substituted() -> None:
+    decision = decide_delivery(trigger(pipelineTemplate=PIPELINE_TEMPLATE), event(), [])
+    assert decision.result == "created"
+    assert decision.reason == "created pipeline payments-agent-3-0123456789 for issue #3 of acme/payments"
+    made = decision.create
+    assert made is not None and made["kind"] == "HarnessPipeline"
+    HarnessPipeline.model_validate(made)
+    assert check_rules(PIPELINE_SCHEMA, made) == []
+    meta = made["metadata"]
+    assert meta["labels"] == {
+        "team": "a",
+        LABEL_TRIGGER: "payments-agent",
+        LABEL_THREAD: "3",  # the template's forged thread is replaced
+        LABEL_MANAGED_BY: "harness-operator",
+    }
+    assert meta["annotations"][ANNOTATION_REPOSITORY] == "acme/payments"
+    assert meta["annotations"][ANNOTATION_EVENT] == "IssueLabeled"
+    steps = made["spec"]["steps"]
+    assert steps[0]["run"]["spec"]["prompt"] == "Fix #3: Rename helper"
+    assert steps[1]["run"]["spec"]["prompt"] == "Pick: $(steps.try.output)"  # the pipeline's to resolve
+    assert made["spec"]["serviceAccountName"] == "agent-pipelines"
+
+
+def test_a_pipeline_of_the_thread_counts_for_concurrency_and_replace_deletes_it_not_its_runs() -> None:
+    spec = {"pipelineTemplate": PIPELINE_TEMPLATE}
+    working = pipeline("payments-agent-3-bbbbbbbbbb", finished=False)
+    its_run = run("payments-agent-3-bbbbbbbbbb-try-0", finished=False, pipeline=working.name)
+    forbid = decide_delivery(trigger(**spec), event(), [working, its_run])
+    assert (forbid.result, forbid.reason) == (
+        "skipped",
+        "pipeline payments-agent-3-bbbbbbbbbb of issue #3 of acme/payments is unfinished and "
+        "spec.concurrencyPolicy is Forbid",
+    )
+    replace = decide_delivery(trigger(concurrencyPolicy="Replace", **spec), event(), [working, its_run])
+    assert (replace.result, replace.delete) == ("created", (("HarnessPipeline", working.name),))
+    done = dataclasses.replace(working, finished=True)
+    assert decide_delivery(trigger(**spec), event(), [done]).result == "created"
+
+
+def test_a_redelivered_issue_names_the_same_pipeline() -> None:
+    made = pipeline(trigger_run_name("payments-agent", 3, KEY))
+    decision = decide_delivery(trigger(pipelineTemplate=PIPELINE_TEMPLATE), event(), [made])
+    assert decision.result == "duplicate"
+    assert decision.reason == "pipeline payments-agent-3-0123456789 exists: this delivery was received before"
+
+
+def test_a_comment_on_a_pull_request_a_pipelines_run_opened_is_a_follow_up_run() -> None:
+    opened = opener(pipeline="payments-agent-3-bbbbbbbbbb")
+    comment = event(
+        kind="Command", is_pull_request=True, number=4, comment="/agent rename it too", label=None
+    )
+    decision = decide_delivery(trigger(pipelineTemplate=PIPELINE_TEMPLATE), comment, [opened])
+    made = valid_run(decision.create)
+    assert made["kind"] == "HarnessRun" and made["spec"]["resumeFrom"] == {"run": opened.name}
+    assert made["spec"]["workspace"]["publish"]["branch"] == {"name": "agent/x", "ifExists": "FastForward"}
+
+
+def test_without_a_run_template_a_pull_requests_comment_is_ignored_naming_the_fix() -> None:
+    only = trigger(pipelineTemplate=PIPELINE_TEMPLATE, events=[{"type": "Command", "command": "/agent"}])
+    only = only.model_copy(update={"spec": only.spec.model_copy(update={"run_template": None})})
+    comment = event(kind="Command", is_pull_request=True, number=4, comment="/agent again", label=None)
+    decision = decide_delivery(only, comment, [opener(pipeline="payments-agent-3-bbbbbbbbbb")])
+    assert (decision.result, decision.reason) == (
+        "ignored",
+        "trigger payments-agent makes pipelines from issues, and a follow-up on pull request #4 is a run: "
+        "set spec.runTemplate, the run that answers on it",
+    )
+    issue = decide_delivery(only, event(kind="Command", comment="/agent fix", label=None), [])
+    assert issue.create is not None and issue.create["kind"] == "HarnessPipeline"
+
+
+def test_build_trigger_run_reads_a_pipelines_run_owner_and_a_pipeline() -> None:
+    body = {
+        "metadata": {
+            "name": "p-try-0",
+            "ownerReferences": [{"kind": "HarnessPipeline", "name": "p", "controller": True, "uid": "u"}],
+        },
+        "status": {"conditions": [{"type": "Succeeded", "status": "Unknown"}]},
+    }
+    assert (build_trigger_run(body).pipeline, build_trigger_run(body).finished) == ("p", False)
+    as_pipeline = build_trigger_run({"metadata": {"name": "p"}}, PIPELINE)
+    assert (as_pipeline.kind, as_pipeline.pipeline) == (PIPELINE, None)

@@ -221,6 +221,34 @@ def test_template_labels_and_annotations_are_kept_but_an_approvals() -> None:
     assert "approval.agentharness.dev/decision" not in run["metadata"]["annotations"]
 
 
+def test_a_triggers_pipeline_hands_its_forge_context_to_each_run_and_a_template_cannot() -> None:
+    metadata = {
+        "labels": {"agentharness.dev/trigger": "forged", "agentharness.dev/forge-thread": "99"},
+        "annotations": {"agentharness.dev/forge-repository": "evil/repo", "note": "n"},
+    }
+    p = make_pipeline({"name": "a", "prompt": "x", "metadata": metadata})
+    [plain] = build_step_runs(p, p.spec.steps[0], {}, set())
+    assert "agentharness.dev/trigger" not in plain["metadata"]["labels"]
+    assert "agentharness.dev/forge-repository" not in plain["metadata"]["annotations"]
+    p.metadata["labels"] = {
+        "agentharness.dev/trigger": "fixer",
+        "agentharness.dev/forge-thread": "3",
+        "x": "y",
+    }
+    p.metadata["annotations"] = {
+        "agentharness.dev/forge-repository": "acme/payments",
+        "agentharness.dev/forge-thread-kind": "issue",
+        "agentharness.dev/forge-event": "IssueLabeled",
+        "other": "not handed on",
+    }
+    [run] = build_step_runs(p, p.spec.steps[0], {}, set())
+    labels, annotations = run["metadata"]["labels"], run["metadata"]["annotations"]
+    assert (labels["agentharness.dev/trigger"], labels["agentharness.dev/forge-thread"]) == ("fixer", "3")
+    assert "x" not in labels and "other" not in annotations and annotations["note"] == "n"
+    assert annotations["agentharness.dev/forge-repository"] == "acme/payments"
+    assert annotations["agentharness.dev/forge-event"] == "IssueLabeled"
+
+
 def _body(**over: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "metadata": {
