@@ -22,11 +22,13 @@ from harness_operator.core.forge.triggering import (
     LABEL_THREAD,
     LABEL_TRIGGER,
 )
+from harness_operator.core.objects.naming import as_service_account, with_author
 from tests.stubs.forge_threads import ForgeThreadsStub
 
 from .conftest import Api, wait_until
 
 TOKEN = "gta_integration_report_token"
+ACCOUNT = "agent-trigger"
 
 
 @pytest.fixture
@@ -71,8 +73,35 @@ def triggered_run(name: str, provider: str, number: int) -> dict[str, Any]:
     }
 
 
+def create_as_trigger(api: Api, body: dict[str, Any]) -> None:
+    """Create the run as the receiver does: as the trigger's ServiceAccount, recorded as its author."""
+    body = {**body, "metadata": {**body["metadata"], "namespace": api.ns}}
+    api.custom.create_namespaced_custom_object(
+        GROUP, VERSION, api.ns, "harnessruns", with_author(body, ACCOUNT),
+        _headers=as_service_account(api.ns, ACCOUNT),
+    )  # fmt: skip
+
+
+@pytest.fixture
+def account(api: Api) -> str:
+    """The trigger's ServiceAccount, which may create runs (the team's grant, examples/forge-loop)."""
+    api.core.create_namespaced_service_account(api.ns, client.V1ServiceAccount(metadata={"name": ACCOUNT}))
+    rbac = client.RbacAuthorizationV1Api(api.core.api_client)
+    rule = client.V1PolicyRule(api_groups=[GROUP], resources=["harnessruns"], verbs=["create", "get"])
+    rbac.create_namespaced_role(api.ns, client.V1Role(metadata={"name": ACCOUNT}, rules=[rule]))
+    rbac.create_namespaced_role_binding(
+        api.ns,
+        client.V1RoleBinding(
+            metadata={"name": ACCOUNT},
+            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=ACCOUNT),
+            subjects=[client.RbacV1Subject(kind="ServiceAccount", name=ACCOUNT, namespace=api.ns)],
+        ),
+    )
+    return ACCOUNT
+
+
 def test_a_triggered_run_is_reported_on_its_forge(
-    api: Api, fake: Callable[..., None], forge: ForgeThreadsStub
+    api: Api, fake: Callable[..., None], forge: ForgeThreadsStub, account: str
 ) -> None:
     fake("quick", "ok")
     api.custom.create_namespaced_custom_object(
@@ -83,7 +112,7 @@ def test_a_triggered_run_is_reported_on_its_forge(
         data={"token": base64.b64encode(TOKEN.encode()).decode()},
     )
     api.core.create_namespaced_secret(api.ns, secret)
-    api.create(triggered_run("fixer-7-run", "quick", 7))
+    create_as_trigger(api, triggered_run("fixer-7-run", "quick", 7))
     api.wait_finished("fixer-7-run")
 
     def reported() -> dict[str, Any] | None:
@@ -100,10 +129,34 @@ def test_a_triggered_run_is_reported_on_its_forge(
 
     # Without its token's Secret, a run is not reported, and says why.
     api.core.delete_namespaced_secret("forge-report-token", api.ns)
-    api.create(triggered_run("fixer-8-run", "quick", 8))
+    create_as_trigger(api, triggered_run("fixer-8-run", "quick", 8))
     wait_until(
         lambda: [m for m in api.events("fixer-8-run") if "has no key 'token'" in m],
         timeout=60,
         what="a ForgeReportFailed Event naming the missing Secret",
     )
     assert forge.comments("gitea", "acme/app", 8) == []
+
+
+def test_a_run_only_labelled_as_the_triggers_is_not_reported(
+    api: Api, fake: Callable[..., None], forge: ForgeThreadsStub, account: str
+) -> None:
+    """Anyone who may create runs here may label one as the trigger's: the operator writes nothing with the
+    trigger's token for a run the trigger's account did not make."""
+    fake("quick", "ok")
+    api.custom.create_namespaced_custom_object(
+        GROUP, VERSION, api.ns, "harnesstriggers", trigger_body(forge.base_url)
+    )
+    secret = client.V1Secret(
+        metadata=client.V1ObjectMeta(name="forge-report-token"),
+        data={"token": base64.b64encode(TOKEN.encode()).decode()},
+    )
+    api.core.create_namespaced_secret(api.ns, secret)
+    api.create(triggered_run("fixer-9-run", "quick", 9))  # as the test's admin, not the trigger's account
+    api.wait_finished("fixer-9-run")
+    wait_until(
+        lambda: [m for m in api.events("fixer-9-run") if "reports only its own runs" in m],
+        timeout=60,
+        what="a ForgeReportFailed Event saying the run is not the trigger's",
+    )
+    assert forge.comments("gitea", "acme/app", 9) == []

@@ -14,9 +14,17 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
+from harness_operator.core.forge.report import ANNOTATION_REPORTED
+from harness_operator.core.forge.triggering import (
+    ANNOTATION_REPOSITORY,
+    ANNOTATION_THREAD_KIND,
+    LABEL_THREAD,
+    LABEL_TRIGGER,
+)
 from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
 from harness_operator.core.schedule import LABEL_SCHEDULE
 from tests.fakes.dagu import import_fixture
+from tests.lib.forge_deliveries import trigger_body
 
 from .conftest import Api, wait_until
 from .operator_env import RELEASE_NAMESPACE, SERVICE_ACCOUNT
@@ -67,11 +75,13 @@ class Pipelines:
     def __init__(self, api: Api) -> None:
         self.api = api
 
-    def create(self, name: str, steps: list[dict[str, Any]], account: str = RUNNER) -> None:
+    def create(
+        self, name: str, steps: list[dict[str, Any]], account: str = RUNNER, **metadata: dict[str, str]
+    ) -> None:
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "HarnessPipeline",
-            "metadata": {"name": name},
+            "metadata": {"name": name, **metadata},
             "spec": {"serviceAccountName": account, "steps": steps},
         }
         self.api.custom.create_namespaced_custom_object(GROUP, VERSION, self.api.ns, "harnesspipelines", body)
@@ -232,6 +242,43 @@ def test_cancel_mid_way_cancels_the_running_run_and_starts_nothing_more_and_dele
     assert [r["metadata"]["name"] for r in pipelines.runs("long")] == ["long-work"]
     api.custom.delete_namespaced_custom_object(GROUP, VERSION, api.ns, "harnesspipelines", "long")
     wait_until(lambda: pipelines.runs("long") == [], timeout=60, what="the pipeline's runs to go with it")
+
+
+def test_a_triggers_pipeline_hands_its_forge_context_to_its_runs_and_each_is_reported(
+    api: Api, fake: Callable[..., None], runner: str
+) -> None:
+    """As the receiver makes it (tests/integration/test_trigger_receiver.py): the trigger's labels and
+    the delivery's annotations on the pipeline; each run carries them, so the reporting step takes it as
+    the trigger's (this trigger names no token: the stage is recorded, nothing is sent)."""
+    fake("quick", "ok")
+    trigger = trigger_body("fixer", runner)
+    api.custom.create_namespaced_custom_object(GROUP, VERSION, api.ns, "harnesstriggers", trigger)
+    pipelines = Pipelines(api)
+    pipelines.create(
+        "fixer-3-0123456789",
+        [step("draft", "quick", "fix it"), step("check", "quick", "$(steps.draft.output)", after=["draft"])],
+        labels={LABEL_TRIGGER: "fixer", LABEL_THREAD: "3"},
+        annotations={ANNOTATION_REPOSITORY: "acme/payments", ANNOTATION_THREAD_KIND: "issue"},
+    )
+    wait_until(
+        lambda: pipelines.succeeded("fixer-3-0123456789").get("status") == "True",
+        timeout=180,
+        what="the trigger's pipeline to succeed",
+    )
+    runs = pipelines.runs("fixer-3-0123456789")
+    assert [r["metadata"]["name"] for r in runs] == ["fixer-3-0123456789-check", "fixer-3-0123456789-draft"]
+    for run in runs:
+        labels, annotations = run["metadata"]["labels"], run["metadata"]["annotations"]
+        assert (labels[LABEL_TRIGGER], labels[LABEL_THREAD]) == ("fixer", "3")
+        assert annotations[ANNOTATION_REPOSITORY] == "acme/payments"
+    wait_until(
+        lambda: all(
+            api.run(r["metadata"]["name"])["metadata"]["annotations"].get(ANNOTATION_REPORTED) == "finished"
+            for r in runs
+        ),
+        timeout=60,
+        what="the reporting step to record each run's end",
+    )
 
 
 def test_a_pipeline_may_name_only_a_service_account_its_author_may_act_as(

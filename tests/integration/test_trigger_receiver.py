@@ -44,6 +44,7 @@ AGENT_SA = "agent-trigger"
 SECRET = "gitea-webhook-secret-0123456789"
 TRIGGER = "payments-agent"
 TOKEN = "forge-token-0123456789"
+PIPELINE_TRIGGER = "pipeline-agent"
 
 
 @dataclass
@@ -134,6 +135,18 @@ def team_trigger(name: str, url: str, token_secret: str) -> dict[str, Any]:
     return body
 
 
+def pipeline_trigger(name: str, account: str) -> dict[str, Any]:
+    """The trigger of trigger_body making a pipeline of two steps, run as `account`, from an issue."""
+    body = trigger_body(name, AGENT_SA, "forge-webhook")
+    del body["spec"]["runTemplate"]
+    steps = [
+        {"name": "draft", "run": {"spec": {"provider": "claude", "prompt": "Fix #$(event.number): $(event.title)"}}},
+        {"name": "review", "after": ["draft"], "run": {"spec": {"provider": "claude", "prompt": "$(steps.draft.output)"}}},
+    ]  # fmt: skip
+    body["spec"]["pipelineTemplate"] = {"spec": {"serviceAccountName": account, "steps": steps}}
+    return body
+
+
 @pytest.fixture(scope="module")
 def env(
     forge: ForgeThreadsStub,
@@ -172,8 +185,8 @@ def env(
         ], receiver)  # fmt: skip
         # What the trigger's ServiceAccount may do: make runs (and, for Replace, delete them).
         agent = {"kind": "ServiceAccount", "name": AGENT_SA, "namespace": ns}
-        grant(kube, ns, "agent-runs",
-              [{"apiGroups": [GROUP], "resources": ["harnessruns"], "verbs": ["create", "delete"]}], agent)  # fmt: skip
+        grant(kube, ns, "agent-runs", [{"apiGroups": [GROUP], "resources": ["harnessruns", "harnesspipelines"],
+                                        "verbs": ["create", "delete"]}], agent)  # fmt: skip
         custom = client.CustomObjectsApi(kube)
         for name, account, secret in (
             (TRIGGER, AGENT_SA, "forge-webhook"),
@@ -182,6 +195,10 @@ def env(
         ):
             custom.create_namespaced_custom_object(
                 GROUP, VERSION, ns, "harnesstriggers", trigger_body(name, account, secret)
+            )
+        for name, account in ((PIPELINE_TRIGGER, AGENT_SA), ("borrowing-pipelines", "not-granted")):
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, ns, "harnesstriggers", pipeline_trigger(name, account)
             )
         for name, token_secret in (("team-agent", "forge-token"), ("ungranted-token", "other-token")):
             custom.create_namespaced_custom_object(
@@ -260,6 +277,30 @@ def test_a_signed_labelled_issue_creates_one_run_as_the_triggers_service_account
     status, again = env.deliver(labelled(3), replica=1)
     assert (status, again["result"]) == (200, "duplicate"), again
     assert [r["metadata"]["name"] for r in env.runs()] == [answer["run"]]
+
+
+def test_an_issue_creates_the_triggers_pipeline_as_its_account_and_a_borrowed_account_is_refused(
+    env: Env,
+) -> None:
+    status, answer = env.deliver(labelled(8), trigger=PIPELINE_TRIGGER)
+    assert (status, answer["result"]) == (202, "created"), answer
+    assert answer["reason"].startswith(f"created pipeline {answer['run']} for issue #8")
+    made = env.custom.get_namespaced_custom_object(GROUP, VERSION, env.ns, "harnesspipelines", answer["run"])
+    meta = made["metadata"]
+    assert (meta["labels"][LABEL_TRIGGER], meta["labels"][LABEL_THREAD]) == (PIPELINE_TRIGGER, "8")
+    # The account names itself as the pipeline's: no grant to impersonate itself is needed.
+    assert meta["annotations"][ANNOTATION_AUTHOR] == f"system:serviceaccount:{env.ns}:{AGENT_SA}"
+    assert made["spec"]["steps"][0]["run"]["spec"]["prompt"] == "Fix #8: Rename helper 8"
+    assert made["spec"]["steps"][1]["run"]["spec"]["prompt"] == "$(steps.draft.output)"
+    status, again = env.deliver(labelled(8), trigger=PIPELINE_TRIGGER, replica=1)
+    assert (status, again["result"]) == (200, "duplicate"), again
+    # A pipeline run as an account the trigger's may not act as: admission refuses the pipeline.
+    status, refused = env.deliver(labelled(9), trigger="borrowing-pipelines")
+    assert (status, refused["result"]) == (422, "error"), refused
+    assert (
+        f'spec.serviceAccountName: user "system:serviceaccount:{env.ns}:{AGENT_SA}" may not act as '
+        'ServiceAccount "not-granted"' in refused["reason"]
+    )
 
 
 def test_two_replicas_given_one_delivery_at_once_make_one_run(env: Env) -> None:

@@ -61,6 +61,7 @@ from harness_operator.core.forge.report_calls import (
     read_login,
     read_marked_comments,
 )
+from harness_operator.core.forge.triggering import find_foreign_reason
 
 log = structlog.get_logger("harness_operator")
 RETRY_DELAYS = (5.0, 20.0, 60.0, 180.0)  # then the stage is given up: the next stage tries again
@@ -194,7 +195,7 @@ class ForgeReporter:
                 if self._given_up.get(key) == stage:
                     return None
             try:
-                target, token = self._target(reported)
+                target, token = self._target(reported, run)
             except TriggerGone:
                 if is_report_due(reported) or checks is None:
                     raise
@@ -223,8 +224,9 @@ class ForgeReporter:
             self._given_up.pop(key, None)
         return None
 
-    def _target(self, reported: ReportedRun) -> tuple[ForgeTarget, str | None]:
-        """Where the run's trigger reports, and its token (None: the trigger names no token Secret)."""
+    def _target(self, reported: ReportedRun, run: dict[str, Any]) -> tuple[ForgeTarget, str | None]:
+        """Where the run's trigger reports, and its token (None: the trigger names no token Secret); a run
+        the trigger did not make, whatever its labels, is refused."""
         namespace = reported.namespace
         found = self.kube.fetch_trigger(namespace, reported.trigger)
         if found is None:
@@ -232,11 +234,15 @@ class ForgeReporter:
         try:
             # Its spec only: the status is the receiver's to write, and nothing here reads it.
             spec = {"metadata": found.get("metadata") or {}, "spec": found.get("spec") or {}}
-            target = build_forge_target(HarnessTrigger.model_validate(spec))
+            trigger = HarnessTrigger.model_validate(spec)
         except ValueError as exc:
             raise ReportRefused(
                 f"HarnessTrigger {namespace}/{reported.trigger} does not parse: {exc}"
             ) from None
+        foreign = find_foreign_reason(trigger, run["metadata"].get("annotations") or {})
+        if foreign is not None:
+            raise ReportRefused(f"HarnessTrigger {reported.trigger} reports only its own runs: {foreign}")
+        target = build_forge_target(trigger)
         if target.token_secret is None:
             return target, None
         secret, key = target.token_secret

@@ -147,6 +147,7 @@ def triggered_run(
             "annotations": {
                 "agentharness.dev/forge-repository": side.repository,
                 "agentharness.dev/forge-thread-kind": kind,
+                "agentharness.dev/author": f"system:serviceaccount:{NS}:agent-trigger",  # the receiver's
                 **annotations,
             },
         },
@@ -337,6 +338,36 @@ def test_a_missing_token_secret_is_an_event_that_says_what_to_create(stub: Forge
         in (message)
     )
     assert stub.requests == []
+
+
+@pytest.mark.parametrize(
+    ("annotations", "why"),
+    [
+        (
+            {"agentharness.dev/author": "system:serviceaccount:team-a:intruder"},
+            "its author system:serviceaccount:team-a:intruder is not the trigger's ServiceAccount or its "
+            "pipelines'",
+        ),
+        (
+            {"agentharness.dev/forge-repository": "victim/repo"},
+            "its repository victim/repo is not one of the trigger's spec.repositories",
+        ),
+    ],
+)
+def test_a_run_only_labelled_as_the_triggers_gets_nothing_written_with_its_token(
+    stub: ForgeThreadsStub, annotations: dict[str, str], why: str
+) -> None:
+    """The trigger's labels are anyone's to set: a run someone else made, or one that names another
+    repository, must not borrow the trigger's token to write on the forge."""
+    side = stub_side(stub, "gitea")
+    api, reporter = setup(side)
+    api.runs[NAME] = triggered_run(side, **annotations)
+    assert reporter.report(NS, NAME) is None
+    assert stub.requests == []
+    [(kind, reason, message)] = api.events
+    assert (kind, reason) == ("Warning", "ForgeReportFailed")
+    assert f"HarnessTrigger fixer reports only its own runs: {why}" in message
+    assert ANNOTATION_REPORTED not in api.runs[NAME]["metadata"]["annotations"]
 
 
 def test_a_trigger_without_a_token_reports_nothing(stub: ForgeThreadsStub) -> None:

@@ -26,11 +26,13 @@ from harness_operator.api.v1alpha1 import (
 from harness_operator.core.forge.events import ForgeEvent
 from harness_operator.core.objects.conditions import FALSE, SUCCEEDED, TRUE
 from harness_operator.core.objects.naming import (
+    ANNOTATION_AUTHOR,
     LABEL_MANAGED_BY,
     LABEL_USER,
     MANAGED_BY,
     encode_user_label,
     label_value,
+    service_account_user,
 )
 
 LABEL_TRIGGER = f"{GROUP}/trigger"
@@ -134,6 +136,32 @@ def build_trigger_run(body: Mapping[str, Any], kind: str = RUN) -> TriggerRun:
     )
 
 
+def compute_trigger_accounts(trigger: HarnessTrigger) -> set[str]:
+    """The users a run of the trigger is created as: its ServiceAccount (the receiver's runs and
+    pipelines) and its pipelines' (their runs)."""
+    namespace = str(trigger.metadata.get("namespace", ""))
+    accounts = {trigger.spec.service_account_name}
+    if trigger.spec.pipeline_template is not None:
+        accounts.add(trigger.spec.pipeline_template.spec.service_account_name)
+    return {service_account_user(namespace, a) for a in accounts}
+
+
+def find_foreign_reason(trigger: HarnessTrigger, annotations: Mapping[str, str]) -> str | None:
+    """Why an object labelled as the trigger's was not made by it, else None. The label is anyone's to
+    set, so what counts is agentharness.dev/author (the creator, which admission holds to the requester)
+    and a repository the trigger lists: the trigger's token writes only there, for its own runs."""
+    author = annotations.get(ANNOTATION_AUTHOR, "")
+    if author not in compute_trigger_accounts(trigger):
+        return (
+            f"its author {author or '(none)'} is not the trigger's ServiceAccount or its pipelines', so "
+            "it is not the trigger's run whatever its labels say"
+        )
+    repository = annotations.get(ANNOTATION_REPOSITORY, "")
+    if repository.casefold() not in {r.casefold() for r in trigger.spec.repositories}:
+        return f"its repository {repository or '(none)'} is not one of the trigger's spec.repositories"
+    return None
+
+
 def trigger_run_name(trigger: str, number: int, delivery_key: str) -> str:
     """`<trigger cut to 30>-<number>-<10 hex of the body's sha256>`: a replay names the same run (or
     pipeline)."""
@@ -175,7 +203,12 @@ def decide_delivery(
         refused = _refused(trigger, event, teams)
         if refused is not None:
             return refused
-    ours = [r for r in runs if r.labels.get(LABEL_TRIGGER) == label_value(name)]
+    ours = [
+        r
+        for r in runs
+        if r.labels.get(LABEL_TRIGGER) == label_value(name)
+        and find_foreign_reason(trigger, r.annotations) is None
+    ]
     if kind == TriggerEventType.CheckFailed and not event.number:
         number = _pull_request_of_commit(ours, event)
         if number is None:

@@ -26,12 +26,13 @@ from harness_operator.core.forge.triggering import (
     TriggerRun,
     build_trigger_run,
     decide_delivery,
+    find_foreign_reason,
     find_teams_to_ask,
     substitute,
     trigger_run_name,
 )
 from harness_operator.core.objects.cel import check_rules
-from harness_operator.core.objects.naming import LABEL_MANAGED_BY, LABEL_USER
+from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, LABEL_MANAGED_BY, LABEL_USER
 
 KEY = "0123456789abcdef" * 4
 TEMPLATE_SPEC: dict[str, Any] = {
@@ -114,9 +115,18 @@ def event(**fields: Any) -> ForgeEvent:
     return ForgeEvent(**{**base, **fields})
 
 
+TRIGGER_ACCOUNT = "system:serviceaccount:team-a:agent-trigger"
+PIPELINES_ACCOUNT = "system:serviceaccount:team-a:agent-pipelines"
+
+
 def run(name: str, **fields: Any) -> TriggerRun:
+    """A run the trigger's ServiceAccount made (author), unless the annotations say otherwise."""
     labels = {LABEL_TRIGGER: "payments-agent", LABEL_THREAD: "3", **fields.pop("labels", {})}
-    annotations = {ANNOTATION_REPOSITORY: "acme/payments", ANNOTATION_THREAD_KIND: "issue"}
+    annotations = {
+        ANNOTATION_REPOSITORY: "acme/payments",
+        ANNOTATION_THREAD_KIND: "issue",
+        ANNOTATION_AUTHOR: TRIGGER_ACCOUNT,
+    }
     annotations.update(fields.pop("annotations", {}))
     base: dict[str, Any] = {
         "creation_timestamp": "2026-12-07T05:00:00Z",
@@ -634,7 +644,9 @@ def test_a_redelivered_issue_names_the_same_pipeline() -> None:
 
 
 def test_a_comment_on_a_pull_request_a_pipelines_run_opened_is_a_follow_up_run() -> None:
-    opened = opener(pipeline="payments-agent-3-bbbbbbbbbb")
+    opened = opener(
+        pipeline="payments-agent-3-bbbbbbbbbb", annotations={ANNOTATION_AUTHOR: PIPELINES_ACCOUNT}
+    )
     comment = event(
         kind="Command", is_pull_request=True, number=4, comment="/agent rename it too", label=None
     )
@@ -648,7 +660,10 @@ def test_without_a_run_template_a_pull_requests_comment_is_ignored_naming_the_fi
     only = trigger(pipelineTemplate=PIPELINE_TEMPLATE, events=[{"type": "Command", "command": "/agent"}])
     only = only.model_copy(update={"spec": only.spec.model_copy(update={"run_template": None})})
     comment = event(kind="Command", is_pull_request=True, number=4, comment="/agent again", label=None)
-    decision = decide_delivery(only, comment, [opener(pipeline="payments-agent-3-bbbbbbbbbb")])
+    opened = opener(
+        pipeline="payments-agent-3-bbbbbbbbbb", annotations={ANNOTATION_AUTHOR: PIPELINES_ACCOUNT}
+    )
+    decision = decide_delivery(only, comment, [opened])
     assert (decision.result, decision.reason) == (
         "ignored",
         "trigger payments-agent makes pipelines from issues, and a follow-up on pull request #4 is a run: "
@@ -669,3 +684,41 @@ def test_build_trigger_run_reads_a_pipelines_run_owner_and_a_pipeline() -> None:
     assert (build_trigger_run(body).pipeline, build_trigger_run(body).finished) == ("p", False)
     as_pipeline = build_trigger_run({"metadata": {"name": "p"}}, PIPELINE)
     assert (as_pipeline.kind, as_pipeline.pipeline) == (PIPELINE, None)
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {ANNOTATION_AUTHOR: "system:serviceaccount:team-a:intruder"},
+        {ANNOTATION_AUTHOR: "alice@example.com"},
+        {ANNOTATION_AUTHOR: ""},
+    ],
+)
+def test_a_run_only_labelled_as_the_triggers_is_neither_followed_up_nor_counted(
+    annotations: dict[str, str],
+) -> None:
+    """The labels are anyone's to set: a run another user made, labelled as the trigger's, neither gets a
+    follow-up (which would resume its conversation) nor holds the thread under Forbid."""
+    forged = opener(annotations=annotations)
+    comment = event(kind="Command", is_pull_request=True, number=4, comment="/agent more", label=None)
+    decision = decide_delivery(trigger(), comment, [forged])
+    assert (decision.result, decision.reason) == (
+        "ignored",
+        "pull request #4 was not opened by a run of trigger payments-agent",
+    )
+    busy = run("payments-agent-3-cccccccccc", finished=False, annotations=annotations)
+    assert decide_delivery(trigger(), event(), [busy]).result == "created"
+
+
+def test_find_foreign_reason_names_the_author_or_the_repository() -> None:
+    mine = {ANNOTATION_AUTHOR: TRIGGER_ACCOUNT, ANNOTATION_REPOSITORY: "ACME/payments"}
+    assert find_foreign_reason(trigger(), mine) is None
+    piped = trigger(pipelineTemplate=PIPELINE_TEMPLATE)
+    assert find_foreign_reason(piped, {**mine, ANNOTATION_AUTHOR: PIPELINES_ACCOUNT}) is None
+    assert find_foreign_reason(trigger(), {**mine, ANNOTATION_AUTHOR: PIPELINES_ACCOUNT}) == (
+        "its author system:serviceaccount:team-a:agent-pipelines is not the trigger's ServiceAccount or its "
+        "pipelines', so it is not the trigger's run whatever its labels say"
+    )
+    assert find_foreign_reason(trigger(), {**mine, ANNOTATION_REPOSITORY: "evil/repo"}) == (
+        "its repository evil/repo is not one of the trigger's spec.repositories"
+    )
