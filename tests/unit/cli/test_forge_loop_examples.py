@@ -1,7 +1,8 @@
-"""examples/forge-loop/: each forge's example validates with `harnessctl validate` (real subprocess), its
-RBAC grants the receiver exactly what the trigger names (impersonate its ServiceAccount, get its webhook
-Secret) and the trigger's runs only the Secrets their template names, and its commented kubectl lines
-create exactly the Secrets and keys the trigger and its template reference."""
+"""examples/forge-loop/: each forge's example (and Gitea's best of three, a trigger of pipelines) validates
+with `harnessctl validate` (real subprocess), its RBAC grants the receiver exactly what the trigger names
+(impersonate its ServiceAccount, get its webhook Secret), the trigger's runs only the Secrets their
+templates name and the operator only to act as the pipelines' account, and its commented kubectl lines
+create exactly the Secrets and keys the trigger and its templates reference."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.unit.cli.test_main import GATEWAY, operator_deployment
 
-from harness_operator.api.v1alpha1 import HarnessTrigger
+from harness_operator.api.v1alpha1 import HarnessTrigger, SecretKeySelector
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples" / "forge-loop").glob("*.yaml"))
@@ -28,6 +30,7 @@ RECEIVER = {
     "name": "harness-operator-receiver",
     "namespace": "harness-system",
 }
+OPERATOR = {"kind": "ServiceAccount", "name": "harness-operator", "namespace": "harness-system"}
 
 
 def load(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -60,13 +63,38 @@ def grants(role: dict[str, Any]) -> set[tuple[str, str, str, str | None]]:
     }
 
 
-def test_there_is_one_example_per_forge() -> None:
-    forges = {str(trigger_of(load(path)).spec.forge.type): path.name for path in EXAMPLES}
-    assert forges == {"gitea": "gitea.yaml", "github": "github.yaml", "gitlab": "gitlab.yaml"}
+def publish_secrets(trigger: HarnessTrigger) -> set[str]:
+    """The push Secrets the trigger's templates name: its run's and its pipeline's steps'."""
+    specs = [trigger.spec.run_template.spec] if trigger.spec.run_template else []
+    if trigger.spec.pipeline_template is not None:
+        specs += [step.run.spec for step in trigger.spec.pipeline_template.spec.steps]
+    refs: list[SecretKeySelector | None] = [
+        s.workspace.publish.credentials_secret_ref for s in specs if s.workspace and s.workspace.publish
+    ]
+    return {ref.name for ref in refs if ref is not None}
+
+
+def test_there_is_one_example_per_forge_and_one_of_pipelines() -> None:
+    made = {
+        path.name: (str(trigger.spec.forge.type), trigger.spec.pipeline_template is not None)
+        for path in EXAMPLES
+        for trigger in [trigger_of(load(path))]
+    }
+    assert made == {
+        "gitea.yaml": ("gitea", False),
+        "github.yaml": ("github", False),
+        "gitlab.yaml": ("gitlab", False),
+        "gitea-best-of-three.yaml": ("gitea", True),
+    }
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_the_example_validates(path: Path) -> None:
+def test_the_example_validates(path: Path, tmp_path: Path) -> None:
+    """Clean, for an operator whose model gateway holds the vendors' keys (the chart's modelGateway)."""
+    deployment = tmp_path / "operator.yaml"
+    deployment.write_text(
+        operator_deployment({**GATEWAY, "HARNESS_MODEL_GATEWAY_VENDORS": "anthropic,openai,gemini"})
+    )
     result = subprocess.run(
         [
             sys.executable,
@@ -74,6 +102,8 @@ def test_the_example_validates(path: Path) -> None:
             "harness_operator.cli.main",
             "validate",
             "--strict",
+            "--operator",
+            str(deployment),
             str(path.relative_to(ROOT)),
         ],
         capture_output=True,
@@ -106,15 +136,19 @@ def test_the_runs_may_read_only_the_secrets_their_template_names(path: Path) -> 
     namespace = trigger.metadata["namespace"]
     assert ("ServiceAccount", account) in docs
     role = role_bound_to(docs, {"kind": "ServiceAccount", "name": account, "namespace": namespace})
-    workspace = trigger.spec.run_template.spec.workspace
-    assert workspace is not None and workspace.publish is not None
-    named = {workspace.publish.credentials_secret_ref.name}
-    assert grants(role) == {
-        ("agentharness.dev", "harnessruns", "create", None),
-        ("agentharness.dev", "harnessruns", "get", None),
-        ("agentharness.dev", "harnessruns", "delete", None),
-        *{("", "secrets", "get", name) for name in named},
-    }
+    named = publish_secrets(trigger)
+    assert named
+    runs = {("agentharness.dev", "harnessruns", verb, None) for verb in ("create", "get", "delete")}
+    pipeline = trigger.spec.pipeline_template
+    if pipeline is not None:  # its runs read earlier steps' runs; the receiver makes and replaces pipelines
+        assert pipeline.spec.service_account_name == account  # the trigger's own: no other to act as
+        runs |= {("agentharness.dev", "harnessruns", "list", None)}
+        runs |= {("agentharness.dev", "harnesspipelines", verb, None) for verb in ("create", "delete")}
+        operator = role_bound_to(docs, OPERATOR)
+        assert grants(operator) == {("", "serviceaccounts", "impersonate", account)}
+    else:
+        assert not [d for d in docs.values() if d["kind"] == "RoleBinding" and OPERATOR in d["subjects"]]
+    assert grants(role) == {*runs, *{("", "secrets", "get", name) for name in named}}
     # The webhook secret and the reporting token are the receiver's and the operator's, never a run's.
     assert trigger.spec.forge.webhook_secret_ref.name not in named
     assert trigger.spec.forge.token_secret_ref is not None
@@ -130,9 +164,10 @@ def test_the_commented_kubectl_lines_create_every_secret_referenced(path: Path) 
         re.findall(r"kubectl -n (\S+) create secret generic (\S+) \\\n#\s+--from-file=(\w+)=/dev/stdin", text)
     )
     forge = trigger.spec.forge
-    publish = trigger.spec.run_template.spec.workspace.publish  # type: ignore[union-attr]
-    refs = [forge.webhook_secret_ref, forge.token_secret_ref, publish.credentials_secret_ref]  # type: ignore[union-attr]
-    assert created == {(namespace, ref.name, ref.key) for ref in refs if ref is not None}
+    refs = [forge.webhook_secret_ref, forge.token_secret_ref]
+    expected = {(namespace, ref.name, ref.key) for ref in refs if ref is not None}
+    expected |= {(namespace, name, "token") for name in publish_secrets(trigger)}
+    assert created == expected
     assert "--from-literal" not in text  # a value in argv is in the shell's history and in ps
 
 
