@@ -55,3 +55,32 @@ def test_cancel_sets_spec_cancel_and_rerun_copies_the_spec(
             3,
             'Error from server (NotFound): harnessruns.agentharness.dev "nope" not found\n',
         )
+
+
+def test_cancel_of_a_pipeline_sets_its_spec_cancel(
+    kube: client.ApiClient, kubeconfig_path: str, cluster_bin_dir: Path, namespace: str
+) -> None:
+    apply_crds(cluster_bin_dir, kubeconfig_path)
+    custom = client.CustomObjectsApi(kube)
+    step = {"name": "review", "run": {"spec": {"provider": "claude", "prompt": "Review."}}}
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "HarnessPipeline",
+        "metadata": {"name": "nightly"},
+        "spec": {"serviceAccountName": "runner", "steps": [step]},
+    }
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "harnesspipelines", body)
+    done = harnessctl("cancel", "hpipe/nightly", "-n", namespace, kubeconfig=kubeconfig_path)
+    assert (done.returncode, done.stdout) == (
+        0,
+        "harnesspipeline.agentharness.dev/nightly cancel requested\n",
+    )
+    pipeline = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "harnesspipelines", "nightly")
+    assert pipeline["spec"]["cancel"] is True
+    missing = harnessctl("cancel", "pipeline/nope", "-n", namespace, kubeconfig=kubeconfig_path)
+    assert (missing.returncode, missing.stderr) == (
+        3,
+        'Error from server (NotFound): harnesspipelines.agentharness.dev "nope" not found\n',
+    )
+    wrong = harnessctl("cancel", "job/x", "-n", namespace, kubeconfig=kubeconfig_path)
+    assert wrong.returncode == 2 and "'job/x': give RUN, run/RUN or pipeline/PIPELINE" in wrong.stderr

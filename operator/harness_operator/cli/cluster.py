@@ -110,9 +110,9 @@ PIPELINE_TYPES = {"pipeline", "pipelines", "harnesspipeline", "harnesspipelines"
 RUN_TYPES = {"run", "runs", "harnessrun", "harnessruns", "hrun"}
 
 
-def parse_logs_target(text: str) -> tuple[str, str]:
-    """(kind, name) of `logs`' argument: NAME or TYPE/NAME as kubectl names objects (`run/NAME`,
-    `pipeline/NAME`, their plurals, kinds, short names, with or without the group)."""
+def parse_target(text: str) -> tuple[str, str]:
+    """(kind, name) of `logs`' and `cancel`'s argument: NAME or TYPE/NAME as kubectl names objects
+    (`run/NAME`, `pipeline/NAME`, their plurals, kinds, short names, with or without the group)."""
     kind, slash, name = text.partition("/")
     if not slash:
         return RUN_KIND, text
@@ -160,10 +160,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    """Set spec.cancel of the run, or of the pipeline (which cancels its unfinished runs)."""
+    kind, name = args.run
+    plural = "harnesspipelines" if kind == PIPELINE_KIND else "harnessruns"
     kube, namespace = connect(args)
-    if not kube.cancel_run(namespace, args.run):
-        raise not_found(args.run)
-    print(f"harnessrun.{GROUP}/{args.run} cancel requested")
+    if not kube.cancel(namespace, name, plural):
+        raise not_found(name, plural)
+    print(f"{kind.lower()}.{GROUP}/{name} cancel requested")
     return 0
 
 

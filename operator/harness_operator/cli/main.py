@@ -29,7 +29,7 @@ from harness_operator.cli.cluster import (
     cmd_rerun,
     cmd_triggers,
     connect,
-    parse_logs_target,
+    parse_target,
     run_cluster_command,
 )
 from harness_operator.cli.dagu_import import dns_name, import_dagu
@@ -297,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument(
         "run",
         metavar="RUN",
-        type=parse_logs_target,
+        type=parse_target,
         help="the HarnessRun's name (or run/NAME), or pipeline/NAME: a HarnessPipeline's steps, and each "
         "run's progress in turn, prefixed with [step/run]",
     )
@@ -316,8 +316,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_arguments(describe)
     describe.set_defaults(func=cmd_describe, cluster=True)
 
-    cancel = sub.add_parser("cancel", help="cancel a run (sets spec.cancel: its agent is stopped)")
-    add_cluster_arguments(cancel)
+    cancel = sub.add_parser(
+        "cancel",
+        help="cancel a run (sets spec.cancel: its agent is stopped), or a pipeline's unfinished runs",
+    )
+    cancel.add_argument(
+        "run",
+        metavar="RUN",
+        type=parse_target,
+        help="the HarnessRun's name (or run/NAME), or pipeline/NAME: every unfinished run of the "
+        "HarnessPipeline is cancelled and no further step starts",
+    )
+    add_connection_arguments(cancel)
     cancel.set_defaults(func=cmd_cancel, cluster=True)
 
     rerun = sub.add_parser("rerun", help="create a new run with a run's spec (named RUN-xxxxx)")

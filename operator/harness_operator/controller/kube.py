@@ -263,11 +263,12 @@ class Kube(KubeStreams):
         """Delete a ConfigMap (gone: nothing to do)."""
         none_if_missing(lambda: self.core.delete_namespaced_config_map(name, namespace))
 
-    def cancel_run(self, namespace: str, name: str) -> bool:
-        """Set the run's spec.cancel (the one field of its spec that may change); False when it is gone."""
+    def cancel(self, namespace: str, name: str, plural: str = RUNS) -> bool:
+        """Set the run's (or pipeline's) spec.cancel, the one field of its spec that may change; False
+        when it is gone."""
         found = none_if_missing(
             lambda: self.custom.patch_namespaced_custom_object(
-                GROUP, VERSION, namespace, RUNS, name, {"spec": {"cancel": True}}
+                GROUP, VERSION, namespace, plural, name, {"spec": {"cancel": True}}
             )
         )
         return found is not None

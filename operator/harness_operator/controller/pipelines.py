@@ -105,7 +105,7 @@ class PipelineReconciler:
                 decision = decide_pipeline(pipeline, runs, now, refused, fields)
                 events += [e for e in decision.events if e not in events]
             for run_name in decision.cancel:
-                self.kube.cancel_run(namespace, run_name)
+                self.kube.cancel(namespace, run_name)
             for event in events:
                 self.kube.create_event(raw, event.type, event.reason, event.message, event.name)
             status = decision.status.to_api()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness_operator.cli.cluster import parse_logs_target
+from harness_operator.cli.cluster import parse_target
 from harness_operator.cli.follow import PipelineNews, follow_pipeline
 
 SPEC = {
@@ -169,10 +169,10 @@ def test_a_failed_pipeline_read_once_exits_1_and_says_so_in_json_lines_too() -> 
 
 
 def test_logs_names_a_run_or_a_pipeline_as_kubectl_names_objects() -> None:
-    assert parse_logs_target("r") == ("HarnessRun", "r")
-    assert parse_logs_target("hrun/r") == ("HarnessRun", "r")
+    assert parse_target("r") == ("HarnessRun", "r")
+    assert parse_target("hrun/r") == ("HarnessRun", "r")
     for text in ("pipeline/p", "harnesspipelines/p", "hpipe/p", "HarnessPipeline.agentharness.dev/p"):
-        assert parse_logs_target(text) == ("HarnessPipeline", "p")
+        assert parse_target(text) == ("HarnessPipeline", "p")
     for text in ("job/p", "pipeline/"):
         with pytest.raises(argparse.ArgumentTypeError):
-            parse_logs_target(text)
+            parse_target(text)
