@@ -12,7 +12,6 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from harness_operator.api.v1alpha1 import GROUP, VERSION
 from tests.fakes.dagu import (
     DAGS,
     echoed,
@@ -36,20 +35,11 @@ def crds(kube: client.ApiClient) -> Iterator[None]:
 @pytest.mark.parametrize("name", DAGS)
 def test_imported_dag_runs_on_the_cluster_as_dagu_would(api: Api, images: dict[str, str], name: str) -> None:
     manifests = with_fake_providers(imported_runs(name), "fake-agent", images["test"])
-    definitions = [m for m in manifests if m["kind"] == "HarnessDefinition"]
-    for manifest in definitions:
-        api.create(manifest)
-    # The fakes shadow the built-ins of the same name: the runs wait until the operator has seen them
-    # (their Ready condition), or a run may start with the built-in its watch cache already holds.
-    for manifest in definitions:
-        wait_until(
-            lambda m=manifest: _ready(api, m["metadata"]["name"]),
-            timeout=30,
-            what=f"HarnessDefinition {manifest['metadata']['name']} to be Ready",
-        )
+    # The fakes shadow the built-ins of the same name and are created just before the runs, as one
+    # `kubectl apply -f` does: a run's first resolution reads its namespaced definition from the API
+    # server, so none starts with the built-in the operator's cache already holds.
     for manifest in manifests:
-        if manifest["kind"] != "HarnessDefinition":
-            api.create(manifest)
+        api.create(manifest)
     want = expected(name)
 
     def conditions() -> str:
@@ -85,9 +75,3 @@ def test_imported_dag_runs_on_the_cluster_as_dagu_would(api: Api, images: dict[s
         ]
         for other in waited:
             assert statuses[run]["startTime"] >= statuses[other]["completionTime"], (run, other)
-
-
-def _ready(api: Api, name: str) -> bool:
-    body = api.custom.get_namespaced_custom_object(GROUP, VERSION, api.ns, "harnessdefinitions", name)
-    conditions = (body.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)

@@ -14,6 +14,24 @@ from harness_operator.core.objects.ownership import is_run_output
 from harness_operator.core.resolve.resolution import DefinitionReader, NotTheOutput, Unreadable
 
 
+class FreshDefinitions:
+    """A run's first resolution: its namespaced definitions as the API server holds them now. The watch
+    caches are separate, so a HarnessDefinition made just before the run, shadowing a cluster one, may
+    not be in the namespaced cache while the cluster's is: the run would start with the cluster's. A
+    namespaced miss is read once more with a GET (a 404 for most runs, once: later reconciles keep the
+    attempt's definition, and the caches have caught up)."""
+
+    def __init__(self, cached: DefinitionReader, kube: Kube) -> None:
+        self.cached = cached
+        self.kube = kube
+
+    def definition(self, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        found = self.cached.definition(namespace, name)
+        if found is None and namespace:
+            return self.kube.fetch_definition_object("harnessdefinitions", namespace, name)
+        return found
+
+
 class KubeReader:
     """resolution.Reader over the API server. A refusal that retrying cannot change (400, 422, a 403
     at the handler's `retry` `RETRY["forbidden"]`) is Unreadable, so the run fails with the reason; other

@@ -23,7 +23,7 @@ from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.errors import Permanent, classify, retries_of
 from harness_operator.controller.grants import Grants
 from harness_operator.controller.kube import Kube
-from harness_operator.controller.kube_reader import KubeReader
+from harness_operator.controller.kube_reader import FreshDefinitions, KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.run_approval import RunApprovals
@@ -326,7 +326,10 @@ class Reconciler:
         problem = output_schema_problem(run.spec.output_schema)
         if problem is not None:
             raise Rejection(Reason.InvalidSpec, problem)
-        targets = resolve_targets(KubeReader(self.kube, self.definitions, retry), run)
+        definitions = self.definitions
+        if not recorded_attempts(run.status):  # its first: a definition the caches may not hold yet
+            definitions = FreshDefinitions(definitions, self.kube)
+        targets = resolve_targets(KubeReader(self.kube, definitions, retry), run)
         problem = find_mcp_destinations_problem(run, targets, self.config)
         if problem is not None:
             raise Rejection(Reason.McpUnsupported, problem)

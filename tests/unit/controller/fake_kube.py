@@ -39,6 +39,11 @@ class ApiServer:
         self.reads.append(f"namespace {name}")
         return self.namespaces.get(name)
 
+    def fetch_definition_object(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """No namespaced definitions (the caches' Definitions hold the cluster's)."""
+        self.reads.append(f"{plural} {namespace}/{name}")
+        return None
+
     def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.runs[name]["status"] = {**(self.runs[name].get("status") or {}), **status}
 
