@@ -38,8 +38,10 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION
 
 from .conftest import RELEASE, RELEASE_NAMESPACE, ROOT, Runs, kubectl, wait_until
 from .test_model_gateway import gateway_with_vendors
+from .test_pipelines import EDITS, VERDICT, WRITTEN, agents_that_edit
 
 EXAMPLE = ROOT / "examples" / "forge-loop" / "gitea.yaml"
+BEST_OF_THREE = ROOT / "examples" / "forge-loop" / "gitea-best-of-three.yaml"
 TRIGGER = "payments"
 RECEIVER = f"{RELEASE}-receiver"
 BOT_SCOPES = ["write:repository", "write:issue", "read:user"]
@@ -70,11 +72,11 @@ def substitute(text: str, target: str, replacement: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def loop_release(release: str, kube: client.ApiClient) -> Iterator[Any]:
-    """The release with the receiver on and the model gateway holding the vendors' keys (the stubs): the
-    Anthropic stub."""
+def loop_release(release: str, kube: client.ApiClient) -> Iterator[dict[str, Any]]:
+    """The release with the receiver on and the model gateway holding the vendors' keys: the vendors'
+    stubs, by vendor."""
     with gateway_with_vendors(kube, "--set", "triggerReceiver.enabled=true") as stubs:
-        yield stubs["anthropic"]
+        yield stubs
 
 
 def receiver_address(core: client.CoreV1Api) -> str:
@@ -136,10 +138,10 @@ def bad_signatures_counted() -> float:
 
 
 def test_an_issue_labelled_in_gitea_ends_with_a_reviewed_pull_request(
-    loop_release: Any, runs: Runs, tmp_path: Path
+    loop_release: dict[str, Any], runs: Runs, tmp_path: Path
 ) -> None:
     gitea = running_gitea()
-    model = loop_release
+    model = loop_release["anthropic"]
     suffix = secrets.token_hex(3)
     developer, stranger, bot = (gitea.create_user(f"{who}-{suffix}") for who in ("dev", "stranger", "bot"))
     repository = f"{developer.name}/payments"
@@ -274,3 +276,82 @@ def test_an_issue_labelled_in_gitea_ends_with_a_reviewed_pull_request(
     assert post(hook, forged, body)[0] == 401
     assert bad_signatures_counted() == counted + 1
     assert len(trigger_runs(runs)) == 2
+
+
+def test_an_issue_labelled_best_of_3_ends_with_the_judges_pick_as_a_pull_request(
+    loop_release: dict[str, Any], runs: Runs, tmp_path: Path
+) -> None:
+    """`examples/forge-loop/gitea-best-of-three.yaml` applied as a team applies it: Gitea's webhook for an
+    issue labelled best-of-3 makes a HarnessPipeline (as the trigger's account); the real Claude Code,
+    Codex and Gemini CLI each write their fix, the judge names Codex, and the last step opens the pull
+    request in Gitea with Codex's change; each of the pipeline's runs is reported on the issue, and the
+    pull request's head gets the trigger's commit status."""
+    gitea = running_gitea()
+    suffix = secrets.token_hex(3)
+    developer, bot = (gitea.create_user(f"{who}-{suffix}") for who in ("dev", "bot"))
+    repository = f"{developer.name}/payments"
+    gitea.create_repo(developer.name, "payments", {"src/__init__.py": "", "README.md": "payments\n"})
+    gitea.add_collaborator(repository, bot.name, "write")
+    webhook_secret = secrets.token_hex(32)
+    runs.secret("forge-webhook", "secret", webhook_secret)
+    runs.secret("payments-push-token", "token", gitea.create_token(bot, ["write:repository", "write:issue"]))
+    runs.secret("forge-report-token", "token", gitea.create_token(bot, BOT_SCOPES))
+    text = BEST_OF_THREE.read_text()
+    text = substitute(text, "namespace: team-a", f"namespace: {runs.ns}")
+    text = substitute(text, "http://gitea.example:3000", gitea.base_url.rstrip("/"))
+    text = substitute(text, "acme/payments", repository)
+    text = substitute(text, "users: [alice, bob]", f"users: [{developer.name}]")
+    (tmp_path / "best-of-three.yaml").write_text(text)
+    kubectl("apply", "-f", str(tmp_path / "best-of-three.yaml"))
+    trigger = next(d for d in yaml.safe_load_all(text) if d and d["kind"] == "HarnessTrigger")
+    name = trigger["metadata"]["name"]
+    hook = f"http://{receiver_address(runs.core)}/hooks/{runs.ns}/{name}"
+    gitea.create_webhook(repository, hook, webhook_secret)
+    steps = trigger["spec"]["pipelineTemplate"]["spec"]["steps"]
+    working_dir = steps[0]["run"]["spec"]["workspace"]["workingDir"]
+
+    with agents_that_edit(loop_release, working_dir):
+        as_developer = gitea.as_user(developer.name)
+        issue = as_developer.create_issue(repository, "Retry without sleeping", "The retry test sleeps.")
+        as_developer.add_labels(repository, issue["number"], ["best-of-3"])
+
+        def made() -> dict[str, Any] | None:
+            listed = runs.custom.list_namespaced_custom_object(
+                GROUP, VERSION, runs.ns, "harnesspipelines", label_selector=f"{GROUP}/trigger={name}"
+            )["items"]
+            return listed[0] if listed else None
+
+        pipeline = wait_until(made, 60, "the labelled issue's pipeline")
+        pipeline_name = pipeline["metadata"]["name"]
+        author = pipeline["metadata"]["annotations"][f"{GROUP}/author"]
+        assert author == f"system:serviceaccount:{runs.ns}:agent-trigger", author
+
+        def ended() -> dict[str, Any] | None:
+            got = runs.custom.get_namespaced_custom_object(
+                GROUP, VERSION, runs.ns, "harnesspipelines", pipeline_name
+            )
+            conditions = (got.get("status") or {}).get("conditions") or []
+            done = any(c["type"] == "Succeeded" and c["status"] in ("True", "False") for c in conditions)
+            return got["status"] if done else None
+
+        status = wait_until(ended, 900, "the pipeline to end")
+    assert status["phase"] == "Succeeded", status
+    [pull] = gitea.pull_requests(repository)
+    publish = f"{pipeline_name}-publish"
+    changes = runs.wait_finished(publish)["changes"]
+    assert changes["pullRequestNumber"] == pull["number"] and pull["head"]["sha"] == changes["commit"]
+    assert gitea.file(repository, changes["branch"], WRITTEN).decode() == EDITS[VERDICT["winner"]]
+
+    # Each run of the pipeline is reported on the issue, one comment each; the PR's head gets a status.
+    owned = [f"{pipeline_name}-implement-{i}" for i in range(3)] + [f"{pipeline_name}-judge", publish]
+
+    def reported() -> list[str] | None:
+        bodies = [
+            c["body"] for c in gitea.comments(repository, issue["number"]) if c["user"]["login"] == bot.name
+        ]
+        told = [run for run in owned if any(f"`{runs.ns}/{run}` succeeded" in b for b in bodies)]
+        return told if len(told) == len(owned) and len(bodies) == len(owned) else None
+
+    wait_until(reported, 120, "one comment per run of the pipeline on the issue")
+    statuses = gitea.statuses(repository, changes["commit"])
+    assert any(s["context"] == f"harness/{name}" and s["status"] == "success" for s in statuses), statuses
