@@ -1,15 +1,15 @@
-"""The model gateway's cost: added latency per request and to the first streamed byte, and memory with
-200 concurrent streams, measured side by side against the same stub reached directly.
+"""The model gateway's cost: added latency per request and to the first streamed byte, measured side by
+side against the same stub reached directly, one request at a time (bench/model_gateway_load.py measures
+it at concurrency, with its memory, and reuses the helpers here).
 
-    KUBECONFIG=... python bench/model_gateway.py [--requests 300] [--streams 200]
+    KUBECONFIG=... python bench/model_gateway.py [--requests 300]
 
 Runs a real gateway process (`python -m harness_operator.modelgateway`, its grants watched in the
 cluster named by KUBECONFIG, namespace harness-system), a real Redis (Debian's redis-server) and the
 Anthropic stub on loopback. It writes one grant as the operator would, then interleaves REQUESTS
 non-streamed requests to the stub directly and through the gateway (the same body, one connection
-each, so both pay the same client), then as many streamed ones timing the first byte, then holds STREAMS
-streams open at once through the gateway (the stub answers after 3 s) and samples the gateway's RSS.
-Prints medians, p95s and the ratio; the grant is deleted at the end.
+each, so both pay the same client), then as many streamed ones timing the first byte. Prints medians,
+p95s and the ratio; the grant is deleted at the end.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import IO, Any
 
 import aiohttp
 from kubernetes import client, config
@@ -63,44 +64,89 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-@contextmanager
-def gateway(upstream: str) -> Iterator[tuple[subprocess.Popen[bytes], int, str]]:
-    """Redis, a grant and the gateway process; yields (process, port, token)."""
-    redis_port, port, admin = free_port(), free_port(), free_port()
-    redis = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(redis_port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
+def cpu_seconds(pid: int) -> float:
+    """The process's user and system CPU so far (utime + stime of /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """The nearest-rank percentile (`share` 0.5 is the median's lower neighbour)."""
+    return sorted(values)[int(share * (len(values) - 1))]
+
+
+def build_grant(
+    namespace: str, vendors: Sequence[str], max_cost_usd: float | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """A run's grant ConfigMap as the operator writes it, one attempt per entry of `vendors` (its route),
+    and the attempts' tokens in that order."""
     settings = OperatorConfig(
         model_gateway_service="x", model_gateway_namespace=NAMESPACE, model_gateway_key=KEY
     )
-    metadata = {"name": "bench", "namespace": "bench", "uid": "uid-bench"}
+    uid = f"uid-{namespace}"
+    metadata = {"name": "bench", "namespace": namespace, "uid": uid}
     run = HarnessRun.model_validate({"metadata": metadata, "spec": {"provider": "claude", "prompt": "x"}})
-    token = model_token(run, settings, 1)
-    grant = ModelGrant(namespace="bench", run="bench", uid="uid-bench", attempts={
-        "1": ModelAttemptGrant(token_sha256=token_sha256(token), vendor="anthropic")})  # fmt: skip
-    body = build_model_grant_map(run, settings, grant)
+    tokens = [model_token(run, settings, i) for i in range(1, len(vendors) + 1)]
+    attempts = {
+        str(i): ModelAttemptGrant(token_sha256=token_sha256(token), vendor=vendor)
+        for i, (token, vendor) in enumerate(zip(tokens, vendors, strict=True), start=1)
+    }
+    grant = ModelGrant.model_validate(
+        {"namespace": namespace, "run": "bench", "uid": uid, "attempts": attempts, "maxCostUSD": max_cost_usd}
+    )
+    return build_model_grant_map(run, settings, grant), tokens
+
+
+@contextmanager
+def grant_maps(bodies: Sequence[dict[str, Any]]) -> Iterator[None]:
+    """The grants' ConfigMaps in the gateway's namespace while the block runs."""
     core = client.CoreV1Api()
-    with suppress(client.ApiException):
-        core.delete_namespaced_config_map(body["metadata"]["name"], NAMESPACE)
-    core.create_namespaced_config_map(NAMESPACE, body)
+    names = [body["metadata"]["name"] for body in bodies]
+    for name, body in zip(names, bodies, strict=True):
+        with suppress(client.ApiException):
+            core.delete_namespaced_config_map(name, NAMESPACE)
+        core.create_namespaced_config_map(NAMESPACE, body)
+    try:
+        yield
+    finally:
+        for name in names:
+            core.delete_namespaced_config_map(name, NAMESPACE)
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """Debian's redis-server on loopback, without persistence; yields its URL."""
+    port = free_port()
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        redis.terminate()
+        redis.wait()
+
+
+@contextmanager
+def gateway_process(
+    redis_url: str, upstreams: Mapping[str, str], log: IO[bytes] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """The gateway process (its grants watched in NAMESPACE), each vendor of `upstreams` keyed, once it
+    is ready; yields (process, port). `log` takes its output (default: this process's)."""
+    port, admin = free_port(), free_port()
     env = {
         "PATH": os.environ["PATH"], "KUBECONFIG": os.environ["KUBECONFIG"], "HARNESS_NAMESPACE": NAMESPACE,
-        "HARNESS_PORT": str(port), "HARNESS_ADMIN_PORT": str(admin),
-        "HARNESS_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "HARNESS_GATEWAY_KEY": KEY,
-        "HARNESS_KEY_ANTHROPIC": "sk-bench", "HARNESS_UPSTREAM_ANTHROPIC": upstream,
+        "HARNESS_PORT": str(port), "HARNESS_ADMIN_PORT": str(admin), "HARNESS_REDIS_URL": redis_url,
+        "HARNESS_GATEWAY_KEY": KEY,
+        **{f"HARNESS_KEY_{vendor.upper()}": f"sk-bench-{vendor}" for vendor in upstreams},
+        **{f"HARNESS_UPSTREAM_{vendor.upper()}": url for vendor, url in upstreams.items()},
     }  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "harness_operator.modelgateway"], env=env)
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness_operator.modelgateway"], env=env, stdout=log, stderr=log
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -111,41 +157,50 @@ def gateway(upstream: str) -> Iterator[tuple[subprocess.Popen[bytes], int, str]]
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        yield proc, port, token
+        yield proc, port
     finally:
         proc.terminate()
         proc.wait()
-        redis.terminate()
-        redis.wait()
-        core.delete_namespaced_config_map(body["metadata"]["name"], NAMESPACE)
+
+
+@contextmanager
+def gateway(upstream: str) -> Iterator[tuple[subprocess.Popen[bytes], int, str]]:
+    """Redis, a grant and the gateway process; yields (process, port, token)."""
+    body, (token,) = build_grant("bench", ["anthropic"])
+    with redis_server() as url, grant_maps([body]), gateway_process(url, {"anthropic": upstream}) as found:
+        yield found[0], found[1], token
+
+
+async def time_request(
+    session: aiohttp.ClientSession, url: str, body: Mapping[str, Any], headers: Mapping[str, str]
+) -> tuple[float, float, int]:
+    """(seconds to the first byte of the answer's body, seconds to its end, status) of one request."""
+    started = time.perf_counter()
+    async with session.post(url, json=body, headers=headers) as response:
+        await response.content.readany()
+        first = time.perf_counter() - started
+        await response.read()
+    return first, time.perf_counter() - started, response.status
 
 
 async def timed(session: aiohttp.ClientSession, url: str, token: str, stream: bool) -> tuple[float, float]:
     """(seconds to the first byte of the body, seconds to its end) of one request."""
-    started = time.perf_counter()
-    async with session.post(url, json={**BODY, "stream": stream}, headers={"x-api-key": token}) as response:
-        await response.content.readany()
-        first = time.perf_counter() - started
-        await response.read()
-        assert response.status == 200, response.status
-    return first, time.perf_counter() - started
+    first, total, status = await time_request(session, url, {**BODY, "stream": stream}, {"x-api-key": token})
+    assert status == 200, status
+    return first, total
 
 
 def summary(name: str, direct: list[float], through: list[float]) -> None:
-    def p95(values: list[float]) -> float:
-        return sorted(values)[int(0.95 * (len(values) - 1))]
-
     d50, g50 = statistics.median(direct), statistics.median(through)
+    d95, g95 = percentile(direct, 0.95), percentile(through, 0.95)
     print(
-        f"{name}: direct p50 {d50 * 1000:.2f} ms p95 {p95(direct) * 1000:.2f} ms; through the gateway p50 "
-        f"{g50 * 1000:.2f} ms p95 {p95(through) * 1000:.2f} ms; added p50 {(g50 - d50) * 1000:.2f} ms, "
-        f"p95 {(p95(through) - p95(direct)) * 1000:.2f} ms; ratio {g50 / d50:.2f}"
+        f"{name}: direct p50 {d50 * 1000:.2f} ms p95 {d95 * 1000:.2f} ms; through the gateway p50 "
+        f"{g50 * 1000:.2f} ms p95 {g95 * 1000:.2f} ms; added p50 {(g50 - d50) * 1000:.2f} ms, "
+        f"p95 {(g95 - d95) * 1000:.2f} ms; ratio {g50 / d50:.2f}"
     )
 
 
-async def measure(
-    stub: AnthropicStub, port: int, token: str, proc: subprocess.Popen[bytes], args: argparse.Namespace
-) -> None:
+async def measure(stub: AnthropicStub, port: int, token: str, args: argparse.Namespace) -> None:
     direct_url, gateway_url = f"{stub.base_url}/v1/messages", f"http://127.0.0.1:{port}/anthropic/v1/messages"
     async with aiohttp.ClientSession() as session:
         for _ in range(20):  # warm both paths (connections, the grant, the price table)
@@ -157,18 +212,6 @@ async def measure(
                 direct.append((await timed(session, direct_url, "sk-bench", stream))[int(not stream)])
                 through.append((await timed(session, gateway_url, token, stream))[int(not stream)])
             summary("first streamed byte" if stream else "request (non-streamed)", direct, through)
-    idle = rss_mib(proc.pid)
-    stub.delay = 3.0
-    peak = idle
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        tasks = [asyncio.ensure_future(timed(session, gateway_url, token, True)) for _ in range(args.streams)]
-        while not all(t.done() for t in tasks):
-            peak = max(peak, rss_mib(proc.pid))
-            await asyncio.sleep(0.1)
-        results = [t.result() for t in tasks]
-    stub.delay = 0.0
-    print(f"memory: {idle:.1f} MiB idle, {peak:.1f} MiB peak with {args.streams} concurrent streams "
-          f"({len(results)} answered)")  # fmt: skip
 
 
 def main() -> int:
@@ -176,14 +219,13 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--streams", type=int, default=200)
     args = parser.parse_args()
     if shutil.which("redis-server") is None:
         print("needs redis-server (apt-get install redis-server)", file=sys.stderr)
         return 2
     config.load_kube_config()
-    with AnthropicStub(mode="ok") as stub, gateway(stub.base_url) as (proc, port, token):
-        asyncio.run(measure(stub, port, token, proc, args))
+    with AnthropicStub(mode="ok") as stub, gateway(stub.base_url) as (_, port, token):
+        asyncio.run(measure(stub, port, token, args))
     return 0
 
 

@@ -214,6 +214,10 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # The listen backlog: socketserver's 5 drops a burst's connections (hundreds of streams at once, each
+    # a new connection: an event stream closes its own), and each dropped one waits a second for its SYN
+    # to be sent again.
+    request_queue_size = 1024
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that time out or give up drop the connection; that is expected here.
