@@ -215,15 +215,19 @@ async def run_load(
     pids: dict[str, int],
     warmup: float = WARMUP,
     retry_after: float = 0.0,
+    stagger: float = 0.0,
 ) -> Window:
-    """Each spec's worker sends its request back to back for `warmup` + `seconds`; what started after the
-    warm-up is counted, and the processes' CPU from then until the last answer."""
+    """Each spec's worker sends its request back to back for `warmup` + `seconds`, the workers' first
+    requests spread evenly over `stagger` seconds (so that answers of a fixed delay do not come, and
+    their next requests go, all at once); what started after the warm-up is counted, and the processes'
+    CPU from then until the last answer."""
     started = time.perf_counter()
     counted, end = started + warmup, started + warmup + seconds
     samples: list[tuple[float, float, int]] = []
     cpu: dict[str, float] = {}
 
-    async def worker(spec: Spec) -> None:
+    async def worker(i: int, spec: Spec) -> None:
+        await asyncio.sleep(stagger * i / len(specs))
         while (at := time.perf_counter()) < end:
             try:
                 sample = await time_request(session, spec.url, spec.body, spec.headers)
@@ -238,7 +242,7 @@ async def run_load(
         await asyncio.sleep(warmup)
         cpu.update(process_cpu(pids))
 
-    await asyncio.gather(mark(), *(worker(spec) for spec in specs))
+    await asyncio.gather(mark(), *(worker(i, spec) for i, spec in enumerate(specs)))
     after = process_cpu(pids)
     return Window(samples, time.perf_counter() - counted, {n: after[n] - cpu[n] for n in after})
 
@@ -399,10 +403,12 @@ async def measure_shapes(bench: Bench, rss: PeakRss, pace: float) -> None:
     for shape in SHAPES:
         for workers in CONCURRENCY:
             specs = load_specs(bench.stubs[shape.vendor], shape, workers, None)
-            direct = await run_load(bench.session, specs, bench.args.seconds, bench.pids(False))
+            direct = await run_load(bench.session, specs, bench.args.seconds, bench.pids(False), stagger=pace)
             specs = load_specs(f"{bench.base}/{shape.vendor}", shape, workers, bench.tenants)
             with rss.sampling():
-                through = await run_load(bench.session, specs, bench.args.seconds, bench.pids(True))
+                through = await run_load(
+                    bench.session, specs, bench.args.seconds, bench.pids(True), stagger=pace
+                )
             name = f"{shape.vendor} x{workers} " + (f"paced {pace:g} s" if pace else "saturated")
             print(row(f"{name} direct", direct))
             print(row(f"{name} gateway", through))
