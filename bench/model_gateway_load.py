@@ -17,7 +17,7 @@ refuses none of them.
    p50 and p99, what the gateway adds at the same percentile, requests per second per CPU-second of the
    gateway (utime + stime of /proc/PID/stat over the window), its peak RSS (sampled), and the CPU share
    of this client, the stubs and the gateway over each window.
-2. Two tenants: a normal one (16 workers, its own namespace) alone, then while FLOOD workers send
+2. Two tenants: a normal one (16 workers, its own namespace, paced) alone, then while FLOOD workers send
    requests the Anthropic stub holds HOLD seconds (a long answer), retrying a refusal after 0.5 s as a
    CLI does: first all from one namespace (its limits hold them), then spread over 16 namespaces (each
    under its limits, together past the upstream pool). The normal tenant's p99 each way, every non-200.
@@ -431,10 +431,12 @@ async def measure_shapes(bench: Bench, rss: PeakRss, pace: float) -> None:
 
 
 async def measure_flood(bench: Bench, rss: PeakRss) -> None:
-    """The normal tenant alone, then while the other floods (from one namespace, then spread)."""
+    """The normal tenant (its answers paced) alone, then while the other floods (from one namespace, then
+    spread); the flood's answers take the pace and the hold."""
     args, normal = bench.args, bench.normal_specs()
-    alone = await run_load(bench.session, normal, args.flood_seconds, bench.pids(True))
-    print(row("normal tenant alone", alone))
+    set_delay(bench.stubs_process, args.pace)
+    alone = await run_load(bench.session, normal, args.flood_seconds, bench.pids(True), stagger=args.pace)
+    print(row(f"normal tenant alone, paced {args.pace:g} s", alone))
     for where, specs in bench.flood_specs().items():
         with rss.sampling():
             seconds = args.flood_seconds + args.hold
@@ -442,7 +444,9 @@ async def measure_flood(bench: Bench, rss: PeakRss) -> None:
                 run_load(bench.session, specs, seconds, {}, warmup=0.0, retry_after=RETRY_AFTER)
             )
             await asyncio.sleep(args.hold)  # the flood holds what it can before the normal tenant starts
-            during = await run_load(bench.session, normal, args.flood_seconds, bench.pids(True))
+            during = await run_load(
+                bench.session, normal, args.flood_seconds, bench.pids(True), stagger=args.pace
+            )
             flooded = await flood
         print(row(f"normal, flood from {where}", during))
         print(row(f"  the flood ({where})", flooded) + f"  gateway RSS peak {rss.peak:.1f} MiB")
