@@ -23,7 +23,7 @@ from harness_operator.api.v1alpha1 import ModelPricing
 from harness_operator.contract.model_access import ModelAttemptGrant
 from harness_operator.contract.pricing import PriceBook
 from harness_operator.contract.usage import Tokens
-from harness_operator.core.plan.pricing import PRICE_TABLE, build_vendor_table, find_provider
+from harness_operator.core.plan.pricing import PRICE_TABLE, find_vendor_table
 from harness_operator.modelgateway.vendors import Flavor, Vendor
 
 # A worst case needs the input's token count before the vendor has counted it: tokenizers average about
@@ -190,8 +190,7 @@ def build_price_book(
 ) -> PriceBook:
     """The attempt's prices (its grant's: a namespaced definition's only raise the trusted ones) and the
     vendor's table (at the tier of a request of `prompt_tokens`, or `worst`: the dearest tier)."""
-    vendor_table = find_provider(vendor.provider_id)
-    table = {} if vendor_table is None else build_vendor_table(vendor_table, model, now, prompt_tokens, worst)
+    table = find_vendor_table(vendor.provider_id, model, now, prompt_tokens, worst)
     platform = grant.platform_pricing or {}
     return PriceBook(tenant=grant.pricing, platform=platform, table=table, table_name=PRICE_TABLE)
 

@@ -12,9 +12,12 @@ HarnessDefinition's only raise them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
+from functools import lru_cache
 from importlib.metadata import version
+from types import MappingProxyType
 
 from genai_prices import data_snapshot, types
 
@@ -132,6 +135,48 @@ def build_vendor_table(
     if model and info and (price := build_model_pricing(info, now, prompt_tokens, worst)) is not None:
         prices[model_key(model)] = price
     return prices
+
+
+def find_vendor_table(
+    provider_id: str, model: str | None, now: datetime, prompt_tokens: int | None = None, worst: bool = False
+) -> Mapping[str, ModelPricing]:
+    """build_vendor_table of the table's vendor `provider_id` (empty when the table has none), built once
+    a minute for each model and tier: the table is pinned, and a price changes only with the date or the
+    time of day, so the model gateway need not rebuild a vendor's hundred prices for each request."""
+    tier = None if worst else compute_tier_floor(provider_id, prompt_tokens)
+    return _vendor_table(provider_id, model, now.replace(second=0, microsecond=0), tier, worst)
+
+
+def compute_tier_floor(provider_id: str, prompt_tokens: int | None) -> int | None:
+    """The smallest prompt size priced as `prompt_tokens` is by every model of the vendor: just past
+    the highest tier start it crosses (0: the base tier; None: no size, the base tier too)."""
+    if prompt_tokens is None:
+        return None
+    return max((start + 1 for start in _tier_starts(provider_id) if prompt_tokens > start), default=0)
+
+
+@lru_cache(maxsize=64)
+def _tier_starts(provider_id: str) -> tuple[int, ...]:
+    vendor = find_provider(provider_id)
+    starts: set[int] = set()
+    for model in vendor.models if vendor else ():
+        prices = (
+            [model.prices] if isinstance(model.prices, types.ModelPrice) else [c.prices for c in model.prices]
+        )
+        for price in prices:
+            for value in vars(price).values():
+                if isinstance(value, types.TieredPrices):
+                    starts.update(t.start for t in value.tiers)
+    return tuple(sorted(starts))
+
+
+@lru_cache(maxsize=1024)  # a tenant naming many models only evicts: each entry is one vendor's table
+def _vendor_table(
+    provider_id: str, model: str | None, minute: datetime, tier: int | None, worst: bool
+) -> Mapping[str, ModelPricing]:
+    vendor = find_provider(provider_id)
+    table = {} if vendor is None else build_vendor_table(vendor, model, minute, tier, worst)
+    return MappingProxyType(table)
 
 
 def build_table_pricing(

@@ -27,6 +27,9 @@ from harness_operator.core.plan.pricing import (
     PRICE_TABLE,
     build_model_pricing,
     build_table_pricing,
+    build_vendor_table,
+    compute_tier_floor,
+    find_vendor_table,
     with_pricing,
 )
 from harness_operator.runner.cost import compute_cost, compute_usage, price_book
@@ -171,6 +174,44 @@ def test_table_tiers_base_for_totals_the_requests_own_and_the_dearest_for_a_wors
     assert above is not None and above.input == float(price.tiers[0].price)
     worst = build_model_pricing(tiered, NOW, worst=True)
     assert worst is not None and worst.input == float(top)
+
+
+@pytest.mark.parametrize("provider_id", ["anthropic", "openai", "google"])
+def test_the_gateways_kept_table_is_the_table_built_for_each_request(provider_id: str) -> None:
+    """find_vendor_table keeps one table a minute per model and tier: for every prompt size around each
+    tier start of the vendor, and the worst case, it is exactly what build_vendor_table gives that
+    request."""
+    vendor = next(p for p in data_snapshot.get_snapshot().providers if p.id == provider_id)
+    model = vendor.models[0].id
+    starts = {t.start for m in vendor.models for price in _prices(m) for t in _tiers(price)}
+    sizes = [None, 0, 1, *sorted({s + d for s in starts for d in (-1, 0, 1, 2)}), 10_000_000]
+    for size in sizes:
+        assert dict(find_vendor_table(provider_id, model, NOW, size)) == build_vendor_table(
+            vendor, model, NOW, size
+        ), size
+    assert dict(find_vendor_table(provider_id, model, NOW, 5, worst=True)) == build_vendor_table(
+        vendor, model, NOW, None, worst=True
+    )
+    assert find_vendor_table(provider_id, model, NOW, 1) is find_vendor_table(provider_id, model, NOW, 2)
+    assert find_vendor_table("no-such-vendor", model, NOW) == {}
+
+
+def test_the_tier_floor_is_just_past_the_highest_start_crossed() -> None:
+    vendor = next(p for p in data_snapshot.get_snapshot().providers if p.id == "anthropic")
+    starts = sorted({t.start for m in vendor.models for price in _prices(m) for t in _tiers(price)})
+    assert starts, "the table has a tiered Anthropic price"
+    assert compute_tier_floor("anthropic", None) is None
+    assert compute_tier_floor("anthropic", starts[0]) == 0  # at the start: still the base tier
+    assert compute_tier_floor("anthropic", starts[0] + 1) == starts[0] + 1
+    assert compute_tier_floor("anthropic", starts[-1] * 10) == starts[-1] + 1
+
+
+def _prices(model: Any) -> list[Any]:
+    return [model.prices] if not isinstance(model.prices, list) else [c.prices for c in model.prices]
+
+
+def _tiers(price: Any) -> list[Tier]:
+    return [t for v in vars(price).values() if isinstance(v, TieredPrices) for t in v.tiers]
 
 
 def test_a_cache_price_the_table_lacks_is_the_input_price() -> None:
