@@ -26,7 +26,7 @@ from .test_model_gateway import MESSAGE, Env, env
 __all__ = ["env"]  # the module's fixture: its own gateways, Redis and stubs
 
 SLOW = 8.0  # seconds the flooded vendor takes to answer
-RUNS, PER_RUN = 5, 24  # tenant A: 120 requests at once, past aiohttp's pool of 100 connections
+RUNS, PER_RUN = 5, 24  # tenant A: 120 requests at once
 PER_ATTEMPT, PER_NAMESPACE = 8, 32  # the chart's defaults
 COST = 0.0046095  # what the Anthropic stub's answer to MESSAGE costs
 
@@ -120,6 +120,50 @@ def test_a_tenants_flood_is_limited_refused_free_and_another_tenant_is_served_at
         meter = env.meter(env.gateways[1], uid, 1)
         assert (meter.requests, meter.refused, meter.reserved_usd) == (answered[uid], 0, 0.0), (uid, meter)
         assert meter.cost_usd == pytest.approx(answered[uid] * COST)
+
+
+def test_many_namespaces_flooding_leave_room_and_a_full_pool_refuses_at_once(env: Env) -> None:
+    """Sixteen namespaces with 8 slow requests each (one attempt's limit; 128 together, past the pool of
+    100 this replica used to keep): with the chart's pool every one reaches the vendor and another tenant
+    is still answered at once.
+    A replica whose pool they fill answers the rest 429 at once, naming the setting, where it used to keep
+    them waiting for a connection until a 502 (after 10 s)."""
+    anthropic = env.stubs["anthropic"]
+    flooders = [grant(env, f"team-flood-{n}", f"spread-{n}", "anthropic") for n in range(16)]
+    other = grant(env, "team-b", "patient-2", "openai")
+    small = env.start(HARNESS_UPSTREAM_CONNECTIONS="40", HARNESS_MAX_IN_FLIGHT_PER_NAMESPACE="16")
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
+
+    async def replay(gateway_url: str) -> tuple[list[tuple[int, dict[str, Any], float]], tuple[int, float]]:
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as session:
+            url = f"{gateway_url}/anthropic/v1/messages"
+            flood = [
+                asyncio.create_task(send(session, url, "x-api-key", token, MESSAGE))
+                for token in flooders
+                for _ in range(PER_ATTEMPT)
+            ]
+            await asyncio.sleep(2.0)  # the flood is in flight, held by the vendor
+            status, _, took = await send(
+                session, f"{gateway_url}/openai/v1/chat/completions", "authorization", other, chat
+            )
+            return [await task for task in flood], (status, took)
+
+    anthropic.delay = SLOW
+    try:
+        flood, (status, took) = asyncio.run(replay(env.gateways[0].url))
+        crowded, _ = asyncio.run(replay(small.url))
+    finally:
+        anthropic.delay = 0.0
+    print(f"\nmeasured: tenant B answered in {took:.2f} s beside 16 namespaces' 128 slow requests")
+    assert Counter(code for code, _, _ in flood) == {200: 128}
+    assert status == 200 and took < SLOW / 2, took
+    verdicts = Counter(code for code, _, _ in crowded)
+    assert verdicts[200] <= 40 and verdicts[200] + verdicts[429] == 128, verdicts
+    refused = [(answer, seconds) for code, answer, seconds in crowded if code == 429]
+    assert all(seconds < 2.0 for _, seconds in refused)  # at once, never after waiting for a connection
+    messages = {a["error"]["message"] for a, _ in refused}
+    assert any("modelGateway.upstreamConnections" in m for m in messages), messages
 
 
 def test_an_attempt_past_its_limit_gets_429_naming_it_and_is_billed_nothing(env: Env) -> None:

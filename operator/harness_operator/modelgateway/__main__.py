@@ -12,7 +12,7 @@
                                modelGateway.maxRequestBytes)
   HARNESS_MAX_IN_FLIGHT_PER_ATTEMPT, HARNESS_MAX_IN_FLIGHT_PER_NAMESPACE   the requests one attempt (8) and
                                one namespace (32) may have in flight on a replica; more are refused (429)
-  HARNESS_UPSTREAM_CONNECTIONS the replica's connections to the vendors (100), above the namespace's limit
+  HARNESS_UPSTREAM_CONNECTIONS the replica's connections to the vendors (512), above the namespace's limit
 In a pod it talks to the API server as its ServiceAccount; elsewhere through KUBECONFIG.
 """
 
@@ -89,8 +89,7 @@ async def serve() -> None:
         limits=limits,
     )
     # No read timeout: a model streams for as long as it thinks; the connection's own keepalive ends it.
-    # The connect timeout covers the wait for a free connection of the pool too; the in-flight limits,
-    # below the pool's size, keep one tenant from holding it all.
+    # The in-flight limits admit no more requests than the pool has connections, so none waits for one.
     gateway.session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=limits.upstream_connections),
         timeout=aiohttp.ClientTimeout(total=None, connect=10),

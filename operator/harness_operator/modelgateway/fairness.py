@@ -1,9 +1,13 @@
-"""The requests a replica has in flight to the vendors, bounded per attempt and per namespace (pure).
+"""The requests a replica has in flight to the vendors, bounded per attempt, per namespace, by a fair
+share of the pool, and by the pool itself (pure).
 
-The upstream connection pool is shared by every tenant the replica serves: each limit is below its size,
-so one attempt, or one namespace's many attempts, never holds the whole pool while another tenant's
-request waits for a connection. A request over a limit is refused at once, before anything is reserved
-in its meter, so it costs nothing; the sandbox's CLI retries a 429 as it does the vendor's.
+The upstream connection pool is shared by every tenant the replica serves. Each limit is below its size,
+so one attempt, or one namespace's many attempts, never holds the whole pool; and when several
+namespaces are busy, each may take at most the pool divided among them and one more, so tenants that
+come while others flood still find connections. A request over a limit, or one the pool has no connection for,
+is refused at once (429), before its body is read or anything is reserved in its meter: it costs next to
+nothing, and never waits for a connection (which would end in a 502 after the connect timeout); the
+sandbox's CLI retries a 429 as it does the vendor's.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import aiohttp
 
 DEFAULT_MAX_PER_ATTEMPT = 8
 DEFAULT_MAX_PER_NAMESPACE = 32
-DEFAULT_UPSTREAM_CONNECTIONS = 100  # aiohttp's connector default, said where it is chosen
+# A connection to a vendor is a socket and a few buffers: 512 hold at well under the 200 MiB a replica is
+# given (bench/RESULTS.md), and leave the fair share room to be useful (a namespace's 32 with 15 others).
+DEFAULT_UPSTREAM_CONNECTIONS = 512
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,13 @@ class InFlight:
     limits: Limits
     attempts: Counter[tuple[str, str]] = field(default_factory=Counter)
     namespaces: Counter[str] = field(default_factory=Counter)
+    total: int = 0  # every namespace's together
+
+    def share(self, namespace: str) -> int:
+        """What `namespace` may hold now: the pool divided among the busy namespaces (counting it) and
+        one more, so a newcomer always finds connections free."""
+        busy = len(self.namespaces) + (0 if namespace in self.namespaces else 1)
+        return max(1, self.limits.upstream_connections // (busy + 1))
 
     def enter(self, namespace: str, run_uid: str, attempt: str) -> Slot | str:
         """A slot for the request, or why it is refused (the limit met and the setting that raises it)."""
@@ -72,11 +85,25 @@ class InFlight:
                 "requests in flight on this replica (modelGateway.maxInFlightPerNamespace); wait for one "
                 "to end and retry"
             )
+        if self.total >= self.limits.upstream_connections:
+            return (
+                f"harness model gateway: all {self.limits.upstream_connections} connections of this replica "
+                "to the vendors are in use (modelGateway.upstreamConnections); retry shortly"
+            )
+        share = self.share(namespace)
+        if self.namespaces[namespace] >= share:
+            return (
+                f"harness model gateway: {len(self.namespaces)} namespaces share this replica's "
+                f"connections to the vendors, and namespace {namespace} holds its share of {share}; "
+                "wait for one of its requests to end and retry"
+            )
         self.attempts[key] += 1
         self.namespaces[namespace] += 1
+        self.total += 1
         return Slot(namespace, key)
 
     def leave(self, slot: Slot) -> None:
+        self.total -= 1
         self.attempts[slot.attempt] -= 1
         if self.attempts[slot.attempt] <= 0:
             del self.attempts[slot.attempt]

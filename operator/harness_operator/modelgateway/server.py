@@ -105,6 +105,7 @@ class Gateway:
     def __post_init__(self) -> None:
         self.requests = build_request_counter(self.registry)
         self.in_flight = InFlight(self.limits)
+        self._limited_logged: dict[str, float] = {}  # namespace: when a 429 of its was last logged
         self.lookups = LookupBudget(LOOKUPS_PER_SECOND, LOOKUP_BURST)
 
     def count(self, grant: ModelGrant | None, vendor: Vendor, verdict: str) -> None:
@@ -175,20 +176,24 @@ class Gateway:
             return _error(
                 vendor, 404, f"harness model gateway: {request.method} {path} is not forwarded", "not_found"
             )
-        body = await _read_body(request, self.max_request_bytes)
-        document = None
-        if not isinstance(body, Refusal) and endpoint.flavor is not None:
-            document = _metered_body(endpoint, headers, body, _is_capped(grant))
-        if isinstance(body, Refusal) or isinstance(document, Refusal):
-            self.count(grant, vendor, "refused")
-            return _refuse(vendor, body if isinstance(body, Refusal) else document)  # type: ignore[arg-type]
-        # A place in flight before anything is reserved: a request over its limit is refused at once and
-        # costs nothing, and no tenant holds the whole upstream pool.
+        # A place in flight before the body is read or anything reserved: a request over a limit is
+        # refused at once and costs next to nothing, and no tenant holds the whole upstream pool.
         slot = self.in_flight.enter(grant.namespace, grant.uid, index)
         if isinstance(slot, str):
             self.count(grant, vendor, "limited")
-            return _error(vendor, 429, slot, "rate_limit")
+            # Counted each (the metric); logged once a second a namespace, or a flood floods the log.
+            now, last = time.monotonic(), self._limited_logged.get(grant.namespace, -1.0)
+            if now - last >= 1.0:
+                self._limited_logged[grant.namespace] = now
+            return _error(vendor, 429, slot, "rate_limit", quiet=now - last < 1.0)
         try:
+            body = await _read_body(request, self.max_request_bytes)
+            document = None
+            if not isinstance(body, Refusal) and endpoint.flavor is not None:
+                document = _metered_body(endpoint, headers, body, _is_capped(grant))
+            if isinstance(body, Refusal) or isinstance(document, Refusal):
+                self.count(grant, vendor, "refused")
+                return _refuse(vendor, body if isinstance(body, Refusal) else document)  # type: ignore[arg-type]
             held: Reservation | None = None
             meter = meter_keys(grant.uid, index)
             if document is not None:
@@ -502,13 +507,19 @@ def _refuse(vendor: Vendor, refusal: Refusal) -> web.Response:
 
 
 def _error(
-    vendor: Vendor, status: int, message: str, kind: str, headers: Mapping[str, str] | None = None
+    vendor: Vendor,
+    status: int,
+    message: str,
+    kind: str,
+    headers: Mapping[str, str] | None = None,
+    quiet: bool = False,
 ) -> web.Response:
-    print(
-        json.dumps({"msg": "refused", "vendor": vendor.name, "status": status, "reason": message}),
-        file=sys.stderr,
-        flush=True,
-    )
+    if not quiet:
+        print(
+            json.dumps({"msg": "refused", "vendor": vendor.name, "status": status, "reason": message}),
+            file=sys.stderr,
+            flush=True,
+        )
     code, body = vendor.error(status, message, kind)
     return web.Response(status=code, body=body, content_type="application/json", headers=headers)
 

@@ -47,6 +47,43 @@ def test_leaving_every_slot_leaves_nothing_counted() -> None:
     assert not flight.attempts and not flight.namespaces  # no key left behind per attempt ever seen
 
 
+def test_busy_namespaces_each_take_a_share_that_leaves_room_for_the_next() -> None:
+    """Sixteen namespaces flooding a pool of 100: each takes at most the pool divided among the busy ones
+    and one more, so a seventeenth still finds connections, where with a per-namespace limit alone the
+    first three would hold all of them."""
+    flight = InFlight(Limits(per_attempt=8, per_namespace=32, upstream_connections=100))
+    held = {}
+    for n in range(16):
+        slots = [flight.enter(f"flood-{n}", f"uid-{n}-{a}", "1") for a in range(4) for _ in range(8)]
+        held[n] = sum(isinstance(s, Slot) for s in slots)
+    assert held[0] == 32 and held[1] == 32 and held[2] == 25 and held[3] == 11  # 100 // (busy + 1)
+    assert flight.total == 100
+    refused = flight.enter("normal", "uid-normal", "1")
+    assert isinstance(refused, str) and "all 100 connections of this replica" in refused
+    assert "modelGateway.upstreamConnections" in refused
+
+
+def test_the_default_pool_lets_sixteen_namespaces_flood_and_another_still_go() -> None:
+    flight = InFlight(Limits())
+    for n in range(16):
+        for a in range(15):
+            assert isinstance(flight.enter(f"flood-{n}", f"uid-{n}-{a}", "1"), Slot)
+    normal = [flight.enter("normal", "uid-normal", str(a)) for a in range(2) for _ in range(8)]
+    assert all(isinstance(s, Slot) for s in normal)  # its 16 in flight, as if alone
+    assert flight.share("another") == 512 // 19
+
+
+def test_a_namespace_over_its_share_is_refused_naming_the_share() -> None:
+    flight = InFlight(Limits(per_attempt=8, per_namespace=32, upstream_connections=12))
+    for n in range(3):
+        flight.enter(f"ns-{n}", f"uid-{n}", "1")  # three busy namespaces: a share of 12 // 4 = 3 each
+    for _ in range(2):
+        assert isinstance(flight.enter("ns-0", "uid-0", "1"), Slot)
+    refused = flight.enter("ns-0", "uid-0", "1")
+    assert isinstance(refused, str)
+    assert "3 namespaces share this replica's connections" in refused and "its share of 3" in refused
+
+
 @pytest.mark.parametrize(
     ("limits", "fragment"),
     [
