@@ -7,6 +7,7 @@
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py restart [--runs 100] [--steps 2500,5000,10000]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py pods [--runs 300]
     KUBECONFIG=... .venv/bin/python bench/operator_scale.py admission [--runs 300]
+    KUBECONFIG=... .venv/bin/python bench/operator_scale.py writes [--runs 30]
 
 `latency` alternates one run and one plain Job of the same image and agent, each created only when the
 last has finished, and prints create -> Job exists and create -> done (p50/p95) for both. `burst` creates
@@ -26,6 +27,9 @@ Jobs of the same image, agent and resource requests, and prints how long each si
 run's status said Succeeded (every plain Job completed), and their ratio. `admission` stops the operator
 and creates N runs, then N plain suspended Jobs, one after another, and prints the API server's time per
 create of each (its CRD schema, CEL and the chart's admission policies against a Job's) and their ratio.
+`writes` runs N runs to their end, then N plain Jobs, and prints the API server's writes (its own
+apiserver_request_total, by verb and resource, leases left out) per run and per plain Job: every
+component's, the operator's and the kubelet's, the scheduler's and the Job controller's alike.
 The operator runs as a process under the chart's RBAC, as in tests/integration; both sides' Jobs are
 seen by one watch, so they are timed by the same clock.
 """
@@ -303,6 +307,62 @@ def pods(bench: Bench, runs: int) -> None:
     print(f"ratio operator/plain time to done: {ratio:.2f} (goal at most 1.3: {verdict})")
 
 
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+
+
+def api_writes() -> dict[tuple[str, str], float]:
+    """The API server's write requests so far by (verb, resource[/subresource]), leases left out (every
+    component renews its own, whatever runs)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = subprocess.run(
+        [str(BIN / "kubectl"), "get", "--raw", "/metrics"], capture_output=True, text=True, check=True
+    ).stdout
+    counts: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            labels = sample.labels
+            if not sample.name.endswith("_total") or labels.get("verb") not in WRITE_VERBS:
+                continue
+            if labels.get("resource") == "leases":
+                continue
+            what = labels.get("resource", "") + (
+                f"/{labels['subresource']}" if labels.get("subresource") else ""
+            )
+            key = (labels["verb"], what)
+            counts[key] = counts.get(key, 0.0) + sample.value
+    return counts
+
+
+def writes(bench: Bench, runs: int) -> None:
+    per: dict[str, dict[tuple[str, str], float]] = {}
+    for kind in ("run", "plain"):
+        keys = {f"{kind}-{i}" for i in range(runs)}
+        settle(bench.operator.proc.pid)  # type: ignore[union-attr]
+        before = api_writes()
+        for key in sorted(keys):
+            if kind == "run":
+                create_run(bench, key)
+            else:
+                bench.batch.create_namespaced_job(bench.ns, plain_job(key, bench.image, False))
+        if kind == "run":
+            succeeded_runs(bench, keys, max(600, runs * 6))
+        bench.clock.wait(bench.clock.done, keys, max(600, runs * 6))
+        settle(bench.operator.proc.pid)  # type: ignore[union-attr]  # the last status writes, Events
+        after = api_writes()
+        per[kind] = {k: (after.get(k, 0.0) - before.get(k, 0.0)) / runs for k in after}
+    rows = sorted({k for side in per.values() for k, v in side.items() if v >= 0.05})
+    print(f"API writes per run and per plain Job ({runs} each, to their end):")
+    for verb, what in rows:
+        run, plain = (per[kind].get((verb, what), 0.0) for kind in ("run", "plain"))
+        print(f"  {verb:<6} {what:<40} run {run:6.2f}  plain {plain:6.2f}")
+    total = {kind: sum(v for v in side.values() if v > 0) for kind, side in per.items()}
+    ratio = total["run"] / total["plain"]
+    print(f"  total{'':43} run {total['run']:6.2f}  plain {total['plain']:6.2f}  ratio {ratio:.2f}")
+
+
 def finished_runs(bench: Bench, count: int, first: int = 0) -> None:
     """`count` runs that ended (numbered from `first`), made without the operator: created, then
     their status patched."""
@@ -437,11 +497,13 @@ def serve_kueue_group(admin: client.ApiClient) -> bool:
 class Bench:
     """The cluster side of a benchmark: a fresh namespace, the fake provider, the operator process."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, kueue: bool) -> None:
         kubeconfig = os.environ["KUBECONFIG"]
         self.admin = config.new_client_from_config(config_file=kubeconfig)
         self.custom, self.batch = client.CustomObjectsApi(self.admin), client.BatchV1Api(self.admin)
-        self.kueue_stand_in = serve_kueue_group(self.admin)
+        # Only `burst` wants Kueue's group served (its runs' Jobs stay suspended): with the stand-in, the
+        # operator waits for Kueue's Workloads, which it does not serve, and starts no other run.
+        self.kueue_stand_in = serve_kueue_group(self.admin) if kueue else False
         built = subprocess.run(
             [str(ROOT / "sandbox-image" / "build"), "--test", "--only", "sandbox,test"],
             stdout=subprocess.PIPE, text=True, check=True,
@@ -482,7 +544,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=("latency", "burst", "footprint", "restart", "pods", "admission"))
+    parser.add_argument(
+        "mode", choices=("latency", "burst", "footprint", "restart", "pods", "admission", "writes")
+    )
     parser.add_argument(
         "--runs", type=int, default=None, help="runs (and as many plain Jobs); 50 / 300 / 100 / 300 / 300"
     )
@@ -491,7 +555,7 @@ def main() -> None:
         "--steps", default="2500,5000,10000", help="restart: the numbers of finished runs to restart beside"
     )
     args = parser.parse_args()
-    bench = Bench(Path(tempfile.mkdtemp(prefix="bench-")))
+    bench = Bench(Path(tempfile.mkdtemp(prefix="bench-")), kueue=args.mode == "burst")
     try:
         if args.mode == "latency":
             latency(bench, args.runs or 50)
@@ -501,6 +565,8 @@ def main() -> None:
             pods(bench, args.runs or 300)
         elif args.mode == "admission":
             admission(bench, args.runs or 300)
+        elif args.mode == "writes":
+            writes(bench, args.runs or 30)
         elif args.mode == "restart":
             restart(bench, args.runs or 100, [int(step) for step in args.steps.split(",")])
         else:

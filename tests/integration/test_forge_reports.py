@@ -100,9 +100,9 @@ def account(api: Api) -> str:
     return ACCOUNT
 
 
-def test_a_triggered_run_is_reported_on_its_forge(
-    api: Api, fake: Callable[..., None], forge: ForgeThreadsStub, account: str
-) -> None:
+@pytest.fixture
+def fixer(api: Api, fake: Callable[..., None], forge: ForgeThreadsStub, account: str) -> None:
+    """Trigger fixer reporting to the stub with its token's Secret, and the provider its runs use."""
     fake("quick", "ok")
     api.custom.create_namespaced_custom_object(
         GROUP, VERSION, api.ns, "harnesstriggers", trigger_body(forge.base_url)
@@ -112,6 +112,9 @@ def test_a_triggered_run_is_reported_on_its_forge(
         data={"token": base64.b64encode(TOKEN.encode()).decode()},
     )
     api.core.create_namespaced_secret(api.ns, secret)
+
+
+def test_a_triggered_run_is_reported_on_its_forge(api: Api, forge: ForgeThreadsStub, fixer: None) -> None:
     create_as_trigger(api, triggered_run("fixer-7-run", "quick", 7))
     api.wait_finished("fixer-7-run")
 
@@ -139,19 +142,10 @@ def test_a_triggered_run_is_reported_on_its_forge(
 
 
 def test_a_run_only_labelled_as_the_triggers_is_not_reported(
-    api: Api, fake: Callable[..., None], forge: ForgeThreadsStub, account: str
+    api: Api, forge: ForgeThreadsStub, fixer: None
 ) -> None:
     """Anyone who may create runs here may label one as the trigger's: the operator writes nothing with the
     trigger's token for a run the trigger's account did not make."""
-    fake("quick", "ok")
-    api.custom.create_namespaced_custom_object(
-        GROUP, VERSION, api.ns, "harnesstriggers", trigger_body(forge.base_url)
-    )
-    secret = client.V1Secret(
-        metadata=client.V1ObjectMeta(name="forge-report-token"),
-        data={"token": base64.b64encode(TOKEN.encode()).decode()},
-    )
-    api.core.create_namespaced_secret(api.ns, secret)
     api.create(triggered_run("fixer-9-run", "quick", 9))  # as the test's admin, not the trigger's account
     api.wait_finished("fixer-9-run")
     wait_until(
