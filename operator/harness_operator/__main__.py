@@ -50,8 +50,8 @@ from harness_operator.controller.wiring import CachedBudgets, CachedDefinitions,
 from harness_operator.controller.workers import Workers
 from harness_operator.core.access.confinement import find_api_server_address
 from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN_NONE, OperatorConfig
-from harness_operator.core.forge.triggering import LABEL_TRIGGER
 from harness_operator.core.leadership import holder_identity
+from harness_operator.core.objects.naming import LABEL_TRIGGER
 from harness_operator.core.queue.kueue import KUEUE_GROUP
 
 

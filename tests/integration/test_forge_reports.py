@@ -15,14 +15,15 @@ from kubernetes import client
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.core.forge.report import ANNOTATION_REPORTED
-from harness_operator.core.forge.triggering import (
-    ANNOTATION_COMMENT_ID,
+from harness_operator.core.forge.triggering import ANNOTATION_COMMENT_ID
+from harness_operator.core.objects.naming import (
     ANNOTATION_REPOSITORY,
     ANNOTATION_THREAD_KIND,
     LABEL_THREAD,
     LABEL_TRIGGER,
+    as_service_account,
+    with_author,
 )
-from harness_operator.core.objects.naming import as_service_account, with_author
 from tests.stubs.forge_threads import ForgeThreadsStub
 
 from .conftest import Api, wait_until

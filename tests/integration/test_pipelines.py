@@ -15,13 +15,13 @@ from kubernetes.client.exceptions import ApiException
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.core.forge.report import ANNOTATION_REPORTED
-from harness_operator.core.forge.triggering import (
+from harness_operator.core.objects.naming import (
+    ANNOTATION_AUTHOR,
     ANNOTATION_REPOSITORY,
     ANNOTATION_THREAD_KIND,
     LABEL_THREAD,
     LABEL_TRIGGER,
 )
-from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
 from harness_operator.core.schedule import LABEL_SCHEDULE
 from tests.fakes.dagu import import_fixture
 from tests.lib.forge_deliveries import trigger_body

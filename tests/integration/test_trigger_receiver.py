@@ -30,8 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.core.forge.checks import ANNOTATION_CHECKS_CHANGED
 from harness_operator.core.forge.events import delivery_key
-from harness_operator.core.forge.triggering import LABEL_THREAD, LABEL_TRIGGER
-from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
+from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, LABEL_THREAD, LABEL_TRIGGER
 
 from ..lib import processes
 from ..lib.forge_deliveries import commented, gitea_headers, labelled, status_changed, trigger_body

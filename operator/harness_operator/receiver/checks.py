@@ -14,8 +14,7 @@ from harness_operator.core.forge.checks import (
     select_runs_to_nudge,
 )
 from harness_operator.core.forge.events import delivery_key
-from harness_operator.core.forge.triggering import LABEL_TRIGGER
-from harness_operator.core.objects.naming import label_value
+from harness_operator.core.objects.naming import LABEL_TRIGGER, label_value
 from harness_operator.receiver.kube import ReceiverKube
 
 Call = Callable[..., Awaitable[Any]]

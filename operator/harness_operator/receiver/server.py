@@ -30,7 +30,6 @@ from harness_operator.core.forge.events import ForgeEvent, Ignored, parse_event
 from harness_operator.core.forge.report_calls import compute_api_root
 from harness_operator.core.forge.signatures import verify_delivery
 from harness_operator.core.forge.triggering import (
-    LABEL_TRIGGER,
     PIPELINE,
     TeamAnswer,
     TriggerDecision,
@@ -38,7 +37,7 @@ from harness_operator.core.forge.triggering import (
     decide_delivery,
     find_teams_to_ask,
 )
-from harness_operator.core.objects.naming import label_value
+from harness_operator.core.objects.naming import LABEL_TRIGGER, label_value
 from harness_operator.receiver.checks import mark_checks_changed
 from harness_operator.receiver.deliveries import (
     Outcome,

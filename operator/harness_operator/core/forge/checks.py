@@ -17,7 +17,7 @@ from typing import Any
 
 from harness_operator.api.v1alpha1 import GROUP, ChecksState, ChecksStatus, Forge
 from harness_operator.core.forge.events import REPORT_CONTEXT_PREFIX
-from harness_operator.core.forge.triggering import ANNOTATION_REPOSITORY, LABEL_TRIGGER
+from harness_operator.core.objects.naming import ANNOTATION_REPOSITORY, LABEL_TRIGGER
 
 ANNOTATION_CHECKS_CHANGED = f"{GROUP}/checks-changed"  # the receiver's nudge
 ANNOTATION_CHECKS_READ = f"{GROUP}/checks-read"  # the nudge (or commit) the reporting step last read for

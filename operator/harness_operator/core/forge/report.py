@@ -18,15 +18,13 @@ from typing import Any
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import GROUP
-from harness_operator.core.forge.triggering import (
-    ANNOTATION_COMMENT_ID,
+from harness_operator.core.forge.triggering import ANNOTATION_COMMENT_ID, LABEL_PULL_REQUEST, THREAD_PULL
+from harness_operator.core.objects.naming import (
     ANNOTATION_HEAD,
     ANNOTATION_REPOSITORY,
     ANNOTATION_THREAD_KIND,
-    LABEL_PULL_REQUEST,
     LABEL_THREAD,
     LABEL_TRIGGER,
-    THREAD_PULL,
 )
 
 ANNOTATION_REPORTED = f"{GROUP}/forge-reported"  # the stage last reported

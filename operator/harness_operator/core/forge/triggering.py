@@ -27,7 +27,14 @@ from harness_operator.core.forge.events import ForgeEvent
 from harness_operator.core.objects.conditions import FALSE, SUCCEEDED, TRUE
 from harness_operator.core.objects.naming import (
     ANNOTATION_AUTHOR,
+    ANNOTATION_DELIVERY,
+    ANNOTATION_EVENT,
+    ANNOTATION_HEAD,
+    ANNOTATION_REPOSITORY,
+    ANNOTATION_THREAD_KIND,
     LABEL_MANAGED_BY,
+    LABEL_THREAD,
+    LABEL_TRIGGER,
     LABEL_USER,
     MANAGED_BY,
     encode_user_label,
@@ -35,25 +42,8 @@ from harness_operator.core.objects.naming import (
     service_account_user,
 )
 
-LABEL_TRIGGER = f"{GROUP}/trigger"
-LABEL_THREAD = f"{GROUP}/forge-thread"
 LABEL_PULL_REQUEST = f"{GROUP}/pull-request"
-ANNOTATION_REPOSITORY = f"{GROUP}/forge-repository"
-ANNOTATION_THREAD_KIND = f"{GROUP}/forge-thread-kind"
-ANNOTATION_DELIVERY = f"{GROUP}/forge-delivery"
-ANNOTATION_EVENT = f"{GROUP}/forge-event"
-ANNOTATION_HEAD = f"{GROUP}/forge-head"
 ANNOTATION_COMMENT_ID = f"{GROUP}/forge-comment-id"
-# The forge context a pipeline made by a trigger hands to each of its runs (core/pipeline/runs.py): the
-# reporting step and the receiver's follow-ups find them by it, as they find a trigger's own runs.
-FORGE_LABELS = (LABEL_TRIGGER, LABEL_THREAD)
-FORGE_ANNOTATIONS = (
-    ANNOTATION_REPOSITORY,
-    ANNOTATION_THREAD_KIND,
-    ANNOTATION_DELIVERY,
-    ANNOTATION_EVENT,
-    ANNOTATION_HEAD,
-)
 RUN = "HarnessRun"
 PIPELINE = "HarnessPipeline"
 THREAD_ISSUE = "issue"

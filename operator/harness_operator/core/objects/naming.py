@@ -9,6 +9,23 @@ from typing import Any
 from harness_operator.api.v1alpha1 import GROUP
 
 MANAGED_BY = "harness-operator"
+# A trigger's runs (core/forge/triggering.py) and the runs of a pipeline it made carry the forge context
+# (core/pipeline/runs.py hands the pipeline's on): the reporting step and the receiver find them by it.
+LABEL_TRIGGER = f"{GROUP}/trigger"
+LABEL_THREAD = f"{GROUP}/forge-thread"
+ANNOTATION_REPOSITORY = f"{GROUP}/forge-repository"
+ANNOTATION_THREAD_KIND = f"{GROUP}/forge-thread-kind"
+ANNOTATION_DELIVERY = f"{GROUP}/forge-delivery"
+ANNOTATION_EVENT = f"{GROUP}/forge-event"
+ANNOTATION_HEAD = f"{GROUP}/forge-head"
+FORGE_LABELS = (LABEL_TRIGGER, LABEL_THREAD)
+FORGE_ANNOTATIONS = (
+    ANNOTATION_REPOSITORY,
+    ANNOTATION_THREAD_KIND,
+    ANNOTATION_DELIVERY,
+    ANNOTATION_EVENT,
+    ANNOTATION_HEAD,
+)
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_RUN = f"{GROUP}/run"
 LABEL_ATTEMPT = f"{GROUP}/attempt"

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness_operator.api.v1alpha1 import API_VERSION, GROUP, HarnessPipeline, PipelineStep, StepWorkspace
-from harness_operator.core.forge.triggering import FORGE_ANNOTATIONS, FORGE_LABELS
 from harness_operator.core.objects.conditions import FALSE, SUCCEEDED, TRUE
 from harness_operator.core.objects.naming import (
     APPROVAL_PREFIX,
+    FORGE_ANNOTATIONS,
+    FORGE_LABELS,
     LABEL_MANAGED_BY,
     MANAGED_BY,
     fit_name,

@@ -25,7 +25,8 @@ from harness_operator.core.forge.report import (
     compute_outcome,
     is_report_due,
 )
-from harness_operator.core.forge.triggering import ANNOTATION_COMMENT_ID, ANNOTATION_HEAD, LABEL_PULL_REQUEST
+from harness_operator.core.forge.triggering import ANNOTATION_COMMENT_ID, LABEL_PULL_REQUEST
+from harness_operator.core.objects.naming import ANNOTATION_HEAD
 
 SHA = "a" * 40
 HEAD = "b" * 40

@@ -13,14 +13,7 @@ from harness_operator.api.v1alpha1 import HarnessPipeline, HarnessRun, HarnessTr
 from harness_operator.core.forge.events import ForgeEvent
 from harness_operator.core.forge.triggering import (
     ANNOTATION_COMMENT_ID,
-    ANNOTATION_DELIVERY,
-    ANNOTATION_EVENT,
-    ANNOTATION_HEAD,
-    ANNOTATION_REPOSITORY,
-    ANNOTATION_THREAD_KIND,
     LABEL_PULL_REQUEST,
-    LABEL_THREAD,
-    LABEL_TRIGGER,
     PIPELINE,
     TeamAnswer,
     TriggerRun,
@@ -32,7 +25,18 @@ from harness_operator.core.forge.triggering import (
     trigger_run_name,
 )
 from harness_operator.core.objects.cel import check_rules
-from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, LABEL_MANAGED_BY, LABEL_USER
+from harness_operator.core.objects.naming import (
+    ANNOTATION_AUTHOR,
+    ANNOTATION_DELIVERY,
+    ANNOTATION_EVENT,
+    ANNOTATION_HEAD,
+    ANNOTATION_REPOSITORY,
+    ANNOTATION_THREAD_KIND,
+    LABEL_MANAGED_BY,
+    LABEL_THREAD,
+    LABEL_TRIGGER,
+    LABEL_USER,
+)
 
 KEY = "0123456789abcdef" * 4
 TEMPLATE_SPEC: dict[str, Any] = {
