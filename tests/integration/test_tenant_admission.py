@@ -857,7 +857,12 @@ def test_a_trigger_may_name_only_secrets_its_author_may_get(
         if token == "victim"
         else ("ask for get on it")
     )
-    assert_read_refused(kube, tenant, namespace, body, "triggers", field, hint)
+    assert_read_refused(kube, tenant, namespace, body, "trigger-secrets", field, hint)
+    # A trigger of pipelines only (no run template) is held to the same.
+    piped = trigger_body("steal-piped", token, webhook)
+    steps = [{"name": "fix", "run": piped["spec"].pop("runTemplate")}]
+    piped["spec"]["pipelineTemplate"] = {"spec": {"serviceAccountName": TENANT, "steps": steps}}  # itself
+    assert_read_refused(kube, tenant, namespace, piped, "trigger-secrets", field, hint)
     create(tenant, namespace, trigger_body("own", "own-key", "own-key"))
     assert exists(kube, namespace, trigger_body("own", "own-key", "own-key"))
 
