@@ -88,7 +88,7 @@ def decide_events(
 ) -> list[EventSpec]:
     """Events for what changed: attempts newly lost or preempted, attempts newly reporting tools their
     policy refused, attempts newly ended with a cost nobody knows under a cost limit, and the run's reason
-    or phase moving."""
+    or phase moving (to any reason but Pending)."""
     events = []
     taken = (Reason.JobLost, Reason.Preempted)
     lost_before = {a.index for a in previous.attempts if a.reason in taken} if previous else set()
@@ -115,7 +115,10 @@ def decide_events(
         succeeded = find_condition(s.conditions, SUCCEEDED)
         return s.reason, succeeded.status if succeeded else None
 
-    if (verdict(previous) if previous else (None, None)) != verdict(status):
+    # Pending (the Job made, its pod not yet running) is the status's to say: an Event for it would be one
+    # more write per run for what the next one (Running, or why it waits) says anyway.
+    moved = (verdict(previous) if previous else (None, None)) != verdict(status)
+    if moved and status.reason != Reason.Pending:
         failed = is_failed(status.conditions) or status.reason in (Reason.FallingBack, Reason.Retrying)
         ended = is_finished(status.conditions)
         name = end_event_name(run.metadata["name"], run.metadata.get("uid", "")) if ended else None

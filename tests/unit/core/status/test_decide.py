@@ -57,6 +57,7 @@ UNKNOWN_COST = {
 LOST = status("Failed", "JobLost", "False", attempts=[LOST_ATTEMPT])
 SUCCEEDED = status("Succeeded", "Succeeded", "True", attempts=[UNKNOWN_COST])
 WAITING = status("Pending", "WaitingForRunOutput")
+PENDING_S = status("Pending", "Pending", attempts=[{"index": 1, "provider": "claude", "jobName": "r-a1"}])
 DENIED = status(
     "Succeeded", "Succeeded", "True", attempts=[{**UNKNOWN_COST, "deniedTools": ["Bash", "WebFetch"]}]
 )
@@ -68,6 +69,8 @@ DENIED = status(
         (QUEUED, QUEUED, {}, None, False),  # nothing changed: no patch, no Event
         (None, QUEUED, {}, [EventSpec("Normal", "Queued", "Queued detail")], False),
         (QUEUED, RUNNING_S, {}, [EventSpec("Normal", "Running", "Running detail")], False),
+        (None, PENDING_S, {}, [], False),  # the status says it; the next Event (Running) follows
+        (PENDING_S, RUNNING_S, {}, [EventSpec("Normal", "Running", "Running detail")], False),
         (
             RUNNING_S,
             LOST,
