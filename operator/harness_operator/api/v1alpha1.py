@@ -284,6 +284,9 @@ from harness_operator.api.run import (
     RunTemplate as RunTemplate,
 )
 from harness_operator.api.run import (
+    RunTemplateMetadata as RunTemplateMetadata,
+)
+from harness_operator.api.run import (
     ValueSource as ValueSource,
 )
 from harness_operator.api.run import (

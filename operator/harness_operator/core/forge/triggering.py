@@ -21,6 +21,7 @@ from harness_operator.api.v1alpha1 import (
     GROUP,
     ConcurrencyPolicy,
     HarnessTrigger,
+    RunTemplateMetadata,
     TriggerEventType,
 )
 from harness_operator.core.forge.events import ForgeEvent
@@ -480,13 +481,13 @@ def build_trigger_pipeline_manifest(
 
 
 def _forge_metadata(
-    trigger: HarnessTrigger, event: ForgeEvent, kind: TriggerEventType, template: Any
+    trigger: HarnessTrigger, event: ForgeEvent, kind: TriggerEventType, template: RunTemplateMetadata | None
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The template's labels and annotations with the delivery's forge context last (the template can
     set none of it, nor the author label)."""
     labels = dict(template.labels if template else {})
     annotations = dict(template.annotations if template else {})
-    for key in (LABEL_USER, ANNOTATION_COMMENT_ID, LABEL_PULL_REQUEST):
+    for key in (LABEL_USER, ANNOTATION_COMMENT_ID, LABEL_PULL_REQUEST, ANNOTATION_HEAD):
         labels.pop(key, None)
         annotations.pop(key, None)
     labels.update(
@@ -502,11 +503,10 @@ def _forge_metadata(
             ANNOTATION_THREAD_KIND: THREAD_PULL if event.is_pull_request else THREAD_ISSUE,
             ANNOTATION_DELIVERY: event.delivery_key,
             ANNOTATION_EVENT: str(kind),
-            **({ANNOTATION_HEAD: event.head_sha} if event.head_sha else {}),
         }
     )
-    if not event.head_sha:
-        annotations.pop(ANNOTATION_HEAD, None)
+    if event.head_sha:
+        annotations[ANNOTATION_HEAD] = event.head_sha
     return labels, annotations
 
 
