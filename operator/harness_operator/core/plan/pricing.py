@@ -108,13 +108,17 @@ def find_vendor_model(vendor: types.Provider, model: str) -> types.ModelInfo | N
         return None
 
 
+def list_model_prices(model: types.ModelInfo) -> list[types.ModelPrice]:
+    """Every price the table lists for the model, at any time (its conditional prices' too)."""
+    return [model.prices] if isinstance(model.prices, types.ModelPrice) else [c.prices for c in model.prices]
+
+
 def is_priced_by_table(definition: HarnessDefinitionSpec, model: str) -> bool:
     """Whether the table has a token price for the model, at any time it lists."""
     info = find_table_model(definition, model)
     if info is None:
         return False
-    prices = [info.prices] if isinstance(info.prices, types.ModelPrice) else [c.prices for c in info.prices]
-    return any(p.input_mtok is not None or p.output_mtok is not None for p in prices)
+    return any(p.input_mtok is not None or p.output_mtok is not None for p in list_model_prices(info))
 
 
 def build_vendor_table(
@@ -160,10 +164,7 @@ def _tier_starts(provider_id: str) -> tuple[int, ...]:
     vendor = find_provider(provider_id)
     starts: set[int] = set()
     for model in vendor.models if vendor else ():
-        prices = (
-            [model.prices] if isinstance(model.prices, types.ModelPrice) else [c.prices for c in model.prices]
-        )
-        for price in prices:
+        for price in list_model_prices(model):
             for value in vars(price).values():
                 if isinstance(value, types.TieredPrices):
                     starts.update(t.start for t in value.tiers)

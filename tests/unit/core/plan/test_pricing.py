@@ -30,6 +30,7 @@ from harness_operator.core.plan.pricing import (
     build_vendor_table,
     compute_tier_floor,
     find_vendor_table,
+    list_model_prices,
     with_pricing,
 )
 from harness_operator.runner.cost import compute_cost, compute_usage, price_book
@@ -183,7 +184,7 @@ def test_the_gateways_kept_table_is_the_table_built_for_each_request(provider_id
     request."""
     vendor = next(p for p in data_snapshot.get_snapshot().providers if p.id == provider_id)
     model = vendor.models[0].id
-    starts = {t.start for m in vendor.models for price in _prices(m) for t in _tiers(price)}
+    starts = {t.start for m in vendor.models for price in list_model_prices(m) for t in _tiers(price)}
     sizes = [None, 0, 1, *sorted({s + d for s in starts for d in (-1, 0, 1, 2)}), 10_000_000]
     for size in sizes:
         assert dict(find_vendor_table(provider_id, model, NOW, size)) == build_vendor_table(
@@ -198,16 +199,12 @@ def test_the_gateways_kept_table_is_the_table_built_for_each_request(provider_id
 
 def test_the_tier_floor_is_just_past_the_highest_start_crossed() -> None:
     vendor = next(p for p in data_snapshot.get_snapshot().providers if p.id == "anthropic")
-    starts = sorted({t.start for m in vendor.models for price in _prices(m) for t in _tiers(price)})
+    starts = sorted({t.start for m in vendor.models for price in list_model_prices(m) for t in _tiers(price)})
     assert starts, "the table has a tiered Anthropic price"
     assert compute_tier_floor("anthropic", None) is None
     assert compute_tier_floor("anthropic", starts[0]) == 0  # at the start: still the base tier
     assert compute_tier_floor("anthropic", starts[0] + 1) == starts[0] + 1
     assert compute_tier_floor("anthropic", starts[-1] * 10) == starts[-1] + 1
-
-
-def _prices(model: Any) -> list[Any]:
-    return [model.prices] if not isinstance(model.prices, list) else [c.prices for c in model.prices]
 
 
 def _tiers(price: Any) -> list[Tier]:
