@@ -41,6 +41,11 @@ class ModelAttemptGrant(Model):
         default=None, description="The Secret of the gateway's namespace with the run's own key, if any."
     )
     key_field: str | None = Field(default=None, description="Its data key for this attempt.")
+    trace_parent: str | None = Field(
+        default=None,
+        description="The attempt's span as a W3C traceparent when its run is traced: the parent of the "
+        "gateway's span of each model request (contract/tracing.py).",
+    )
 
 
 class ModelGrant(Model):

@@ -211,6 +211,11 @@ class AttemptPlan(Model):
         "file: the model gateway's base URL of a routed attempt (operator-set). The runner waits until "
         "each accepts a connection before it starts the agent.",
     )
+    trace_parent: str | None = Field(
+        default=None,
+        description="The attempt's span as a W3C traceparent when its run is traced (operator-set): the "
+        "parent of the runner's spans (contract/tracing.py).",
+    )
 
     @model_validator(mode="after")
     def _has_something_to_start(self) -> AttemptPlan:
