@@ -45,6 +45,7 @@ from harness_operator.controller.reference_cache import (
 )
 from harness_operator.controller.retention import ExpiryQueue, compute_expiry
 from harness_operator.controller.run_cache import RUN_KIND, RunStore
+from harness_operator.controller.run_trace import RunTracing
 from harness_operator.controller.schedules import ScheduleReconciler
 from harness_operator.controller.wiring import CachedBudgets, CachedDefinitions, CachedQueue, Controller
 from harness_operator.controller.workers import Workers
@@ -53,11 +54,15 @@ from harness_operator.core.config import AWAIT_OFF, FQDN_AUTO, FQDN_CILIUM, FQDN
 from harness_operator.core.leadership import holder_identity
 from harness_operator.core.objects.naming import LABEL_TRIGGER
 from harness_operator.core.queue.kueue import KUEUE_GROUP
+from harness_operator.telemetry import build_traces
 
 
 def clock() -> datetime:
     """The operator's one wall clock, handed to every reconciler."""
     return datetime.now(UTC)
+
+
+SERVICE = "harness-operator"  # the operator's spans' service.name
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,7 @@ def compose(kube: Kube, config: OperatorConfig) -> Parts:
         metering,
         definitions,
         CachedQueue(runs),
+        RunTracing(build_traces(SERVICE, config.tracing_endpoint, config.tracing_sampling), config, clock),
     )
     progress = ProgressReader(kube, reconciler.run_lock, clock, workers)
     controller = Controller(

@@ -98,7 +98,9 @@ def build_traces_url(endpoint: str) -> str:
     endpoint = endpoint.strip()
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"{ENDPOINT_ENV}={endpoint!r} is not an http(s) URL, e.g. http://otel-collector:4318")
+        raise ValueError(
+            f"{ENDPOINT_ENV}={endpoint!r} is not an http(s) URL, e.g. http://otel-collector:4318"
+        )
     return endpoint if parts.path not in ("", "/") else endpoint.rstrip("/") + TRACES_PATH
 
 
@@ -115,11 +117,16 @@ def parse_sampling(value: str | None) -> float:
     return ratio
 
 
+def build_traces(service: str, endpoint: str, ratio: float) -> Traces | None:
+    """An exporter to the collector at `endpoint` (empty: None, tracing is off)."""
+    if not endpoint.strip():
+        return None
+    url = build_traces_url(endpoint)
+    return Traces(service, ratio, BatchSpanProcessor(OTLPSpanExporter(endpoint=url, timeout=10)))
+
+
 def traces_from_env(service: str) -> Traces | None:
     """The process's exporter as its environment says, or None when tracing is off; a bad setting
     raises ValueError naming the variable and an example."""
     endpoint = os.environ.get(ENDPOINT_ENV, "")
-    if not endpoint.strip():
-        return None
-    url, ratio = build_traces_url(endpoint), parse_sampling(os.environ.get(SAMPLING_ENV))
-    return Traces(service, ratio, BatchSpanProcessor(OTLPSpanExporter(endpoint=url, timeout=10)))
+    return build_traces(service, endpoint, parse_sampling(os.environ.get(SAMPLING_ENV)))

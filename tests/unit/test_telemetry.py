@@ -30,7 +30,9 @@ def test_records_keep_their_ids_parents_times_attributes_and_errors():
     traces.export(
         trace_id,
         [
-            SpanRecord("attempt 1", attempt, root, 2_000, 5_000, {"harness.provider": "claude"}, "ProviderFailed"),
+            SpanRecord(
+                "attempt 1", attempt, root, 2_000, 5_000, {"harness.provider": "claude"}, "ProviderFailed"
+            ),
             SpanRecord("chat m", compute_span_id("uid", "x"), attempt, 3_000, 4_000, {"n": 3}, kind=CLIENT),
             SpanRecord("run ns/r", root, None, 1_000, 6_000, {"harness.run": "r"}),
         ],
@@ -77,14 +79,14 @@ def test_traces_url(endpoint, url):
 
 @pytest.mark.parametrize("endpoint", ["collector:4318", "grpc://c:4317", "http://"])
 def test_a_bad_endpoint_is_named(endpoint):
-    with pytest.raises(ValueError, match="HARNESS_TRACING_ENDPOINT.*e.g. http://otel-collector:4318"):
+    with pytest.raises(ValueError, match=r"HARNESS_TRACING_ENDPOINT.*e\.g\. http://otel-collector:4318"):
         build_traces_url(endpoint)
 
 
 def test_sampling_setting():
     assert parse_sampling(None) == 1.0 and parse_sampling(" ") == 1.0 and parse_sampling("0.25") == 0.25
     for bad in ("1.5", "-0.1", "half"):
-        with pytest.raises(ValueError, match="HARNESS_TRACING_SAMPLING.*from 0 to 1"):
+        with pytest.raises(ValueError, match=r"HARNESS_TRACING_SAMPLING.*from 0 to 1"):
             parse_sampling(bad)
 
 

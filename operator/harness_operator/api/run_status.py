@@ -276,3 +276,8 @@ class HarnessRunStatus(Model):
     )
 
     progress: Progress | None = Field(default=None, description="Turns, tokens and cost so far.")
+    trace_id: str | None = Field(
+        default=None,
+        alias="traceID",
+        description="The run's OpenTelemetry trace (tracing.endpoint in the chart), when it is traced.",
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -31,6 +31,7 @@ from harness_operator.controller.run_collect import RunCollector
 from harness_operator.controller.run_dispatch import RunDispatcher
 from harness_operator.controller.run_observe import RunObserver
 from harness_operator.controller.run_start import QueueSource, RunStarter
+from harness_operator.controller.run_trace import RunTracing
 from harness_operator.controller.workers import Workers
 from harness_operator.core.attempt import Attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
@@ -50,7 +51,13 @@ from harness_operator.core.resolve.resolution import (
 from harness_operator.core.status.approval import add_unattributed
 from harness_operator.core.status.awaiting import is_awaiting_approval
 from harness_operator.core.status.decide import EventSpec, decide, decide_deletions, decide_wake
-from harness_operator.core.status.observed import FINISHED, Observed, ObservedAttempt, recorded_attempts
+from harness_operator.core.status.observed import (
+    FINISHED,
+    Observed,
+    ObservedAttempt,
+    PodStep,
+    recorded_attempts,
+)
 from harness_operator.core.status.status import compute_next_attempt, compute_status
 
 log = structlog.get_logger("harness_operator")
@@ -78,6 +85,7 @@ class RunDuties:
     metering: AttemptMetering
     budgets: BudgetReconciler
     grants: Grants
+    tracing: RunTracing
 
 
 class Reconciler:
@@ -292,7 +300,7 @@ class Reconciler:
             rest = self.duties.metering.meter_run(run, status.attempts, meter_retry)
             if rest is not None:
                 status = compute_status(run, replace(observed, unattributed=rest), now)
-        written = self._apply(run, status)
+        written = self._apply(run, status, steps={a.index: a.steps for a in observed.attempts if a.steps})
         ns, name = run.metadata["namespace"], run.metadata["name"]
         ended: dict[str, set[str]] = defaultdict(set)
         for attempt in observed.attempts:
@@ -303,12 +311,17 @@ class Reconciler:
         return written
 
     def _apply(
-        self, run: HarnessRun, status: HarnessRunStatus, events: Sequence[EventSpec] = ()
+        self,
+        run: HarnessRun,
+        status: HarnessRunStatus,
+        events: Sequence[EventSpec] = (),
+        steps: Mapping[int, Sequence[PodStep]] | None = None,
     ) -> HarnessRunStatus:
         """Decide (pure) what the status changes and post it: the run's end Event (named, so an operator
         killed before the status patch posts it once on the retry), the patch, the other Events (and
-        `events`, the caller's own)."""
-        decision = decide(run, status)
+        `events`, the caller's own); then the spans the write completed (`steps`: the pod steps of
+        attempts seen finished)."""
+        decision = decide(run, self.duties.tracing.with_trace_id(run, status))
         ns, name = run.metadata["namespace"], run.metadata["name"]
         body = {"metadata": run.metadata}
         for event in decision.events:
@@ -319,6 +332,8 @@ class Reconciler:
         for event in [*events, *decision.events]:
             if event.name is None:
                 self.kube.create_event(body, event.type, event.reason, event.message)
+        if decision.patch is not None:
+            self.duties.tracing.record(run, run.status, decision.status, steps or {})
         return decision.status
 
     def _resolve_targets(self, run: HarnessRun, retry: int) -> list[Attempt]:
@@ -351,6 +366,7 @@ def wire_reconciler(
     metering: AttemptMetering,
     definitions: DefinitionReader,
     queue: QueueSource,
+    tracing: RunTracing,
 ) -> Reconciler:
     """The run reconciler and its duties over the collaborators the composition root (__main__) built:
     the one place that says which duty gets which."""
@@ -364,5 +380,6 @@ def wire_reconciler(
         metering=metering,
         budgets=budgets,
         grants=grants,
+        tracing=tracing,
     )
     return Reconciler(kube, config, clock, children, definitions, duties)

@@ -150,6 +150,11 @@ class OperatorConfig:
 
     # Leader election (the chart's leaderElection): the Lease's name (empty: no election, this process
     # leads), its namespace (the operator's own) and this replica's identity (the pod's name).
+    # Traces (the chart's tracing): the collector's OTLP/HTTP base URL (empty: none) and the share of runs
+    # traced, decided by each run's trace id (contract/tracing.is_sampled).
+    tracing_endpoint: str = ""
+    tracing_sampling: float = 1.0
+
     leader_election_lease: str = ""
     leader_election_namespace: str = ""
     pod_name: str = ""
@@ -206,6 +211,10 @@ class OperatorConfig:
                     f"{fingerprint!r} is not a fingerprint PATH:RULE:LINE such as tests/fixtures/key.json:"
                     "github-pat:3 (the refusal's message names it)"
                 )
+        if not 0.0 <= self.tracing_sampling <= 1.0:
+            raise ValueError(
+                f"HARNESS_TRACING_SAMPLING={self.tracing_sampling} is not a share from 0 to 1, e.g. 0.25"
+            )
         if self.api_server_address:
             try:
                 split_address(self.api_server_address)
@@ -231,6 +240,8 @@ class OperatorConfig:
                     values[name] = _seconds(raw) if raw.strip() else None
                 elif isinstance(current, bool):
                     values[name] = raw.lower() in ("1", "true", "yes")
+                elif isinstance(current, float):
+                    values[name] = float(raw)
                 elif isinstance(current, int):
                     values[name] = int(raw)
                 elif isinstance(current, tuple):

@@ -52,7 +52,11 @@ def test_traceparent_round_trip():
     value = build_traceparent(trace_id, span_id)
     assert value == f"00-{trace_id}-{span_id}-01"
     parsed = parse_traceparent(value)
-    assert parsed is not None and (parsed.trace_id, parsed.span_id, parsed.sampled) == (trace_id, span_id, True)
+    assert parsed is not None and (parsed.trace_id, parsed.span_id, parsed.sampled) == (
+        trace_id,
+        span_id,
+        True,
+    )
     unsampled = parse_traceparent(build_traceparent(trace_id, span_id, sampled=False))
     assert unsampled is not None and not unsampled.sampled
 

@@ -15,10 +15,12 @@ from harness_operator.controller.kube import Kube
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.reconcile import Reconciler, wire_reconciler
+from harness_operator.controller.run_trace import RunTracing
 from harness_operator.controller.workers import Workers
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.queue.budget import BudgetRef, RunCharge
 from harness_operator.core.queue.fairqueue import QueueEntry
+from harness_operator.telemetry import Traces
 
 
 class ApiServer:
@@ -120,6 +122,7 @@ def wire(
     workers: Workers | None = None,
     kueue: KueueStore | None = None,
     budgets: Budgets | None = None,
+    traces: Traces | None = None,
 ) -> Reconciler:
     """The run reconciler over the fake `api`, wired as __main__ wires it (no budget, no worker, an empty
     queue unless given)."""
@@ -137,6 +140,7 @@ def wire(
         AttemptMetering(kube, config, grants),
         Definitions(),
         queue or Queue(),
+        RunTracing(traces, config, clock),
     )
 
 

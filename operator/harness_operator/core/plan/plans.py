@@ -15,6 +15,7 @@ from harness_operator.contract.plan import AttemptPlan
 from harness_operator.core.access.egress import ROUTE_GATEWAY
 from harness_operator.core.attempt import Attempt
 from harness_operator.core.config import OperatorConfig
+from harness_operator.core.objects.traced import build_attempt_traceparent
 from harness_operator.core.plan.planning import PlanError, build_plan, with_output_limit
 from harness_operator.core.plan.pricing import with_pricing
 from harness_operator.core.plan.resumption import Resumption, build_replay_prompt, compute_continuation
@@ -53,7 +54,8 @@ def build_attempt_plans(
             plan = with_gateway(plan, a.egress)
         if a.model_route is not None:
             plan = with_model_route(plan, a.model_route, config)
-        plan = plan.model_copy(update={"confinement": a.confinement})
+        traceparent = build_attempt_traceparent(run.metadata.get("uid") or "", a.index, config)
+        plan = plan.model_copy(update={"confinement": a.confinement, "trace_parent": traceparent})
         if secret_values:
             plan = plan.model_copy(update={"redacted_values": sorted(set(secret_values))})
         plans.append(plan)

@@ -43,6 +43,7 @@ from harness_operator.core.access.settings_merge import add_option, merge_each, 
 from harness_operator.core.attempt import Attempt
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.naming import label_value, run_labels
+from harness_operator.core.objects.traced import build_attempt_traceparent
 from harness_operator.core.pod.egress_grant import LABEL_RUN_NAMESPACE
 
 
@@ -217,6 +218,7 @@ def build_model_grant(
             platform_pricing=None if target.namespaced else dict(target.definition.pricing),
             key_secret=model_key_secret_name(ns, name) if own else None,
             key_field=model_key_field(target.index) if own else None,
+            trace_parent=build_attempt_traceparent(run.metadata.get("uid") or "", target.index, config),
         )
     if not granted:
         return None

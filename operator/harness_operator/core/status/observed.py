@@ -37,6 +37,44 @@ STATUS_KEYS = ("initContainerStatuses", "containerStatuses")  # init containers 
 
 
 @dataclass(frozen=True)
+class PodStep:
+    """A step of an attempt's pod: `name` (schedule, clone, runner, agent, publish) from start to end."""
+
+    name: str
+    start: str
+    end: str
+
+
+# The containers whose run is a step of the attempt, and where the kubelet records them.
+STEP_CONTAINERS = (
+    ("clone", CLONE_CONTAINER, "initContainerStatuses"),
+    ("runner", RUNNER_CONTAINER, "containerStatuses"),
+    ("agent", AGENT_CONTAINER, "containerStatuses"),
+    ("publish", PUBLISH_CONTAINER, "initContainerStatuses"),
+)
+
+
+def compute_pod_steps(pod: Mapping[str, Any] | None) -> tuple[PodStep, ...]:
+    """The pod's scheduling (its creation until the scheduler placed it) and each container's run that
+    ended, in that order; steps without both times are left out."""
+    if not pod:
+        return ()
+    steps = []
+    created = (pod.get("metadata") or {}).get("creationTimestamp")
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    scheduled = next(
+        (c.get("lastTransitionTime") for c in conditions if c.get("type") == "PodScheduled"), None
+    )
+    if created and scheduled:
+        steps.append(PodStep("schedule", created, scheduled))
+    for step, container, kind in STEP_CONTAINERS:
+        ended = container_state(dict(pod), container, kind).get("terminated") or {}
+        if ended.get("startedAt") and ended.get("finishedAt"):
+            steps.append(PodStep(step, ended["startedAt"], ended["finishedAt"]))
+    return tuple(steps)
+
+
+@dataclass(frozen=True)
 class ObservedAttempt:
     """One attempt's Job and Pod as seen; `result` is the runner's result document once it finished."""
 
@@ -59,6 +97,9 @@ class ObservedAttempt:
     waiting: str | None = None
     # The MultiKueue worker cluster its Job runs on (core/queue/multikueue); None: this cluster.
     cluster: str | None = None
+    # Once finished: when its pod was scheduled and each container ran, as the kubelet recorded them
+    # (compute_pod_steps): the steps of the attempt's span.
+    steps: tuple[PodStep, ...] = ()
 
     @property
     def succeeded(self) -> bool:
@@ -114,7 +155,24 @@ def observe_attempt(
 ) -> ObservedAttempt:
     """The state and, when over, the result document of one attempt from its Job and the Pods it
     controls; `cancelled` says whether spec.cancel asked the attempt to stop. For a Job Kueue manages,
-    its Workload and LocalQueue (slim, core/queue/kueue) say why it waits, or that Kueue took it back."""
+    its Workload and LocalQueue (slim, core/queue/kueue) say why it waits, or that Kueue took it back.
+    A finished attempt carries its pod's steps."""
+    seen = _observe_attempt(index, provider, job, pods, cancelled, workload, local_queue)
+    if seen.state != FINISHED:
+        return seen
+    pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
+    return replace(seen, steps=compute_pod_steps(pod))
+
+
+def _observe_attempt(
+    index: int,
+    provider: str,
+    job: dict[str, Any],
+    pods: Sequence[dict[str, Any]],
+    cancelled: bool = False,
+    workload: Mapping[str, Any] | None = None,
+    local_queue: Mapping[str, Any] | None = None,
+) -> ObservedAttempt:
     name = job["metadata"]["name"]
     pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
     pod_name = pod["metadata"]["name"] if pod else None

@@ -1,6 +1,7 @@
 """Routing through the model gateway: which attempts are routed, what their definition, plan, plan Secret,
 Job and policy hold (never the vendor key, the token only from the plan Secret), the grant, the warnings."""
 
+import dataclasses
 import json
 import re
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from harness_operator.contract.plan import load_plan
 from harness_operator.core.access.model_route import compute_model_route, find_own_key
 from harness_operator.core.attempt import Attempt, decide_attempt, decide_attempts
 from harness_operator.core.config import OperatorConfig
+from harness_operator.core.objects.traced import build_attempt_traceparent
 from harness_operator.core.plan.plans import build_plans
 from harness_operator.core.pod.egress_grant import grant_name as egress_grant_name
 from harness_operator.core.pod.job import build_job
@@ -481,3 +483,21 @@ def test_a_routed_opencode_attempt_gets_one_configuration_with_its_provider_serv
         config["provider"]["anthropic"]["options"]["baseURL"] == f"{model_base_url(GATEWAY, 'anthropic')}/v1"
     )
     assert config["permission"] == {"bash": "deny"}
+
+
+def test_a_traced_runs_plans_and_grant_carry_each_attempts_span_and_an_untraced_ones_do_not() -> None:
+    run = make_run(fallback=[{"provider": "claude"}])
+    targets = routed(run, CLAUDE, CLAUDE)
+    traced = dataclasses.replace(GATEWAY, tracing_endpoint="http://collector:4318")
+    uid = run.metadata["uid"]
+    plans = [load_plan(json.dumps(p)) for p in build_plans(run, targets, "Review.", None, NOW, traced)]
+    assert [p.trace_parent for p in plans] == [build_attempt_traceparent(uid, i, traced) for i in (1, 2)]
+    assert plans[0].trace_parent is not None and plans[0].trace_parent != plans[1].trace_parent
+    config_map = build_model_grant(run, targets, traced, {1, 2})
+    grant = read_model_grant(config_map)
+    assert grant is not None
+    assert grant.attempts["2"].trace_parent == plans[1].trace_parent
+    untraced = [load_plan(json.dumps(p)) for p in build_plans(run, targets, "Review.", None, NOW, GATEWAY)]
+    assert all(p.trace_parent is None for p in untraced)
+    plain = read_model_grant(build_model_grant(run, targets, GATEWAY, {1}))
+    assert plain is not None and plain.attempts["1"].trace_parent is None
