@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv test unit lint generate demo dist images cluster-up cluster-down flux-test kueue-test multikueue-test reliability resume-matrix forge-test
+.PHONY: venv test unit lint generate demo dist images cluster-up cluster-down flux-test kueue-test multikueue-test reliability resume-matrix forge-test trace-test
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -13,7 +13,7 @@ venv: $(VENV_STAMP)
 
 ## unit tests only: no cluster, no agent CLIs, no Go builds
 unit: venv
-	$(PY) -m pytest -m "not integration and not cli and not e2e and not gotool and not forge" -q
+	$(PY) -m pytest -m "not integration and not cli and not e2e and not gotool and not forge and not traces" -q
 
 ## the whole suite: unit, real agent CLIs against local stubs, the real test cluster, and e2e/ on it
 test: venv
@@ -89,6 +89,15 @@ kueue-test: venv
 forge-test: venv
 	tests/cluster/gitea start
 	HARNESS_FORGE=1 $(PY) -m pytest tests/forge e2e -m forge -q
+
+## a real Jaeger v2 (an OpenTelemetry Collector with memory storage) on the test cluster's node address
+## (tests/cluster/jaeger: OTLP on :4318 and :4317, its query API on :16686), then the traces the operator, the
+## sandbox and the gateways export, read back from it (tests/traces, and e2e/ tests marked `traces`); Jaeger is
+## built from the Go module proxy on first use (about 8.5 CPU-minutes: 5 minutes measured on the 2 cores;
+## cached) and keeps running afterwards (tests/cluster/jaeger stop; `tests/cluster/down` stops it too)
+trace-test: venv
+	tests/cluster/jaeger start
+	HARNESS_TRACES=1 $(PY) -m pytest tests/traces e2e -m traces -q
 
 ## MultiKueue dispatches runs to a second cluster: starts it (tests/cluster/worker, its own control plane,
 ## kubelet and network namespace; about 15 s warm), Kueue on both clusters, runs
