@@ -34,6 +34,12 @@ DURATION = Histogram(
     ["provider"],
     buckets=(5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
 )
+RUN_COST = Histogram(
+    "harness_run_cost_usd",
+    "A run's cost in USD, all its attempts, once it ended.",
+    ["provider"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50),
+)
 TOKENS = Counter(
     "harness_tokens_total", "Tokens reported by agent CLIs.", ["provider", "model", "type", "namespace"]
 )
@@ -153,9 +159,15 @@ def record_finished(run: HarnessRun, status: HarnessRunStatus) -> None:
     RUNS.labels(
         namespace=namespace, provider=provider, phase=str(status.phase), reason=status.reason or ""
     ).inc()
+    # A traced run's figures point at its trace (OpenMetrics exemplars: Prometheus keeps them when it
+    # scrapes that format with exemplar storage on).
+    exemplar = {"trace_id": status.trace_id} if status.trace_id else None
     duration = _seconds(status.start_time, status.completion_time)
     if duration is not None:
-        DURATION.labels(provider=provider).observe(duration)
+        DURATION.labels(provider=provider).observe(duration, exemplar)
+    cost = status.usage.cost_usd if status.usage else None
+    if cost is not None:
+        RUN_COST.labels(provider=provider).observe(cost, exemplar)
     for attempt in status.attempts:
         usage = attempt.usage
         if usage is None:
