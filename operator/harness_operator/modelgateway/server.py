@@ -4,7 +4,8 @@ A request comes with an attempt's gateway token where the CLI puts its key. The 
 attempt's grant, refuses a token that is not live, reserves the request's worst case under the run's caps
 (all its attempts together; clamping its output tokens to what they leave), forwards it to the vendor
 with the real key in the token's place, passes the answer back as it comes and meters the usage the
-vendor reported in it.
+vendor reported in it. Each model request of a run, answered or refused, leaves an audit record and,
+when its run is traced, a span in the run's trace (records.py).
 The operator reads an attempt's meter, and its run's (all its attempts together, which its caps bind), on
 the admin port with its reader token.
 """
