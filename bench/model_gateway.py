@@ -39,6 +39,11 @@ from tests.stubs.anthropic import AnthropicStub  # noqa: E402
 
 from harness_operator.api.v1alpha1 import HarnessRun  # noqa: E402
 from harness_operator.contract.model_access import ModelAttemptGrant, ModelGrant, token_sha256  # noqa: E402
+from harness_operator.contract.tracing import (  # noqa: E402
+    build_traceparent,
+    compute_attempt_span_id,
+    compute_trace_id,
+)
 from harness_operator.core.config import OperatorConfig  # noqa: E402
 from harness_operator.core.pod.model_grant import build_model_grant_map, model_token  # noqa: E402
 
@@ -76,10 +81,11 @@ def percentile(values: Sequence[float], share: float) -> float:
 
 
 def build_grant(
-    namespace: str, vendors: Sequence[str], max_cost_usd: float | None = None
+    namespace: str, vendors: Sequence[str], max_cost_usd: float | None = None, traced: bool = False
 ) -> tuple[dict[str, Any], list[str]]:
     """A run's grant ConfigMap as the operator writes it, one attempt per entry of `vendors` (its route),
-    and the attempts' tokens in that order."""
+    and the attempts' tokens in that order; `traced`: each attempt carries its span's traceparent, as the
+    operator writes it when the run is traced."""
     settings = OperatorConfig(
         model_gateway_service="x", model_gateway_namespace=NAMESPACE, model_gateway_key=KEY
     )
@@ -88,7 +94,13 @@ def build_grant(
     run = HarnessRun.model_validate({"metadata": metadata, "spec": {"provider": "claude", "prompt": "x"}})
     tokens = [model_token(run, settings, i) for i in range(1, len(vendors) + 1)]
     attempts = {
-        str(i): ModelAttemptGrant(token_sha256=token_sha256(token), vendor=vendor)
+        str(i): ModelAttemptGrant(
+            token_sha256=token_sha256(token),
+            vendor=vendor,
+            trace_parent=build_traceparent(compute_trace_id(uid), compute_attempt_span_id(uid, i))
+            if traced
+            else None,
+        )
         for i, (token, vendor) in enumerate(zip(tokens, vendors, strict=True), start=1)
     }
     grant = ModelGrant.model_validate(
@@ -130,10 +142,14 @@ def redis_server() -> Iterator[str]:
 
 @contextmanager
 def gateway_process(
-    redis_url: str, upstreams: Mapping[str, str], log: IO[bytes] | None = None
+    redis_url: str,
+    upstreams: Mapping[str, str],
+    log: IO[bytes] | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """The gateway process (its grants watched in NAMESPACE), each vendor of `upstreams` keyed, once it
-    is ready; yields (process, port). `log` takes its output (default: this process's)."""
+    is ready; yields (process, port). `log` takes its output (default: this process's); `settings`:
+    environment variables of its own (HARNESS_TRACING_ENDPOINT)."""
     port, admin = free_port(), free_port()
     env = {
         "PATH": os.environ["PATH"], "KUBECONFIG": os.environ["KUBECONFIG"], "HARNESS_NAMESPACE": NAMESPACE,
@@ -144,6 +160,7 @@ def gateway_process(
     }  # fmt: skip
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    env.update(settings or {})
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness_operator.modelgateway"], env=env, stdout=log, stderr=log
     )

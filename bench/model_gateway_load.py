@@ -2,6 +2,8 @@
 
     KUBECONFIG=... python bench/model_gateway_load.py [--seconds 5] [--pace 0.5] [--hold 8] [--flood 240]
     KUBECONFIG=... python bench/model_gateway_load.py --profile OUT.txt [--py-spy PATH]
+    KUBECONFIG=... python bench/model_gateway_load.py --vendor anthropic --workers 64 --paced-only \
+        --no-flood [--traces]
 
 One real gateway process with the chart's default limits, a real Redis and the three vendors' stubs on
 loopback; the stubs run in a process of their own, so this client's event loop does not share their
@@ -22,7 +24,11 @@ refuses none of them.
    CLI does: first all from one namespace (its limits hold them), then spread over 16 namespaces (each
    under its limits, together past the upstream pool). The normal tenant's p99 each way, every non-200.
 Goals are printed PASS/FAIL, not asserted. --profile instead records the gateway with py-spy (attached
-to its process) under 64 workers per vendor and prints where its CPU goes.
+to its process) under 64 workers per vendor and prints where its CPU goes. --vendor, --workers,
+--paced-only and --no-flood narrow part 1 and skip part 2. --traces makes every run traced (its grants
+carry the attempts' traceparents) and the gateway export a span per request to an OTLP/HTTP sink on
+loopback (it answers 200 and counts the spans): run once with it and once without to read what tracing
+adds. The gateway writes an audit record per request either way.
 """
 
 from __future__ import annotations
@@ -43,11 +49,13 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from kubernetes import config
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -257,17 +265,19 @@ class Tenants:
     flood: list[str]
 
 
-def build_tenants() -> tuple[Tenants, list[dict[str, Any]]]:
+def build_tenants(traced: bool) -> tuple[Tenants, list[dict[str, Any]]]:
     per_vendor = PER_NAMESPACE // PER_ATTEMPT
     bodies, load = [], []
     for i in range(LOAD_NAMESPACES):
         body, tokens = build_grant(
-            f"bench-load-{i:02}", [v for v in VENDORS for _ in range(per_vendor)], MAX_COST_USD
+            f"bench-load-{i:02}", [v for v in VENDORS for _ in range(per_vendor)], MAX_COST_USD, traced
         )
         bodies.append(body)
         load.append({v: tokens[k * per_vendor : (k + 1) * per_vendor] for k, v in enumerate(VENDORS)})
-    normal_body, normal = build_grant("bench-normal", ["anthropic"] * per_vendor, MAX_COST_USD)
-    flood_body, flood = build_grant("bench-flood", ["anthropic"] * FLOOD_NAMESPACE_ATTEMPTS, MAX_COST_USD)
+    normal_body, normal = build_grant("bench-normal", ["anthropic"] * per_vendor, MAX_COST_USD, traced)
+    flood_body, flood = build_grant(
+        "bench-flood", ["anthropic"] * FLOOD_NAMESPACE_ATTEMPTS, MAX_COST_USD, traced
+    )
     return Tenants(load, normal, flood), [*bodies, normal_body, flood_body]
 
 
@@ -401,7 +411,9 @@ async def measure_shapes(bench: Bench, rss: PeakRss, pace: float) -> None:
     second)."""
     set_delay(bench.stubs_process, pace)
     for shape in SHAPES:
-        for workers in CONCURRENCY:
+        if bench.args.vendor not in (None, shape.vendor):
+            continue
+        for workers in bench.args.workers:
             specs = load_specs(bench.stubs[shape.vendor], shape, workers, None)
             direct = await run_load(bench.session, specs, bench.args.seconds, bench.pids(False), stagger=pace)
             specs = load_specs(f"{bench.base}/{shape.vendor}", shape, workers, bench.tenants)
@@ -470,9 +482,10 @@ async def measure(
     print(f"gateway RSS idle: {rss_mib(gw):.1f} MiB")
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         bench = Bench(session, stubs, stub_proc, gw, port, tenants, args)
-        for pace in (0.0, args.pace):
+        for pace in (args.pace,) if args.paced_only else (0.0, args.pace):
             await measure_shapes(bench, rss, pace)
-        await measure_flood(bench, rss)
+        if not args.no_flood:
+            await measure_flood(bench, rss)
     print("goals:")
     for goal in bench.goals:
         print(" ", goal)
@@ -484,6 +497,48 @@ def machine() -> str:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"{now}; nproc {os.cpu_count()}, memory {int(mem) / 1024 / 1024:.1f} GiB; load average {load}"
+
+
+# --- the traces' sink ------------------------------------------------------------------------------------
+
+
+class _Sink(BaseHTTPRequestHandler):
+    """OTLP/HTTP's traces endpoint: takes an export, counts its spans, answers 200."""
+
+    protocol_version = "HTTP/1.1"
+    spans = exports = 0
+    lock = threading.Lock()
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        export = ExportTraceServiceRequest.FromString(body)
+        count = sum(len(scope.spans) for rs in export.resource_spans for scope in rs.scope_spans)
+        with _Sink.lock:
+            _Sink.spans += count
+            _Sink.exports += 1
+        self.send_response(200 if self.path == "/v1/traces" else 404)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def trace_sink(enabled: bool) -> Iterator[dict[str, str]]:
+    """The gateway's tracing settings: an OTLP/HTTP sink on loopback while the block runs (enabled), or
+    none (tracing off)."""
+    if not enabled:
+        yield {}
+        return
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield {"HARNESS_TRACING_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}"}
+    finally:
+        server.shutdown()
+        print(f"OTLP sink: {_Sink.spans} spans in {_Sink.exports} exports")
 
 
 # --- the profile ----------------------------------------------------------------------------------------
@@ -545,6 +600,15 @@ def main() -> int:
     parser.add_argument("--flood-seconds", type=float, default=10.0, help="the normal tenant's window")
     parser.add_argument("--profile", metavar="OUT", help="record the gateway with py-spy into OUT instead")
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
+    parser.add_argument("--vendor", choices=VENDORS, help="only this vendor's shape (part 1)")
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=list(CONCURRENCY), help="part 1's concurrencies"
+    )
+    parser.add_argument("--paced-only", action="store_true", help="part 1's paced loads only")
+    parser.add_argument("--no-flood", action="store_true", help="skip part 2 (the two tenants)")
+    parser.add_argument(
+        "--traces", action="store_true", help="traced runs, spans exported to an OTLP sink on loopback"
+    )
     parser.add_argument("--serve-stubs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_stubs:
@@ -555,21 +619,24 @@ def main() -> int:
         return 2
     config.load_kube_config()
     print(f"start: {machine()}")
-    tenants, bodies = build_tenants()
+    tenants, bodies = build_tenants(args.traces)
     with (
         tempfile.TemporaryFile() as log,
         stub_process(args.hold) as (stub_proc, stubs),
         redis_server() as redis_url,
         grant_maps(bodies),
-        gateway_process(redis_url, stubs, log) as (gw, port),
+        trace_sink(args.traces) as tracing,
+        gateway_process(redis_url, stubs, log, tracing) as (gw, port),
     ):
         if args.profile:
             asyncio.run(profile_load(stubs, gw, port, tenants, args))
         else:
             asyncio.run(measure(stubs, stub_proc, gw.pid, port, tenants, args))
         log.seek(0)
-        refused = Counter(json.loads(line).get("status") for line in log if line.startswith(b"{"))
+        records = [json.loads(line) for line in log if line.startswith(b"{")]
+    refused = Counter(r.get("status") for r in records if r.get("msg") == "refused")
     print(f"gateway's refusals logged, by status: {dict(refused)}")
+    print(f"gateway's audit records: {sum(r.get('audit') == 'model-request' for r in records)}")
     print(f"end: {machine()}")
     if args.profile:
         print_profile(args.profile)

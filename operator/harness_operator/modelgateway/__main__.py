@@ -13,14 +13,20 @@
   HARNESS_MAX_IN_FLIGHT_PER_ATTEMPT, HARNESS_MAX_IN_FLIGHT_PER_NAMESPACE   the requests one attempt (8) and
                                one namespace (32) may have in flight on a replica; more are refused (429)
   HARNESS_UPSTREAM_CONNECTIONS the replica's connections to the vendors (512), above the namespace's limit
+  HARNESS_TRACING_ENDPOINT, HARNESS_TRACING_SAMPLING   the OTLP/HTTP collector that takes the spans of
+                               traced runs' model requests, and the share of runs traced (telemetry.py);
+                               unset: no spans
+Each model request of a run writes one audit record, a JSON line on stdout (logger harness.audit).
 In a pod it talks to the API server as its ServiceAccount; elsewhere through KUBECONFIG.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
+import sys
 
 import aiohttp
 from aiohttp import web
@@ -30,9 +36,10 @@ from harness_operator.contract.model_access import build_meter_reader_token
 from harness_operator.modelgateway.fairness import Limits, check_limits
 from harness_operator.modelgateway.grants import GrantWatch
 from harness_operator.modelgateway.intake import DEFAULT_MAX_REQUEST_BYTES
-from harness_operator.modelgateway.server import Gateway, build_apps
+from harness_operator.modelgateway.server import Gateway, audit, build_apps
 from harness_operator.modelgateway.store import MeterStore
 from harness_operator.modelgateway.vendors import VENDORS
+from harness_operator.telemetry import traces_from_env
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -55,10 +62,24 @@ def _limits() -> Limits:
     )
 
 
+def _audit_to_stdout() -> None:
+    """The audit records, one JSON line each, on stdout (the message is the line)."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    audit.addHandler(handler)
+    audit.setLevel(logging.INFO)
+    audit.propagate = False
+
+
 async def serve() -> None:
     limits = _limits()
     if why := check_limits(limits):
         raise SystemExit(f"harness-model-gateway: {why}")
+    try:
+        traces = traces_from_env("harness-model-gateway")
+    except ValueError as exc:
+        raise SystemExit(f"harness-model-gateway: {exc}") from None
+    _audit_to_stdout()
     try:
         config.load_incluster_config()
     except config.ConfigException:
@@ -87,6 +108,7 @@ async def serve() -> None:
         reader_token=build_meter_reader_token(os.environ["HARNESS_GATEWAY_KEY"]),
         max_request_bytes=int(os.environ.get("HARNESS_MAX_REQUEST_BYTES") or DEFAULT_MAX_REQUEST_BYTES),
         limits=limits,
+        traces=traces,
     )
     # No read timeout: a model streams for as long as it thinks; the connection's own keepalive ends it.
     # The in-flight limits admit no more requests than the pool has connections, so none waits for one.
@@ -111,6 +133,8 @@ async def serve() -> None:
         await app_runner.cleanup()
     await gateway.session.close()
     grants.stop()
+    if traces is not None:
+        traces.shutdown()  # the spans still queued go first
 
 
 def main() -> int:

@@ -2,8 +2,9 @@
 
 genai-prices' `extract_usage` reads each vendor's usage shape; a stream is first folded into the one
 document that shape describes: Anthropic's input and cache tokens from `message_start` with the
-cumulative output of the last `message_delta` (never summed twice), OpenAI's final `usage` (a Responses
-stream's `response.completed`, a Chat Completions stream's last chunk), Gemini's last `usageMetadata`.
+cumulative output of the last `message_delta` (never summed twice) and its stop reason, OpenAI's final
+`usage` (a Responses stream's `response.completed`, a Chat Completions stream's last chunk, with the
+finish reasons of the chunks before it), Gemini's last `usageMetadata`.
 Token counts are kept as the run's status counts them: input without the cache reads and writes.
 """
 
@@ -86,6 +87,7 @@ class StreamMeter:
         self.document: dict[str, Any] | None = None
         self.completed = False
         self.overflowed = False
+        self.finishes: list[Any] = []  # a Chat Completions stream's finish reasons, before its usage
 
     def feed(self, chunk: bytes) -> None:
         self.buffer += chunk
@@ -122,6 +124,9 @@ class StreamMeter:
             elif kind == "message_delta" and self.document is not None:
                 delta = {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
                 self.document["usage"].update(delta)  # cumulative: replaces, never adds
+                stop = (event.get("delta") or {}).get("stop_reason")
+                if stop is not None:
+                    self.document["stop_reason"] = stop
             elif kind == "message_stop":
                 self.completed = True
         elif self.flavor == Flavor.openai_responses:
@@ -129,8 +134,12 @@ class StreamMeter:
                 self.document = event.get("response") if isinstance(event.get("response"), dict) else None
                 self.completed = True
         elif self.flavor == Flavor.openai_chat:
+            for choice in event.get("choices") or ():
+                if isinstance(choice, dict) and choice.get("finish_reason") is not None:
+                    self.finishes.append(choice["finish_reason"])
             if event.get("usage"):
-                self.document = {"model": event.get("model"), "usage": event["usage"]}
+                choices = [{"finish_reason": reason} for reason in self.finishes]
+                self.document = {"model": event.get("model"), "usage": event["usage"], "choices": choices}
                 self.completed = True
         elif event.get("usageMetadata"):
             self.document = event
@@ -156,6 +165,25 @@ def fold_json_stream(vendor: Vendor, flavor: Flavor, body: bytes) -> RequestUsag
         if usage is not None:
             return usage
     return None
+
+
+def finish_reasons_of(flavor: Flavor, document: Any) -> tuple[str, ...]:
+    """Why the answer (a response document, a stream's folded one, or Gemini's JSON array) stopped, one
+    reason per generation, as the vendor spells it; () when it does not say."""
+    if isinstance(document, list):  # Gemini's stream sent as one JSON array: its last element says
+        document = document[-1] if document else None
+    if not isinstance(document, dict):
+        return ()
+    if flavor == Flavor.anthropic:
+        reasons = [document.get("stop_reason")]
+    elif flavor == Flavor.openai_chat:
+        reasons = [c.get("finish_reason") for c in document.get("choices") or () if isinstance(c, dict)]
+    elif flavor == Flavor.openai_responses:  # no finish reason: why it is incomplete, else its status
+        details = document.get("incomplete_details")
+        reasons = [details.get("reason") if isinstance(details, dict) else document.get("status")]
+    else:
+        reasons = [c.get("finishReason") for c in document.get("candidates") or () if isinstance(c, dict)]
+    return tuple(r for r in reasons if isinstance(r, str) and r)
 
 
 @dataclass(frozen=True)

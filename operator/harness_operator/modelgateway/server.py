@@ -4,7 +4,8 @@ A request comes with an attempt's gateway token where the CLI puts its key. The 
 attempt's grant, refuses a token that is not live, reserves the request's worst case under the run's caps
 (all its attempts together; clamping its output tokens to what they leave), forwards it to the vendor
 with the real key in the token's place, passes the answer back as it comes and meters the usage the
-vendor reported in it.
+vendor reported in it. Each model request of a run, answered or refused, leaves an audit record and,
+when its run is traced, a span in the run's trace (records.py).
 The operator reads an attempt's meter, and its run's (all its attempts together, which its caps bind), on
 the admin port with its reader token.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -33,6 +36,7 @@ from harness_operator.contract.model_access import (
     is_token_of,
     parse_model_token,
 )
+from harness_operator.contract.tracing import parse_traceparent
 from harness_operator.modelgateway.fairness import InFlight, Limits, is_unsent
 from harness_operator.modelgateway.grants import GrantWatch
 from harness_operator.modelgateway.intake import (
@@ -52,8 +56,15 @@ from harness_operator.modelgateway.metering import (
     cost_of,
     estimate_input_tokens,
     find_prices,
+    finish_reasons_of,
     fold_json_stream,
     usage_of,
+)
+from harness_operator.modelgateway.records import (
+    ModelCall,
+    Refused,
+    build_audit_record,
+    build_model_call_span,
 )
 from harness_operator.modelgateway.store import MeterKeys, MeterStore, Reservation, meter_keys, run_meter_key
 from harness_operator.modelgateway.vendors import (
@@ -67,6 +78,7 @@ from harness_operator.modelgateway.vendors import (
     key_refused_message,
     split_route,
 )
+from harness_operator.telemetry import Traces
 
 MAX_KEPT_ANSWER = 4 * 1024 * 1024  # a non-streamed answer is kept to be metered, up to this
 READ_CHUNK = 64 * 1024
@@ -77,6 +89,8 @@ LOOKUPS_PER_SECOND, LOOKUP_BURST = 5.0, 20.0
 # Answers that may refuse the key itself (vendors.is_key_refused): read whole before they are passed on.
 KEY_REFUSAL_STATUSES = frozenset({400, 401, 403})
 DROPPED_ANSWER_HEADERS = HOP_BY_HOP | {"content-length", "content-encoding"}
+# One JSON line per run's model request (records.build_audit_record); __main__ sends it to stdout.
+audit = logging.getLogger("harness.audit")
 
 
 def build_request_counter(registry: CollectorRegistry) -> Counter:
@@ -101,6 +115,7 @@ class Gateway:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     limits: Limits = field(default_factory=Limits)
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    traces: Traces | None = None  # exports the spans of traced runs' requests (None: tracing is off)
 
     def __post_init__(self) -> None:
         self.requests = build_request_counter(self.registry)
@@ -114,6 +129,7 @@ class Gateway:
     # --- the vendors' side --------------------------------------------------------------------------
 
     async def proxy(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.time_ns()
         # The raw path, as sent: what is checked is what is forwarded (request.path is decoded, and a URL
         # parser on the way out would normalise what it was not shown).
         route = split_route(request.raw_path.partition("?")[0])
@@ -148,8 +164,37 @@ class Gateway:
                 NO_RETRY,
             )
         grant, index, attempt = found
+        call = ModelCall(
+            arrived,
+            vendor,
+            grant,
+            index,
+            attempt,
+            self.upstreams.get(vendor.name, vendor.default_upstream),
+        )
+        if attempt.trace_parent:
+            call.trace = parse_traceparent(attempt.trace_parent)
+            call.traced = (
+                self.traces is not None
+                and call.trace is not None
+                and call.trace.sampled
+                and self.traces.is_sampled(call.trace.trace_id)
+            )
+        try:
+            response = await self._serve(request, call, path, headers)
+            call.status = response.status
+            return response
+        finally:
+            self._record(call)
+
+    async def _serve(
+        self, request: web.Request, call: ModelCall, path: str, headers: Mapping[str, str]
+    ) -> web.StreamResponse:
+        """A run's request (its token opened `call.attempt`): refused, or forwarded and metered."""
+        vendor, grant, index, attempt = call.vendor, call.grant, call.index, call.attempt
         if attempt.vendor != vendor.name:
             self.count(grant, vendor, "refused")
+            call.refused = Refused.wrong_vendor
             return _error(
                 vendor,
                 403,
@@ -161,6 +206,7 @@ class Gateway:
         key = key or (None if attempt.key_secret else self.keys.get(vendor.name))
         if not key:
             self.count(grant, vendor, "refused")
+            call.refused = Refused.no_key
             return _error(
                 vendor,
                 503,
@@ -173,14 +219,17 @@ class Gateway:
         endpoint = vendor.endpoint(request.method, path, None)
         if endpoint is None:
             self.count(grant, vendor, "refused")
+            call.refused = Refused.not_forwarded
             return _error(
                 vendor, 404, f"harness model gateway: {request.method} {path} is not forwarded", "not_found"
             )
+        call.flavor = endpoint.flavor
         # A place in flight before the body is read or anything reserved: a request over a limit is
         # refused at once and costs next to nothing, and no tenant holds the whole upstream pool.
         slot = self.in_flight.enter(grant.namespace, grant.uid, index)
         if isinstance(slot, str):
             self.count(grant, vendor, "limited")
+            call.refused = Refused.limits
             # Counted each (the metric); logged once a second a namespace, or a flood floods the log.
             now, last = time.monotonic(), self._limited_logged.get(grant.namespace, -1.0)
             if now - last >= 1.0:
@@ -193,25 +242,35 @@ class Gateway:
                 document = _metered_body(endpoint, headers, body, _is_capped(grant))
             if isinstance(body, Refusal) or isinstance(document, Refusal):
                 self.count(grant, vendor, "refused")
-                return _refuse(vendor, body if isinstance(body, Refusal) else document)  # type: ignore[arg-type]
+                refusal: Refusal = body if isinstance(body, Refusal) else document  # type: ignore[assignment]
+                call.refused = Refused.too_large if refusal.status == 413 else Refused.bad_request
+                return _refuse(vendor, refusal)
             held: Reservation | None = None
             meter = meter_keys(grant.uid, index)
             if document is not None:
                 endpoint = vendor.endpoint(request.method, path, document) or endpoint
-                refusal, held, changed = await self._reserve(
-                    vendor, endpoint, path, document, body, grant, attempt, meter
-                )
-                if refusal is not None:
+                call.model, call.stream = vendor.model(path, document), endpoint.streaming
+                refused, held, changed = await self._reserve(endpoint, document, body, call, meter)
+                if refused is not None:
                     self.count(grant, vendor, "capped")
-                    return refusal
+                    return refused
                 # Only what the gateway parsed (and reserved for) goes, never the bytes the caller sent.
                 body = json.dumps(changed if changed is not None else document).encode()
             self.count(grant, vendor, "forwarded")
-            return await self._forward(
-                request, vendor, path, headers, key, body, endpoint, held, attempt, meter
-            )
+            return await self._forward(request, call, path, headers, key, body, endpoint, held, meter)
         finally:
             self.in_flight.leave(slot)
+
+    def _record(self, call: ModelCall) -> None:
+        """The request's span, when its run is traced here, and its audit record."""
+        if not call.is_recorded:
+            return
+        call.ended_ns = time.time_ns()
+        if call.traced:
+            assert self.traces is not None and call.trace is not None
+            self.traces.export(call.trace.trace_id, [build_model_call_span(call, _new_span_id())])
+        if audit.isEnabledFor(logging.INFO):
+            audit.info(json.dumps(build_audit_record(call)))
 
     async def _attempt(self, token: str) -> tuple[ModelGrant, str, ModelAttemptGrant] | str | None:
         """The grant, attempt number and attempt a token opens; None when it opens none; "busy" when its
@@ -233,23 +292,21 @@ class Gateway:
 
     async def _reserve(
         self,
-        vendor: Vendor,
         endpoint: Endpoint,
-        path: str,
         document: dict[str, Any],
         body: bytes,
-        grant: ModelGrant,
-        attempt: ModelAttemptGrant,
+        call: ModelCall,
         meter: MeterKeys,
     ) -> tuple[web.Response | None, Reservation | None, dict[str, Any] | None]:
         """(refusal, reservation, the body to send when it changed). The caps are the run's (the grant's):
         they bind the sum of all its attempts' spend, kept in its run's meter."""
+        vendor, grant, attempt, model = call.vendor, call.grant, call.attempt, call.model
         flavor = endpoint.flavor
         assert flavor is not None
         capped = grant.max_cost_usd is not None or grant.max_tokens is not None
-        model = vendor.model(path, document)
         prices = find_prices(vendor, model, attempt, datetime.now(UTC))
         if prices is None and grant.max_cost_usd is not None:
+            call.refused = Refused.unpriced
             return (
                 _error(
                     vendor,
@@ -275,6 +332,7 @@ class Gateway:
             MIN_OUTPUT_TOKENS,
         )
         if not held.granted:
+            call.refused = Refused.cap
             # The request's smallest worst case: its input at the dearest price and a minimal answer.
             worst = (prices.worst_input(input_tokens) + MIN_OUTPUT_TOKENS * prices.output) if prices else 0.0
             if grant.max_cost_usd is not None and held.spent + worst > grant.max_cost_usd:
@@ -302,6 +360,7 @@ class Gateway:
                 None,
                 None,
             )
+        call.reserved_usd = held.cost
         changed = None
         if capped and held.output_tokens is not None and held.output_tokens != requested:
             changed = vendor.clamp(flavor, document, held.output_tokens)
@@ -314,20 +373,20 @@ class Gateway:
     async def _forward(
         self,
         request: web.Request,
-        vendor: Vendor,
+        call: ModelCall,
         path: str,
         headers: Mapping[str, str],
         key: str,
         body: bytes,
         endpoint: Endpoint,
         held: Reservation | None,
-        attempt: ModelAttemptGrant,
         meter: MeterKeys,
     ) -> web.StreamResponse:
         assert self.session is not None
+        vendor, attempt = call.vendor, call.attempt
         query = [(k, v) for k, v in request.query.items() if k != "key"]
         # encoded=True: the checked path goes as it is (it has nothing to encode or normalise).
-        url = URL(self.upstreams.get(vendor.name, vendor.default_upstream).rstrip("/") + path, encoded=True)
+        url = URL(call.upstream.rstrip("/") + path, encoded=True)
         flavor = endpoint.flavor
         stream_meter = StreamMeter(flavor) if flavor is not None and endpoint.streaming else None
         kept = bytearray()
@@ -341,13 +400,18 @@ class Gateway:
                 return
             settled = True
             usage: RequestUsage | None = None
+            document: Any = None
             if stream_meter is not None and stream_meter.document is not None and not stream_meter.overflowed:
-                usage = usage_of(vendor, flavor, stream_meter.document)
+                document = stream_meter.document
+                usage = usage_of(vendor, flavor, document)
             elif kept:
-                usage = usage_of(vendor, flavor, _json(bytes(kept))) or fold_json_stream(
-                    vendor, flavor, bytes(kept)
-                )
-            await self._settle(vendor, held, usage, attempt, meter, finished, response, reached)
+                document = _json(bytes(kept))
+                usage = usage_of(vendor, flavor, document) or fold_json_stream(vendor, flavor, bytes(kept))
+            call.usage, call.cost_usd = await self._settle(
+                vendor, held, usage, attempt, meter, finished, response, reached
+            )
+            if call.traced:
+                call.finish_reasons = finish_reasons_of(flavor, document)
 
         try:
             async with self.session.request(
@@ -357,6 +421,7 @@ class Gateway:
                     answer = await _read_answer(upstream, MAX_KEPT_ANSWER)
                     if is_key_refused(vendor, upstream.status, answer):
                         finished = True
+                        call.refused = Refused.key_refused
                         response = self._key_refused(vendor, upstream, answer, attempt)
                         return response
                     kept += answer
@@ -368,6 +433,8 @@ class Gateway:
                 if kept:
                     await response.write(bytes(kept))
                 async for chunk in upstream.content.iter_any():
+                    if call.first_chunk_ns is None:
+                        call.first_chunk_ns = time.time_ns()
                     if stream_meter is not None:
                         stream_meter.feed(chunk)
                     elif flavor is not None and len(kept) < MAX_KEPT_ANSWER:
@@ -385,6 +452,7 @@ class Gateway:
         except ConnectionResetError:  # the caller went away mid-answer
             pass
         finally:
+            call.cut_short = response is not None and not finished
             await settle()
         return response  # type: ignore[return-value]
 
@@ -410,10 +478,11 @@ class Gateway:
         finished: bool,
         response: web.StreamResponse | None,
         reached: bool,
-    ) -> None:
-        """Count what the answer says it used. An answer cut short, or one that said nothing of its usage
-        while it succeeded, is billed its worst case held; a refused one (an error status) nothing, nor one
-        that never reached the vendor (no connection, none free in the pool)."""
+    ) -> tuple[RequestUsage, float | None]:
+        """Count what the answer says it used; the usage and cost counted are returned. An answer cut
+        short, or one that said nothing of its usage while it succeeded, is billed its worst case held; a
+        refused one (an error status) nothing, nor one that never reached the vendor (no connection, none
+        free in the pool)."""
         ok = response is not None and response.status < 400
         cost: float | None
         if not reached:
@@ -425,6 +494,7 @@ class Gateway:
         else:
             usage, cost = RequestUsage(model=None), 0.0
         await asyncio.shield(self.store.settle(meter, held, usage, cost))
+        return usage, cost
 
     # --- the operator's side ------------------------------------------------------------------------
 
@@ -450,6 +520,11 @@ class Gateway:
     async def metrics(self, request: web.Request) -> web.Response:
         body = generate_latest(self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _new_span_id() -> str:
+    """A random span id (nobody else names a request's span), never all zeros (W3C's invalid id)."""
+    return f"{int.from_bytes(os.urandom(8)) or 1:016x}"
 
 
 def _json(body: bytes) -> Any:

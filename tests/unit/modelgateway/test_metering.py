@@ -21,6 +21,7 @@ from harness_operator.modelgateway.metering import (
     cost_of,
     estimate_input_tokens,
     find_prices,
+    finish_reasons_of,
     fold_json_stream,
     usage_of,
 )
@@ -192,6 +193,27 @@ def test_openai_and_gemini_streams_report_their_final_usage() -> None:
     assert fold_json_stream(GEMINI, Flavor.gemini, json.dumps([chunk, final]).encode()) == used(
         "gemini-2.5-flash", 9, 4
     )
+
+
+def test_finish_reasons_of_streams_and_answers() -> None:
+    anthropic = StreamMeter(Flavor.anthropic)
+    last = b'"usage": {"output_tokens": 56}'
+    anthropic.feed(ANTHROPIC_STREAM.replace(last, b'"delta": {"stop_reason": "max_tokens"}, ' + last))
+    assert finish_reasons_of(Flavor.anthropic, anthropic.document) == ("max_tokens",)
+    chat = StreamMeter(Flavor.openai_chat)
+    chat.feed(b'data: {"choices":[{"delta":{"content":"Hi"},"finish_reason":null}]}\n\n'
+              b'data: {"choices":[{"delta":{},"finish_reason":"length"}]}\n\n'
+              b'data: {"model":"gpt-4.1","choices":[],'
+              b'"usage":{"prompt_tokens":10,"completion_tokens":2}}\n\n')  # fmt: skip
+    assert finish_reasons_of(Flavor.openai_chat, chat.document) == ("length",)
+    assert usage_of(OPENAI, Flavor.openai_chat, chat.document) == used("gpt-4.1", 10, 2)
+    cut = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+    assert finish_reasons_of(Flavor.openai_responses, cut) == ("max_output_tokens",)
+    assert finish_reasons_of(Flavor.openai_responses, {"status": "completed"}) == ("completed",)
+    array = [{"candidates": [{}]}, {"candidates": [{"finishReason": "STOP"}, {"finishReason": "SAFETY"}]}]
+    assert finish_reasons_of(Flavor.gemini, array) == ("STOP", "SAFETY")
+    assert finish_reasons_of(Flavor.anthropic, {"type": "error"}) == ()
+    assert finish_reasons_of(Flavor.gemini, None) == finish_reasons_of(Flavor.gemini, []) == ()
 
 
 def test_no_usage_is_none_and_an_unpriced_model_still_has_its_usage() -> None:
