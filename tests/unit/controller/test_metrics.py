@@ -2,6 +2,7 @@
 
 import pytest
 from prometheus_client import REGISTRY
+from prometheus_client.openmetrics.exposition import generate_latest
 
 from harness_operator.api.v1alpha1 import HarnessBudgetSpec, HarnessBudgetStatus, HarnessRun, HarnessRunStatus
 from harness_operator.controller import metrics
@@ -115,3 +116,36 @@ def test_a_budget_exports_its_limit_and_a_deleted_budget_its_series_no_more() ->
     assert REGISTRY.get_sample_value("harness_budget_limit_usd", labels) is None  # no USD limit: no alert
     metrics.forget_budget("mx-a", "team")
     assert REGISTRY.get_sample_value("harness_budget_spent_usd", labels) is None
+
+
+def test_a_traced_runs_duration_and_cost_point_at_its_trace() -> None:
+    run = HarnessRun.model_validate(
+        {
+            "metadata": {"name": "r", "namespace": "team-a"},
+            "spec": {"provider": "exemplar-test", "prompt": "p"},
+        }
+    )
+    status = HarnessRunStatus.model_validate(
+        {
+            "phase": "Succeeded",
+            "reason": "Succeeded",
+            "startTime": "2026-11-29T12:00:00Z",
+            "completionTime": "2026-11-29T12:00:30Z",
+            "usage": {"costUSD": 0.2},
+            "traceID": "ab" * 16,
+        }
+    )
+    metrics.record_finished(run, status)
+    text = generate_latest(REGISTRY).decode()
+    duration = [
+        line
+        for line in text.splitlines()
+        if 'harness_run_duration_seconds_bucket{le="30.0",provider="exemplar-test"}' in line
+    ]
+    cost = [
+        line
+        for line in text.splitlines()
+        if 'harness_run_cost_usd_bucket{le="0.25",provider="exemplar-test"}' in line
+    ]
+    assert len(duration) == 1 and f'trace_id="{"ab" * 16}"' in duration[0]
+    assert len(cost) == 1 and f'trace_id="{"ab" * 16}"' in cost[0]
