@@ -27,6 +27,7 @@ from harness_operator.controller.kube_reader import FreshDefinitions, KubeReader
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.run_approval import RunApprovals
+from harness_operator.controller.run_audit import write_audit
 from harness_operator.controller.run_collect import RunCollector
 from harness_operator.controller.run_dispatch import RunDispatcher
 from harness_operator.controller.run_observe import RunObserver
@@ -333,6 +334,7 @@ class Reconciler:
             if event.name is None:
                 self.kube.create_event(body, event.type, event.reason, event.message)
         if decision.patch is not None:
+            write_audit(run, run.status, decision.status)
             self.duties.tracing.record(run, run.status, decision.status, steps or {})
         return decision.status
 

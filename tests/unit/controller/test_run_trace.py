@@ -4,6 +4,7 @@ run_trace.py); the SDK's in-memory exporter stands in for the collector (tests/t
 from datetime import UTC, datetime
 from typing import Any
 
+import structlog
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -74,3 +75,11 @@ def test_an_unsampled_run_or_tracing_off_names_no_trace_and_sends_nothing():
     status = reconcile(unsampled, Traces("harness-operator", 0.0, SimpleSpanProcessor(memory)))
     assert "traceID" not in status and memory.get_finished_spans() == ()
     assert "traceID" not in reconcile(OperatorConfig(), None)
+
+
+def test_the_runs_end_is_an_audit_record_on_the_operators_log():
+    with structlog.testing.capture_logs() as logs:
+        reconcile(TRACED, None)
+    audits = [entry for entry in logs if entry.get("event") == "audit"]
+    assert [a["audit"] for a in audits] == ["attempt-ended", "run-finished"]
+    assert audits[1]["reason"] == "JobLost" and audits[1]["runUID"] == "run-uid"
