@@ -14,10 +14,11 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from harness_operator.contract.frame import FRAME_MARKER
+from harness_operator.contract.runner_spans import MARKER as SPANS_MARKER
 
 MARKER = "@harness-event "
-# What starts the runner's own lines that readers parse: its events, and the output frame's lines.
-LINE_MARKERS = (MARKER.encode(), FRAME_MARKER.encode())
+# What starts the runner's own lines that readers parse: its events, the output frame's lines, its spans.
+LINE_MARKERS = (MARKER.encode(), FRAME_MARKER.encode(), SPANS_MARKER.encode())
 TEXT_CHARS = 500  # assistant text kept in an event; the whole answer travels in the output frame
 ARG_CHARS = 80
 # Argument keys that say most about a tool call, in order of preference.
@@ -100,9 +101,9 @@ def decode_events(lines: Iterable[str]) -> list[Event]:
 
 
 def escape_agent_line(data: bytes, at_line_start: bool) -> bytes:
-    """Agent bytes for the log with any line that could read as a runner event or a line of the
-    output frame indented by a space (the container runtime may reorder stdout and stderr, so an agent's
-    frame could otherwise come after the runner's).
+    """Agent bytes for the log with any line that could read as a runner event, a line of the output
+    frame or the runner's spans indented by a space (the container runtime may reorder stdout and
+    stderr, so an agent's frame could otherwise come after the runner's).
 
     A chunk that starts a line and is a prefix of a marker is escaped too, since the rest of the
     marker may follow in the next chunk."""

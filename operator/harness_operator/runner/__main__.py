@@ -4,9 +4,10 @@
 
 Reports through what a pod without API credentials has: the exit code, the termination message (the
 result document, under 4 KiB) and the pod log (the agent's stderr and the normalized events of its
-stdout as they come, then the framed output last). With `--channel` (the pod) the agent runs in a
-container of its own, started by the launcher there (`channel`), so nothing the agent does can write
-this process's report; without it (tests, by hand) the agent is a child of this process.
+stdout as they come, then the framed output, and last, for a traced run, its spans: runner/spans.py).
+With `--channel` (the pod) the agent runs in a container of its own, started by the launcher there
+(`channel`), so nothing the agent does can write this process's report; without it (tests, by hand)
+the agent is a child of this process.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from harness_operator.runner.executor import AttemptResult, execute
 from harness_operator.runner.launch import LocalAgent, Spawn
 from harness_operator.runner.network import await_destinations, describe_reached, find_destinations
 from harness_operator.runner.redact import Redactor
+from harness_operator.runner.spans import SpanRecorder
 
 DEFAULT_PLAN = "/etc/harness/plan.json"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
@@ -88,6 +90,13 @@ def write_reports(result: AttemptResult, termination_log: str, result_file: str 
     sys.stderr.flush()
 
 
+def write_spans(line: str | None) -> None:
+    """The runner's spans of a traced run, the last line it writes (after the frame, on its line)."""
+    if line is not None:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+
 def write_verdict(result: AttemptResult, path: str) -> None:
     """The publishing container's word from the runner: written whole (a rename) or not at all."""
     doc = result.to_result()
@@ -106,6 +115,7 @@ def credentials_from_env(plan: AttemptPlan) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    spans = SpanRecorder()
     args = build_arg_parser().parse_args(argv)
     cancel = threading.Event()
     install_cancel_handler(cancel)
@@ -113,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.channel:
             create_channel(args.channel)
-        result = run_attempt(args, cancel, spawner or LocalAgent)
+        result = run_attempt(args, cancel, spawner or LocalAgent, spans)
     except Exception as exc:  # whatever goes wrong, the pod still ends with a result document
         message = f"harness: the runner failed: {type(exc).__name__}: {exc}".splitlines()[0]
         print(message, file=sys.stderr)
@@ -127,11 +137,15 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:  # the publisher then takes no change: it says so
             print(f"harness: cannot write the verdict: {exc}", file=sys.stderr)
     write_reports(result, args.termination_log, args.result_file)
+    write_spans(spans.finish(result))
     return result.exit_code
 
 
-def run_attempt(args: argparse.Namespace, cancel: threading.Event, spawn: Spawn) -> AttemptResult:
-    """Read the plan, wait for confinement, execute; every failure is a result, never a raise."""
+def run_attempt(
+    args: argparse.Namespace, cancel: threading.Event, spawn: Spawn, spans: SpanRecorder
+) -> AttemptResult:
+    """Read the plan, wait for confinement, execute; every failure is a result, never a raise. The
+    spans are recorded from here when the plan says the run is traced."""
     try:
         with open(args.plan, encoding="utf-8") as fh:
             plan = load_plan(fh.read())
@@ -147,8 +161,11 @@ def run_attempt(args: argparse.Namespace, cancel: threading.Event, spawn: Spawn)
         flush=True,
     )
     credentials = credentials_from_env(plan)
+    spans.begin(plan, credentials)
     if plan.confinement is not None:
-        found = await_confinement(plan.confinement, cancel=cancel)
+        with spans.step("confinement probe") as said:
+            found = await_confinement(plan.confinement, cancel=cancel)
+            said["harness.confined"] = found.confined
         line = describe_confinement(plan.confinement, found)
         print(line, file=sys.stderr, flush=True)
         if not found.confined and plan.confinement.required and not cancel.is_set():
@@ -156,13 +173,22 @@ def run_attempt(args: argparse.Namespace, cancel: threading.Event, spawn: Spawn)
     env = {**{e.name: e.value for e in plan.env}, **credentials}
     destinations = find_destinations(env, plan.model_destinations)
     if destinations:
-        reached = await_destinations(destinations, cancel=cancel)
+        with spans.step("model destinations") as said:
+            reached = await_destinations(destinations, cancel=cancel)
+            said["harness.unreachable"] = len(reached.unreachable)
         line = describe_reached(destinations, reached)
         print(line, file=sys.stderr, flush=True)
         if reached.unreachable and not cancel.is_set():
             return AttemptResult(plan.attempt, plan.provider, EXIT_SETUP, Reason.ProviderUnavailable, line)
     try:
-        return execute(plan, credentials, cancel=cancel, events_to_log=True, spawn=spawn)
+        return execute(
+            plan,
+            credentials,
+            cancel=cancel,
+            on_event=spans.on_event,
+            events_to_log=True,
+            spawn=spans.launching(spawn),
+        )
     except Exception as exc:  # whatever goes wrong, the pod still ends with a result document
         text = Redactor(credentials.values()).text(f"{type(exc).__name__}: {exc}")
         message = f"harness: the runner failed: {text}".splitlines()[0]

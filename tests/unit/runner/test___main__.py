@@ -1,5 +1,6 @@
 """The sandbox entrypoint as a real process: plan in, termination message and framed output out,
-exit code; SIGTERM to the runner cancels (exit 124, Cancelled, no process left). Every test runs twice:
+exit code, and for a traced run its spans last; SIGTERM to the runner cancels (exit 124, Cancelled, no
+process left). Every test runs twice:
 the agent as the runner's child, and (`--channel`, the pod) started by a real launcher process beside
 the runner, which must end by itself once the runner is done, with the agent's exit code."""
 
@@ -19,11 +20,15 @@ import pytest
 from tests.unit.runner.test_network import free_port, listening_after
 
 from harness_operator.contract.frame import decode_frame
-from harness_operator.contract.plan import AttemptPlan
+from harness_operator.contract.plan import REPROMPT_TEXT, AttemptPlan
 from harness_operator.contract.result import TERMINATION_LIMIT, ResultDocument, parse_termination_message
+from harness_operator.contract.runner_spans import MARKER, build_span_records, find_spans_line
+from harness_operator.contract.tracing import build_traceparent, compute_attempt_span_id, compute_trace_id
 
 AGENT = str(Path(__file__).parents[2] / "fakes" / "agent.py")
 ROOT = Path(__file__).parents[3]
+UID = "run-uid"
+TRACED = build_traceparent(compute_trace_id(UID), compute_attempt_span_id(UID, 2))
 
 
 def write_plan(tmp_path: Path, mode: str, **fields: Any) -> Path:
@@ -147,6 +152,7 @@ def test_sigterm_to_the_runner_cancels_the_agent(tmp_path):
         "hang",
         env=[{"name": "FAKE_PIDFILE", "value": str(pidfile)}],
         limits={"gracePeriodSeconds": 2},
+        trace_parent=TRACED,
     )
     proc = start_runner(tmp_path, plan)
     deadline = time.monotonic() + 20
@@ -168,6 +174,8 @@ def test_sigterm_to_the_runner_cancels_the_agent(tmp_path):
     assert b"cancelled; stopping the agent" in log
     doc = parse_termination_message((tmp_path / "termination-log").read_text())
     assert isinstance(doc, ResultDocument) and doc.reason == "Cancelled"
+    spans = json.loads(log.decode().rstrip("\n").rsplit("\n", 1)[-1].removeprefix(MARKER))["spans"]
+    assert [s["name"] for s in spans] == ["setup", "agent"] and spans[1]["error"] == "Cancelled"
     pids = [int(x) for x in pidfile.read_text().split()]
     deadline = time.monotonic() + 10
     while any(alive(pid) for pid in pids):  # SIGKILL lands asynchronously: wait, bounded
@@ -277,3 +285,98 @@ def test_a_cli_attempt_never_imports_the_acp_sdk() -> None:
     code = "import sys, harness_operator.runner.__main__; print(sorted(m for m in sys.modules if m == 'acp'))"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
+
+
+def traced(tmp_path: Path, mode: str, **fields: Any) -> tuple[bytes, list[dict[str, Any]], tuple[int, int]]:
+    """Run a traced attempt: its log, the spans of its last line as written, and when it ran."""
+    before = time.time_ns()
+    proc = start_runner(tmp_path, write_plan(tmp_path, mode, trace_parent=TRACED, **fields))
+    log, _ = proc.communicate(timeout=60)
+    after = time.time_ns()
+    last = log.decode().rstrip("\n").rsplit("\n", 1)[-1]
+    assert last.startswith(MARKER), log
+    assert find_spans_line(log.decode()) == last
+    return log, json.loads(last[len(MARKER) :])["spans"], (before, after)
+
+
+def test_a_traced_run_ends_its_log_with_its_spans_nested_in_order(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        port = sock.getsockname()[1]  # closed again: the policy refuses, the probe passes at once
+    env = [{"name": "FAKE_TURNS", "value": "2"}, {"name": "FAKE_TURN_SECONDS", "value": "0.05"}]
+    log, spans, (before, after) = traced(
+        tmp_path, "turns", env=env, confinement={"host": "127.0.0.1", "port": port}
+    )
+    doc = parse_termination_message((tmp_path / "termination-log").read_text())
+    assert isinstance(doc, ResultDocument) and doc.exit_code == 0 and doc.output is not None
+    assert decode_frame(log.decode(), doc.output.sha256) == b"all turns done"  # the frame reads as before
+    assert [(s["name"], s.get("parent")) for s in spans] == [
+        ("setup", None),
+        ("confinement probe", 0),
+        ("agent", None),
+        ("turn 1", 2),
+        ("tool Read", 3),
+        ("turn 2", 2),
+        ("tool Read", 5),
+    ]
+    for index, span in enumerate(spans):
+        assert before <= span["start"] <= span["end"] <= after
+        if "parent" in span:
+            parent = spans[span["parent"]]
+            assert parent["start"] <= span["start"] and span["end"] <= parent["end"], (index, spans)
+        assert "error" not in span
+    assert [s["start"] for s in spans] == sorted(s["start"] for s in spans)
+    assert spans[0]["end"] == spans[2]["start"]  # the setup lasts until the agent's launch
+    assert spans[4]["end"] == spans[5]["start"] and spans[5]["end"] - spans[5]["start"] >= 40_000_000
+    assert spans[2]["attributes"] == {
+        "harness.provider": "fake",
+        "harness.model": "fake-model",
+        "process.exit.code": 0,
+    }
+    assert "/workspace/f1.py" not in json.dumps(spans)  # a tool's argument never
+    records = build_span_records(find_spans_line(log.decode()), UID, 2, (before, after))
+    attempt = compute_attempt_span_id(UID, 2)
+    assert [r.parent_id for r in records] == [
+        attempt,
+        records[0].span_id,
+        attempt,
+        records[2].span_id,
+        records[3].span_id,
+        records[2].span_id,
+        records[5].span_id,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mode", "limits", "reason", "code"),
+    [
+        ("fail", {}, "ProviderFailed", 3),
+        ("hang", {"timeoutSeconds": 1, "gracePeriodSeconds": 1}, "Timeout", 143),
+    ],
+)
+def test_a_traced_failure_says_why_on_the_agents_span(tmp_path, mode, limits, reason, code):
+    _, spans, _ = traced(tmp_path, mode, limits=limits)
+    assert [s["name"] for s in spans] == ["setup", "agent"]
+    assert spans[1]["error"] == reason and spans[1]["attributes"]["process.exit.code"] == code
+
+
+def test_a_traced_reprompt_is_a_span_of_the_agent(tmp_path):
+    schema = {"type": "object", "required": ["verdict"], "properties": {"verdict": {"enum": ["ok"]}}}
+    env = [
+        {"name": "FAKE_ANSWER", "value": '{"verdict": "maybe"}'},
+        {"name": "FAKE_FIXED", "value": '{"verdict": "ok"}'},
+    ]
+    fields = {"output_schema": schema, "output_reprompts": 2, "reprompt_args": [AGENT, REPROMPT_TEXT]}
+    _, spans, _ = traced(tmp_path, "answer-until-refused", env=env, **fields)
+    assert [(s["name"], s.get("parent")) for s in spans] == [
+        ("setup", None),
+        ("agent", None),
+        ("reprompt 1", 1),
+    ]
+    assert spans[2]["end"] == spans[1]["end"] and "error" not in spans[1]
+
+
+def test_a_run_not_traced_writes_no_spans(tmp_path):
+    proc = start_runner(tmp_path, write_plan(tmp_path, "turns"))
+    log, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert MARKER.encode() not in log
