@@ -95,6 +95,7 @@ def compose(kube: Kube, config: OperatorConfig) -> Parts:
     grants = Grants(kube, config)
     metering = AttemptMetering(kube, config, grants)
     definitions = CachedDefinitions(references, kube)
+    traces = build_traces(SERVICE, config.tracing_endpoint, config.tracing_sampling)
     reconciler = wire_reconciler(
         kube,
         config,
@@ -107,7 +108,7 @@ def compose(kube: Kube, config: OperatorConfig) -> Parts:
         metering,
         definitions,
         CachedQueue(runs),
-        RunTracing(build_traces(SERVICE, config.tracing_endpoint, config.tracing_sampling), config, clock),
+        RunTracing(traces, config, clock, kube, workers),
     )
     progress = ProgressReader(kube, reconciler.run_lock, clock, workers)
     controller = Controller(

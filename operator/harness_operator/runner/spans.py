@@ -1,7 +1,7 @@
 """The runner's spans of its attempt when its run is traced (I/O: the wall clock): `setup` (from the
-runner's main, after its interpreter's start-up, to the agent's launch; its steps as children), `agent` (from the launch to the attempt's
-end), inside it each `turn N` and `tool NAME` as the event stream reports them and each `reprompt N`;
-written as the last line of the log (contract/runner_spans.py).
+runner's main, after its interpreter's start-up, to the agent's launch; its steps as children), `agent`
+(from the launch to the attempt's end), inside it each `turn N` and `tool NAME` as the event stream
+reports them and each `reprompt N`; written as the last line of the log (contract/runner_spans.py).
 
 An invocation of the agent ends, as far as its spans know, at the next launch (a re-prompt) or at the
 attempt's end. A tool call lasts until the agent's next event (a turn, a tool call, its text, its

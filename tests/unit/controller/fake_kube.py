@@ -140,7 +140,7 @@ def wire(
         AttemptMetering(kube, config, grants),
         Definitions(),
         queue or Queue(),
-        RunTracing(traces, config, clock),
+        RunTracing(traces, config, clock, kube, workers or Workers()),
     )
 
 
