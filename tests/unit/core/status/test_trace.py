@@ -47,16 +47,16 @@ A2_DONE = {
 }
 
 
-def test_the_first_start_closes_the_wait_with_why_it_waited():
+def test_the_first_start_closes_the_admission_with_why_it_waited():
     before = status(reason="Queued", message="2 runs ahead in the namespace's queue")
-    (wait,) = build_run_spans(RUN, before, status(attempts=[A1]), {}, NOW)
-    assert (wait.name, wait.span_id, wait.parent_id) == (
-        "wait",
-        compute_span_id("u", "wait"),
+    (admission,) = build_run_spans(RUN, before, status(attempts=[A1]), {}, NOW)
+    assert (admission.name, admission.span_id, admission.parent_id) == (
+        "admission",
+        compute_span_id("u", "admission"),
         compute_span_id("u"),
     )
-    assert (wait.start_ns, wait.end_ns) == (ns("2026-12-01T07:50:00Z"), ns("2026-12-01T07:51:00Z"))
-    assert wait.attributes["harness.wait.reason"] == "Queued"
+    assert (admission.start_ns, admission.end_ns) == (ns("2026-12-01T07:50:00Z"), ns("2026-12-01T07:51:00Z"))
+    assert admission.attributes["harness.wait.reason"] == "Queued"
     assert build_run_spans(RUN, status(attempts=[A1]), status(attempts=[A1]), {}, NOW) == []
 
 
