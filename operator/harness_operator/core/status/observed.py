@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from harness_operator.api.reasons import Reason
 from harness_operator.api.v1alpha1 import Attempt, ChangesStatus, HarnessRunStatus, Usage
 from harness_operator.contract.result import EXIT_STOPPED, ResultDocument
-from harness_operator.contract.times import normalize_time, timestamp
+from harness_operator.contract.times import normalize_time, parse_time, timestamp
 from harness_operator.core.objects.naming import (
     AGENT_CONTAINER,
     CLONE_CONTAINER,
@@ -56,7 +56,8 @@ STEP_CONTAINERS = (
 
 def compute_pod_steps(pod: Mapping[str, Any] | None) -> tuple[PodStep, ...]:
     """The pod's scheduling (its creation until the scheduler placed it) and each container's run that
-    ended, in that order; steps without both times are left out."""
+    ended, in that order; steps without both times are left out. The publisher is a sidecar that waits for
+    the agent: its step starts when the agent ended."""
     if not pod:
         return ()
     steps = []
@@ -67,10 +68,16 @@ def compute_pod_steps(pod: Mapping[str, Any] | None) -> tuple[PodStep, ...]:
     )
     if created and scheduled:
         steps.append(PodStep("schedule", created, scheduled))
+    agent_end = None
     for step, container, kind in STEP_CONTAINERS:
         ended = container_state(dict(pod), container, kind).get("terminated") or {}
-        if ended.get("startedAt") and ended.get("finishedAt"):
-            steps.append(PodStep(step, ended["startedAt"], ended["finishedAt"]))
+        start, end = ended.get("startedAt"), ended.get("finishedAt")
+        if step == "agent":
+            agent_end = end
+        if step == "publish" and start and agent_end:
+            start = max(start, agent_end, key=lambda t: parse_time(t) or datetime.min.replace(tzinfo=UTC))
+        if start and end:
+            steps.append(PodStep(step, start, end))
     return tuple(steps)
 
 

@@ -1,8 +1,8 @@
-"""The operator's spans of a run's trace, built from what a status write changes (pure): each attempt's span
-with its pod's steps once the attempt ends, the admission (the wait before the first attempt) once it starts, and the run's
-own span with its approval once the run ends. Level-based: a write that changes nothing of these builds
-nothing, so a replica that writes again after a restart adds no span. Times are the status's and the
-kubelet's, whole seconds."""
+"""The operator's spans of a run's trace, built from what a status write changes (pure): the admission
+(the wait before the first attempt) once that attempt starts, each attempt's span with its pod's steps
+once the attempt ends, and the run's own span with its approval once the run ends. Level-based: a write
+that changes nothing of these builds nothing, so a replica that writes again after a restart adds no
+span. Times are the status's and the kubelet's, whole seconds."""
 
 from __future__ import annotations
 
@@ -119,7 +119,9 @@ def build_run_spans(
             waited["harness.wait.message"] = (before.message or "")[:256]
         if after.budget and after.budget.names:
             waited["harness.budgets"] = list(after.budget.names)
-        spans.append(SpanRecord("admission", compute_span_id(uid, "admission"), root, created, first_start, waited))
+        spans.append(
+            SpanRecord("admission", compute_span_id(uid, "admission"), root, created, first_start, waited)
+        )
     was_ended = _ended(before)
     for index, attempt in sorted(_ended(after).items()):
         if index not in was_ended:

@@ -178,5 +178,8 @@ def test_pod_steps_from_the_kubelets_records():
         PodStep("runner", "2026-12-01T07:51:05Z", "2026-12-01T07:52:01Z"),
         PodStep("agent", "2026-12-01T07:51:05Z", "2026-12-01T07:52:00Z"),
     )
+    ended = {"terminated": {"startedAt": "2026-12-01T07:51:03Z", "finishedAt": "2026-12-01T07:52:10Z"}}
+    pod["status"]["initContainerStatuses"][1]["state"] = ended  # the publisher, a sidecar since the start
+    assert compute_pod_steps(pod)[-1] == PodStep("publish", "2026-12-01T07:52:00Z", "2026-12-01T07:52:10Z")
     assert compute_pod_steps(None) == ()
     assert compute_pod_steps({"metadata": {}, "status": {}}) == ()
