@@ -9,6 +9,7 @@ condition is written by the test as the operator would."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -307,3 +308,37 @@ def test_self_approval_when_the_platform_allows_it(
         assert cluster.annotations("own")[APPROVER] == "alice"
     finally:
         helm_install(cluster_bin_dir, kubeconfig_path, "replicaCount=0")
+
+
+CANCELLED_BY = "agentharness.dev/cancelled-by"
+
+
+def test_who_cancelled_is_the_requester_recorded_once_and_never_claimed(cluster: Cluster) -> None:
+    created = cluster.create("alice", run_manifest("stop", "alice", **{CANCELLED_BY: "alice"}))
+    assert created.returncode != 0 and f'"{CANCELLED_BY}"' in created.stderr, (
+        created.stderr
+    )  # not at creation
+    assert cluster.create("alice", run_manifest("stop", "alice")).returncode == 0
+    claimed = cluster.kubectl(
+        "carol", "patch", "hrun", "stop", "--type=merge",
+        "-p", json.dumps({"spec": {"cancel": True}, "metadata": {"annotations": {CANCELLED_BY: "alice"}}}),
+    )  # fmt: skip
+    assert claimed.returncode != 0 and DENIED in claimed.stderr and '"carol"' in claimed.stderr, (
+        claimed.stderr
+    )
+    cancelled = cluster.harnessctl("carol", "cancel", "stop")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert (
+        cluster.run("stop")["spec"]["cancel"] is True and cluster.annotations("stop")[CANCELLED_BY] == "carol"
+    )
+    again = cluster.harnessctl("alice", "cancel", "stop")  # already cancelled: carol stays its canceller
+    assert again.returncode == 0 and "already" in again.stdout, again.stdout
+    overwritten = cluster.kubectl("dave", "annotate", "hrun", "stop", "--overwrite", f"{CANCELLED_BY}=dave")
+    assert overwritten.returncode != 0 and DENIED in overwritten.stderr, overwritten.stderr
+    assert cluster.annotations("stop")[CANCELLED_BY] == "carol"
+    # A cancel without its canceller is still a cancel (kubectl patch, the operator's pipelines).
+    assert cluster.create("alice", run_manifest("plain", "alice")).returncode == 0
+    plain = cluster.kubectl(
+        "alice", "patch", "hrun", "plain", "--type=merge", "-p", '{"spec": {"cancel": true}}'
+    )
+    assert plain.returncode == 0, plain.stderr

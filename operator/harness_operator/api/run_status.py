@@ -186,6 +186,20 @@ class ApprovalStatus(Model):
     deadline: str | None = Field(default=None, description="When the wait ends (ApprovalTimedOut).")
 
 
+class AuditStatus(Model):
+    """Who created and cancelled the run, as admission recorded them, and what it was granted by name."""
+
+    created_by: str | None = Field(
+        default=None, description="The requester who created the run (agentharness.dev/author)."
+    )
+    cancelled_by: str | None = Field(
+        default=None, description="The requester who cancelled it (agentharness.dev/cancelled-by)."
+    )
+    credentials: list[str] = Field(
+        default_factory=list, description="The run's credential grants as ENV=Secret, never their values."
+    )
+
+
 class Progress(Model):
     """The run so far, for `kubectl get -w`: finished attempts' usage plus the running attempt's figures,
     which the operator reads from the sandbox's log while it runs; at the end, the run's totals."""
@@ -275,6 +289,10 @@ class HarnessRunStatus(Model):
         default=None, description="The approval the change waits for or got (workspace.publish.approval)."
     )
 
+    audit: AuditStatus | None = Field(
+        default=None,
+        description="Who created and cancelled the run, and its grants by name (the audit trail).",
+    )
     progress: Progress | None = Field(default=None, description="Turns, tokens and cost so far.")
     trace_id: str | None = Field(
         default=None,

@@ -308,6 +308,9 @@ from harness_operator.api.run_status import (
     AttemptOutcome as AttemptOutcome,
 )
 from harness_operator.api.run_status import (
+    AuditStatus as AuditStatus,
+)
+from harness_operator.api.run_status import (
     BudgetCharge as BudgetCharge,
 )
 from harness_operator.api.run_status import (

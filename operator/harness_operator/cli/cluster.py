@@ -164,7 +164,16 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     kind, name = args.run
     plural = "harnesspipelines" if kind == PIPELINE_KIND else "harnessruns"
     kube, namespace = connect(args)
-    if not kube.cancel(namespace, name, plural):
+    user = None
+    if plural == "harnessruns":
+        run = kube.fetch_run(namespace, name)
+        if run is None:
+            raise not_found(name, plural)
+        if (run.get("spec") or {}).get("cancel"):  # who cancelled it is recorded once
+            print(f"{kind.lower()}.{GROUP}/{name} cancel already requested")
+            return 0
+        user = kube.fetch_username()
+    if not kube.cancel(namespace, name, plural, user):
         raise not_found(name, plural)
     print(f"{kind.lower()}.{GROUP}/{name} cancel requested")
     return 0

@@ -11,7 +11,7 @@ from typing import IO, Any
 
 import yaml
 
-from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, APPROVAL_PREFIX
+from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, ANNOTATION_CANCELLED_BY, APPROVAL_PREFIX
 
 
 @dataclass(frozen=True)
@@ -107,11 +107,16 @@ def load_documents(paths: list[str], stdin: IO[str] | None = None) -> list[Docum
 
 
 def build_rerun(run: Mapping[str, Any], author: str) -> dict[str, Any]:
-    """A new run with the spec of `run` (not cancelled), its labels and annotations but kubectl's, kopf's
-    and the old run's approval, named `<run>-xxxxx` by the API server, recording `author` (the caller)."""
+    """A new run with the spec of `run` (not cancelled), its labels and annotations but kubectl's, kopf's,
+    the old run's approval and who cancelled it, named `<run>-xxxxx` by the API server, recording `author`
+    (the caller)."""
     metadata = run.get("metadata") or {}
     own = ("kubectl.kubernetes.io/", "kopf.zalando.org/", APPROVAL_PREFIX)
-    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if not k.startswith(own)}
+    annotations = {
+        k: v
+        for k, v in (metadata.get("annotations") or {}).items()
+        if not k.startswith(own) and k != ANNOTATION_CANCELLED_BY
+    }
     annotations[ANNOTATION_AUTHOR] = author
     spec = {k: v for k, v in (run.get("spec") or {}).items() if k != "cancel"}
     new_metadata: dict[str, Any] = {

@@ -16,7 +16,7 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION
 from harness_operator.controller.kube_connection import FIELD_MANAGER, RUNS, none_if_missing
 from harness_operator.controller.kube_streams import KubeStreams
 from harness_operator.core.objects.events import build_event
-from harness_operator.core.objects.naming import as_service_account, with_author
+from harness_operator.core.objects.naming import ANNOTATION_CANCELLED_BY, as_service_account, with_author
 from harness_operator.core.queue.kueue import KUEUE_GROUP, KUEUE_VERSION
 
 SCHEDULES = "harnessschedules"
@@ -263,13 +263,15 @@ class Kube(KubeStreams):
         """Delete a ConfigMap (gone: nothing to do)."""
         none_if_missing(lambda: self.core.delete_namespaced_config_map(name, namespace))
 
-    def cancel(self, namespace: str, name: str, plural: str = RUNS) -> bool:
-        """Set the run's (or pipeline's) spec.cancel, the one field of its spec that may change; False
-        when it is gone."""
+    def cancel(self, namespace: str, name: str, plural: str = RUNS, user: str | None = None) -> bool:
+        """Set the run's (or pipeline's) spec.cancel, the one field of its spec that may change, with who
+        asked (`user`, their username: agentharness.dev/cancelled-by, which admission holds to the requester
+        and keeps once set); False when it is gone."""
+        patch: dict[str, Any] = {"spec": {"cancel": True}}
+        if user is not None:
+            patch["metadata"] = {"annotations": {ANNOTATION_CANCELLED_BY: user}}
         found = none_if_missing(
-            lambda: self.custom.patch_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, name, {"spec": {"cancel": True}}
-            )
+            lambda: self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, plural, name, patch)
         )
         return found is not None
 

@@ -3,7 +3,9 @@
 from harness_operator.cli.manifests import build_rerun
 
 
-def test_a_rerun_copies_the_spec_labels_and_own_annotations_but_not_cancel_nor_the_approval() -> None:
+def test_a_rerun_copies_the_spec_labels_and_own_annotations_but_not_cancel_its_canceller_nor_the_approval() -> (
+    None
+):
     run = {
         "apiVersion": "agentharness.dev/v1alpha1",
         "kind": "HarnessRun",
@@ -20,6 +22,7 @@ def test_a_rerun_copies_the_spec_labels_and_own_annotations_but_not_cancel_nor_t
                 "approval.agentharness.dev/decision": "Approved",
                 "approval.agentharness.dev/user": "bob",
                 "approval.agentharness.dev/reason": "fine",
+                "agentharness.dev/cancelled-by": "dave",
             },
         },
         "spec": {"provider": "claude", "prompt": "Go.", "cancel": True},

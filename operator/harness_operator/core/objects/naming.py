@@ -36,9 +36,11 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # The run's full name (labels stop at 63 characters); the operator finds a child's run through it.
 ANNOTATION_RUN = f"{GROUP}/run-name"
-# Who created a run (the API server's username for them) and the decision on its publish, written by
-# harnessctl approve|reject; the admission policy <release>-approvals makes them trustworthy.
+# Who created a run and who cancelled it (the API server's usernames for them: harnessctl writes them) and
+# the decision on its publish, written by harnessctl approve|reject; the admission policy
+# <release>-approvals makes them trustworthy.
 ANNOTATION_AUTHOR = f"{GROUP}/author"
+ANNOTATION_CANCELLED_BY = f"{GROUP}/cancelled-by"
 APPROVAL_PREFIX = f"approval.{GROUP}/"
 ANNOTATION_DECISION = f"{APPROVAL_PREFIX}decision"
 ANNOTATION_APPROVER = f"{APPROVAL_PREFIX}user"

@@ -39,6 +39,7 @@ from harness_operator.core.objects.naming import (
     ANNOTATION_DECISION_REASON,
 )
 from harness_operator.core.pod.publish import compute_changes, lost_publish
+from harness_operator.core.status.audit import build_audit_summary
 from harness_operator.core.status.awaiting import AWAITING_APPROVAL, REASON_CHARS
 from harness_operator.core.status.decide import EventSpec
 from harness_operator.core.status.progress import build_final_progress
@@ -87,7 +88,9 @@ def compute_approval_step(
     previous = run.status or HarnessRunStatus()
     approval = previous.approval or ApprovalStatus()
     generation = run.metadata.get("generation")
-    status = previous.model_copy(update={"observed_generation": generation})
+    status = previous.model_copy(
+        update={"observed_generation": generation, "audit": build_audit_summary(run)}
+    )
     events: list[EventSpec] = []
     if run.spec.cancel:
         return ApprovalStep(

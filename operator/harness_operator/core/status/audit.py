@@ -1,16 +1,17 @@
-"""The operator's audit records of a run, one per decision a status write records (pure): the run
-accepted with who created it (the author annotation admission holds to the requester) and what it asked
-for, each attempt's end with what it was metered, the approval's decision and who made it, and the run's
-end with what was published where. Level-based, as the spans are: a write that records nothing new
-yields nothing. Names and figures only, never a prompt or a secret's value."""
+"""The operator's audit trail of a run (pure): status.audit, and one record per decision a status write
+records: the run accepted with who created it (the author annotation admission holds to the requester)
+and what it asked for, each attempt's end with what it was metered, the approval's decision and who made
+it, and the run's end with what was published where and who cancelled it. Level-based, as the spans are:
+a write that records nothing new yields nothing. Names and figures only, never a prompt or a secret's
+value."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus, Usage
+from harness_operator.api.v1alpha1 import AuditStatus, HarnessRun, HarnessRunStatus, Usage
 from harness_operator.core.objects.conditions import is_finished
-from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
+from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, ANNOTATION_CANCELLED_BY
 
 AUDIT = "audit"  # every record's key naming what it records
 
@@ -26,6 +27,19 @@ def _usage(usage: Usage | None) -> dict[str, Any]:
     }
 
 
+def build_audit_summary(run: HarnessRun) -> AuditStatus | None:
+    """status.audit: the author and, once spec.cancel is set, who set it, as admission holds them (the
+    policy <release>-approvals: each the requester, written once); the run's own grants by name. None
+    when there is none of these."""
+    annotations = run.metadata.get("annotations") or {}
+    summary = AuditStatus(
+        created_by=annotations.get(ANNOTATION_AUTHOR),
+        cancelled_by=annotations.get(ANNOTATION_CANCELLED_BY) if run.spec.cancel else None,
+        credentials=sorted(f"{c.env}={c.secret_key_ref.name}" for c in run.spec.credentials),
+    )
+    return summary if summary != AuditStatus() else None
+
+
 def build_audit_records(
     run: HarnessRun, before: HarnessRunStatus | None, after: HarnessRunStatus
 ) -> list[dict[str, Any]]:
@@ -38,16 +52,15 @@ def build_audit_records(
         "traceID": after.trace_id,
     }
     records: list[dict[str, Any]] = []
+    summary = build_audit_summary(run) or AuditStatus()
     if before is None or not before.conditions:
-        # The run's own grants: env name and Secret, never a value (a definition's are the platform's).
-        credentials = sorted(f"{c.env}={c.secret_key_ref.name}" for c in run.spec.credentials)
         records.append(
             {
                 AUDIT: "run-accepted",
                 **common,
-                "createdBy": (meta.get("annotations") or {}).get(ANNOTATION_AUTHOR),
+                "createdBy": summary.created_by,
                 "providers": [run.spec.provider, *(f.provider for f in run.spec.fallback or [])],
-                "credentials": credentials,
+                "credentials": summary.credentials,
             }
         )
     ended_before = {a.index for a in (before.attempts if before else []) if a.completion_time}
@@ -85,6 +98,7 @@ def build_audit_records(
                 "phase": str(after.phase or ""),
                 "reason": after.reason,
                 "cancelled": bool(run.spec.cancel),
+                "cancelledBy": summary.cancelled_by,
                 "branch": changes.branch if changes else None,
                 "commit": changes.commit if changes else None,
                 "pullRequestURL": changes.pull_request_url if changes else None,

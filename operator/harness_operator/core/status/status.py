@@ -47,6 +47,7 @@ from harness_operator.core.objects.conditions import (
 )
 from harness_operator.core.queue.budget import build_budget_charge, build_run_charge
 from harness_operator.core.resolve.retry import compute_next_index, retry_line, retry_number
+from harness_operator.core.status.audit import build_audit_summary
 from harness_operator.core.status.awaiting import AWAITING_APPROVAL, build_awaiting
 from harness_operator.core.status.observed import FINISHED, RUNNING, SUSPENDED, Observed, ObservedAttempt
 from harness_operator.core.status.progress import build_final_progress
@@ -129,7 +130,10 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
     generation = run.metadata.get("generation")
     conds = list(previous.conditions)
     status = HarnessRunStatus(
-        observed_generation=generation, start_time=previous.start_time, budget=previous.budget
+        observed_generation=generation,
+        start_time=previous.start_time,
+        budget=previous.budget,
+        audit=build_audit_summary(run),
     )
 
     if observed.rejected:

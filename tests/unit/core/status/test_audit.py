@@ -3,7 +3,7 @@
 import json
 
 from harness_operator.api.v1alpha1 import HarnessRun, HarnessRunStatus
-from harness_operator.core.status.audit import build_audit_records
+from harness_operator.core.status.audit import build_audit_records, build_audit_summary
 
 RUN = HarnessRun.model_validate(
     {
@@ -80,3 +80,31 @@ def test_an_attempts_end_an_approval_and_the_runs_end_each_once():
     )
     assert build_audit_records(RUN, after, after) == []
     assert "sk-prompt-secret" not in json.dumps(records)
+
+
+def test_the_status_summary_holds_the_author_the_canceller_once_cancelled_and_the_grants_by_name():
+    summary = build_audit_summary(RUN)
+    assert summary is not None
+    assert summary.model_dump(by_alias=True, exclude_none=True) == {
+        "createdBy": "alice",
+        "credentials": ["GH_TOKEN=gh"],
+    }
+    noted = RUN.model_copy(deep=True)
+    noted.metadata["annotations"]["agentharness.dev/cancelled-by"] = "bob"
+    assert build_audit_summary(noted).cancelled_by is None  # not cancelled: nobody cancelled it
+    noted.spec.cancel = True
+    assert build_audit_summary(noted).cancelled_by == "bob"
+    bare = HarnessRun.model_validate(
+        {"metadata": {"name": "b", "namespace": "ns"}, "spec": {"provider": "claude", "prompt": "p"}}
+    )
+    assert build_audit_summary(bare) is None
+
+
+def test_compute_status_writes_the_summary():
+    from datetime import UTC, datetime
+
+    from harness_operator.core.status.observed import Observed
+    from harness_operator.core.status.status import compute_status
+
+    status = compute_status(RUN, Observed(providers=["claude", "codex"]), datetime(2026, 12, 1, tzinfo=UTC))
+    assert status.audit is not None and status.audit.created_by == "alice"
