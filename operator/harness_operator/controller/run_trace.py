@@ -57,7 +57,8 @@ class RunTracing:
         if self.traces is None or after.trace_id is None:
             return
         try:
-            spans = build_run_spans(run, before, after, steps, self.clock())
+            content = self.config.tracing_record_content
+            spans = build_run_spans(run, before, after, steps, self.clock(), content)
             ended = {a.index for a in (before.attempts if before else []) if a.completion_time}
             for attempt in after.attempts:
                 if attempt.completion_time and attempt.index not in ended:

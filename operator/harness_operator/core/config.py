@@ -150,10 +150,11 @@ class OperatorConfig:
 
     # Leader election (the chart's leaderElection): the Lease's name (empty: no election, this process
     # leads), its namespace (the operator's own) and this replica's identity (the pod's name).
-    # Traces (the chart's tracing): the collector's OTLP/HTTP base URL (empty: none) and the share of runs
-    # traced, decided by each run's trace id (contract/tracing.is_sampled).
+    # Traces (the chart's tracing): the collector's OTLP/HTTP base URL (empty: none), the share of runs
+    # traced, decided by each run's trace id (contract/tracing.is_sampled), and whether spans carry content.
     tracing_endpoint: str = ""
     tracing_sampling: float = 1.0
+    tracing_record_content: bool = False  # the run's prompt and output excerpt on its span
 
     leader_election_lease: str = ""
     leader_election_namespace: str = ""

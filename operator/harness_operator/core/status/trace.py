@@ -22,6 +22,8 @@ from harness_operator.core.objects.conditions import is_finished
 from harness_operator.core.objects.naming import ANNOTATION_AUTHOR
 from harness_operator.core.status.observed import PodStep
 
+CONTENT_CHARS = 4096  # of the prompt and the output's excerpt, with tracing.recordContent
+
 
 def _ns(value: str | None) -> int | None:
     parsed = parse_time(value)
@@ -102,9 +104,12 @@ def build_run_spans(
     after: HarnessRunStatus,
     steps: Mapping[int, Sequence[PodStep]],
     now: datetime,
+    content: bool = False,
 ) -> list[SpanRecord]:
     """The spans a status write from `before` to `after` completes; `steps`: the pod steps of the
-    attempts observed finished, by index."""
+    attempts observed finished, by index. With `content` (the platform's tracing.recordContent) the run's
+    span carries its prompt as written (inputs unresolved: no Secret's value) and its output's excerpt,
+    which the runner redacted as it redacts the log."""
     meta = run.metadata
     uid, now_ns = meta["uid"], int(now.timestamp()) * 1_000_000_000
     created = _ns(meta.get("creationTimestamp")) or now_ns
@@ -157,6 +162,10 @@ def build_run_spans(
             "harness.pull_request": after.changes.pull_request_url if after.changes else None,
         }
         attributes.update({k: v for k, v in optional.items() if v})
+        if content:
+            attributes["harness.prompt"] = (run.spec.prompt or "")[:CONTENT_CHARS]
+            if after.output and after.output.excerpt:
+                attributes["harness.output"] = after.output.excerpt[:CONTENT_CHARS]
         succeeded = after.reason in (None, Reason.Succeeded)
         name = f"run {meta['namespace']}/{meta['name']}"
         spans.append(

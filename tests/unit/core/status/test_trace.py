@@ -183,3 +183,15 @@ def test_pod_steps_from_the_kubelets_records():
     assert compute_pod_steps(pod)[-1] == PodStep("publish", "2026-12-01T07:52:00Z", "2026-12-01T07:52:10Z")
     assert compute_pod_steps(None) == ()
     assert compute_pod_steps({"metadata": {}, "status": {}}) == ()
+
+
+def test_content_only_when_the_platform_records_it():
+    run = RUN.model_copy(deep=True)
+    before = status(attempts=[A2_DONE])
+    after = status(
+        attempts=[A2_DONE], conditions=DONE, reason="Succeeded", output={"excerpt": "done: [REDACTED]"}
+    )
+    (quiet,) = build_run_spans(run, before, after, {}, NOW)
+    assert "harness.prompt" not in quiet.attributes and "harness.output" not in quiet.attributes
+    (loud,) = build_run_spans(run, before, after, {}, NOW, content=True)
+    assert (loud.attributes["harness.prompt"], loud.attributes["harness.output"]) == ("p", "done: [REDACTED]")
