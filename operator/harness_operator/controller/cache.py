@@ -83,16 +83,17 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """What the reconciler reads of a Pod: identity, owner, phase, the states of the runner's and the
     agent's containers, of the workspace's clone and of the publisher (and of any container waiting),
     which init containers the pod has (by name: whether it publishes), and its PodScheduled condition
-    while the scheduler has not placed it."""
+    (why it is not placed, or when it was)."""
     status = pod.get("status") or {}
     # The publisher is a regular container in an approved change's publish pod.
     read = (RUNNER_CONTAINER, AGENT_CONTAINER, PUBLISH_CONTAINER)
     agent = _slim_states(status.get("containerStatuses") or [], read)
     init = _slim_states(status.get("initContainerStatuses") or [], (CLONE_CONTAINER, PUBLISH_CONTAINER))
-    unscheduled = [
-        {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+    # Unscheduled: why (the run says so); scheduled: when (the attempt's trace has its schedule step).
+    scheduling = [
+        {k: c[k] for k in ("type", "status", "reason", "message", "lastTransitionTime") if k in c}
         for c in status.get("conditions") or []
-        if c.get("type") == "PodScheduled" and c.get("status") == "False"
+        if c.get("type") == "PodScheduled"
     ]
     names = [{"name": c.get("name")} for c in (pod.get("spec") or {}).get("initContainers") or []]
     return {
@@ -101,7 +102,7 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         "spec": {"initContainers": names},
         "status": {
             "phase": status.get("phase"),
-            "conditions": unscheduled,
+            "conditions": scheduling,
             "containerStatuses": agent,
             "initContainerStatuses": init,
         },

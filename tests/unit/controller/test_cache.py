@@ -79,6 +79,18 @@ def test_an_attempt_reads_the_same_from_slim_copies() -> None:
     for j, p in ((job(), pod()), (job(conditions=COMPLETE), pod(terminated=terminated))):
         full = observe_attempt(1, "claude", j, [p])
         assert observe_attempt(1, "claude", slim_job(j), [slim_pod(p)]) == full
+    # A finished attempt's steps for its trace: the scheduling's time survives the slimming.
+    ended = pod(
+        terminated={**terminated, "startedAt": "2026-12-01T07:00:05Z", "finishedAt": "2026-12-01T07:01:00Z"}
+    )
+    ended["metadata"]["creationTimestamp"] = "2026-12-01T07:00:02Z"
+    ended["status"]["conditions"] = [
+        {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-12-01T07:00:04Z"},
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-01T07:00:03Z"},
+    ]
+    full = observe_attempt(1, "claude", job(conditions=COMPLETE), [ended])
+    assert [s.name for s in full.steps] == ["schedule", "agent"]
+    assert observe_attempt(1, "claude", slim_job(job(conditions=COMPLETE)), [slim_pod(ended)]) == full
 
 
 def synced() -> ChildStore:

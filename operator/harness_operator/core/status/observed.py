@@ -64,7 +64,12 @@ def compute_pod_steps(pod: Mapping[str, Any] | None) -> tuple[PodStep, ...]:
     created = (pod.get("metadata") or {}).get("creationTimestamp")
     conditions = (pod.get("status") or {}).get("conditions") or []
     scheduled = next(
-        (c.get("lastTransitionTime") for c in conditions if c.get("type") == "PodScheduled"), None
+        (
+            c.get("lastTransitionTime")
+            for c in conditions
+            if c.get("type") == "PodScheduled" and c.get("status") == "True"
+        ),
+        None,
     )
     if created and scheduled:
         steps.append(PodStep("schedule", created, scheduled))
