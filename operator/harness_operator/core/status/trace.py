@@ -70,31 +70,19 @@ def build_attempt_spans(
     }
     attributes.update({k: v for k, v in optional.items() if v is not None})
     failed = attempt.exit_code != 0 or attempt.reason not in (None, Reason.Succeeded)
-    spans = [
-        SpanRecord(
-            f"attempt {attempt.index} {attempt.provider}",
-            span_id,
-            compute_span_id(uid),
-            start,
-            end,
-            attributes,
-            error=(attempt.reason or "Failed") if failed else None,
-        )
-    ]
+    parts = []
     for step in steps:
         step_start, step_end = _ns(step.start), _ns(step.end)
         if step_start is None or step_end is None:
             continue
-        spans.append(
-            SpanRecord(
-                step.name,
-                compute_span_id(uid, "attempt", attempt.index, step.name),
-                span_id,
-                step_start,
-                step_end,
-                {"harness.attempt": attempt.index},
-            )
-        )
+        step_id = compute_span_id(uid, "attempt", attempt.index, step.name)
+        attributes_of_step: dict[str, AttributeValue] = {"harness.attempt": attempt.index}
+        parts.append(SpanRecord(step.name, step_id, span_id, step_start, step_end, attributes_of_step))
+    # The publisher reports after the runner recorded the attempt's end: the attempt lasts until it did.
+    end = max([end, *(part.end_ns for part in parts)])
+    error = (attempt.reason or "Failed") if failed else None
+    name = f"attempt {attempt.index} {attempt.provider}"
+    spans = [SpanRecord(name, span_id, compute_span_id(uid), start, end, attributes, error), *parts]
     return spans
 
 

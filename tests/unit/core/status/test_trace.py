@@ -195,3 +195,9 @@ def test_content_only_when_the_platform_records_it():
     assert "harness.prompt" not in quiet.attributes and "harness.output" not in quiet.attributes
     (loud,) = build_run_spans(run, before, after, {}, NOW, content=True)
     assert (loud.attributes["harness.prompt"], loud.attributes["harness.output"]) == ("p", "done: [REDACTED]")
+
+
+def test_an_attempt_lasts_until_its_publisher_ended():
+    steps = {2: (PodStep("publish", "2026-12-01T07:58:00Z", "2026-12-01T07:58:09Z"),)}
+    attempt, publish = build_run_spans(RUN, status(attempts=[A2]), status(attempts=[A2_DONE]), steps, NOW)
+    assert attempt.end_ns == publish.end_ns == ns("2026-12-01T07:58:09Z")
