@@ -251,7 +251,12 @@ def _observe_attempt(
         return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start, waiting=waiting)
     if (pod or {}).get("status", {}).get("phase") == "Running":
         return ObservedAttempt(index, provider, name, pod_name, RUNNING, start)
-    return ObservedAttempt(index, provider, name, pod_name, PENDING, start, waiting=describe_pod_wait(pod))
+    waiting = describe_pod_wait(pod)
+    if waiting is None:
+        # A pod on its way to start, as every pod is: its name and start are written with Running, one
+        # status write, not one for each.
+        return ObservedAttempt(index, provider, name, None, PENDING, None)
+    return ObservedAttempt(index, provider, name, pod_name, PENDING, start, waiting=waiting)
 
 
 def describe_pod_wait(pod: dict[str, Any] | None) -> str | None:

@@ -160,9 +160,9 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
     recorded = {a.index: a for a in previous.attempts}
     for model, seen in zip(attempts, observed.attempts, strict=True):
         model.job_name = seen.job_name
-        model.pod_name = seen.pod_name
-        model.cluster = seen.cluster
         before = recorded.get(model.index)
+        model.pod_name = seen.pod_name or (before and before.pod_name) or None
+        model.cluster = seen.cluster
         # A start once recorded stays until the result's own: it never moves in a write of its own.
         model.start_time = model.start_time or (before and before.start_time) or seen.start_time
         if seen.state == FINISHED:  # an end is recorded once (a retry's backoff counts from it)

@@ -403,7 +403,22 @@ def test_observed_generation_on_status_and_conditions() -> None:
 def test_job_start_time_is_normalized_to_kubernetes_form() -> None:
     body = job()
     body["status"]["startTime"] = "2026-11-29T11:59:00+00:00"
-    assert observe_attempt(1, "claude", body, [pod("Pending")]).start_time == "2026-11-29T11:59:00Z"
+    assert observe_attempt(1, "claude", body, [pod("Running")]).start_time == "2026-11-29T11:59:00Z"
+
+
+def test_a_pod_on_its_way_to_start_is_recorded_with_running_in_one_write() -> None:
+    """Its name and start wait for Running (one status write less); a pod that cannot start is named at once."""
+    pending = observe_attempt(1, "claude", job(), [pod("Pending")])
+    assert (pending.state, pending.pod_name, pending.start_time, pending.waiting) == (
+        "Pending",
+        None,
+        None,
+        None,
+    )
+    stuck = pod("Pending")
+    stuck["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "ImagePullBackOff"}}
+    seen = observe_attempt(1, "claude", job(), [stuck])
+    assert seen.pod_name == "r-a1-xyz" and seen.waiting is not None and "ImagePullBackOff" in seen.waiting
 
 
 def test_total_cost_is_unknown_when_one_attempts_cost_is() -> None:
@@ -913,12 +928,14 @@ def test_reconciling_keeps_its_transition_time_from_pending_to_running() -> None
 
 def test_an_attempt_starts_with_its_pod_and_its_start_does_not_move_in_flight() -> None:
     unstarted = {**job(), "status": {"conditions": []}}  # the Job controller has not written startTime yet
-    seen = observe_attempt(1, "claude", unstarted, [pod("Pending")])
+    seen = observe_attempt(1, "claude", unstarted, [pod("Running")])
     assert (seen.pod_name, seen.start_time) == ("r-a1-xyz", "2026-11-29T11:59:00Z")  # one write for both
     assert observe_attempt(1, "claude", unstarted, []).start_time is None
-    # The Job controller records its start before the operator sees the pod: no start yet either.
+    # The Job controller records its start before the operator sees the pod: no start yet either, nor
+    # while the pod is on its way to start (written with Running).
     assert observe_attempt(1, "claude", job(), []).start_time is None
-    assert observe_attempt(1, "claude", job(), [pod("Pending")]).start_time == "2026-11-29T11:59:00Z"
+    assert observe_attempt(1, "claude", job(), [pod("Pending")]).start_time is None
+    assert observe_attempt(1, "claude", job(), [pod("Running")]).start_time == "2026-11-29T11:59:00Z"
     ended = job([{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}])
     assert observe_attempt(1, "claude", ended, []).start_time == "2026-11-29T11:59:00Z"
     first = compute_status(run(), Observed(PROVIDERS, [seen]), NOW)
