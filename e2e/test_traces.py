@@ -32,7 +32,7 @@ from harness_operator.api.v1alpha1 import GROUP, VERSION
 from .conftest import RELEASE, RELEASE_NAMESPACE, STUB_HOST, Runs, kubectl, wait_until
 from .test_agents import REPO
 from .test_model_gateway import VENDOR_KEYS, gateway_with_vendors
-from .test_publish import OWNER_REPO, WRITE_TOKEN
+from .test_publish import OWNER_REPO, WRITE_TOKEN, forge, git_server  # noqa: F401  (their fixtures)
 
 pytestmark = pytest.mark.traces
 USER = "trace-tester"
@@ -62,18 +62,6 @@ def traced(release: str, kube: client.ApiClient, jaeger: Jaeger) -> Iterator[dic
     """The release sending its spans to Jaeger, the model gateway holding the vendors' keys: the stubs."""
     with gateway_with_vendors(kube, "--set", f"tracing.endpoint={jaeger.otlp_url}") as stubs:
         yield stubs
-
-
-@pytest.fixture
-def git_server(tmp_path: Path) -> Iterator[GitHttpServer]:
-    with GitHttpServer(tmp_path / "git", host=STUB_HOST, token=WRITE_TOKEN) as server:
-        yield server
-
-
-@pytest.fixture
-def forge() -> Iterator[GitHubStub]:
-    with GitHubStub(host=STUB_HOST, web_url="https://forge.example") as stub:
-        yield stub
 
 
 def grant_user(kube: client.ApiClient, namespace: str) -> None:
@@ -124,8 +112,8 @@ def test_a_run_with_a_fallback_and_a_publish_is_one_trace_and_its_audit_names_it
     traced: dict[str, Any],
     jaeger: Jaeger,
     runs: Runs,
-    git_server: GitHttpServer,
-    forge: GitHubStub,
+    git_server: GitHttpServer,  # noqa: F811
+    forge: GitHubStub,  # noqa: F811
     kube: client.ApiClient,
     tmp_path: Path,
 ) -> None:

@@ -169,25 +169,14 @@ def observe_attempt(
     controls; `cancelled` says whether spec.cancel asked the attempt to stop. For a Job Kueue manages,
     its Workload and LocalQueue (slim, core/queue/kueue) say why it waits, or that Kueue took it back.
     A finished attempt carries its pod's steps."""
-    seen = _observe_attempt(index, provider, job, pods, cancelled, workload, local_queue)
-    if seen.state != FINISHED:
-        return seen
-    pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
-    return replace(seen, steps=compute_pod_steps(pod))
-
-
-def _observe_attempt(
-    index: int,
-    provider: str,
-    job: dict[str, Any],
-    pods: Sequence[dict[str, Any]],
-    cancelled: bool = False,
-    workload: Mapping[str, Any] | None = None,
-    local_queue: Mapping[str, Any] | None = None,
-) -> ObservedAttempt:
     name = job["metadata"]["name"]
     pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
     pod_name = pod["metadata"]["name"] if pod else None
+
+    def finished(result: ResultDocument, **more: Any) -> ObservedAttempt:
+        steps = compute_pod_steps(pod)
+        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result, steps=steps, **more)
+
     runner = container_state(pod, RUNNER_CONTAINER).get("terminated")
     agent = container_state(pod, AGENT_CONTAINER)
     failed = _job_condition(job, "Failed")
@@ -209,7 +198,7 @@ def _observe_attempt(
         if pod is not None or eviction:
             why = eviction or f"Kueue suspended Job {name} again after its pod {pod_name} started"
             result = preempted_result(index, provider, why)
-            return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result, withdrawn=True)
+            return finished(result, withdrawn=True)
     if runner:
         result, reported = read_result(index, provider, runner, agent.get("terminated"))
         agent_running = "running" in agent
@@ -224,13 +213,11 @@ def _observe_attempt(
             # The kubelet stops the publisher once the runner and the agent have ended; its report is the
             # rest of the attempt.
             return ObservedAttempt(index, provider, name, pod_name, RUNNING, start)
-        return ObservedAttempt(
-            index, provider, name, pod_name, FINISHED, start, result, agent_running, publisher
-        )
+        return finished(result, agent_running=agent_running, publisher=publisher)
     clone = container_state(pod, CLONE_CONTAINER, "initContainerStatuses").get("terminated")
     if clone and clone.get("exitCode"):
         result = compute_clone_failure(index, provider, clone)
-        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
+        return finished(result)
     if failed:
         deadline = failed.get("reason") == "DeadlineExceeded"
         result = ResultDocument(
@@ -242,10 +229,10 @@ def _observe_attempt(
         )
         if pod is None and not deadline:
             result = lost_result(index, provider, f"the pod of Job {name} vanished")
-        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
+        return finished(result)
     if complete:
         result = ResultDocument(attempt=index, provider=provider, exit_code=0)
-        return ObservedAttempt(index, provider, name, pod_name, FINISHED, start, result)
+        return finished(result)
     if suspended:
         waiting = describe_wait(queue, workload, local_queue) if queue else None
         return ObservedAttempt(index, provider, name, pod_name, SUSPENDED, start, waiting=waiting)
