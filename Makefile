@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv test unit lint generate demo dist images cluster-up cluster-down flux-test kueue-test multikueue-test reliability resume-matrix forge-test trace-test release
+.PHONY: venv test unit lint generate demo dist images cluster-up cluster-down flux-test kueue-test multikueue-test reliability resume-matrix forge-test trace-test release release-test
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -13,7 +13,7 @@ venv: $(VENV_STAMP)
 
 ## unit tests only: no cluster, no agent CLIs, no Go builds
 unit: venv
-	$(PY) -m pytest -m "not integration and not cli and not e2e and not gotool and not forge and not traces" -q
+	$(PY) -m pytest -m "not integration and not cli and not e2e and not gotool and not forge and not traces and not release" -q
 
 ## the whole suite: unit, real agent CLIs against local stubs, the real test cluster, and e2e/ on it
 test: venv
@@ -108,6 +108,12 @@ trace-test: venv
 ## built from the Go module proxy on first use (release/tools; cached)
 release:
 	release/release
+
+## a release of the operator and sandbox-claude images to the test registry with a generated key, then
+## cosign verify and verify-attestation as a platform runs them, and a tampered image (tests/release); about
+## 15 minutes cold (the two images and the tools built), 2 warm
+release-test: venv
+	HARNESS_RELEASE=1 $(PY) -m pytest tests/release -m release -q
 
 ## MultiKueue dispatches runs to a second cluster: starts it (tests/cluster/worker, its own control plane,
 ## kubelet and network namespace; about 15 s warm), Kueue on both clusters, runs
