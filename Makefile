@@ -111,7 +111,7 @@ release:
 
 ## a release of the operator and sandbox-claude images to the test registry with a generated key, then
 ## cosign verify and verify-attestation as a platform runs them, and a tampered image (tests/release); about
-## 15 minutes cold (the two images and the tools built), 2 warm
+## 15 minutes the first time (the tools and the two images built), 35 s after
 release-test: venv
 	HARNESS_RELEASE=1 $(PY) -m pytest tests/release -m release -q
 
