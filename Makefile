@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv test unit lint generate demo dist images cluster-up cluster-down flux-test kueue-test multikueue-test reliability resume-matrix forge-test trace-test
+.PHONY: venv test unit lint generate demo dist images cluster-up cluster-down flux-test kueue-test multikueue-test reliability resume-matrix forge-test trace-test release release-test
 
 $(VENV_STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -13,7 +13,7 @@ venv: $(VENV_STAMP)
 
 ## unit tests only: no cluster, no agent CLIs, no Go builds
 unit: venv
-	$(PY) -m pytest -m "not integration and not cli and not e2e and not gotool and not forge and not traces" -q
+	$(PY) -m pytest -m "not integration and not cli and not e2e and not gotool and not forge and not traces and not release" -q
 
 ## the whole suite: unit, real agent CLIs against local stubs, the real test cluster, and e2e/ on it
 test: venv
@@ -23,8 +23,8 @@ test: venv
 SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard -z | xargs -0 grep -lIE --max-count=1 '^\#!(/usr/bin/env |/bin/)(ba)?sh' --)
 
 lint: venv
-	.venv/bin/ruff check operator tests e2e bench
-	.venv/bin/ruff format --check operator tests e2e bench
+	.venv/bin/ruff check operator tests e2e bench release
+	.venv/bin/ruff format --check operator tests e2e bench release
 	.venv/bin/mypy
 	.venv/bin/lint-imports
 	shellcheck -x -P SCRIPTDIR -P SCRIPTDIR/.. $(SHELL_SCRIPTS)
@@ -98,6 +98,22 @@ forge-test: venv
 trace-test: venv
 	tests/cluster/jaeger start
 	HARNESS_TRACES=1 $(PY) -m pytest tests/traces e2e -m traces -q
+
+## a release a platform can verify (docs/release.md): every image (sandbox-image/build) pushed to REGISTRY
+## (default the test registry, 127.0.0.1:5000/harness: tests/cluster/registry start), the chart pushed as an OCI
+## artifact to REGISTRY/charts naming every image by digest, an SBOM (syft, SPDX) and SLSA provenance attested
+## on each, each signed with cosign: COSIGN_KEY=cosign.key (COSIGN_PASSWORD unlocks it) or a KMS reference, or
+## COSIGN_KEYLESS=1 (Fulcio and Rekor: their network). RELEASE_IMAGES=operator,claude releases only those.
+## Writes dist/release/VERSION/ (release.json, cosign.pub, release-values.yaml). cosign, syft and helm are
+## built from the Go module proxy on first use (release/tools; cached)
+release:
+	release/release
+
+## a release of the operator and sandbox-claude images to the test registry with a generated key, then
+## cosign verify and verify-attestation as a platform runs them, and a tampered image (tests/release); about
+## 15 minutes the first time (the tools and the two images built), 35 s after
+release-test: venv
+	HARNESS_RELEASE=1 $(PY) -m pytest tests/release -m release -q
 
 ## MultiKueue dispatches runs to a second cluster: starts it (tests/cluster/worker, its own control plane,
 ## kubelet and network namespace; about 15 s warm), Kueue on both clusters, runs

@@ -70,7 +70,7 @@ await "$tools_builds" "$tools_log" "the tools tests' Go builds"
 local_log="$(mktemp)"
 local_tmp="$(mktemp -d)"
 background pytest-local "$local_log" .venv/bin/python -m pytest -q --durations=10 -p no:cacheprovider \
-	--basetemp="$local_tmp/pytest" -m "not integration and not e2e and not gotool and not forge and not traces"
+	--basetemp="$local_tmp/pytest" -m "not integration and not e2e and not gotool and not forge and not traces and not release"
 local_tests=$bg_pid
 if ((was_running)); then
 	trap 'kill -- -$local_tests 2>/dev/null || true' EXIT
@@ -79,9 +79,9 @@ else
 fi
 
 status=0
-phase pytest .venv/bin/python -m pytest -q --durations=15 -m "(integration or e2e or gotool) and not forge and not traces" || status=$?
+phase pytest .venv/bin/python -m pytest -q --durations=15 -m "(integration or e2e or gotool) and not forge and not traces and not release" || status=$?
 wait "$local_tests" || status=$?
-echo "run-all: the tiers without the cluster (pytest -m 'not integration and not e2e and not gotool and not forge and not traces'):"
+echo "run-all: the tiers without the cluster (pytest -m 'not integration and not e2e and not gotool and not forge and not traces and not release'):"
 cat "$local_log"
 rm -rf "$local_tmp"
 exit "$status"

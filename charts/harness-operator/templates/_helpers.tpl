@@ -23,15 +23,26 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (include "harness-operator.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{/* An image of the chart's: "repository@digest" when imageDigests names its digest (a release's values
+do), else "repository:tag". Takes a dict: ctx (the root), name (its name under imageRegistry), repository
+(empty: <imageRegistry>/<name>) and tag (empty: the chart's appVersion). */}}
+{{- define "harness-operator.imageRef" -}}
+{{- $repository := .repository | default (printf "%s/%s" .ctx.Values.imageRegistry .name) -}}
+{{- with get .ctx.Values.imageDigests .name -}}
+{{- printf "%s@%s" $repository . -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (.tag | default .ctx.Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The operator image: <imageRegistry>/harness-operator:<appVersion> unless values name another. */}}
 {{- define "harness-operator.image" -}}
-{{- $repository := .Values.image.repository | default (printf "%s/harness-operator" .Values.imageRegistry) -}}
-{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- include "harness-operator.imageRef" (dict "ctx" . "name" "harness-operator" "repository" .Values.image.repository "tag" .Values.image.tag) -}}
 {{- end -}}
 
 {{/* The sandbox image of providers that name none. */}}
 {{- define "harness-operator.sandboxImage" -}}
-{{- .Values.sandboxImage | default (printf "%s/sandbox:%s" .Values.imageRegistry .Chart.AppVersion) -}}
+{{- .Values.sandboxImage | default (include "harness-operator.imageRef" (dict "ctx" . "name" "sandbox")) -}}
 {{- end -}}
 
 {{/* The egress gateway: its name, its pods' labels (never the operator's selector) and its image. */}}
@@ -51,8 +62,7 @@ app.kubernetes.io/component: egress-gateway
 {{- end -}}
 
 {{- define "harness-operator.gatewayImage" -}}
-{{- $repository := .Values.egressGateway.image.repository | default (printf "%s/harness-gateway" .Values.imageRegistry) -}}
-{{- printf "%s:%s" $repository (.Values.egressGateway.image.tag | default .Chart.AppVersion) -}}
+{{- include "harness-operator.imageRef" (dict "ctx" . "name" "harness-gateway" "repository" .Values.egressGateway.image.repository "tag" .Values.egressGateway.image.tag) -}}
 {{- end -}}
 
 {{/* The model gateway: its name, its pods' labels, its store's name and image. It runs from the
@@ -79,8 +89,7 @@ app.kubernetes.io/component: model-store
 {{- end -}}
 
 {{- define "harness-operator.modelStoreImage" -}}
-{{- $repository := .Values.modelGateway.store.image.repository | default (printf "%s/harness-store" .Values.imageRegistry) -}}
-{{- printf "%s:%s" $repository (.Values.modelGateway.store.image.tag | default .Chart.AppVersion) -}}
+{{- include "harness-operator.imageRef" (dict "ctx" . "name" "harness-store" "repository" .Values.modelGateway.store.image.repository "tag" .Values.modelGateway.store.image.tag) -}}
 {{- end -}}
 
 {{/* The trigger receiver: its name and its pods' labels. It runs from the operator's image. */}}
