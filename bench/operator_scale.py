@@ -67,6 +67,7 @@ from tests.integration.operator_env import (  # noqa: E402
 
 from harness_operator.api.v1alpha1 import GROUP, VERSION  # noqa: E402
 from harness_operator.core.objects.naming import KUEUE_QUEUE_LABEL, LABEL_RUN  # noqa: E402
+from harness_operator.core.queue.kueue import KUEUE_VERSION  # noqa: E402
 
 BIN = Path(os.environ.get("HARNESS_CLUSTER_CACHE", "/var/cache/harness-operator/cluster")) / "bin"
 PLAIN = "bench-plain"
@@ -455,36 +456,45 @@ def restart(bench: Bench, runs: int, steps: list[int]) -> None:
 
 # The operator hands a Kueue-labelled run's Job to Kueue only where the API server serves Kueue's group
 # (else the run says QueueUnavailable). No Kueue controller runs here, so the Jobs stay suspended, which is
-# what `burst` and `footprint` measure: one CRD of that group stands in for Kueue's API while they run.
-KUEUE_STAND_IN = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "localqueues.kueue.x-k8s.io"},
-    "spec": {
-        "group": "kueue.x-k8s.io",
-        "scope": "Namespaced",
-        "names": {"kind": "LocalQueue", "plural": "localqueues", "singular": "localqueue"},
-        "versions": [
-            {
-                "name": "v1beta1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+# what `burst` and `footprint` measure: two CRDs of that group, the LocalQueues and Workloads the operator
+# watches, stand in for Kueue's API while they run.
+def build_kueue_stand_in(kind: str, plural: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.kueue.x-k8s.io"},
+        "spec": {
+            "group": "kueue.x-k8s.io",
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": KUEUE_VERSION,  # the version the operator reads
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }
+
+
+KUEUE_STAND_IN = [
+    build_kueue_stand_in("LocalQueue", "localqueues"),
+    build_kueue_stand_in("Workload", "workloads"),
+]
 
 
 def serve_kueue_group(admin: client.ApiClient) -> bool:
-    """Create the stand-in CRD unless Kueue's group is served already; True when this created it."""
+    """Create the stand-in CRDs unless Kueue's group is served already; True when this created them."""
     ext = client.ApiextensionsV1Api(admin)
     groups = client.ApisApi(admin).get_api_versions().groups or []
     if any(g.name == "kueue.x-k8s.io" for g in groups):
         return False
-    ext.create_custom_resource_definition(KUEUE_STAND_IN)
+    for crd in KUEUE_STAND_IN:
+        ext.create_custom_resource_definition(crd)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         groups = client.ApisApi(admin).get_api_versions().groups or []
@@ -534,9 +544,10 @@ class Bench:
         self.operator.stop()
         client.CoreV1Api(self.admin).delete_namespace(self.ns)
         if self.kueue_stand_in:
-            client.ApiextensionsV1Api(self.admin).delete_custom_resource_definition(
-                KUEUE_STAND_IN["metadata"]["name"]
-            )
+            for crd in KUEUE_STAND_IN:
+                client.ApiextensionsV1Api(self.admin).delete_custom_resource_definition(
+                    crd["metadata"]["name"]
+                )
         print(f"operator log: {self.operator.log_path}")
 
 
