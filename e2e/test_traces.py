@@ -18,7 +18,6 @@ import subprocess
 import urllib.request
 from collections.abc import Iterator
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,7 +120,6 @@ def test_a_run_with_a_fallback_and_a_publish_is_one_trace_and_its_audit_names_it
     git_server: GitHttpServer,  # noqa: F811
     forge: GitHubStub,  # noqa: F811
     kube: client.ApiClient,
-    tmp_path: Path,
 ) -> None:
     anthropic, openai = traced["anthropic"], traced["openai"]
     url = git_server.create_repo(OWNER_REPO, {"README.md": "hello\n"})
