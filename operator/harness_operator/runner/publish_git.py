@@ -22,6 +22,7 @@ PASSED_ENV = ("PATH", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "h
 GIT_LINES = 3
 REMOTE_REASONS = ("remote: error:", "remote: fatal:")
 URL = re.compile(r"[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+HTTP_DENIED = re.compile(r"\b40[13]\b")
 
 
 class PublishError(Exception):
@@ -165,13 +166,14 @@ def last_lines(error: subprocess.CalledProcessError | subprocess.TimeoutExpired)
 def describe_push_failure(said: str, branch: str, onto_existing: bool = False) -> str:
     """The push's refusal in git's words and the fix; `onto_existing`: a FastForward push onto the
     branch as cloned (which only a rule of the origin's, such as a protected branch, refuses)."""
-    # Matched without the URLs git names: a repository called owner-403x is no HTTP 403.
+    # Matched without the URLs git names (a repository called owner-403x is no HTTP 403), and the status
+    # codes as words only (a commit id such as 8d403f7 is none either).
     lower = URL.sub("", said).lower()
-    denied = ("401", "403", "authentication", "permission", "denied", "could not read")
+    denied = ("authentication", "permission", "denied", "could not read")
     # git's own refusals of the ref (it exists, it moved) and the origin's (a hook, a branch rule).
     taken = ("already exists", "stale info", "non-fast-forward", "fetch first", "[rejected]")
     by_origin = ("[remote rejected]", "hook declined")
-    if any(s in lower for s in denied):
+    if any(s in lower for s in denied) or HTTP_DENIED.search(lower):
         fix = "the token in publish.credentialsSecretRef may not push to the repository: give it write access"
     elif onto_existing and any(s in lower for s in taken + by_origin):
         fix = f"the origin does not let the token add commits to branch {branch} (a protected branch?)"

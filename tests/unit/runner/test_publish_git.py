@@ -25,6 +25,10 @@ To https://github.com/acme/payments.git
 error: failed to push some refs to 'https://github.com/acme/payments.git'
 """
 
+HTTP_403 = """remote: Write access to repository not granted.
+fatal: unable to access 'https://github.com/acme/payments.git/': The requested URL returned error: 403
+"""
+
 
 def failed(stderr: str) -> subprocess.CalledProcessError:
     return subprocess.CalledProcessError(1, ["git", "push"], stderr=stderr)
@@ -50,6 +54,13 @@ def test_without_a_remote_reason_the_last_lines_only_and_no_hint() -> None:
         (EXISTING, True, "does not let the token add commits to branch harness/run-1"),
         # A URL is no reason: a repository named like an HTTP status (found against the real Gitea).
         (EXISTING.replace("acme/payments", "owner-403feaeb/widgets"), False, "exists on the origin: delete"),
+        # Nor is a commit id holding one (git names the commit it pushed; found as a flaky unit test).
+        (
+            EXISTING.replace("harness/run-1 ->", "1e062a3c323a6d8d403f7b9ad375a3037265dae0 ->"),
+            False,
+            "delete it",
+        ),
+        (HTTP_403, False, "may not push to the repository: give it write access"),
         (PROTECTED, False, "the origin's rules refused branch harness/run-1 (a protected branch, a hook)"),
         (PROTECTED, True, "does not let the token add commits to branch harness/run-1"),
         ("fatal: unable to access: Could not resolve host\n", False, "check the origin and the token"),
