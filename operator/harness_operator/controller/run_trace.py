@@ -19,7 +19,7 @@ from harness_operator.controller.workers import Workers
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.objects.traced import compute_run_trace_id
 from harness_operator.core.status.observed import PodStep
-from harness_operator.core.status.trace import build_run_spans
+from harness_operator.core.status.trace import build_run_spans, compute_newly_ended
 from harness_operator.telemetry import Traces
 
 log = structlog.get_logger("harness_operator")
@@ -59,10 +59,8 @@ class RunTracing:
         try:
             content = self.config.tracing_record_content
             spans = build_run_spans(run, before, after, steps, self.clock(), content)
-            ended = {a.index for a in (before.attempts if before else []) if a.completion_time}
-            for attempt in after.attempts:
-                if attempt.completion_time and attempt.index not in ended:
-                    spans += self._runner_spans(run, attempt, steps.get(attempt.index, ()))
+            for attempt in compute_newly_ended(before, after):
+                spans += self._runner_spans(run, attempt, steps.get(attempt.index, ()))
             if spans:
                 self.traces.export(after.trace_id, spans)
         except Exception as exc:  # a span is worth less than the run's progress

@@ -12,6 +12,7 @@ from typing import Any
 from harness_operator.api.v1alpha1 import AuditStatus, HarnessRun, HarnessRunStatus, Usage
 from harness_operator.core.objects.conditions import is_finished
 from harness_operator.core.objects.naming import ANNOTATION_AUTHOR, ANNOTATION_CANCELLED_BY
+from harness_operator.core.status.trace import compute_newly_ended
 
 AUDIT = "audit"  # every record's key naming what it records
 
@@ -63,20 +64,18 @@ def build_audit_records(
                 "credentials": summary.credentials,
             }
         )
-    ended_before = {a.index for a in (before.attempts if before else []) if a.completion_time}
-    for attempt in after.attempts:
-        if attempt.completion_time and attempt.index not in ended_before:
-            records.append(
-                {
-                    AUDIT: "attempt-ended",
-                    **common,
-                    "attempt": attempt.index,
-                    "provider": attempt.provider,
-                    "reason": attempt.reason,
-                    "exitCode": attempt.exit_code,
-                    **_usage(attempt.usage),
-                }
-            )
+    for attempt in compute_newly_ended(before, after):
+        records.append(
+            {
+                AUDIT: "attempt-ended",
+                **common,
+                "attempt": attempt.index,
+                "provider": attempt.provider,
+                "reason": attempt.reason,
+                "exitCode": attempt.exit_code,
+                **_usage(attempt.usage),
+            }
+        )
     decided = after.approval is not None and after.approval.decision is not None
     if decided and not (before and before.approval and before.approval.decision):
         assert after.approval is not None

@@ -43,8 +43,11 @@ def _usage(usage: Usage | None) -> dict[str, AttributeValue]:
     return {k: v for k, v in figures.items() if v is not None}
 
 
-def _ended(status: HarnessRunStatus | None) -> dict[int, Attempt]:
-    return {a.index: a for a in (status.attempts if status else []) if a.completion_time}
+def compute_newly_ended(before: HarnessRunStatus | None, after: HarnessRunStatus) -> list[Attempt]:
+    """The attempts whose end `after` records and `before` did not, by index."""
+    ended = {a.index for a in (before.attempts if before else []) if a.completion_time}
+    fresh = [a for a in after.attempts if a.completion_time and a.index not in ended]
+    return sorted(fresh, key=lambda a: a.index)
 
 
 def build_attempt_spans(
@@ -115,10 +118,8 @@ def build_run_spans(
         spans.append(
             SpanRecord("admission", compute_span_id(uid, "admission"), root, created, first_start, waited)
         )
-    was_ended = _ended(before)
-    for index, attempt in sorted(_ended(after).items()):
-        if index not in was_ended:
-            spans.extend(build_attempt_spans(uid, attempt, steps.get(index, ()), now_ns))
+    for attempt in compute_newly_ended(before, after):
+        spans.extend(build_attempt_spans(uid, attempt, steps.get(attempt.index, ()), now_ns))
     if is_finished(after.conditions) and not (before and is_finished(before.conditions)):
         end = _ns(after.completion_time) or now_ns
         approval = after.approval
