@@ -67,8 +67,12 @@ def test_every_phase(observed: Observed, spec: dict[str, Any], outcome: str) -> 
 
 
 def test_a_run_kueue_holds_back_is_suspended() -> None:
-    observed = Observed(["claude"], [ObservedAttempt(1, "claude", "r-a1", state=SUSPENDED)])
-    assert health(run_object(compute_status(run(), observed, NOW).to_api()))[0] == "Suspended"
+    why = 'LocalQueue "team-a": insufficient quota'
+    held = Observed(["claude"], [ObservedAttempt(1, "claude", "r-a1", state=SUSPENDED, waiting=why)])
+    assert health(run_object(compute_status(run(), held, NOW).to_api()))[0] == "Suspended"
+    # Before Kueue says why (no Workload yet, or not judged yet) the run is on its way: Progressing.
+    routine = Observed(["claude"], [ObservedAttempt(1, "claude", "r-a1", state=SUSPENDED)])
+    assert health(run_object(compute_status(run(), routine, NOW).to_api()))[0] == "Progressing"
 
 
 def test_no_status_or_an_unseen_spec_is_never_healthy() -> None:

@@ -113,27 +113,30 @@ def _is_true(workload: Mapping[str, Any], type_: str) -> bool:
 
 def describe_wait(
     queue: str, workload: Mapping[str, Any] | None, local_queue: Mapping[str, Any] | None
-) -> str:
+) -> str | None:
     """Why a Job Kueue holds waits, in Kueue's words: its LocalQueue and that queue's ClusterQueue, and the
-    Workload's reason (the quota that is short, a queue that does not exist)."""
+    Workload's reason (the quota that is short, a queue that does not exist, the admission checks not yet
+    ready). None while Kueue holds it as it holds every Job: no Workload yet, none judged yet, or quota
+    reserved with nothing left to check (admitted: the Job starts); a status write says nothing then."""
+    if workload is None:
+        return None
+    cond = _condition(workload, "QuotaReserved")
+    if cond is None:
+        return None
     where = f'LocalQueue "{queue}"'
     cluster_queue = local_queue["spec"].get("clusterQueue") if local_queue is not None else None
     if cluster_queue:
         where += f' (ClusterQueue "{cluster_queue}")'
-    if workload is None:
-        return f"{where}: Kueue has made no Workload for the Job yet"
-    if _is_true(workload, "Admitted"):
-        return f'{where}: admitted by ClusterQueue "{workload["status"].get("clusterQueue")}"; the Job starts'
-    if _is_true(workload, "QuotaReserved"):
+    if cond.get("status") == "True":
         pending = [c for c in workload["status"].get("admissionChecks") or [] if c.get("state") != "Ready"]
+        if not pending or _is_true(workload, "Admitted"):
+            return None
         checks = "; ".join(
             f"{c.get('name')} {c.get('state')}: {c.get('message') or 'no message'}" for c in pending
         )
         reserved = f'quota reserved in ClusterQueue "{workload["status"].get("clusterQueue")}"'
         return f"{where}: {reserved}, waiting for admission checks: {checks}"
-    cond = _condition(workload, "QuotaReserved")
-    why = (cond or {}).get("message") or "waiting for Kueue to reserve quota"
-    return f"{where}: {why}"
+    return f"{where}: {cond.get('message') or 'waiting for Kueue to reserve quota'}"
 
 
 def is_inadmissible(workload: Mapping[str, Any] | None) -> bool:

@@ -267,10 +267,9 @@ def compute_status(run: HarnessRun, observed: Observed, now: datetime) -> Harnes
             reason, message = describe_next_attempt(run, observed, next_index)
         elif last and last.state == RUNNING:
             reason, message = Reason.Running, f"attempt {last.index}/{total} with {last.provider} is running"
-        elif last and last.state == SUSPENDED:
-            why = f": {last.waiting}" if last.waiting else ""
+        elif last and last.state == SUSPENDED and last.waiting:  # Kueue said why; else it is routine
             reason = Reason.Suspended
-            message = f"attempt {last.index}/{total} waits for its queue to admit it{why}"
+            message = f"attempt {last.index}/{total} waits for its queue to admit it: {last.waiting}"
         elif last and last.waiting:  # its pod cannot be placed or started: the scheduler's or kubelet's why
             reason, message = Reason.Pending, f"attempt {last.index}/{total} waits: {last.waiting}"
         else:

@@ -3,6 +3,8 @@ operator reads of Kueue's Workloads and LocalQueues."""
 
 from typing import Any
 
+import pytest
+
 from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.core.queue.kueue import (
     admission_check_names,
@@ -108,16 +110,30 @@ def test_a_waiting_job_is_explained_in_kueues_words_with_its_cluster_queue() -> 
     assert describe_wait("team-a", slim_workload(workload([PENDING])), QUEUE) == (
         'LocalQueue "team-a" (ClusterQueue "cq-a"): ' + PENDING["message"]
     )
-    assert describe_wait("team-a", None, QUEUE) == (
-        'LocalQueue "team-a" (ClusterQueue "cq-a"): Kueue has made no Workload for the Job yet'
-    )
-    admitted = slim_workload(workload([ADMITTED], cluster_queue="cq-a"))
-    assert describe_wait("team-a", admitted, None) == (
-        'LocalQueue "team-a": admitted by ClusterQueue "cq-a"; the Job starts'
-    )
-    assert describe_wait("gone", slim_workload(workload()), None) == (
+    unreasoned = {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": ""}
+    assert describe_wait("gone", slim_workload(workload([unreasoned])), None) == (
         'LocalQueue "gone": waiting for Kueue to reserve quota'
     )
+
+
+RESERVED = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "ok"}
+
+
+@pytest.mark.parametrize(
+    "conditions",
+    [None, [], [ADMITTED], [RESERVED], [RESERVED, ADMITTED]],
+    ids=[
+        "no Workload yet",
+        "not judged yet",
+        "admitted",
+        "quota reserved, no checks",
+        "reserved and admitted",
+    ],
+)
+def test_a_job_kueue_holds_as_it_holds_every_job_has_no_why(conditions: list[dict[str, str]] | None) -> None:
+    """Nothing to write: the run stays Pending until Kueue says why it holds the Job, or starts it."""
+    body = None if conditions is None else slim_workload(workload(conditions, cluster_queue="cq-a"))
+    assert describe_wait("team-a", body, QUEUE) is None
 
 
 def test_an_eviction_is_seen_in_the_condition_or_in_the_count() -> None:
@@ -154,8 +170,7 @@ def test_a_default_queue_on_a_cluster_without_kueue_names_the_chart_value() -> N
 
 
 def test_a_job_with_quota_waits_for_its_admission_checks_in_their_words() -> None:
-    reserved = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "ok"}
-    body = workload([reserved], cluster_queue="cq-a")
+    body = workload([RESERVED], cluster_queue="cq-a")
     body["status"]["admissionChecks"] = [
         {"name": "multikueue", "state": "Pending", "message": 'cluster "worker1" is not active', "x": 1},
         {"name": "ready-one", "state": "Ready", "message": "fine"},

@@ -10,7 +10,7 @@ from harness_operator.api.v1alpha1 import AttemptOutcome, HarnessRun, RetryPolic
 from harness_operator.catalog import load_builtin_catalog
 from harness_operator.contract.result import ResultDocument, build_result_doc, render_termination_message
 from harness_operator.core.queue.kueue import slim_workload
-from harness_operator.core.status.decide import decide_deletions
+from harness_operator.core.status.decide import decide, decide_deletions
 from harness_operator.core.status.observed import (
     FINISHED,
     PENDING,
@@ -597,7 +597,7 @@ KSTATUS_CASES = {
         "Reconciling",
     ),
     "suspended": (
-        Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=SUSPENDED)]),
+        Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1", state=SUSPENDED, waiting="no quota")]),
         {},
         "Pending",
         "Reconciling",
@@ -990,6 +990,26 @@ def test_a_job_kueue_holds_waits_with_kueues_reason_in_the_runs_message() -> Non
         "insufficient quota"
     )
     assert decide_deletions([seen], False) == []
+
+
+@pytest.mark.parametrize(
+    "workload", [None, kueue_workload()], ids=["no Workload yet", "its Workload not judged yet"]
+)
+def test_a_job_kueue_has_not_judged_yet_costs_no_status_write(workload: dict[str, Any] | None) -> None:
+    """Every Kueue Job is created suspended: until Kueue says why it holds one, the run is Pending as it
+    was written when its Job was made, and nothing is patched or posted."""
+    started = compute_status(run(), Observed(PROVIDERS, [ObservedAttempt(1, "claude", "r-a1")]), NOW)
+    seen = observe_attempt(1, "claude", kueue_job(), [], False, workload, LOCAL_QUEUE)
+    assert (seen.state, seen.waiting) == (SUSPENDED, None)
+    again = compute_status(run(started.to_api()), Observed(PROVIDERS, [seen]), LATER)
+    assert (again.phase, again.reason) == ("Pending", "Pending")
+    decision = decide(run(started.to_api()), again)
+    assert (decision.patch, decision.events) == (None, [])
+    held = observe_attempt(1, "claude", kueue_job(), [], False, kueue_workload(QUOTA_SHORT), LOCAL_QUEUE)
+    judged = decide(
+        run(started.to_api()), compute_status(run(started.to_api()), Observed(PROVIDERS, [held]), LATER)
+    )
+    assert judged.patch is not None and [e.reason for e in judged.events] == ["Suspended"]
 
 
 @pytest.mark.parametrize(
