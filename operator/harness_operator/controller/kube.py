@@ -322,11 +322,13 @@ class Kube(KubeStreams):
             raise
         return True
 
-    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """Merge-patch the run's status through the status subresource (spec is never touched)."""
-        self.custom.patch_namespaced_custom_object_status(
+    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch the run's status through the status subresource (spec is never touched); the run
+        as stored after it."""
+        stored: Any = self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, RUNS, name, {"status": status}
         )
+        return dict(stored)
 
     def patch_definition_status(
         self, plural: str, namespace: str | None, name: str, status: dict[str, Any]

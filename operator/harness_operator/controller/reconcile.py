@@ -6,11 +6,13 @@ run_start.py (queue, budgets, an attempt's children), run_observe.py (Jobs and P
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 import structlog
 
@@ -28,6 +30,7 @@ from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.run_approval import RunApprovals
 from harness_operator.controller.run_audit import write_audit
+from harness_operator.controller.run_cache import is_unfinished
 from harness_operator.controller.run_collect import RunCollector
 from harness_operator.controller.run_dispatch import RunDispatcher
 from harness_operator.controller.run_observe import RunObserver
@@ -91,7 +94,8 @@ class RunDuties:
 
 class Reconciler:
     """Reconciles runs; one lock per run keeps concurrent events from racing (run_start.py keeps one per
-    namespace)."""
+    namespace). `seen(namespace, name)`: the version of the run the watch last delivered (the run cache's;
+    None: unknown, the run is read)."""
 
     def __init__(
         self,
@@ -101,9 +105,13 @@ class Reconciler:
         children: ChildStore,
         definitions: DefinitionReader,
         duties: RunDuties,
+        seen: Callable[[str, str], str | None] = lambda namespace, name: None,
     ) -> None:
         self.kube, self.config, self.clock = kube, config, clock
         self.children, self.definitions, self.duties = children, definitions, duties
+        self.seen = seen
+        # Each unfinished run as the API server last answered this process (a read, or its status patch).
+        self._answered: dict[tuple[str, str], dict[str, Any]] = {}
         # Striped: a bounded set of locks, however many runs come and go (two runs may share one).
         self._run_locks = [threading.Lock() for _ in range(RUN_LOCK_STRIPES)]
         self._in_flight: set[tuple[str, str]] = set()
@@ -125,12 +133,13 @@ class Reconciler:
         its retry's backoff ends). `retry`: how many times the controller has retried this run (errors.
         classify weighs it)."""
         with self.run_lock(namespace, name):
-            raw = self.kube.fetch_run(namespace, name)
+            raw = self._read(namespace, name)
             if raw is None:
                 self.forget(namespace, name)
                 return Requeue()
             run = HarnessRun.model_validate(raw)
             if is_finished(run.status.conditions if run.status else []):
+                self._answered.pop((namespace, name), None)
                 self.duties.dispatcher.release(namespace, name)  # what a failed release left held
                 return Requeue()
             after = None
@@ -146,6 +155,21 @@ class Reconciler:
             wake = decide_wake(run.status, status)
             self._count_status(run, status)
         return Requeue(self.duties.starter.runs_to_wake(namespace) if wake else [], after)
+
+    def _read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The run as the API server last answered for it, when the watch has delivered that very version
+        and none since (a Job's or pod's event that changes nothing costs no read); else read afresh. A
+        reconcile never acts on a copy older than the newest this process has seen."""
+        key = (namespace, name)
+        answered = self._answered.get(key)
+        if answered is not None and answered["metadata"].get("resourceVersion") == self.seen(namespace, name):
+            return copy.deepcopy(answered)
+        raw = self.kube.fetch_run(namespace, name)
+        if raw is None or not is_unfinished(raw):
+            self._answered.pop(key, None)
+        else:
+            self._answered[key] = copy.deepcopy(raw)
+        return raw
 
     def _count_status(self, run: HarnessRun, status: HarnessRunStatus) -> None:
         """The run in the gauges, and a run that has just finished settled: its budgets charged, its
@@ -176,6 +200,7 @@ class Reconciler:
         """The run is gone: it counts no more as in flight or queued (the gauges and the oldest in
         flight drop it), and its slot is no longer this process's to hold."""
         self._count((namespace, name), None, False)
+        self._answered.pop((namespace, name), None)
         self.duties.starter.forget(namespace, name)
         self.children.release(namespace, name)
         self.duties.dispatcher.release(namespace, name)
@@ -329,7 +354,11 @@ class Reconciler:
             if event.name is not None:
                 self.kube.create_event(body, event.type, event.reason, event.message, event.name)
         if decision.patch is not None:
-            self.kube.patch_run_status(ns, name, decision.patch)
+            stored = self.kube.patch_run_status(ns, name, decision.patch)
+            if is_finished(decision.status.conditions):
+                self._answered.pop((ns, name), None)
+            else:
+                self._answered[(ns, name)] = stored
         for event in [*events, *decision.events]:
             if event.name is None:
                 self.kube.create_event(body, event.type, event.reason, event.message)
@@ -369,6 +398,7 @@ def wire_reconciler(
     definitions: DefinitionReader,
     queue: QueueSource,
     tracing: RunTracing,
+    seen: Callable[[str, str], str | None] = lambda namespace, name: None,
 ) -> Reconciler:
     """The run reconciler and its duties over the collaborators the composition root (__main__) built:
     the one place that says which duty gets which."""
@@ -384,4 +414,4 @@ def wire_reconciler(
         grants=grants,
         tracing=tracing,
     )
-    return Reconciler(kube, config, clock, children, definitions, duties)
+    return Reconciler(kube, config, clock, children, definitions, duties, seen)

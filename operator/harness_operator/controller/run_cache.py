@@ -49,6 +49,7 @@ class RunEntry:
     pipeline: str | None = None  # the name of the pipeline that controls it
     piped: tuple[str, StepRun] | None = None  # (the pipeline's UID, the run as its pipeline reads it)
     decision: str | None = None  # the approval decision annotated on it (core/status/awaiting.py)
+    resource_version: str = ""  # the version the watch last delivered
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ def build_run_entry(run: Mapping[str, Any], expiry: Expiry, now: datetime) -> Ru
         queued=build_queue_entry(run),
         scheduled=build_scheduled_run_entry(run),
         decision=(meta.get("annotations") or {}).get(ANNOTATION_DECISION),
+        resource_version=str(meta.get("resourceVersion") or ""),
         pipeline=(pipeline_owner(run) or (None,))[0] if piped else None,
         piped=piped,
     )
@@ -152,6 +154,12 @@ class RunStore:
             for entry in self._entries(namespace)
             if entry.piped is not None and entry.piped[0] == pipeline_uid
         ]
+
+    def resource_version(self, namespace: str, name: str) -> str | None:
+        """The version of the run the watch last delivered; None when it holds none (yet)."""
+        with self._lock:
+            entry = self._runs.get(namespace, {}).get(name)
+        return entry.resource_version if entry is not None and entry.resource_version else None
 
     def every_run(self) -> list[RunChange]:
         """Every run held, as a change that reconciles it when it is unfinished (a new leader's start)."""

@@ -33,9 +33,21 @@ class ApiServer:
         self.reads: list[str] = []
         self.created: list[str] = []
         self.namespaces: dict[str, dict[str, Any]] = {}
+        self.run_reads = 0
+        self.version = 1
+        for body in self.runs.values():
+            body["metadata"]["resourceVersion"] = "1"
 
     def fetch_run(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.run_reads += 1
         return self.runs.get(name)
+
+    def write_run(self, name: str, change: Callable[[dict[str, Any]], None]) -> str:
+        """Someone else's write to run `name` (a user's, another client's); its new resourceVersion."""
+        change(self.runs[name])
+        self.version += 1
+        self.runs[name]["metadata"]["resourceVersion"] = str(self.version)
+        return str(self.version)
 
     def fetch_namespace(self, name: str) -> dict[str, Any] | None:
         self.reads.append(f"namespace {name}")
@@ -46,8 +58,12 @@ class ApiServer:
         self.reads.append(f"{plural} {namespace}/{name}")
         return None
 
-    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self.runs[name]["status"] = {**(self.runs[name].get("status") or {}), **status}
+    def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        def patch(run: dict[str, Any]) -> None:
+            run["status"] = {**(run.get("status") or {}), **status}
+
+        self.write_run(name, patch)
+        return json.loads(json.dumps(self.runs[name]))
 
     def fetch_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append(f"job {name}")
@@ -123,9 +139,10 @@ def wire(
     kueue: KueueStore | None = None,
     budgets: Budgets | None = None,
     traces: Traces | None = None,
+    seen: Callable[[str, str], str | None] = lambda namespace, name: None,
 ) -> Reconciler:
     """The run reconciler over the fake `api`, wired as __main__ wires it (no budget, no worker, an empty
-    queue unless given)."""
+    queue unless given; `seen`: the run cache's versions, none unless given)."""
     kube: Kube = api
     grants = Grants(kube, config)
     return wire_reconciler(
@@ -141,6 +158,7 @@ def wire(
         Definitions(),
         queue or Queue(),
         RunTracing(traces, config, clock, kube, workers or Workers()),
+        seen,
     )
 
 

@@ -126,6 +126,41 @@ def test_a_runs_first_resolution_reads_its_namespaced_definition_and_later_ones_
     assert api.reads == []
 
 
+def test_a_run_is_read_afresh_only_when_the_watch_shows_a_version_this_process_has_not_been_answered() -> (
+    None
+):
+    """The status patch's answer is the run as stored: while the watch shows that version and no newer,
+    an event of its Job or pod reads nothing; a write by anyone else is read before it is acted on."""
+    api = ApiServer([], [], started_run())
+    watched = {"version": "1"}
+    store = ChildStore()
+    store.replace("Job", None, [job()])
+    store.replace("Pod", None, [])
+    reconcile = wire(api, CONFIG, lambda: NOW, store, seen=lambda ns, name: watched["version"]).reconcile
+    reconcile("ns", "r")
+    assert api.run_reads == 1  # nothing answered for it yet: read
+    written = api.runs["r"]["metadata"]["resourceVersion"]
+    assert written != "1" and api.status("r")["reason"] == "Pending"  # its status patched
+    reconcile("ns", "r")
+    assert api.run_reads == 2  # the watch has not shown the patched version yet: read
+    watched["version"] = written
+    reconcile("ns", "r")
+    reconcile("ns", "r")
+    assert api.run_reads == 2  # the watch shows what the API server last answered: no read
+    watched["version"] = api.write_run("r", lambda run: run["spec"].update(cancel=True))
+    store.replace("Pod", None, [RUNNING_POD])
+    reconcile("ns", "r")
+    assert api.run_reads == 3  # someone else wrote: read, and acted on (the cancel)
+    assert api.status("r")["reason"] == "Cancelled"
+
+
+def test_a_run_is_always_read_when_the_watch_says_nothing_of_it() -> None:
+    api = ApiServer([], [], started_run())
+    for _ in range(3):
+        reconciler(api, [job()], [RUNNING_POD]).reconcile("ns", "r")
+    assert api.run_reads == 3
+
+
 def test_a_job_the_api_server_no_longer_has_is_lost_and_never_created_again() -> None:
     api = ApiServer([], [], started_run())
     reconciler(api, [], []).reconcile("ns", "r")

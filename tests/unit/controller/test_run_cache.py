@@ -164,3 +164,15 @@ def test_an_approval_decision_annotated_reconciles_the_run_awaiting_it() -> None
     assert not store.apply(RUN_KIND, "MODIFIED", run("a", status=awaiting, annotations=notes)).reconcile
     ended = run("a", status=ENDED, annotations={"approval.agentharness.dev/decision": "Rejected"})
     assert not store.apply(RUN_KIND, "MODIFIED", ended).reconcile  # over
+
+
+def test_the_version_the_watch_last_delivered_is_kept_for_each_run() -> None:
+    """The reconciler reads a run afresh unless the watch has delivered the version it was last answered."""
+    store = RunStore()
+    assert store.resource_version("team", "a") is None  # nothing delivered (nor listed) yet
+    store.replace(RUN_KIND, None, [run("a", resourceVersion="10")])
+    assert store.resource_version("team", "a") == "10"
+    store.apply(RUN_KIND, "MODIFIED", run("a", status=RUNNING, resourceVersion="12"))
+    assert store.resource_version("team", "a") == "12"
+    store.apply(RUN_KIND, "DELETED", run("a", resourceVersion="13"))
+    assert store.resource_version("team", "a") is None
