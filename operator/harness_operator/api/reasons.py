@@ -172,8 +172,8 @@ REASONS: dict[Reason, tuple[str, str, str]] = {
     Reason.Suspended: (
         "Succeeded",
         "Unknown",
-        "the Job waits for Kueue to admit it; the message gives Kueue's reason (LocalQueue, ClusterQueue, "
-        "the quota short)",
+        "Kueue holds the Job and has said why: the message gives Kueue's reason (LocalQueue, ClusterQueue, "
+        "the quota short, the admission checks not ready); until Kueue says why, the run is Pending",
     ),
     Reason.QueueUnavailable: (
         "Succeeded",
