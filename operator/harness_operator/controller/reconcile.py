@@ -162,7 +162,8 @@ class Reconciler:
         reconcile never acts on a copy older than the newest this process has seen."""
         key = (namespace, name)
         answered = self._answered.get(key)
-        if answered is not None and answered["metadata"].get("resourceVersion") == self.seen(namespace, name):
+        version = answered["metadata"].get("resourceVersion") if answered else None
+        if version and version == self.seen(namespace, name):
             return copy.deepcopy(answered)
         raw = self.kube.fetch_run(namespace, name)
         if raw is None or not is_unfinished(raw):

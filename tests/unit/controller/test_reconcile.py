@@ -159,6 +159,14 @@ def test_a_run_is_always_read_when_the_watch_says_nothing_of_it() -> None:
     for _ in range(3):
         reconciler(api, [job()], [RUNNING_POD]).reconcile("ns", "r")
     assert api.run_reads == 3
+    del api.runs["r"]["metadata"]["resourceVersion"]  # an answer without a version matches nothing
+    store = ChildStore()
+    store.replace("Job", None, [job()])
+    store.replace("Pod", None, [RUNNING_POD])
+    unversioned = wire(api, CONFIG, lambda: NOW, store, seen=lambda ns, name: None)
+    for _ in range(2):
+        unversioned.reconcile("ns", "r")
+    assert api.run_reads == 5
 
 
 def test_a_job_the_api_server_no_longer_has_is_lost_and_never_created_again() -> None:
