@@ -111,8 +111,8 @@ class JobClock:
         self._watch.stop()
 
 
-def operator_cpu_and_rss(pid: int) -> tuple[float, float]:
-    """CPU seconds (user + system) and resident MB of the operator process."""
+def process_cpu_and_rss(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) and resident MB of process `pid` (the operator's, the cluster's)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     rss_pages = int(fields[21])
@@ -204,7 +204,7 @@ def burst(bench: Bench, runs: int) -> None:
     for kind in ("run", "plain"):
         keys = {f"{kind}-{i}" for i in range(runs)}
         settle(bench.operator.proc.pid)  # type: ignore[union-attr]  # the runs' tail is not the plain side's
-        cpu_before, _ = operator_cpu_and_rss(bench.operator.proc.pid)  # type: ignore[union-attr]
+        cpu_before, _ = process_cpu_and_rss(bench.operator.proc.pid)  # type: ignore[union-attr]
         cluster_before = cluster_cpu()
         start = time.monotonic()
         for key in sorted(keys):
@@ -215,7 +215,7 @@ def burst(bench: Bench, runs: int) -> None:
         created = time.monotonic() - start
         bench.clock.wait(bench.clock.seen, keys, timeout=max(600, runs * 2))
         elapsed = max(bench.clock.seen[k] for k in keys) - start
-        cpu_after, rss = operator_cpu_and_rss(bench.operator.proc.pid)  # type: ignore[union-attr]
+        cpu_after, rss = process_cpu_and_rss(bench.operator.proc.pid)  # type: ignore[union-attr]
         cluster = {k: v - cluster_before[k] for k, v in cluster_cpu().items()}
         rates[kind] = runs / elapsed
         print(
@@ -344,16 +344,14 @@ def api_requests() -> dict[tuple[str, str], float]:
 
 def cluster_cpu() -> dict[str, float]:
     """CPU seconds so far of the test cluster's API server and etcd (processes of this machine)."""
-    tick = os.sysconf("SC_CLK_TCK")
     spent = dict.fromkeys(CLUSTER_PROCESSES, 0.0)
     for proc in Path("/proc").iterdir():
         try:
             if not proc.name.isdigit() or (comm := (proc / "comm").read_text().strip()) not in spent:
                 continue
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            spent[comm] += process_cpu_and_rss(int(proc.name))[0]
         except OSError:  # it ended meanwhile
             continue
-        spent[comm] += (int(fields[11]) + int(fields[12])) / tick
     return spent
 
 
@@ -412,20 +410,20 @@ def footprint_batch(bench: Bench, prefix: str, runs: int) -> tuple[float, float]
     """CPU ms per run and RSS MB for `runs` runs with suspended Jobs, until every Job exists."""
     pid = bench.operator.proc.pid  # type: ignore[union-attr]
     keys = {f"{prefix}-{i}" for i in range(runs)}
-    cpu_before, _ = operator_cpu_and_rss(pid)
+    cpu_before, _ = process_cpu_and_rss(pid)
     for key in sorted(keys):
         create_run(bench, key, {KUEUE_QUEUE_LABEL: "bench"})
     bench.clock.wait(bench.clock.seen, keys, timeout=max(600, runs * 2))
-    cpu_after, rss = operator_cpu_and_rss(pid)
+    cpu_after, rss = process_cpu_and_rss(pid)
     return (cpu_after - cpu_before) / runs * 1e3, rss
 
 
 def settle(pid: int) -> tuple[float, float]:
     """Wait until the operator's CPU stays flat for 3 s (its startup done); its CPU and RSS then."""
-    last = operator_cpu_and_rss(pid)
+    last = process_cpu_and_rss(pid)
     while True:
         time.sleep(3)
-        now = operator_cpu_and_rss(pid)
+        now = process_cpu_and_rss(pid)
         if now[0] - last[0] < 0.05:
             return now
         last = now
