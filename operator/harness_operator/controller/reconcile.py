@@ -30,7 +30,6 @@ from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.run_approval import RunApprovals
 from harness_operator.controller.run_audit import write_audit
-from harness_operator.controller.run_cache import is_unfinished
 from harness_operator.controller.run_collect import RunCollector
 from harness_operator.controller.run_dispatch import RunDispatcher
 from harness_operator.controller.run_observe import RunObserver
@@ -166,9 +165,7 @@ class Reconciler:
         if version and version == self.seen(namespace, name):
             return copy.deepcopy(answered)
         raw = self.kube.fetch_run(namespace, name)
-        if raw is None or not is_unfinished(raw):
-            self._answered.pop(key, None)
-        else:
+        if raw is not None:  # a run gone or finished is let go of by the caller (forget, or its end)
             self._answered[key] = copy.deepcopy(raw)
         return raw
 
