@@ -109,7 +109,7 @@ def compose(kube: Kube, config: OperatorConfig) -> Parts:
         definitions,
         CachedQueue(runs),
         RunTracing(traces, config, clock, kube, workers),
-        runs.resource_version,
+        runs,
     )
     progress = ProgressReader(kube, reconciler.run_lock, clock, workers)
     controller = Controller(

@@ -30,6 +30,7 @@ from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.run_approval import RunApprovals
 from harness_operator.controller.run_audit import write_audit
+from harness_operator.controller.run_cache import RunStore
 from harness_operator.controller.run_collect import RunCollector
 from harness_operator.controller.run_dispatch import RunDispatcher
 from harness_operator.controller.run_observe import RunObserver
@@ -93,8 +94,8 @@ class RunDuties:
 
 class Reconciler:
     """Reconciles runs; one lock per run keeps concurrent events from racing (run_start.py keeps one per
-    namespace). `seen(namespace, name)`: the version of the run the watch last delivered (the run cache's;
-    None: unknown, the run is read)."""
+    namespace). `runs`: the run cache, which says which version of a run the watch last delivered and
+    hands over a new run's body (none: every run is read)."""
 
     def __init__(
         self,
@@ -104,12 +105,13 @@ class Reconciler:
         children: ChildStore,
         definitions: DefinitionReader,
         duties: RunDuties,
-        seen: Callable[[str, str], str | None] = lambda namespace, name: None,
+        runs: RunStore | None = None,
     ) -> None:
         self.kube, self.config, self.clock = kube, config, clock
         self.children, self.definitions, self.duties = children, definitions, duties
-        self.seen = seen
-        # Each unfinished run as the API server last answered this process (a read, or its status patch).
+        self.runs = RunStore() if runs is None else runs
+        # Each unfinished run as the API server last answered this process (the watch's first delivery,
+        # a read, or its status patch).
         self._answered: dict[tuple[str, str], dict[str, Any]] = {}
         # Striped: a bounded set of locks, however many runs come and go (two runs may share one).
         self._run_locks = [threading.Lock() for _ in range(RUN_LOCK_STRIPES)]
@@ -161,8 +163,10 @@ class Reconciler:
         reconcile never acts on a copy older than the newest this process has seen."""
         key = (namespace, name)
         answered = self._answered.get(key)
+        if answered is None and (answered := self.runs.take_delivered(namespace, name)) is not None:
+            self._answered[key] = answered  # a new run: the watch's delivery is the first answer
         version = answered["metadata"].get("resourceVersion") if answered else None
-        if version and version == self.seen(namespace, name):
+        if version and version == self.runs.resource_version(namespace, name):
             return copy.deepcopy(answered)
         raw = self.kube.fetch_run(namespace, name)
         if raw is not None:  # a run gone or finished is let go of by the caller (forget, or its end)
@@ -396,7 +400,7 @@ def wire_reconciler(
     definitions: DefinitionReader,
     queue: QueueSource,
     tracing: RunTracing,
-    seen: Callable[[str, str], str | None] = lambda namespace, name: None,
+    runs: RunStore | None = None,
 ) -> Reconciler:
     """The run reconciler and its duties over the collaborators the composition root (__main__) built:
     the one place that says which duty gets which."""
@@ -412,4 +416,4 @@ def wire_reconciler(
         grants=grants,
         tracing=tracing,
     )
-    return Reconciler(kube, config, clock, children, definitions, duties, seen)
+    return Reconciler(kube, config, clock, children, definitions, duties, runs)

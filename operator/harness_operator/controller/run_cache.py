@@ -123,6 +123,8 @@ class RunStore:
         self._expiry = expiry
         self._lock = threading.Lock()
         self._runs: dict[str, dict[str, RunEntry]] = defaultdict(dict)
+        # A new unfinished run's body as the watch delivered it, until its first reconcile takes it.
+        self._delivered: dict[tuple[str, str], dict[str, Any]] = {}
         self._synced = threading.Event()
 
     # --- reads ---------------------------------------------------------------------------------------
@@ -161,6 +163,12 @@ class RunStore:
             entry = self._runs.get(namespace, {}).get(name)
         return entry.resource_version if entry is not None and entry.resource_version else None
 
+    def take_delivered(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A new unfinished run as the watch last delivered it, once (its first reconcile's read: a watch
+        event is the API server's answer too); None when taken, or not new."""
+        with self._lock:
+            return self._delivered.pop((namespace, name), None)
+
     def every_run(self) -> list[RunChange]:
         """Every run held, as a change that reconciles it when it is unfinished (a new leader's start)."""
         self.wait_synced()
@@ -175,6 +183,17 @@ class RunStore:
 
     # --- writes (the watch threads) ------------------------------------------------------------------
 
+    def _deliver(
+        self, namespace: str, name: str, new: bool, entry: RunEntry | None, obj: Mapping[str, Any]
+    ) -> None:
+        """Under the lock: keep a new unfinished run's body (and a newer one until it is taken); let go
+        of it once the run has ended or is gone."""
+        key = (namespace, name)
+        if entry is None or not entry.unfinished:
+            self._delivered.pop(key, None)
+        elif new or key in self._delivered:
+            self._delivered[key] = dict(obj)
+
     def apply(self, kind: str, type_: str, obj: Mapping[str, Any]) -> RunChange:
         """One watch event (ADDED, MODIFIED, DELETED)."""
         meta = obj.get("metadata") or {}
@@ -188,6 +207,7 @@ class RunStore:
                 runs[name] = entry
             elif not runs:
                 del self._runs[namespace]
+            self._deliver(namespace, name, held is None, None if deleted else entry, obj)
         return decide_change(namespace, name, held, entry, deleted)
 
     def replace(self, kind: str, namespace: str | None, items: Iterable[dict[str, Any]]) -> list[RunChange]:
@@ -195,10 +215,13 @@ class RunStore:
         what changed while the watch was down is acted on (a run deleted then leaves the gauges)."""
         now = datetime.now(UTC)
         listed: dict[str, dict[str, RunEntry]] = defaultdict(dict)
+        bodies: dict[tuple[str, str], dict[str, Any]] = {}
         for item in items:
             meta = item.get("metadata") or {}
-            entry = build_run_entry(item, self._expiry, now)
-            listed[str(meta.get("namespace") or "")][str(meta.get("name") or "")] = entry
+            ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+            entry = listed[ns][name] = build_run_entry(item, self._expiry, now)
+            if entry.unfinished:  # a finished run's body is never kept
+                bodies[(ns, name)] = item
         with self._lock:
             held = {
                 (ns, name): entry
@@ -206,6 +229,11 @@ class RunStore:
                 for name, entry in self._runs.pop(ns).items()
             }
             self._runs.update(listed)
+            for ns, runs in listed.items():
+                for name, entry in runs.items():
+                    self._deliver(ns, name, (ns, name) not in held, entry, bodies.get((ns, name), {}))
+            for ns, name in held.keys() - {(ns, name) for ns, runs in listed.items() for name in runs}:
+                self._delivered.pop((ns, name), None)
             self._synced.set()
         changes = []
         for ns, name in held.keys() | {(ns, name) for ns, runs in listed.items() for name in runs}:

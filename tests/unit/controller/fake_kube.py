@@ -15,6 +15,7 @@ from harness_operator.controller.kube import Kube
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.metering import AttemptMetering
 from harness_operator.controller.reconcile import Reconciler, wire_reconciler
+from harness_operator.controller.run_cache import RunStore
 from harness_operator.controller.run_trace import RunTracing
 from harness_operator.controller.workers import Workers
 from harness_operator.core.config import OperatorConfig
@@ -139,10 +140,10 @@ def wire(
     kueue: KueueStore | None = None,
     budgets: Budgets | None = None,
     traces: Traces | None = None,
-    seen: Callable[[str, str], str | None] = lambda namespace, name: None,
+    runs: RunStore | None = None,
 ) -> Reconciler:
     """The run reconciler over the fake `api`, wired as __main__ wires it (no budget, no worker, an empty
-    queue unless given; `seen`: the run cache's versions, none unless given)."""
+    queue and an empty run cache unless given)."""
     kube: Kube = api
     grants = Grants(kube, config)
     return wire_reconciler(
@@ -158,7 +159,7 @@ def wire(
         Definitions(),
         queue or Queue(),
         RunTracing(traces, config, clock, kube, workers or Workers()),
-        seen,
+        runs,
     )
 
 

@@ -1,6 +1,7 @@
 """The reconciler reading Jobs and Pods from the watch caches: a cache that lags a create or a pod
 never makes an attempt lost or run twice; the queue is first come, first served."""
 
+import copy
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from harness_operator.api.v1alpha1 import HarnessRun
 from harness_operator.controller.cache import ChildStore
 from harness_operator.controller.kueue_cache import KueueStore
 from harness_operator.controller.reconcile import Reconciler
+from harness_operator.controller.run_cache import RUN_KIND, RunStore
 from harness_operator.controller.workers import Workers
 from harness_operator.core.config import OperatorConfig
 from harness_operator.core.queue.fairqueue import QueueEntry
@@ -129,29 +131,51 @@ def test_a_runs_first_resolution_reads_its_namespaced_definition_and_later_ones_
 def test_a_run_is_read_afresh_only_when_the_watch_shows_a_version_this_process_has_not_been_answered() -> (
     None
 ):
-    """The status patch's answer is the run as stored: while the watch shows that version and no newer,
-    an event of its Job or pod reads nothing; a write by anyone else is read before it is acted on."""
+    """A new run's first answer is the watch's delivery; the status patch's answer is the run as stored:
+    while the watch shows that version and no newer, an event of its Job or pod reads nothing; a write by
+    anyone else is read before it is acted on."""
     api = ApiServer([], [], started_run())
-    watched = {"version": "1"}
+    runs = RunStore()
+
+    def deliver(type_: str) -> None:
+        runs.apply(RUN_KIND, type_, copy.deepcopy(api.runs["r"]))
+
     store = ChildStore()
     store.replace("Job", None, [job()])
     store.replace("Pod", None, [])
-    reconcile = wire(api, CONFIG, lambda: NOW, store, seen=lambda ns, name: watched["version"]).reconcile
+    reconcile = wire(api, CONFIG, lambda: NOW, store, runs=runs).reconcile
+    deliver("ADDED")
     reconcile("ns", "r")
-    assert api.run_reads == 1  # nothing answered for it yet: read
+    assert api.run_reads == 0  # new: the watch's delivery is the API server's answer
     written = api.runs["r"]["metadata"]["resourceVersion"]
     assert written != "1" and api.status("r")["reason"] == "Pending"  # its status patched
     reconcile("ns", "r")
-    assert api.run_reads == 2  # the watch has not shown the patched version yet: read
-    watched["version"] = written
+    assert api.run_reads == 1  # the watch has not shown the patched version yet: read
+    deliver("MODIFIED")
     reconcile("ns", "r")
     reconcile("ns", "r")
-    assert api.run_reads == 2  # the watch shows what the API server last answered: no read
-    watched["version"] = api.write_run("r", lambda run: run["spec"].update(cancel=True))
+    assert api.run_reads == 1  # the watch shows what the API server last answered: no read
+    api.write_run("r", lambda run: run["spec"].update(cancel=True))
+    deliver("MODIFIED")
     store.replace("Pod", None, [RUNNING_POD])
     reconcile("ns", "r")
-    assert api.run_reads == 3  # someone else wrote: read, and acted on (the cancel)
+    assert api.run_reads == 2  # someone else wrote: read, and acted on (the cancel)
     assert api.status("r")["reason"] == "Cancelled"
+
+
+def test_a_new_run_is_acted_on_as_the_watch_last_delivered_it() -> None:
+    """A write before the first reconcile (a cancel): the watch's newer delivery is the one acted on."""
+    api = ApiServer([], [], started_run())
+    runs = RunStore()
+    runs.apply(RUN_KIND, "ADDED", copy.deepcopy(api.runs["r"]))
+    api.write_run("r", lambda run: run["spec"].update(cancel=True))
+    runs.apply(RUN_KIND, "MODIFIED", copy.deepcopy(api.runs["r"]))
+    store = ChildStore()
+    store.replace("Job", None, [job()])
+    store.replace("Pod", None, [RUNNING_POD])
+    wire(api, CONFIG, lambda: NOW, store, runs=runs).reconcile("ns", "r")
+    assert api.run_reads == 0 and api.status("r")["reason"] == "Cancelled"
+    assert runs.take_delivered("ns", "r") is None  # handed over once
 
 
 def test_a_run_is_always_read_when_the_watch_says_nothing_of_it() -> None:
@@ -163,7 +187,7 @@ def test_a_run_is_always_read_when_the_watch_says_nothing_of_it() -> None:
     store = ChildStore()
     store.replace("Job", None, [job()])
     store.replace("Pod", None, [RUNNING_POD])
-    unversioned = wire(api, CONFIG, lambda: NOW, store, seen=lambda ns, name: None)
+    unversioned = wire(api, CONFIG, lambda: NOW, store)
     for _ in range(2):
         unversioned.reconcile("ns", "r")
     assert api.run_reads == 5

@@ -176,3 +176,29 @@ def test_the_version_the_watch_last_delivered_is_kept_for_each_run() -> None:
     assert store.resource_version("team", "a") == "12"
     store.apply(RUN_KIND, "DELETED", run("a", resourceVersion="13"))
     assert store.resource_version("team", "a") is None
+
+
+def test_a_new_unfinished_runs_body_is_handed_over_once_and_only_while_it_is_unfinished() -> None:
+    """The reconciler's first read of a new run is the watch's delivery: the newest one until it is taken,
+    none of a finished or deleted run, and none kept of a run the store already held."""
+    store = RunStore()
+    store.replace(RUN_KIND, None, [run("listed", resourceVersion="5"), run("done", status=ENDED)])
+    listed = store.take_delivered("team", "listed")
+    assert listed is not None and listed["metadata"]["resourceVersion"] == "5"
+    assert store.take_delivered("team", "listed") is None  # once
+    assert store.take_delivered("team", "done") is None  # finished: never kept
+    store.apply(RUN_KIND, "ADDED", run("a", resourceVersion="10"))
+    store.apply(RUN_KIND, "MODIFIED", run("a", status=RUNNING, resourceVersion="11"))
+    taken = store.take_delivered("team", "a")
+    assert taken is not None and taken["metadata"]["resourceVersion"] == "11"  # the newest
+    store.apply(RUN_KIND, "MODIFIED", run("a", status=RUNNING, resourceVersion="12"))
+    assert store.take_delivered("team", "a") is None  # taken: later versions are read, not kept
+    store.apply(RUN_KIND, "ADDED", run("b", resourceVersion="20"))
+    store.apply(RUN_KIND, "MODIFIED", run("b", status=ENDED, resourceVersion="21"))
+    assert store.take_delivered("team", "b") is None  # ended before it was taken: let go of
+    store.apply(RUN_KIND, "ADDED", run("c", resourceVersion="30"))
+    store.apply(RUN_KIND, "DELETED", run("c", resourceVersion="31"))
+    assert store.take_delivered("team", "c") is None  # gone
+    store.apply(RUN_KIND, "ADDED", run("d", resourceVersion="40"))
+    store.replace(RUN_KIND, None, [])
+    assert store.take_delivered("team", "d") is None  # gone while the watch was down
