@@ -229,14 +229,13 @@ class RunStore:
                 for name, entry in self._runs.pop(ns).items()
             }
             self._runs.update(listed)
-            for ns, runs in listed.items():
-                for name, entry in runs.items():
-                    self._deliver(ns, name, (ns, name) not in held, entry, bodies.get((ns, name), {}))
-            for ns, name in held.keys() - {(ns, name) for ns, runs in listed.items() for name in runs}:
-                self._delivered.pop((ns, name), None)
+            known = held.keys() | {(ns, name) for ns, runs in listed.items() for name in runs}
+            for ns, name in known:  # a run listed no more: its entry None, its body let go of
+                now_listed = listed.get(ns, {}).get(name)
+                self._deliver(ns, name, (ns, name) not in held, now_listed, bodies.get((ns, name), {}))
             self._synced.set()
         changes = []
-        for ns, name in held.keys() | {(ns, name) for ns, runs in listed.items() for name in runs}:
+        for ns, name in known:
             old, new = held.get((ns, name)), listed.get(ns, {}).get(name)
             if new is None and old is not None:
                 changes.append(decide_change(ns, name, old, old, True))
